@@ -1,0 +1,215 @@
+//go:build privileged
+
+package netns
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/containernetworking/cni/pkg/invoke"
+	"github.com/containernetworking/cni/pkg/types"
+	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/containernetworking/plugins/pkg/testutils"
+	"github.com/vishvananda/netlink"
+
+	"github.com/rdma-chain/rdma-chain/internal/fakekubelet"
+)
+
+var versions = []string{"0.4.0", "1.0.0"}
+
+// A pod kubelet allocated no RDMA resource to passes through: the chain's
+// result is the primary's, the pod has only what ptp gave it, CHECK passes,
+// DEL works twice and after the netns vanished, and no state is written.
+func TestPassThroughChain(t *testing.T) {
+	for _, v := range versions {
+		t.Run(v, func(t *testing.T) {
+			n := newNode(t, v, nil)
+			n.kubelet(fakekubelet.Pod{Namespace: "default", Name: "other", Resources: map[string][]string{"rdma/hca": {"1"}}})
+			p := n.pod("web")
+			res, err := n.add(p)
+			if err != nil {
+				t.Fatalf("ADD: %v", err)
+			}
+			assertOnlyPrimary(t, res, p)
+			if err := n.check(p); err != nil {
+				t.Fatalf("CHECK: %v", err)
+			}
+			for i := 0; i < 2; i++ {
+				if err := n.del(p); err != nil {
+					t.Fatalf("DEL %d: %v", i, err)
+				}
+			}
+			if f := n.stateFiles(); len(f) != 0 {
+				t.Errorf("pass-through wrote state %v", f)
+			}
+		})
+	}
+}
+
+// The plugin's output for a given prevResult is that prevResult, byte for
+// byte in meaning, at the conf's version (the real ptp result as input).
+func TestPassThroughEqualsPrimary(t *testing.T) {
+	for _, v := range versions {
+		t.Run(v, func(t *testing.T) {
+			n := newNode(t, v, nil)
+			n.kubelet()
+			p := n.pod("web")
+			primary := map[string]any{"cniVersion": v, "name": netName, "plugins": []any{n.ptpEntry()}}
+			b, _ := json.Marshal(primary)
+			n.list, _ = confList(b)
+			prev, err := n.add(p)
+			if err != nil {
+				t.Fatalf("ptp ADD: %v", err)
+			}
+			prevJSON, _ := json.Marshal(prev)
+			conf := fmt.Sprintf(`{"cniVersion":%q,"name":%q,"type":"rdma-chain","dataDir":%q,"podResourcesSocket":%q,"prevResult":%s}`,
+				v, netName, n.dataDir, n.socket, prevJSON)
+			out, err := invoke.ExecPluginWithResult(context.Background(), filepath.Join(n.binDir, "rdma-chain"), []byte(conf),
+				&invoke.Args{Command: "ADD", ContainerID: p.rt.ContainerID, NetNS: p.rt.NetNS, IfName: "eth0",
+					PluginArgsStr: "K8S_POD_NAMESPACE=default;K8S_POD_NAME=web", Path: n.binDir}, nil)
+			if err != nil {
+				t.Fatalf("rdma-chain ADD: %v", err)
+			}
+			outJSON, _ := json.Marshal(out)
+			assertJSONEqual(t, outJSON, prevJSON)
+		})
+	}
+}
+
+// A pod that needs RDMA on a kernel without RDMA gets code 100 and the node
+// keeps no state; the runtime's DEL then cleans the primary's part.
+func TestNeedsRDMAWithoutKernelSupport(t *testing.T) {
+	cases := []struct {
+		name string
+		rc   map[string]any
+		pods []fakekubelet.Pod
+	}{
+		{"podSelection all", map[string]any{"podSelection": "all"}, nil},
+		{"allocated rdma/hca", nil, []fakekubelet.Pod{{Namespace: "default", Name: "web", Resources: map[string][]string{"rdma/hca": {"3"}}}}},
+		{"conf deviceID", map[string]any{"deviceID": "mlx5_0"}, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			n := newNode(t, "1.0.0", tc.rc)
+			n.kubelet(tc.pods...)
+			p := n.pod("web")
+			_, err := n.add(p)
+			wantCode(t, err, 100, "no RDMA subsystem")
+			if f := n.stateFiles(); len(f) != 0 {
+				t.Errorf("failed ADD left state %v", f)
+			}
+			if err := n.del(p); err != nil {
+				t.Fatalf("DEL after failed ADD: %v", err)
+			}
+		})
+	}
+}
+
+func TestKubeletUnreachable(t *testing.T) {
+	n := newNode(t, "1.0.0", nil)
+	p := n.pod("web")
+	_, err := n.add(p)
+	wantCode(t, err, types.ErrTryAgainLater, n.socket)
+	if _, statErr := os.Stat(n.dataDir); !errors.Is(statErr, os.ErrNotExist) {
+		t.Errorf("ADD with kubelet down touched the state dir: %v", statErr)
+	}
+}
+
+func TestDelVanishedNetns(t *testing.T) {
+	n := newNode(t, "1.0.0", nil)
+	n.kubelet()
+	p := n.pod("web")
+	if _, err := n.add(p); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ns.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := testutils.UnmountNS(p.ns); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.del(p); err != nil {
+		t.Fatalf("DEL of vanished netns: %v", err)
+	}
+	p.rt.NetNS = ""
+	if err := n.del(p); err != nil {
+		t.Fatalf("DEL with empty CNI_NETNS: %v", err)
+	}
+}
+
+func TestStatus(t *testing.T) {
+	n := newNode(t, "1.1.0", nil)
+	wantCode(t, n.status(), 50, n.socket)
+	n.kubelet()
+	if err := n.status(); err != nil {
+		t.Fatalf("STATUS with kubelet: %v", err)
+	}
+	all := newNode(t, "1.1.0", map[string]any{"podSelection": "all"})
+	if err := all.status(); err != nil {
+		t.Fatalf("STATUS podSelection all needs no kubelet: %v", err)
+	}
+}
+
+func assertOnlyPrimary(t *testing.T, res types.Result, p *pod) {
+	t.Helper()
+	b, _ := json.Marshal(res)
+	var r struct {
+		Interfaces []struct{ Name, Sandbox string }
+		IPs        []struct{ Address string }
+	}
+	_ = json.Unmarshal(b, &r)
+	if len(r.IPs) != 1 || len(r.Interfaces) != 2 {
+		t.Fatalf("result is not ptp's alone: %s", b)
+	}
+	for _, i := range r.Interfaces {
+		if strings.HasPrefix(i.Name, "rdma") {
+			t.Errorf("pass-through added %s", i.Name)
+		}
+	}
+	_ = p.ns.Do(func(ns.NetNS) error {
+		links, _ := netlink.LinkList()
+		var names []string
+		for _, l := range links {
+			names = append(names, l.Attrs().Name)
+		}
+		if !reflect.DeepEqual(names, []string{"lo", "eth0"}) {
+			t.Errorf("pod links %v, want lo eth0", names)
+		}
+		eth0, _ := netlink.LinkByName("eth0")
+		addrs, _ := netlink.AddrList(eth0, netlink.FAMILY_V4)
+		ip, _, _ := net.ParseCIDR(r.IPs[0].Address)
+		if len(addrs) != 1 || !addrs[0].IP.Equal(ip) {
+			t.Errorf("eth0 addrs %v, result %s", addrs, r.IPs[0].Address)
+		}
+		return nil
+	})
+}
+
+func assertJSONEqual(t *testing.T, got, want []byte) {
+	t.Helper()
+	var g, w any
+	_ = json.Unmarshal(got, &g)
+	_ = json.Unmarshal(want, &w)
+	if !reflect.DeepEqual(g, w) {
+		t.Errorf("result differs from primary's:\n got %s\nwant %s", got, want)
+	}
+}
+
+func wantCode(t *testing.T, err error, code uint, substr string) {
+	t.Helper()
+	var te *types.Error
+	if !errors.As(err, &te) || te.Code != code {
+		t.Fatalf("want CNI error code %d, got %v", code, err)
+	}
+	if !strings.Contains(te.Msg+" "+te.Details, substr) {
+		t.Errorf("error %q does not mention %q", te.Error(), substr)
+	}
+}

@@ -1,0 +1,47 @@
+// Package testenv decides whether a test tier may run here. On a developer
+// machine a missing prerequisite skips the test; under CI=true it fails it,
+// so a tier that cannot run never passes silently.
+package testenv
+
+import (
+	"os"
+	"os/exec"
+	"testing"
+)
+
+// InCI reports whether the tests run under CI (CI=true).
+func InCI() bool { return os.Getenv("CI") == "true" }
+
+// Unavailable skips t on a developer machine and fails it under CI.
+func Unavailable(t testing.TB, format string, args ...any) {
+	t.Helper()
+	if InCI() {
+		t.Fatalf("CI=true, tier cannot run: "+format, args...)
+	}
+	t.Skipf(format, args...)
+}
+
+// RequireRoot stops t unless the test runs as root.
+func RequireRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		Unavailable(t, "needs root")
+	}
+}
+
+// RequireBinary returns the path of a binary found in PATH or at one of dirs,
+// and stops t when it is missing.
+func RequireBinary(t testing.TB, name string, dirs ...string) string {
+	t.Helper()
+	for _, d := range dirs {
+		p := d + "/" + name
+		if st, err := os.Stat(p); err == nil && !st.IsDir() {
+			return p
+		}
+	}
+	if p, err := exec.LookPath(name); err == nil {
+		return p
+	}
+	Unavailable(t, "binary %q not found (run make deps)", name)
+	return ""
+}

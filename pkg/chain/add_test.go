@@ -1,0 +1,233 @@
+package chain
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/containernetworking/cni/pkg/types"
+
+	"github.com/rdma-chain/rdma-chain/pkg/podres"
+	"github.com/rdma-chain/rdma-chain/pkg/rdma"
+)
+
+func wantCode(t *testing.T, err error, code uint, substr string) {
+	t.Helper()
+	var te *types.Error
+	if !errors.As(err, &te) || te.Code != code {
+		t.Fatalf("want CNI error %d, got %#v", code, err)
+	}
+	if !strings.Contains(te.Msg+" "+te.Details, substr) {
+		t.Errorf("error %q / %q does not mention %q", te.Msg, te.Details, substr)
+	}
+}
+
+func stateFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(dir, "attachments", "*.json"))
+	return files
+}
+
+func TestAddNeedsPrevResult(t *testing.T) {
+	w := &world{}
+	err := w.plugin().Add(cmd(t.TempDir(), "", ""))
+	wantCode(t, err, types.ErrInvalidNetworkConfig, "chained")
+}
+
+// A pod allocated nothing passes through at every CNI version, unchanged,
+// without touching the RDMA subsystem.
+func TestPassThroughEveryVersion(t *testing.T) {
+	prev := map[string]string{
+		"0.3.0": `{"cniVersion":"0.3.0","interfaces":[{"name":"eth0","mac":"00:16:3e:01:02:03","sandbox":"/ns"}],"ips":[{"version":"4","address":"10.1.0.5/24","interface":0}]}`,
+		"0.3.1": `{"cniVersion":"0.3.1","interfaces":[{"name":"eth0","sandbox":"/ns"}],"ips":[{"version":"6","address":"fd00::5/64","interface":0}]}`,
+		"0.4.0": `{"cniVersion":"0.4.0","interfaces":[{"name":"eth0","sandbox":"/ns"}],"ips":[{"version":"4","address":"10.1.0.5/24","gateway":"10.1.0.1","interface":0}],"routes":[{"dst":"0.0.0.0/0"}]}`,
+		"1.0.0": prevResult100,
+		"1.1.0": `{"cniVersion":"1.1.0","interfaces":[{"name":"eth0","sandbox":"/ns"}],"ips":[{"address":"10.1.0.5/24","interface":0}],"routes":[{"dst":"0.0.0.0/0","mtu":1400}]}`,
+	}
+	for ver, in := range prev {
+		t.Run(ver, func(t *testing.T) {
+			w := &world{}
+			dir := t.TempDir()
+			args := cmd(dir, "", in)
+			args.StdinData = []byte(strings.Replace(string(args.StdinData), `"1.0.0"`, `"`+ver+`"`, 1))
+			if err := w.plugin().Add(args); err != nil {
+				t.Fatal(err)
+			}
+			assertSameJSON(t, w.stdout.Bytes(), []byte(in))
+			if !reflect.DeepEqual(w.calls, []string{"Allocated default/p1"}) {
+				t.Errorf("calls = %v, want only the kubelet lookup", w.calls)
+			}
+			if f := stateFiles(t, dir); len(f) != 0 {
+				t.Errorf("pass-through wrote state %v", f)
+			}
+		})
+	}
+}
+
+func assertSameJSON(t *testing.T, got, want []byte) {
+	t.Helper()
+	var g, w any
+	if err := json.Unmarshal(got, &g); err != nil {
+		t.Fatalf("output %q: %v", got, err)
+	}
+	_ = json.Unmarshal(want, &w)
+	// 1.x results always carry a dns object; older ones omit empty fields.
+	if m, ok := g.(map[string]any); ok {
+		if d, ok := m["dns"].(map[string]any); ok && len(d) == 0 {
+			delete(m, "dns")
+		}
+	}
+	if m, ok := w.(map[string]any); ok {
+		if d, ok := m["dns"].(map[string]any); ok && len(d) == 0 {
+			delete(m, "dns")
+		}
+	}
+	if !reflect.DeepEqual(g, w) {
+		t.Errorf("result changed:\n got %s\nwant %s", got, want)
+	}
+}
+
+func TestAddKubelet(t *testing.T) {
+	t.Run("unreachable is try-again naming the socket", func(t *testing.T) {
+		w := &world{podErr: podres.ErrUnavailable}
+		dir := t.TempDir()
+		err := w.plugin().Add(cmd(dir, `,"podResourcesSocket":"/run/kl.sock"`, prevResult100))
+		wantCode(t, err, types.ErrTryAgainLater, "/run/kl.sock")
+		if len(stateFiles(t, dir)) != 0 || len(w.calls) != 1 {
+			t.Errorf("changed something: calls %v", w.calls)
+		}
+	})
+	t.Run("no pod identity passes through", func(t *testing.T) {
+		w := &world{}
+		args := cmd(t.TempDir(), "", prevResult100)
+		args.Args = ""
+		if err := w.plugin().Add(args); err != nil || len(w.calls) != 0 {
+			t.Fatalf("err %v calls %v", err, w.calls)
+		}
+	})
+	t.Run("hostile CNI_ARGS rejected", func(t *testing.T) {
+		w := &world{}
+		args := cmd(t.TempDir(), "", prevResult100)
+		args.Args = "K8S_POD_NAMESPACE=a;K8S_POD_NAME=../../etc"
+		wantCode(t, w.plugin().Add(args), types.ErrInvalidNetworkConfig, "K8S_POD_NAME")
+	})
+}
+
+func TestAddKernel(t *testing.T) {
+	cases := []struct {
+		name  string
+		w     *world
+		conf  string
+		code  uint
+		words string
+	}{
+		{"no RDMA", &world{modeErr: rdma.ErrNoRDMA}, `,"podSelection":"all"`, CodeNoRDMA, "no RDMA"},
+		{"mode mismatch", &world{mode: rdma.ModeShared, devices: []rdma.Device{rxe("rxe0", "veth0")}},
+			`,"podSelection":"all","mode":"exclusive"`, CodeModeMismatch, `"shared"`},
+		{"no device offered", &world{mode: rdma.ModeShared, devices: []rdma.Device{rxe("rxe0", "veth0")}},
+			`,"podSelection":"all","devices":["mlx5_0"]`, CodeNoDevice, "no RDMA device"},
+		{"driver cannot move", &world{mode: rdma.ModeExclusive, devices: []rdma.Device{rxe("rxe0", "veth0")},
+			failOn: map[string]error{"MoveToNetns": &rdma.UnsupportedMoveError{Device: "rxe0", Driver: "rdma_rxe", Err: errors.New("operation not supported")}}},
+			`,"podSelection":"all"`, CodeMoveUnsupported, "rdma_rxe"},
+		{"no ipvlan", &world{mode: rdma.ModeShared, devices: []rdma.Device{rxe("rxe0", "veth0")},
+			failOn: map[string]error{"AddChild": errors.New("ipvlan: link kind not supported")}},
+			`,"podSelection":"all"`, CodeLinkSetup, "ipvlan"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			err := tc.w.plugin().Add(cmd(dir, tc.conf, prevResult100))
+			wantCode(t, err, tc.code, tc.words)
+			if f := stateFiles(t, dir); len(f) != 0 {
+				t.Errorf("failed ADD left state %v", f)
+			}
+		})
+	}
+}
+
+func TestAddSharedThenDel(t *testing.T) {
+	w := &world{mode: rdma.ModeShared, devices: []rdma.Device{rxe("rxe0", "veth0"), rxe("rxe1", "veth1")},
+		allocs: []podres.Allocation{{ResourceName: "rdma/hca", DeviceIDs: []string{"7"}}}}
+	dir := t.TempDir()
+	p := w.plugin()
+	if err := p.Add(cmd(dir, "", prevResult100)); err != nil {
+		t.Fatal(err)
+	}
+	var res struct {
+		Interfaces []struct{ Name, Mac, Sandbox string }
+	}
+	if err := json.Unmarshal(w.stdout.Bytes(), &res); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Interfaces) != 4 || res.Interfaces[2].Name != "rdma0" || res.Interfaces[3].Name != "rdma1" ||
+		res.Interfaces[3].Sandbox != "/var/run/netns/pod" || res.Interfaces[2].Mac != "02:00:00:00:00:00" {
+		t.Errorf("result interfaces = %+v", res.Interfaces)
+	}
+	if len(stateFiles(t, dir)) != 1 {
+		t.Fatal("no state recorded")
+	}
+	w.calls = nil
+	for i := 0; i < 2; i++ {
+		if err := p.Del(cmd(dir, "", "")); err != nil {
+			t.Fatalf("DEL %d: %v", i, err)
+		}
+	}
+	want := []string{"DelChild /var/run/netns/pod rdma1 02:00:00:00:00:01", "DelChild /var/run/netns/pod rdma0 02:00:00:00:00:00"}
+	if !reflect.DeepEqual(w.calls, want) {
+		t.Errorf("DEL calls = %v, want %v", w.calls, want)
+	}
+	if len(stateFiles(t, dir)) != 0 {
+		t.Error("state left after DEL")
+	}
+}
+
+func TestAddSharedLinkNone(t *testing.T) {
+	w := &world{mode: rdma.ModeShared, devices: []rdma.Device{rxe("rxe0", "veth0")}}
+	dir := t.TempDir()
+	if err := w.plugin().Add(cmd(dir, `,"podSelection":"all","sharedLink":{"type":"none"}`, prevResult100)); err != nil {
+		t.Fatal(err)
+	}
+	assertSameJSON(t, w.stdout.Bytes(), []byte(prevResult100))
+	if len(stateFiles(t, dir)) != 1 {
+		t.Error("sharedLink none must still record the attachment")
+	}
+}
+
+// Every step of an exclusive ADD that fails rolls back exactly what the steps
+// before it did, in reverse order, and leaves no state.
+func TestExclusiveRollbackAtEveryStep(t *testing.T) {
+	devs := []rdma.Device{rxe("mlx5_0", "eth1"), rxe("mlx5_1", "eth2")}
+	cases := []struct {
+		failAt string
+		nth    int // fail the nth call of failAt (1-based)
+		undo   []string
+	}{
+		{"OpenNS", 1, nil},
+		{"MoveToPod", 1, nil},
+		{"MoveToNetns", 1, []string{"RestoreToHost eth1 /var/run/netns/pod"}},
+		{"MoveToPod", 2, []string{"ReturnToHost mlx5_0 /var/run/netns/pod", "RestoreToHost eth1 /var/run/netns/pod"}},
+		{"MoveToNetns", 2, []string{"RestoreToHost eth2 /var/run/netns/pod", "ReturnToHost mlx5_0 /var/run/netns/pod", "RestoreToHost eth1 /var/run/netns/pod"}},
+	}
+	for _, tc := range cases {
+		t.Run(fmt.Sprintf("%s#%d", tc.failAt, tc.nth), func(t *testing.T) {
+			w := &world{mode: rdma.ModeExclusive, devices: devs,
+				allocs:  []podres.Allocation{{ResourceName: "rdma/hca", DeviceIDs: []string{"mlx5_0", "mlx5_1"}}},
+				failOn:  map[string]error{tc.failAt: errors.New("injected")},
+				failNth: map[string]int{tc.failAt: tc.nth}}
+			dir := t.TempDir()
+			if err := w.plugin().Add(cmd(dir, `,"devices":["mlx5_0","mlx5_1"]`, prevResult100)); err == nil {
+				t.Fatal("ADD succeeded")
+			}
+			if got := w.callsAfter(tc.failAt, tc.nth); !reflect.DeepEqual(got, tc.undo) {
+				t.Errorf("undo = %v, want %v", got, tc.undo)
+			}
+			if f := stateFiles(t, dir); len(f) != 0 {
+				t.Errorf("state left: %v", f)
+			}
+		})
+	}
+}

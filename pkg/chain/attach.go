@@ -1,0 +1,194 @@
+package chain
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/containernetworking/cni/pkg/types"
+	"github.com/containernetworking/plugins/pkg/ns"
+
+	"github.com/rdma-chain/rdma-chain/pkg/config"
+	"github.com/rdma-chain/rdma-chain/pkg/netdev"
+	"github.com/rdma-chain/rdma-chain/pkg/rdma"
+	"github.com/rdma-chain/rdma-chain/pkg/state"
+)
+
+// Progress markers recorded in state.Link.Step before and after host changes.
+const (
+	stepPlanned     = "planned"      // recorded, nothing changed yet
+	stepNetdevMoved = "netdev-moved" // exclusive: netdev is in the pod
+	stepChildAdding = "child-adding" // shared: child being created
+	stepDone        = "done"
+)
+
+// undoStack runs the undo of every host change in reverse order.
+type undoStack []func() error
+
+func (u *undoStack) push(f func() error) { *u = append(*u, f) }
+
+func (u undoStack) run() error {
+	var errs []error
+	for i := len(u) - 1; i >= 0; i-- {
+		errs = append(errs, u[i]())
+	}
+	return errors.Join(errs...)
+}
+
+// attach gives the pod its devices, recording each step; on failure it undoes
+// what it did and removes the record, leaving the node as it found it.
+func (p *Plugin) attach(c *call, rec *state.Record, devs []rdma.Device) (err error) {
+	podNS, err := p.env.OpenNS(c.args.Netns)
+	if err != nil {
+		return cniError(types.ErrInvalidNetNS, "cannot open pod netns "+c.args.Netns, err)
+	}
+	defer podNS.Close()
+	var undo undoStack
+	defer func() {
+		if err == nil {
+			return
+		}
+		if uerr := undo.run(); uerr != nil {
+			c.log.Error("rollback incomplete: state kept for DEL", "container", c.args.ContainerID, "error", uerr)
+			return
+		}
+		if derr := c.store.Delete(c.key()); derr != nil {
+			c.log.Error("cannot remove state after rollback", "error", derr)
+		}
+	}()
+	for i, d := range devs {
+		rec.Links = append(rec.Links, state.Link{Device: d.Name, HostName: d.Netdev, PodName: c.conf.PodIfName(i), Step: stepPlanned})
+		link := &rec.Links[len(rec.Links)-1]
+		if err := p.save(c, rec); err != nil {
+			return err
+		}
+		if rec.Mode == string(rdma.ModeExclusive) {
+			err = p.attachExclusive(c, rec, link, d, podNS, &undo)
+		} else {
+			err = p.attachShared(c, rec, link, podNS, &undo)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *Plugin) attachExclusive(c *call, rec *state.Record, link *state.Link, d rdma.Device, podNS ns.NetNS, undo *undoStack) error {
+	link.Kind = "moved"
+	if d.Netdev != "" {
+		hl, err := p.env.Links.MoveToPod(d.Netdev, podNS, link.PodName)
+		if err != nil {
+			return cniError(CodeLinkSetup, fmt.Sprintf("cannot move netdev %s of %s into the pod", d.Netdev, d.Name), err)
+		}
+		undo.push(func() error { return p.env.Links.RestoreToHost(hl, podNS.Path()) })
+		setHostLink(link, hl)
+		link.Step = stepNetdevMoved
+		if err := p.save(c, rec); err != nil {
+			return err
+		}
+	} else {
+		link.PodName = ""
+	}
+	if err := p.env.RDMA.MoveToNetns(d.Name, int(podNS.Fd())); err != nil {
+		var unsup *rdma.UnsupportedMoveError
+		if errors.As(err, &unsup) {
+			return cniError(CodeMoveUnsupported, "RDMA device "+d.Name+" cannot change netns", err)
+		}
+		return cniError(CodeLinkSetup, "cannot move RDMA device "+d.Name+" into the pod", err)
+	}
+	undo.push(func() error { return p.env.RDMA.ReturnToHost(d.Name, podNS.Path()) })
+	link.RDMAMoved = true
+	link.Step = stepDone
+	return p.save(c, rec)
+}
+
+func (p *Plugin) attachShared(c *call, rec *state.Record, link *state.Link, podNS ns.NetNS, undo *undoStack) error {
+	kind := c.conf.SharedLink.Type
+	link.Kind = kind
+	if kind == config.LinkNone {
+		link.PodName = ""
+		link.Step = stepDone
+		return p.save(c, rec)
+	}
+	if link.HostName == "" {
+		return cniErrorf(CodeNoDevice, "RDMA device %s has no netdev to create a %s child of", link.Device, kind)
+	}
+	link.Step = stepChildAdding
+	if err := p.save(c, rec); err != nil {
+		return err
+	}
+	spec := netdev.ChildSpec{Kind: kind, Mode: c.conf.SharedLink.Mode, Parent: link.HostName, PodName: link.PodName}
+	child, err := p.env.Links.AddChild(spec, podNS)
+	if err != nil {
+		return cniError(CodeLinkSetup, fmt.Sprintf("cannot create %s child of %s in the pod", kind, link.HostName), err)
+	}
+	undo.push(func() error { return p.env.Links.DelChild(podNS.Path(), child.Name, child.MAC) })
+	link.MAC = child.MAC
+	link.Step = stepDone
+	return p.save(c, rec)
+}
+
+// detach undoes one attachment's links in reverse order. nsPath may be empty
+// or gone. It records progress so a failed DEL can be retried.
+func (p *Plugin) detach(c *call, rec *state.Record, nsPath string) error {
+	var errs []error
+	for i := len(rec.Links) - 1; i >= 0; i-- {
+		if err := p.detachLink(&rec.Links[i], nsPath); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", rec.Links[i].Device, err))
+			continue
+		}
+		rec.Links = rec.Links[:i]
+	}
+	if err := errors.Join(errs...); err != nil {
+		if serr := c.store.Put(rec); serr != nil {
+			c.log.Error("cannot record DEL progress", "error", serr)
+		}
+		return err
+	}
+	return nil
+}
+
+func (p *Plugin) detachLink(l *state.Link, nsPath string) error {
+	switch l.Kind {
+	case "moved":
+		if l.RDMAMoved {
+			if err := p.env.RDMA.ReturnToHost(l.Device, nsPath); err != nil {
+				return err
+			}
+			l.RDMAMoved = false
+		}
+		if l.Step == stepPlanned || l.HostName == "" {
+			return nil
+		}
+		err := p.env.Links.RestoreToHost(hostLink(l), nsPath)
+		if errors.Is(err, netdev.ErrGone) {
+			return nil
+		}
+		return err
+	case config.LinkIPVlan, config.LinkMACVlan:
+		if l.Step == stepPlanned {
+			return nil
+		}
+		return p.env.Links.DelChild(nsPath, l.PodName, l.MAC)
+	}
+	return nil
+}
+
+func (p *Plugin) save(c *call, rec *state.Record) error {
+	if err := c.store.Put(rec); err != nil {
+		return cniError(CodeState, "cannot record attachment state", err)
+	}
+	return nil
+}
+
+func setHostLink(l *state.Link, hl netdev.HostLink) {
+	l.HostName, l.PodName, l.MAC = hl.HostName, hl.PodName, hl.MAC
+	l.HostIndex, l.MTU, l.WasUp, l.HostAddrs = hl.HostIndex, hl.MTU, hl.WasUp, hl.HostAddrs
+}
+
+func hostLink(l *state.Link) netdev.HostLink {
+	return netdev.HostLink{
+		HostName: l.HostName, PodName: l.PodName, MAC: l.MAC, HostIndex: l.HostIndex,
+		MTU: l.MTU, WasUp: l.WasUp, HostAddrs: l.HostAddrs,
+	}
+}

@@ -1,0 +1,149 @@
+package chain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	types100 "github.com/containernetworking/cni/pkg/types/100"
+
+	"github.com/rdma-chain/rdma-chain/pkg/config"
+	"github.com/rdma-chain/rdma-chain/pkg/state"
+)
+
+// del gives back what ADD took. It succeeds when there is nothing to give
+// back: no state, an empty or vanished netns, a second DEL.
+func (p *Plugin) del(c *call) error {
+	rec, unlock, err := p.lockedRecord(c)
+	if err != nil || rec == nil {
+		return err
+	}
+	defer unlock()
+	nsPath := c.args.Netns
+	if nsPath == "" {
+		nsPath = rec.NetNS
+	}
+	if err := p.detach(c, rec, nsPath); err != nil {
+		return cniError(CodeLinkSetup, "cannot give back the pod's RDMA links", err)
+	}
+	if err := c.store.Delete(c.key()); err != nil {
+		return cniError(CodeState, "cannot remove attachment state", err)
+	}
+	return nil
+}
+
+// lockedRecord takes the node lock and reads the call's record. It returns a
+// nil record (and no lock held) when there is none.
+func (p *Plugin) lockedRecord(c *call) (*state.Record, func(), error) {
+	unlock, err := c.store.Lock()
+	if err != nil {
+		return nil, nil, cniError(CodeState, "cannot lock attachment state", err)
+	}
+	rec, err := c.store.Get(c.key())
+	if err != nil {
+		unlock()
+		if errors.Is(err, state.ErrNotFound) {
+			return nil, nil, nil
+		}
+		return nil, nil, cniError(CodeState, "cannot read attachment state", err)
+	}
+	return rec, unlock, nil
+}
+
+// gc undoes and forgets every attachment of this network that the runtime
+// no longer lists as valid.
+func (p *Plugin) gc(c *call) error {
+	unlock, err := c.store.Lock()
+	if err != nil {
+		return cniError(CodeState, "cannot lock attachment state", err)
+	}
+	defer unlock()
+	recs, listErr := c.store.List()
+	valid := map[state.Key]bool{}
+	for _, a := range c.conf.ValidAttachments() {
+		valid[state.Key{Network: c.conf.Name, ContainerID: a.ContainerID, IfName: a.IfName}] = true
+	}
+	var errs []error
+	if listErr != nil {
+		errs = append(errs, listErr)
+	}
+	for _, rec := range recs {
+		if rec.Network != c.conf.Name || valid[rec.Key()] {
+			continue
+		}
+		if err := p.detach(c, rec, rec.NetNS); err != nil {
+			errs = append(errs, fmt.Errorf("attachment %s/%s: %w", rec.ContainerID, rec.IfName, err))
+			continue
+		}
+		if err := c.store.Delete(rec.Key()); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		c.log.Info("gc: released stale attachment", "container", rec.ContainerID, "ifname", rec.IfName)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return cniError(CodeState, "gc could not release every stale attachment", err)
+	}
+	return nil
+}
+
+// check verifies the recorded attachment against the pod netns and the
+// chain's result. A pod passed through has no record and nothing to verify.
+func (p *Plugin) check(c *call) error {
+	if c.conf.PrevResult == nil {
+		return cniErrorf(7, "CHECK needs prevResult")
+	}
+	rec, unlock, err := p.lockedRecord(c)
+	if err != nil || rec == nil {
+		return err
+	}
+	defer unlock()
+	result, err := types100.NewResultFromResult(c.conf.PrevResult)
+	if err != nil {
+		return cniError(6, "cannot convert prevResult", err)
+	}
+	for _, l := range rec.Links {
+		if err := p.checkLink(c, rec, l, result); err != nil {
+			return cniError(CodeCheckFailed, fmt.Sprintf("RDMA link %s of device %s", l.PodName, l.Device), err)
+		}
+	}
+	return nil
+}
+
+func (p *Plugin) checkLink(c *call, rec *state.Record, l state.Link, result *types100.Result) error {
+	if l.Step != stepDone {
+		return fmt.Errorf("attachment incomplete (step %s)", l.Step)
+	}
+	if l.PodName == "" {
+		return nil
+	}
+	if !hasInterface(result, l.PodName, c.args.Netns) {
+		return fmt.Errorf("interface %s missing from the result", l.PodName)
+	}
+	return p.env.Links.CheckInPod(c.args.Netns, l.PodName, l.MAC)
+}
+
+func hasInterface(r *types100.Result, name, sandbox string) bool {
+	for _, i := range r.Interfaces {
+		if i.Name == name && i.Sandbox == sandbox {
+			return true
+		}
+	}
+	return false
+}
+
+// status reports whether the plugin can serve ADD.
+func (p *Plugin) status(c *call) error {
+	if err := c.store.Writable(); err != nil {
+		return cniError(CodeNotAvailable, "state directory "+c.conf.DataDir+" is not writable", err)
+	}
+	if c.conf.PodSelection != config.SelectRequested {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), podResourcesTimeout)
+	defer cancel()
+	if err := p.env.PodResources(c.conf.PodResourcesSocket).Probe(ctx); err != nil {
+		return cniError(CodeNotAvailable, "kubelet pod-resources API at "+c.conf.PodResourcesSocket+" is not reachable", err)
+	}
+	return nil
+}

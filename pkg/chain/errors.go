@@ -1,0 +1,39 @@
+package chain
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/containernetworking/cni/pkg/types"
+)
+
+// CNI error codes of the plugin's own (100+), documented in the README.
+const (
+	CodeNoRDMA          uint = 100 // the pod needs RDMA; this kernel has none
+	CodeModeMismatch    uint = 101 // configured mode differs from the kernel's
+	CodeMoveUnsupported uint = 102 // the RDMA device's driver cannot change netns
+	CodeNoDevice        uint = 103 // no offered RDMA device matches the pod's request
+	CodeLinkSetup       uint = 104 // moving, restoring or creating a netdev failed
+	CodeState           uint = 105 // the attachment state store failed or conflicts
+	CodeCheckFailed     uint = 106 // CHECK found the attachment differs from its record
+	// CodeNotAvailable is the spec's STATUS code: the plugin cannot serve ADD.
+	CodeNotAvailable uint = 50
+)
+
+// cniError turns err into the error the runtime sees. An err that already is
+// a *types.Error keeps its code.
+func cniError(code uint, msg string, err error) error {
+	var te *types.Error
+	if errors.As(err, &te) {
+		return te
+	}
+	details := ""
+	if err != nil {
+		details = err.Error()
+	}
+	return types.NewError(code, msg, details)
+}
+
+func cniErrorf(code uint, format string, args ...any) error {
+	return types.NewError(code, fmt.Sprintf(format, args...), "")
+}

@@ -1,0 +1,151 @@
+package chain
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+
+	"github.com/containernetworking/cni/pkg/skel"
+	"github.com/containernetworking/plugins/pkg/ns"
+
+	"github.com/rdma-chain/rdma-chain/pkg/netdev"
+	"github.com/rdma-chain/rdma-chain/pkg/podres"
+	"github.com/rdma-chain/rdma-chain/pkg/rdma"
+)
+
+// world is a fake node: it records every seam call in order and fails the
+// call whose name is in failOn.
+type world struct {
+	mode    rdma.Mode
+	modeErr error
+	devices []rdma.Device
+	allocs  []podres.Allocation
+	podErr  error
+	failOn  map[string]error
+	failNth map[string]int // fail only that call of failOn's name (1-based)
+	counts  map[string]int
+	calls   []string
+	stdout  bytes.Buffer
+	stderr  bytes.Buffer
+}
+
+func (w *world) record(format string, args ...any) error {
+	call := fmt.Sprintf(format, args...)
+	w.calls = append(w.calls, call)
+	name, _, _ := strings.Cut(call, " ")
+	if w.counts == nil {
+		w.counts = map[string]int{}
+	}
+	w.counts[name]++
+	if n := w.failNth[name]; n != 0 && n != w.counts[name] {
+		return nil
+	}
+	return w.failOn[name]
+}
+
+func (w *world) NetnsMode() (rdma.Mode, error) { w.record("NetnsMode"); return w.mode, w.modeErr }
+func (w *world) Devices() ([]rdma.Device, error) {
+	return w.devices, w.record("Devices")
+}
+func (w *world) MoveToNetns(dev string, _ int) error { return w.record("MoveToNetns %s", dev) }
+func (w *world) ReturnToHost(dev, nsPath string) error {
+	return w.record("ReturnToHost %s %s", dev, nsPath)
+}
+
+func (w *world) MoveToPod(host string, podNS ns.NetNS, pod string) (netdev.HostLink, error) {
+	err := w.record("MoveToPod %s %s", host, pod)
+	return netdev.HostLink{HostName: host, PodName: pod, MAC: "02:00:00:00:00:01", MTU: 1500, WasUp: true}, err
+}
+func (w *world) RestoreToHost(l netdev.HostLink, nsPath string) error {
+	return w.record("RestoreToHost %s %s", l.HostName, nsPath)
+}
+func (w *world) AddChild(spec netdev.ChildSpec, _ ns.NetNS) (netdev.Child, error) {
+	err := w.record("AddChild %s %s %s %s", spec.Kind, spec.Mode, spec.Parent, spec.PodName)
+	return netdev.Child{Name: spec.PodName, MAC: "02:00:00:00:00:0" + spec.PodName[len(spec.PodName)-1:]}, err
+}
+func (w *world) DelChild(nsPath, name, mac string) error {
+	return w.record("DelChild %s %s %s", nsPath, name, mac)
+}
+func (w *world) CheckInPod(nsPath, name, mac string) error {
+	return w.record("CheckInPod %s %s %s", nsPath, name, mac)
+}
+func (w *world) Allocated(_ context.Context, namespace, name string, _ []string) ([]podres.Allocation, error) {
+	w.record("Allocated %s/%s", namespace, name)
+	return w.allocs, w.podErr
+}
+func (w *world) Probe(context.Context) error { return w.record("Probe") }
+
+func (w *world) plugin() *Plugin {
+	return New(Env{
+		RDMA: w, Links: w, PodResources: func(string) PodResources { return w },
+		OpenNS: func(p string) (ns.NetNS, error) {
+			if err := w.record("OpenNS %s", p); err != nil {
+				return nil, err
+			}
+			return fakeNS(p), nil
+		},
+		Stdout: &w.stdout, Stderr: &w.stderr,
+	})
+}
+
+// fakeNS is a pod netns path that is never entered.
+type fakeNS string
+
+func (f fakeNS) Do(func(ns.NetNS) error) error {
+	return fmt.Errorf("fake netns %s cannot be entered", f)
+}
+func (f fakeNS) Set() error   { return fmt.Errorf("fake netns") }
+func (f fakeNS) Path() string { return string(f) }
+func (f fakeNS) Fd() uintptr  { return 42 }
+func (f fakeNS) Close() error { return nil }
+
+// rxe returns a soft-RoCE style device on netdev.
+func rxe(name, netdev string) rdma.Device {
+	return rdma.Device{Name: name, Driver: "rdma_rxe", Netdev: netdev, NodeGUID: "0000:0000:0000:0001"}
+}
+
+// erdma returns an eRDMA device whose GUID derives from mac.
+func erdma(t *testing.T, name, netdev, mac string) rdma.Device {
+	t.Helper()
+	hw, _ := net.ParseMAC(mac)
+	guid, err := rdma.GUIDFromMAC(hw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rdma.Device{Name: name, Driver: "erdma", Netdev: netdev, NodeGUID: guid}
+}
+
+const prevResult100 = `{"cniVersion":"1.0.0","interfaces":[{"name":"veth1","mac":"aa:bb:cc:dd:ee:01"},
+	{"name":"eth0","mac":"00:16:3e:01:02:03","sandbox":"/var/run/netns/pod"}],
+	"ips":[{"address":"10.1.0.5/24","gateway":"10.1.0.1","interface":1}],
+	"routes":[{"dst":"0.0.0.0/0"}],"dns":{}}`
+
+// cmd builds skel args for conf (without closing brace) and prevResult.
+func cmd(dataDir, conf, prev string) *skel.CmdArgs {
+	stdin := `{"cniVersion":"1.0.0","name":"rdmanet","type":"rdma-chain","dataDir":"` + dataDir + `"` + conf
+	if prev != "" {
+		stdin += `,"prevResult":` + prev
+	}
+	return &skel.CmdArgs{
+		ContainerID: "c1", Netns: "/var/run/netns/pod", IfName: "eth0",
+		Args:      "K8S_POD_NAMESPACE=default;K8S_POD_NAME=p1;K8S_POD_UID=u1",
+		StdinData: []byte(stdin + "}"),
+	}
+}
+
+// callsAfter returns the calls after the nth call named name.
+func (w *world) callsAfter(name string, nth int) []string {
+	seen := 0
+	for i, c := range w.calls {
+		if strings.HasPrefix(c, name+" ") || c == name {
+			seen++
+			if seen == nth {
+				return append([]string(nil), w.calls[i+1:]...)
+			}
+		}
+	}
+	return nil
+}

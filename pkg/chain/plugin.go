@@ -1,0 +1,116 @@
+// Package chain implements the plugin's CNI verbs (ADD, DEL, CHECK, STATUS,
+// GC) over small seams to the kernel, kubelet and the state store, so the
+// flows and their rollback run in unit tests without root.
+package chain
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/containernetworking/cni/pkg/skel"
+	"github.com/containernetworking/plugins/pkg/ns"
+
+	"github.com/rdma-chain/rdma-chain/pkg/config"
+	"github.com/rdma-chain/rdma-chain/pkg/netdev"
+	"github.com/rdma-chain/rdma-chain/pkg/podres"
+	"github.com/rdma-chain/rdma-chain/pkg/rdma"
+	"github.com/rdma-chain/rdma-chain/pkg/state"
+)
+
+// RDMA is the seam over the node's RDMA subsystem.
+type RDMA interface {
+	NetnsMode() (rdma.Mode, error)
+	Devices() ([]rdma.Device, error)
+	MoveToNetns(dev string, nsFd int) error
+	// ReturnToHost brings dev back from the netns at podNSPath to the
+	// plugin's own netns; absent device or netns is not an error.
+	ReturnToHost(dev, podNSPath string) error
+}
+
+// Links is the seam over netdevs: exclusive-mode moves, shared-mode children.
+type Links interface {
+	MoveToPod(hostName string, podNS ns.NetNS, podName string) (netdev.HostLink, error)
+	RestoreToHost(l netdev.HostLink, podNSPath string) error
+	AddChild(spec netdev.ChildSpec, podNS ns.NetNS) (netdev.Child, error)
+	DelChild(podNSPath, name, expectMAC string) error
+	CheckInPod(podNSPath, name, mac string) error
+}
+
+// PodResources is the seam over kubelet's pod-resources API.
+type PodResources interface {
+	Allocated(ctx context.Context, namespace, name string, resourceNames []string) ([]podres.Allocation, error)
+	Probe(ctx context.Context) error
+}
+
+// Env holds the plugin's seams and I/O.
+type Env struct {
+	RDMA         RDMA
+	Links        Links
+	PodResources func(socket string) PodResources
+	OpenNS       func(path string) (ns.NetNS, error)
+	Stdout       io.Writer
+	Stderr       io.Writer
+}
+
+// Plugin serves the CNI verbs.
+type Plugin struct {
+	env Env
+}
+
+// New returns a plugin over env.
+func New(env Env) *Plugin { return &Plugin{env: env} }
+
+// call is one verb's parsed input.
+type call struct {
+	conf  *config.NetConf
+	pod   config.Pod
+	args  *skel.CmdArgs
+	log   *slog.Logger
+	store *state.Store
+}
+
+func (c *call) key() state.Key {
+	return state.Key{Network: c.conf.Name, ContainerID: c.args.ContainerID, IfName: c.args.IfName}
+}
+
+// Add is CNI ADD.
+func (p *Plugin) Add(args *skel.CmdArgs) error { return p.serve("ADD", args, p.add) }
+
+// Del is CNI DEL.
+func (p *Plugin) Del(args *skel.CmdArgs) error { return p.serve("DEL", args, p.del) }
+
+// Check is CNI CHECK.
+func (p *Plugin) Check(args *skel.CmdArgs) error { return p.serve("CHECK", args, p.check) }
+
+// GC is CNI GC.
+func (p *Plugin) GC(args *skel.CmdArgs) error { return p.serve("GC", args, p.gc) }
+
+// Status is CNI STATUS.
+func (p *Plugin) Status(args *skel.CmdArgs) error { return p.serve("STATUS", args, p.status) }
+
+// serve parses the input, runs fn and logs one line for the verb.
+func (p *Plugin) serve(verb string, args *skel.CmdArgs, fn func(*call) error) error {
+	start := time.Now()
+	conf, warnings, err := config.Parse(args.StdinData)
+	log, closeLog := newLogger(conf, p.env.Stderr)
+	defer closeLog()
+	for _, w := range warnings {
+		log.Warn(w, "container", args.ContainerID)
+	}
+	c := &call{conf: conf, args: args, log: log}
+	if err == nil {
+		c.pod, err = config.ParseArgs(args.Args)
+		if err != nil && verb != "ADD" {
+			log.Warn("CNI_ARGS ignored", "error", err)
+			err = nil
+		}
+	}
+	if err == nil {
+		c.store = state.New(conf.DataDir)
+		err = fn(c)
+	}
+	logOutcome(log, verb, c, time.Since(start), err)
+	return err
+}

@@ -1,0 +1,183 @@
+package chain
+
+import (
+	"net"
+	"regexp"
+	"strings"
+
+	types100 "github.com/containernetworking/cni/pkg/types/100"
+
+	"github.com/rdma-chain/rdma-chain/pkg/rdma"
+	"github.com/rdma-chain/rdma-chain/pkg/state"
+)
+
+// request is what a pod asked for: device IDs from the runtime or kubelet,
+// or none (every pod on the network gets RDMA).
+type request struct {
+	source string
+	ids    []string
+}
+
+type selectInput struct {
+	mode    rdma.Mode
+	offered []rdma.Device
+	busy    map[string]string // exclusive: device -> container holding it
+	macs    []net.HardwareAddr
+}
+
+var (
+	// syntheticRE: device-plugin IDs that name no device (Terway's eni-N,
+	// the shared plugin's numbers).
+	syntheticRE = regexp.MustCompile(`^(eni-)?[0-9]{1,6}$`)
+	// deviceIDRE: what any device ID may look like at all.
+	deviceIDRE = regexp.MustCompile(`^[A-Za-z0-9_.:/-]{1,64}$`)
+)
+
+// selectDevices picks the pod's devices: explicit IDs first (runtime
+// deviceID or kubelet's), then the eRDMA MAC rule, then the offered devices.
+// In exclusive mode a device held by another pod is never picked.
+func selectDevices(req *request, in selectInput) ([]rdma.Device, error) {
+	if len(in.offered) == 0 {
+		return nil, cniErrorf(CodeNoDevice, "no RDMA device offered on this node (check the devices field)")
+	}
+	var picked []rdma.Device
+	anyDevice := len(req.ids) == 0
+	for _, id := range req.ids {
+		d, ok, err := mapID(id, in.offered)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			anyDevice = true
+			continue
+		}
+		picked = appendUnique(picked, d)
+	}
+	if anyDevice && len(picked) == 0 {
+		picked = pickAny(in)
+	}
+	return checkFree(picked, in)
+}
+
+// mapID maps one device ID to an offered device; ok=false means the ID is
+// synthetic and any offered device serves it.
+func mapID(id string, offered []rdma.Device) (rdma.Device, bool, error) {
+	if !deviceIDRE.MatchString(id) {
+		return rdma.Device{}, false, cniErrorf(CodeNoDevice, "device ID %q is malformed", truncate(id))
+	}
+	if syntheticRE.MatchString(id) {
+		return rdma.Device{}, false, nil
+	}
+	name, _, _ := strings.Cut(id, "/") // erdma_0/17 -> erdma_0
+	for _, d := range offered {
+		if d.Name == name || (d.PCI != "" && d.PCI == id) {
+			return d, true, nil
+		}
+	}
+	return rdma.Device{}, false, cniErrorf(CodeNoDevice, "device ID %q matches no RDMA device offered on this node", id)
+}
+
+// pickAny serves a request that names no device: the device whose eRDMA GUID
+// matches the pod's primary MAC, else every offered device in shared mode or
+// the first free one in exclusive mode.
+func pickAny(in selectInput) []rdma.Device {
+	for _, mac := range in.macs {
+		guid, err := rdma.GUIDFromMAC(mac)
+		if err != nil {
+			continue
+		}
+		for _, d := range in.offered {
+			if strings.EqualFold(d.NodeGUID, guid) {
+				return []rdma.Device{d}
+			}
+		}
+	}
+	if in.mode != rdma.ModeExclusive {
+		return in.offered
+	}
+	for _, d := range in.offered {
+		if _, held := in.busy[d.Name]; !held {
+			return []rdma.Device{d}
+		}
+	}
+	return in.offered[:1] // all held: checkFree reports it
+}
+
+func checkFree(picked []rdma.Device, in selectInput) ([]rdma.Device, error) {
+	if in.mode != rdma.ModeExclusive {
+		return picked, nil
+	}
+	for _, d := range picked {
+		if holder, held := in.busy[d.Name]; held {
+			return nil, cniErrorf(11, "RDMA device %s is attached to container %s (exclusive mode); try again when it is released", d.Name, holder)
+		}
+	}
+	return picked, nil
+}
+
+// offeredDevices filters the node's devices by the conf's devices list
+// (RDMA device names or netdev names); an empty list offers all.
+func offeredDevices(all []rdma.Device, names []string) []rdma.Device {
+	if len(names) == 0 {
+		return all
+	}
+	want := map[string]bool{}
+	for _, n := range names {
+		want[n] = true
+	}
+	var out []rdma.Device
+	for _, d := range all {
+		if want[d.Name] || (d.Netdev != "" && want[d.Netdev]) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// busyDevices maps devices held by exclusive-mode attachments to their holder.
+func busyDevices(store *state.Store) (map[string]string, error) {
+	recs, err := store.List()
+	if err != nil && len(recs) == 0 {
+		return nil, err
+	}
+	busy := map[string]string{}
+	for _, r := range recs {
+		if r.Mode != string(rdma.ModeExclusive) {
+			continue
+		}
+		for _, l := range r.Links {
+			busy[l.Device] = r.ContainerID
+		}
+	}
+	return busy, nil
+}
+
+// resultMACs returns the MACs of the pod-side interfaces of prevResult.
+func resultMACs(r *types100.Result) []net.HardwareAddr {
+	var out []net.HardwareAddr
+	for _, i := range r.Interfaces {
+		if i.Sandbox == "" {
+			continue
+		}
+		if mac, err := net.ParseMAC(i.Mac); err == nil {
+			out = append(out, mac)
+		}
+	}
+	return out
+}
+
+func appendUnique(list []rdma.Device, d rdma.Device) []rdma.Device {
+	for _, x := range list {
+		if x.Name == d.Name {
+			return list
+		}
+	}
+	return append(list, d)
+}
+
+func truncate(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "..."
+	}
+	return s
+}

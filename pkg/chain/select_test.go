@@ -1,0 +1,84 @@
+package chain
+
+import (
+	"net"
+	"reflect"
+	"testing"
+
+	"github.com/rdma-chain/rdma-chain/pkg/rdma"
+)
+
+func names(devs []rdma.Device) []string {
+	var out []string
+	for _, d := range devs {
+		out = append(out, d.Name)
+	}
+	return out
+}
+
+func TestSelectDevices(t *testing.T) {
+	eri0 := erdma(t, "erdma_0", "eth1", "00:16:3e:00:00:01")
+	eri1 := erdma(t, "erdma_1", "eth2", "00:16:3e:00:00:02")
+	mlx := rdma.Device{Name: "mlx5_0", Netdev: "ens1", PCI: "0000:3b:00.0"}
+	offered := []rdma.Device{eri0, eri1, mlx}
+	podMAC, _ := net.ParseMAC("00:16:3e:00:00:02")
+	cases := []struct {
+		name  string
+		ids   []string
+		mode  rdma.Mode
+		busy  map[string]string
+		macs  []net.HardwareAddr
+		want  []string
+		code  uint
+		words string
+	}{
+		{name: "device name", ids: []string{"mlx5_0"}, want: []string{"mlx5_0"}},
+		{name: "PCI address", ids: []string{"0000:3b:00.0"}, want: []string{"mlx5_0"}},
+		{name: "erdma-controller prefix", ids: []string{"erdma_1/17"}, want: []string{"erdma_1"}},
+		{name: "duplicates collapse", ids: []string{"erdma_0/1", "erdma_0/2"}, want: []string{"erdma_0"}},
+		{name: "terway eni id, MAC rule", ids: []string{"eni-3"}, macs: []net.HardwareAddr{podMAC}, want: []string{"erdma_1"}},
+		{name: "shared-plugin number, shared: all", ids: []string{"217"}, want: []string{"erdma_0", "erdma_1", "mlx5_0"}},
+		{name: "no ids, exclusive: first free", mode: rdma.ModeExclusive, busy: map[string]string{"erdma_0": "c9"}, want: []string{"erdma_1"}},
+		{name: "no ids, MAC rule wins", macs: []net.HardwareAddr{podMAC}, want: []string{"erdma_1"}},
+		{name: "exclusive busy is try-again", ids: []string{"mlx5_0"}, mode: rdma.ModeExclusive, busy: map[string]string{"mlx5_0": "c9"}, code: 11, words: "c9"},
+		{name: "all busy", mode: rdma.ModeExclusive, busy: map[string]string{"erdma_0": "a", "erdma_1": "b", "mlx5_0": "c"}, code: 11, words: "erdma_0"},
+		{name: "device not offered", ids: []string{"mlx5_7"}, code: CodeNoDevice, words: "mlx5_7"},
+		{name: "path in id", ids: []string{"../../sys"}, code: CodeNoDevice, words: "matches no"},
+		{name: "malformed id", ids: []string{"a b;c"}, code: CodeNoDevice, words: "malformed"},
+		{name: "huge id", ids: []string{string(make([]byte, 500))}, code: CodeNoDevice, words: "malformed"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			mode := tc.mode
+			if mode == "" {
+				mode = rdma.ModeShared
+			}
+			got, err := selectDevices(&request{ids: tc.ids}, selectInput{mode: mode, offered: offered, busy: tc.busy, macs: tc.macs})
+			if tc.code != 0 {
+				wantCode(t, err, tc.code, tc.words)
+				return
+			}
+			if err != nil || !reflect.DeepEqual(names(got), tc.want) {
+				t.Errorf("got %v %v, want %v", names(got), err, tc.want)
+			}
+		})
+	}
+}
+
+func TestOfferedDevices(t *testing.T) {
+	all := []rdma.Device{rxe("rxe0", "veth0"), rxe("rxe1", "veth1"), {Name: "siw0"}}
+	cases := []struct {
+		conf []string
+		want []string
+	}{
+		{nil, []string{"rxe0", "rxe1", "siw0"}},
+		{[]string{"rxe1"}, []string{"rxe1"}},
+		{[]string{"veth0"}, []string{"rxe0"}},
+		{[]string{"eth9"}, nil},
+	}
+	for _, tc := range cases {
+		if got := names(offeredDevices(all, tc.conf)); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("devices %v: got %v, want %v", tc.conf, got, tc.want)
+		}
+	}
+}

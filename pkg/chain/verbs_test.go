@@ -1,0 +1,172 @@
+package chain
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/containernetworking/cni/pkg/types"
+
+	"github.com/rdma-chain/rdma-chain/pkg/rdma"
+	"github.com/rdma-chain/rdma-chain/pkg/state"
+)
+
+// added runs a shared-mode ADD and returns the world and the chain's result.
+func added(t *testing.T, dir, containerID string) (*world, string) {
+	t.Helper()
+	w := &world{mode: rdma.ModeShared, devices: []rdma.Device{rxe("rxe0", "veth0")}}
+	args := cmd(dir, `,"podSelection":"all"`, prevResult100)
+	args.ContainerID = containerID
+	if err := w.plugin().Add(args); err != nil {
+		t.Fatal(err)
+	}
+	return w, w.stdout.String()
+}
+
+func TestCheck(t *testing.T) {
+	dir := t.TempDir()
+	w, result := added(t, dir, "c1")
+	conf := `,"podSelection":"all"`
+	t.Run("ok", func(t *testing.T) {
+		w.calls = nil
+		if err := w.plugin().Check(cmd(dir, conf, result)); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(w.calls, []string{"CheckInPod /var/run/netns/pod rdma0 02:00:00:00:00:00"}) {
+			t.Errorf("calls %v", w.calls)
+		}
+	})
+	t.Run("interface missing from result", func(t *testing.T) {
+		wantCode(t, w.plugin().Check(cmd(dir, conf, prevResult100)), CodeCheckFailed, "rdma0")
+	})
+	t.Run("link gone from pod", func(t *testing.T) {
+		w.failOn = map[string]error{"CheckInPod": errors.New("no link rdma0")}
+		defer func() { w.failOn = nil }()
+		wantCode(t, w.plugin().Check(cmd(dir, conf, result)), CodeCheckFailed, "no link rdma0")
+	})
+	t.Run("no prevResult", func(t *testing.T) {
+		wantCode(t, w.plugin().Check(cmd(dir, conf, "")), types.ErrInvalidNetworkConfig, "prevResult")
+	})
+	t.Run("pass-through pod has nothing to check", func(t *testing.T) {
+		args := cmd(dir, conf, prevResult100)
+		args.ContainerID = "other"
+		if err := w.plugin().Check(args); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func TestDelIdempotent(t *testing.T) {
+	cases := []struct {
+		name  string
+		netns string
+		want  string
+	}{
+		{"netns given", "/var/run/netns/pod", "DelChild /var/run/netns/pod rdma0 02:00:00:00:00:00"},
+		{"empty CNI_NETNS uses the recorded path", "", "DelChild /var/run/netns/pod rdma0 02:00:00:00:00:00"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			w, _ := added(t, dir, "c1")
+			w.calls = nil
+			args := cmd(dir, "", "")
+			args.Netns = tc.netns
+			for i := 0; i < 2; i++ {
+				if err := w.plugin().Del(args); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if !reflect.DeepEqual(w.calls, []string{tc.want}) {
+				t.Errorf("calls %v", w.calls)
+			}
+		})
+	}
+	t.Run("never added, no dataDir", func(t *testing.T) {
+		w := &world{}
+		if err := w.plugin().Del(cmd(filepath.Join(t.TempDir(), "none"), "", "")); err != nil || len(w.calls) != 0 {
+			t.Fatalf("err %v calls %v", err, w.calls)
+		}
+	})
+	t.Run("failed DEL keeps state for a retry", func(t *testing.T) {
+		dir := t.TempDir()
+		w, _ := added(t, dir, "c1")
+		w.failOn = map[string]error{"DelChild": errors.New("busy")}
+		wantCode(t, w.plugin().Del(cmd(dir, "", "")), CodeLinkSetup, "busy")
+		if len(stateFiles(t, dir)) != 1 {
+			t.Fatal("state dropped after failed DEL")
+		}
+		w.failOn = nil
+		if err := w.plugin().Del(cmd(dir, "", "")); err != nil || len(stateFiles(t, dir)) != 0 {
+			t.Fatalf("retry: %v", err)
+		}
+	})
+}
+
+func TestGC(t *testing.T) {
+	dir := t.TempDir()
+	w, _ := added(t, dir, "keep")
+	added(t, dir, "stale")
+	other := state.New(dir)
+	if err := other.Put(&state.Record{Network: "othernet", ContainerID: "x", IfName: "eth0"}); err != nil {
+		t.Fatal(err)
+	}
+	w.calls = nil
+	gc := cmd(dir, `,"cni.dev/valid-attachments":[{"containerID":"keep","ifname":"eth0"}]`, "")
+	if err := w.plugin().GC(gc); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(w.calls, []string{"DelChild /var/run/netns/pod rdma0 02:00:00:00:00:00"}) {
+		t.Errorf("calls %v", w.calls)
+	}
+	recs, _ := other.List()
+	var kept []string
+	for _, r := range recs {
+		kept = append(kept, r.Network+"/"+r.ContainerID)
+	}
+	if !reflect.DeepEqual(kept, []string{"rdmanet/keep", "othernet/x"}) && !reflect.DeepEqual(kept, []string{"othernet/x", "rdmanet/keep"}) {
+		t.Errorf("kept %v", kept)
+	}
+}
+
+func TestStatus(t *testing.T) {
+	t.Run("ready", func(t *testing.T) {
+		w := &world{}
+		if err := w.plugin().Status(cmd(t.TempDir(), "", "")); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("kubelet unreachable", func(t *testing.T) {
+		w := &world{failOn: map[string]error{"Probe": errors.New("dial unix: no such file")}}
+		wantCode(t, w.plugin().Status(cmd(t.TempDir(), `,"podResourcesSocket":"/run/k.sock"`, "")), CodeNotAvailable, "/run/k.sock")
+	})
+	t.Run("podSelection all needs no kubelet", func(t *testing.T) {
+		w := &world{failOn: map[string]error{"Probe": errors.New("unreachable")}}
+		if err := w.plugin().Status(cmd(t.TempDir(), `,"podSelection":"all"`, "")); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("state dir not writable", func(t *testing.T) {
+		file := filepath.Join(t.TempDir(), "file")
+		_ = os.WriteFile(file, nil, 0o600)
+		w := &world{}
+		wantCode(t, w.plugin().Status(cmd(file+"/sub", "", "")), CodeNotAvailable, "not writable")
+	})
+}
+
+func TestLogLine(t *testing.T) {
+	w := &world{}
+	_ = w.plugin().Add(cmd(t.TempDir(), "", ""))
+	line := w.stderr.String()
+	for _, want := range []string{"verb=ADD", "container=c1", "pod=default/p1", "outcome=error", "duration="} {
+		if !strings.Contains(line, want) {
+			t.Errorf("log %q lacks %q", line, want)
+		}
+	}
+	if w.stdout.Len() != 0 {
+		t.Error("logged to stdout")
+	}
+}

@@ -1,0 +1,29 @@
+package config
+
+import (
+	"fmt"
+	"strings"
+)
+
+// AnnotationSMCR asks for SMC-R acceleration of the pod's TCP.
+const AnnotationSMCR = "network.alibabacloud.com/erdma-smcr"
+
+// SMCRRequested reads the SMC-R annotation. Only "true" and "false" (any
+// case) are understood; any other value is ignored with a warning, since the
+// pod author controls it and it must never fail sandbox creation.
+func (c *NetConf) SMCRRequested() (bool, string) {
+	v, ok := c.RuntimeConfig.PodAnnotations[AnnotationSMCR]
+	if !ok {
+		return false, ""
+	}
+	switch strings.ToLower(v) {
+	case "true":
+		return true, ""
+	case "false":
+		return false, ""
+	}
+	if len(v) > 32 {
+		v = v[:32] + "..."
+	}
+	return false, fmt.Sprintf("annotation %s=%q ignored: want \"true\" or \"false\"", AnnotationSMCR, v)
+}

@@ -1,0 +1,146 @@
+package config
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/containernetworking/cni/pkg/types"
+)
+
+const minimal = `{"cniVersion":"1.0.0","name":"net","type":"rdma-chain"`
+
+func parse(t *testing.T, extra string) (*NetConf, []string, error) {
+	t.Helper()
+	return Parse([]byte(minimal + extra + "}"))
+}
+
+func TestDefaults(t *testing.T) {
+	conf, warnings, err := parse(t, "")
+	if err != nil || len(warnings) != 0 {
+		t.Fatalf("Parse: %v %v", err, warnings)
+	}
+	want := map[string]any{
+		"Mode": "auto", "PodSelection": "requested", "PodResourcesSocket": DefaultPodResourcesSocket,
+		"IfName": "rdma", "DataDir": DefaultDataDir, "LogLevel": "info", "LogFile": "",
+		"ResourceNames": []string{"aliyun/erdma", "rdma/hca"}, "Devices": []string(nil),
+		"SharedLink": SharedLink{Type: "ipvlan", Mode: "l2"},
+		"SMCR":       SMCR{OnUnsupported: "warn"},
+	}
+	v := reflect.ValueOf(conf).Elem()
+	for field, w := range want {
+		if got := v.FieldByName(field).Interface(); !reflect.DeepEqual(got, w) {
+			t.Errorf("%s = %#v, want %#v", field, got, w)
+		}
+	}
+}
+
+func TestEveryField(t *testing.T) {
+	conf, _, err := parse(t, `,"mode":"shared","devices":["rxe0","eth1"],"podSelection":"all",
+		"resourceNames":["rdma/hca"],"podResourcesSocket":"/run/k.sock","ifName":"roce",
+		"sharedLink":{"type":"macvlan"},"smcr":{"pnetId":"ABC123","ueid":"UEID-1.X","onUnsupported":"fail"},
+		"dataDir":"/run/rc","logFile":"/var/log/rc.log","logLevel":"debug","deviceID":"mlx5_1",
+		"ipam":{"type":"host-local"},"runtimeConfig":{"deviceID":"0000:3b:00.0",
+		"io.kubernetes.cri.pod-annotations":{"network.alibabacloud.com/erdma-smcr":"TRUE"}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if conf.Mode != "shared" || conf.PodSelection != "all" || conf.IfName != "roce" ||
+		conf.SharedLink != (SharedLink{Type: "macvlan", Mode: "bridge"}) || conf.SMCR.PnetID != "ABC123" ||
+		conf.SMCR.UEID != "UEID-1.X" || conf.SMCR.OnUnsupported != "fail" || conf.DataDir != "/run/rc" ||
+		conf.LogFile != "/var/log/rc.log" || conf.LogLevel != "debug" || conf.PodResourcesSocket != "/run/k.sock" ||
+		!reflect.DeepEqual(conf.Devices, []string{"rxe0", "eth1"}) || conf.IPAM.Type != "host-local" {
+		t.Errorf("fields not parsed: %+v", conf)
+	}
+	if got := conf.RequestedDeviceID(); got != "0000:3b:00.0" {
+		t.Errorf("RequestedDeviceID = %q, runtimeConfig must win", got)
+	}
+	if on, w := conf.SMCRRequested(); !on || w != "" {
+		t.Errorf("SMCRRequested = %v %q", on, w)
+	}
+	if conf.PodIfName(1) != "roce1" {
+		t.Errorf("PodIfName(1) = %q", conf.PodIfName(1))
+	}
+}
+
+func TestInvalid(t *testing.T) {
+	cases := []struct{ name, extra, field string }{
+		{"mode", `,"mode":"both"`, "mode"},
+		{"device name", `,"devices":["../etc"]`, "devices"},
+		{"device long", `,"devices":["abcdefghijklmnopq"]`, "devices"},
+		{"device twice", `,"devices":["rxe0","rxe0"]`, "devices"},
+		{"selection", `,"podSelection":"some"`, "podSelection"},
+		{"resource", `,"resourceNames":["hca"]`, "resourceNames"},
+		{"resources empty", `,"resourceNames":[]`, "resourceNames"},
+		{"socket relative", `,"podResourcesSocket":"kubelet.sock"`, "podResourcesSocket"},
+		{"ifName long", `,"ifName":"abcdefghijklm"`, "ifName"},
+		{"ifName dot", `,"ifName":"a.b"`, "ifName"},
+		{"link type", `,"sharedLink":{"type":"veth"}`, "sharedLink.type"},
+		{"link mode", `,"sharedLink":{"type":"ipvlan","mode":"bridge"}`, "sharedLink.mode"},
+		{"none mode", `,"sharedLink":{"type":"none","mode":"l2"}`, "sharedLink.mode"},
+		{"pnetId", `,"smcr":{"pnetId":"has space"}`, "smcr.pnetId"},
+		{"pnetId long", `,"smcr":{"pnetId":"ABCDEFGHIJKLMNOPQ"}`, "smcr.pnetId"},
+		{"ueid", `,"smcr":{"ueid":"-X"}`, "smcr.ueid"},
+		{"onUnsupported", `,"smcr":{"onUnsupported":"ignore"}`, "smcr.onUnsupported"},
+		{"dataDir", `,"dataDir":"/var/../etc"`, "dataDir"},
+		{"logFile", `,"logFile":"log.txt"`, "logFile"},
+		{"logLevel", `,"logLevel":"trace"`, "logLevel"},
+		{"ipam type", `,"ipam":{"subnet":"fd00::/64"}`, "ipam.type"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := parse(t, tc.extra)
+			assertCode7(t, err, tc.field)
+		})
+	}
+}
+
+func TestRequiredAndDecode(t *testing.T) {
+	for name, in := range map[string]string{
+		"no version": `{"name":"n","type":"rdma-chain"}`,
+		"no name":    `{"cniVersion":"1.0.0","type":"rdma-chain"}`,
+		"not json":   `{"cniVersion":`,
+		"bad type":   minimal + `,"devices":"rxe0"}`,
+		"prevResult": minimal + `,"prevResult":{"interfaces":"x"}}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, _, err := Parse([]byte(in))
+			assertCode7(t, err, "")
+		})
+	}
+}
+
+func TestUnknownKeysWarn(t *testing.T) {
+	conf, warnings, err := parse(t, `,"zeta":1,"alpha":{"x":true}`)
+	if err != nil || conf == nil {
+		t.Fatalf("unknown keys must not fail: %v", err)
+	}
+	if len(warnings) != 2 || !strings.Contains(warnings[0], `"alpha"`) || !strings.Contains(warnings[1], `"zeta"`) {
+		t.Errorf("warnings = %q", warnings)
+	}
+}
+
+func TestValidAttachmentsMerged(t *testing.T) {
+	conf, _, err := parse(t, `,"cni.dev/valid-attachments":[{"containerID":"a","ifname":"eth0"}],
+		"cni.dev/attachments":[{"containerID":"b","ifname":"eth0"}]`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := conf.ValidAttachments()
+	want := []types.GCAttachment{{ContainerID: "a", IfName: "eth0"}, {ContainerID: "b", IfName: "eth0"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("ValidAttachments = %v", got)
+	}
+}
+
+func assertCode7(t *testing.T, err error, field string) {
+	t.Helper()
+	var te *types.Error
+	if !errors.As(err, &te) || te.Code != types.ErrInvalidNetworkConfig {
+		t.Fatalf("want CNI error code 7, got %#v", err)
+	}
+	if field != "" && !strings.Contains(te.Msg, `"`+field+`"`) {
+		t.Errorf("message %q does not name field %q", te.Msg, field)
+	}
+}

@@ -1,0 +1,180 @@
+package netdev
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// Child is a shared-mode interface in the pod.
+type Child struct {
+	Name, MAC string
+	Index     int // ifindex in the pod netns
+}
+
+// ChildSpec describes a shared-mode child of a host netdev.
+type ChildSpec struct {
+	Kind    string // "ipvlan" | "macvlan"
+	Mode    string // ipvlan: l2|l3|l3s; macvlan: bridge|private|vepa|passthru
+	Parent  string // host netdev
+	PodName string // name in the pod netns
+	MTU     int    // 0 = parent's
+}
+
+var ipvlanModes = map[string]netlink.IPVlanMode{
+	"l2": netlink.IPVLAN_MODE_L2, "l3": netlink.IPVLAN_MODE_L3, "l3s": netlink.IPVLAN_MODE_L3S,
+}
+
+var macvlanModes = map[string]netlink.MacvlanMode{
+	"bridge": netlink.MACVLAN_MODE_BRIDGE, "private": netlink.MACVLAN_MODE_PRIVATE,
+	"vepa": netlink.MACVLAN_MODE_VEPA, "passthru": netlink.MACVLAN_MODE_PASSTHRU,
+}
+
+// childLink builds the netlink object for spec: parent index parent,
+// created directly in the netns behind podFd under spec.PodName.
+func childLink(spec ChildSpec, parent, podFd int) (netlink.Link, error) {
+	attrs := netlink.NewLinkAttrs()
+	attrs.Name, attrs.ParentIndex, attrs.MTU = spec.PodName, parent, spec.MTU
+	attrs.Namespace = netlink.NsFd(podFd)
+	switch spec.Kind {
+	case "ipvlan":
+		mode, ok := ipvlanModes[spec.Mode]
+		if !ok {
+			return nil, fmt.Errorf("ipvlan mode %q is not l2, l3 or l3s", spec.Mode)
+		}
+		return &netlink.IPVlan{LinkAttrs: attrs, Mode: mode}, nil
+	case "macvlan":
+		mode, ok := macvlanModes[spec.Mode]
+		if !ok {
+			return nil, fmt.Errorf("macvlan mode %q is not bridge, private, vepa or passthru", spec.Mode)
+		}
+		return &netlink.Macvlan{LinkAttrs: attrs, Mode: mode}, nil
+	default:
+		return nil, fmt.Errorf("child kind %q is not ipvlan or macvlan", spec.Kind)
+	}
+}
+
+// AddChild creates a spec.Kind child of spec.Parent (a netdev of the CURRENT
+// netns) directly in podNS (IFLA_NET_NS_FD, so no host name is ever used),
+// named spec.PodName, and sets it up. It deletes the child again if a later
+// step fails. An existing spec.PodName in podNS is an error before anything
+// changes; a kernel without the kind gives an error wrapping ErrKindUnsupported.
+func AddChild(spec ChildSpec, podNS ns.NetNS) (c Child, err error) {
+	if err = validName(spec.PodName); err != nil {
+		return Child{}, err
+	}
+	s, err := newSession(podNS)
+	if err != nil {
+		return Child{}, err
+	}
+	defer func() { err = errors.Join(err, s.close()) }()
+	if err = requireAbsent(s.pod, spec.PodName, "pod"); err != nil {
+		return Child{}, err
+	}
+	parent, err := s.host.LinkByName(spec.Parent)
+	if err != nil {
+		return Child{}, fmt.Errorf("find parent netdev %q: %w", spec.Parent, err)
+	}
+	link, err := childLink(spec, parent.Attrs().Index, s.podFd)
+	if err != nil {
+		return Child{}, err
+	}
+	var undo undoStack
+	if c, err = s.createChild(spec, link, &undo); err != nil {
+		return Child{}, undo.rollback(err)
+	}
+	return c, nil
+}
+
+// createChild creates link in the pod and sets it up, registering undos.
+func (s *session) createChild(spec ChildSpec, link netlink.Link, u *undoStack) (Child, error) {
+	if err := s.host.LinkAdd(link); err != nil {
+		if errors.Is(err, unix.EOPNOTSUPP) {
+			return Child{}, fmt.Errorf("create %s %q on %q: %w (%v)", spec.Kind, spec.PodName, spec.Parent, ErrKindUnsupported, err)
+		}
+		return Child{}, fmt.Errorf("create %s %q on %q: %w", spec.Kind, spec.PodName, spec.Parent, err)
+	}
+	u.push(func() error { return s.delInPod(spec.PodName) })
+	if err := hook("child-up"); err != nil {
+		return Child{}, err
+	}
+	pl, err := s.pod.LinkByName(spec.PodName)
+	if err != nil {
+		return Child{}, fmt.Errorf("find new %s %q in the pod netns: %w", spec.Kind, spec.PodName, err)
+	}
+	if err := s.pod.LinkSetUp(pl); err != nil {
+		return Child{}, fmt.Errorf("set %q up in the pod netns: %w", spec.PodName, err)
+	}
+	return Child{Name: spec.PodName, MAC: linkMAC(pl), Index: pl.Attrs().Index}, nil
+}
+
+// delInPod deletes the pod link called name; a missing link is no error.
+func (s *session) delInPod(name string) error {
+	pl, err := s.pod.LinkByName(name)
+	if isNotFound(err) {
+		return nil
+	}
+	if err == nil {
+		err = s.pod.LinkDel(pl)
+	}
+	if err != nil && !isNotFound(err) {
+		return fmt.Errorf("delete %q in the pod netns: %w", name, err)
+	}
+	return nil
+}
+
+// DelChild deletes the ipvlan/macvlan child name from the netns at
+// podNSPath. A missing netns or link is no error (idempotent). It refuses
+// (error, nothing deleted) when expectMAC != "" and the link's MAC differs,
+// or when the link is not an ipvlan or macvlan: it is not ours.
+func DelChild(podNSPath, name, expectMAC string) error {
+	h, gone, err := handleAtPath(podNSPath)
+	if err != nil || gone {
+		return err
+	}
+	defer h.Close()
+	pl, err := h.LinkByName(name)
+	if isNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("look up %q in the pod netns: %w", name, err)
+	}
+	if expectMAC != "" && !sameMAC(linkMAC(pl), expectMAC) {
+		return fmt.Errorf("refusing to delete %q: MAC %s, expected %s", name, linkMAC(pl), normMAC(expectMAC))
+	}
+	if t := pl.Type(); t != "ipvlan" && t != "macvlan" {
+		return fmt.Errorf("refusing to delete %q: it is a %s, not an ipvlan or macvlan child", name, t)
+	}
+	if err := h.LinkDel(pl); err != nil && !isNotFound(err) {
+		return fmt.Errorf("delete %q in the pod netns: %w", name, err)
+	}
+	return nil
+}
+
+// CheckInPod verifies that the netns at podNSPath has a link called name with
+// MAC mac that is administratively up (CNI CHECK).
+func CheckInPod(podNSPath, name, mac string) error {
+	h, gone, err := handleAtPath(podNSPath)
+	if err != nil {
+		return err
+	}
+	if gone {
+		return fmt.Errorf("check %q: pod netns %q does not exist", name, podNSPath)
+	}
+	defer h.Close()
+	pl, err := h.LinkByName(name)
+	if err != nil {
+		return fmt.Errorf("check %q in the pod netns: %w", name, err)
+	}
+	if !sameMAC(linkMAC(pl), mac) {
+		return fmt.Errorf("check %q: MAC %s, expected %s", name, linkMAC(pl), normMAC(mac))
+	}
+	if !isUp(pl) {
+		return fmt.Errorf("check %q: interface is down", name)
+	}
+	return nil
+}

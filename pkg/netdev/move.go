@@ -1,0 +1,193 @@
+package netdev
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/vishvananda/netlink"
+)
+
+// MoveToPod moves host netdev hostName from the CURRENT netns (the host) into
+// podNS, named podName there, and sets it up. It records the HostLink first
+// and rolls back every step it did if a later step fails, leaving the host as
+// found (name, MTU, MAC, addresses, up state; routes through the netdev other
+// than the kernel's prefix routes are not restored). The netdev is renamed in
+// a private temporary netns, so no name can clash on the way, and the host
+// name is kept in its alias (IFLA_IFALIAS). A podName that already exists in
+// podNS is an error before anything changes.
+func MoveToPod(hostName string, podNS ns.NetNS, podName string) (hl HostLink, err error) {
+	if err = validName(podName); err != nil {
+		return HostLink{}, err
+	}
+	s, err := newSession(podNS)
+	if err != nil {
+		return HostLink{}, err
+	}
+	defer func() { err = errors.Join(err, s.close()) }()
+	if err = requireAbsent(s.pod, podName, "pod"); err != nil {
+		return HostLink{}, err
+	}
+	link, err := s.host.LinkByName(hostName)
+	if err != nil {
+		return HostLink{}, fmt.Errorf("find host netdev %q: %w", hostName, err)
+	}
+	if hl, err = recordHostLink(s.host, link, podName); err != nil {
+		return HostLink{}, err
+	}
+	if err = s.openTemp(); err != nil {
+		return HostLink{}, err
+	}
+	var undo undoStack
+	if err = runSteps(s.moveInSteps(link, hl), &undo); err == nil {
+		err = hook("done")
+	}
+	if err != nil {
+		return HostLink{}, undo.rollback(err)
+	}
+	return hl, nil
+}
+
+// recordHostLink captures what RestoreToHost needs to put link back.
+func recordHostLink(h *netlink.Handle, link netlink.Link, podName string) (HostLink, error) {
+	addrs, err := hostAddrs(h, link)
+	if err != nil {
+		return HostLink{}, err
+	}
+	a := link.Attrs()
+	return HostLink{
+		HostName:  a.Name,
+		PodName:   podName,
+		MAC:       linkMAC(link),
+		HostIndex: a.Index,
+		MTU:       a.MTU,
+		WasUp:     isUp(link),
+		HostAddrs: addrs,
+	}, nil
+}
+
+// moveInSteps returns the steps host → temporary netns → pod. tl is the
+// netdev as seen in the temporary netns; its index stays put there.
+func (s *session) moveInSteps(link netlink.Link, hl HostLink) []step {
+	var tl netlink.Link
+	return []step{
+		{"to-temp", func(u *undoStack) (err error) {
+			tl, err = s.hostToTemp(link, hl, u)
+			return err
+		}},
+		{"rename", func(u *undoStack) error {
+			return renameIn(s.tmp, tl, hl.PodName, u)
+		}},
+		{"alias", func(u *undoStack) error {
+			return setAliasIn(s.tmp, tl, hl.HostName, u)
+		}},
+		{"to-pod", func(u *undoStack) error {
+			return s.tempToPod(tl, hl.PodName, u)
+		}},
+		{"up", func(u *undoStack) error {
+			return s.upInPod(hl, u)
+		}},
+	}
+}
+
+// hostToTemp moves link from the host into the temporary netns. Its undo
+// moves it back and restores the addresses and up state the move dropped.
+func (s *session) hostToTemp(link netlink.Link, hl HostLink, u *undoStack) (netlink.Link, error) {
+	if err := s.host.LinkSetNsFd(link, s.tmpFd()); err != nil {
+		return nil, fmt.Errorf("move %q to a temporary netns: %w", hl.HostName, err)
+	}
+	u.push(func() error { return s.tempToHost(hl) })
+	tl, err := s.tmp.LinkByName(hl.HostName)
+	if err != nil {
+		return nil, fmt.Errorf("find %q in the temporary netns: %w", hl.HostName, err)
+	}
+	return tl, nil
+}
+
+// tempToHost moves the netdev named hl.HostName from the temporary netns back
+// to the host and gives it its host addresses and up state again.
+func (s *session) tempToHost(hl HostLink) error {
+	tl, err := s.tmp.LinkByName(hl.HostName)
+	if err != nil {
+		return fmt.Errorf("find %q in the temporary netns: %w", hl.HostName, err)
+	}
+	if err := s.tmp.LinkSetNsFd(tl, int(s.hostNS)); err != nil {
+		return fmt.Errorf("move %q back to the host: %w", hl.HostName, err)
+	}
+	link, err := s.host.LinkByName(hl.HostName)
+	if err != nil {
+		return fmt.Errorf("find %q back on the host: %w", hl.HostName, err)
+	}
+	return restoreHostState(s.host, link, hl)
+}
+
+// renameIn renames l in h's netns to name; the undo renames it back.
+func renameIn(h *netlink.Handle, l netlink.Link, name string, u *undoStack) error {
+	old := l.Attrs().Name
+	if old == name {
+		return nil
+	}
+	if err := h.LinkSetName(l, name); err != nil {
+		return fmt.Errorf("rename %q to %q: %w", old, name, err)
+	}
+	u.push(func() error {
+		if err := h.LinkSetName(l, old); err != nil {
+			return fmt.Errorf("rename %q back to %q: %w", name, old, err)
+		}
+		return nil
+	})
+	return nil
+}
+
+// setAliasIn sets l's alias in h's netns; the undo restores the old alias.
+func setAliasIn(h *netlink.Handle, l netlink.Link, alias string, u *undoStack) error {
+	old := l.Attrs().Alias
+	if old == alias {
+		return nil
+	}
+	if err := h.LinkSetAlias(l, alias); err != nil {
+		return fmt.Errorf("set alias of %q to %q: %w", l.Attrs().Name, alias, err)
+	}
+	u.push(func() error {
+		if err := h.LinkSetAlias(l, old); err != nil {
+			return fmt.Errorf("reset alias of %q: %w", l.Attrs().Name, err)
+		}
+		return nil
+	})
+	return nil
+}
+
+// tempToPod moves tl (named podName) from the temporary netns into the pod;
+// the undo moves it back.
+func (s *session) tempToPod(tl netlink.Link, podName string, u *undoStack) error {
+	if err := s.tmp.LinkSetNsFd(tl, s.podFd); err != nil {
+		return fmt.Errorf("move %q into the pod netns: %w", podName, err)
+	}
+	u.push(func() error {
+		pl, err := s.pod.LinkByName(podName)
+		if err != nil {
+			return fmt.Errorf("find %q in the pod netns: %w", podName, err)
+		}
+		if err := s.pod.LinkSetNsFd(pl, s.tmpFd()); err != nil {
+			return fmt.Errorf("move %q out of the pod netns: %w", podName, err)
+		}
+		return nil
+	})
+	return nil
+}
+
+// upInPod checks the moved netdev in the pod and sets it up; the undo sets it down.
+func (s *session) upInPod(hl HostLink, u *undoStack) error {
+	pl, err := s.pod.LinkByName(hl.PodName)
+	if err != nil {
+		return fmt.Errorf("find %q in the pod netns: %w", hl.PodName, err)
+	}
+	if !sameMAC(linkMAC(pl), hl.MAC) {
+		return fmt.Errorf("%q in the pod netns has MAC %s, want %s", hl.PodName, linkMAC(pl), hl.MAC)
+	}
+	if err := s.pod.LinkSetUp(pl); err != nil {
+		return fmt.Errorf("set %q up in the pod netns: %w", hl.PodName, err)
+	}
+	u.push(func() error { return s.pod.LinkSetDown(pl) })
+	return nil
+}

@@ -1,0 +1,177 @@
+// Package netdev moves an RDMA netdev between the host netns and a pod netns
+// (exclusive mode) and manages ipvlan/macvlan children in a pod (shared mode).
+//
+// Threading: every function works on the CURRENT netns of the calling OS
+// thread as "the host". The caller must therefore run on a thread that is in
+// the host netns and stays there: lock the goroutine to its thread
+// (runtime.LockOSThread in init() of a CNI binary, or inside ns.Do /
+// netns.Do). Other netns are reached only through netlink handles bound to
+// them (netlink.NewHandleAt), so the calling thread never switches netns here.
+package netdev
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+
+	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+)
+
+// ErrGone reports that the netdev exists nowhere any more (a virtual netdev
+// destroyed with its netns). Callers treat it as "already cleaned up".
+var ErrGone = errors.New("netdev no longer exists")
+
+// ErrKindUnsupported reports that the kernel cannot create the link kind.
+var ErrKindUnsupported = errors.New("link kind not supported by this kernel")
+
+// HostLink records a netdev's host-side identity so it can be restored exactly.
+type HostLink struct {
+	HostName  string   // name in the host netns before the move
+	PodName   string   // name in the pod netns
+	MAC       string   // hardware address, lower-case colon form
+	HostIndex int      // ifindex in the host netns before the move
+	MTU       int      // MTU before the move
+	WasUp     bool     // administratively up before the move
+	HostAddrs []string // CIDRs the netdev had on the host (see keepAddr)
+}
+
+// maxDumpRetries bounds retries of netlink dumps interrupted by concurrent changes.
+const maxDumpRetries = 5
+
+// validName checks an interface name the way the kernel's dev_valid_name does.
+func validName(name string) error {
+	switch {
+	case name == "" || name == "." || name == "..":
+		return fmt.Errorf("invalid interface name %q", name)
+	case len(name) >= unix.IFNAMSIZ:
+		return fmt.Errorf("interface name %q longer than %d bytes", name, unix.IFNAMSIZ-1)
+	case strings.ContainsAny(name, "/: \t\n\v\f\r"):
+		return fmt.Errorf("interface name %q contains '/', ':' or white space", name)
+	}
+	return nil
+}
+
+// normMAC returns mac in canonical lower-case colon form, or mac unchanged
+// when it does not parse.
+func normMAC(mac string) string {
+	hw, err := net.ParseMAC(mac)
+	if err != nil {
+		return strings.ToLower(mac)
+	}
+	return hw.String()
+}
+
+// sameMAC reports whether two textual MACs are equal after normalisation.
+func sameMAC(a, b string) bool { return a != "" && normMAC(a) == normMAC(b) }
+
+// linkMAC returns the link's MAC in canonical form.
+func linkMAC(l netlink.Link) string { return l.Attrs().HardwareAddr.String() }
+
+// isUp reports whether the link is administratively up.
+func isUp(l netlink.Link) bool { return l.Attrs().Flags&net.FlagUp != 0 }
+
+// isNotFound reports whether err is netlink's "link not found".
+func isNotFound(err error) bool {
+	var nf netlink.LinkNotFoundError
+	return errors.As(err, &nf) || errors.Is(err, unix.ENODEV)
+}
+
+// hostHandles opens a netlink handle and a netns handle for the calling
+// thread's current netns (the host). The caller closes both.
+func hostHandles() (*netlink.Handle, netns.NsHandle, error) {
+	cur, err := netns.Get()
+	if err != nil {
+		return nil, netns.None(), fmt.Errorf("open current netns: %w", err)
+	}
+	h, err := netlink.NewHandleAt(cur)
+	if err != nil {
+		cur.Close()
+		return nil, netns.None(), fmt.Errorf("netlink handle in current netns: %w", err)
+	}
+	return h, cur, nil
+}
+
+// handleAt opens a netlink handle bound to the netns behind fd.
+func handleAt(fd uintptr, what string) (*netlink.Handle, error) {
+	h, err := netlink.NewHandleAt(netns.NsHandle(int(fd)))
+	if err != nil {
+		return nil, fmt.Errorf("netlink handle in %s netns: %w", what, err)
+	}
+	return h, nil
+}
+
+// openNSPath opens the netns at path. gone is true (and err nil) when the
+// path is empty, does not exist or is no longer a netns.
+func openNSPath(path string) (nsh ns.NetNS, gone bool, err error) {
+	if path == "" {
+		return nil, true, nil
+	}
+	nsh, err = ns.GetNS(path)
+	var notExist ns.NSPathNotExistErr
+	var notNS ns.NSPathNotNSErr
+	if errors.As(err, &notExist) || errors.As(err, &notNS) {
+		return nil, true, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("open netns %q: %w", path, err)
+	}
+	return nsh, false, nil
+}
+
+// handleAtPath opens a netlink handle in the netns at path; gone as in openNSPath.
+func handleAtPath(path string) (h *netlink.Handle, gone bool, err error) {
+	nsh, gone, err := openNSPath(path)
+	if err != nil || gone {
+		return nil, gone, err
+	}
+	defer nsh.Close() // the handle's sockets keep the netns alive
+	h, err = handleAt(nsh.Fd(), "pod")
+	return h, false, err
+}
+
+// requireAbsent fails when a link called name exists in h's netns.
+func requireAbsent(h *netlink.Handle, name, where string) error {
+	_, err := h.LinkByName(name)
+	switch {
+	case err == nil:
+		return fmt.Errorf("interface %q already exists in the %s netns", name, where)
+	case isNotFound(err):
+		return nil
+	default:
+		return fmt.Errorf("look up %q in the %s netns: %w", name, where, err)
+	}
+}
+
+// listLinks dumps all links, retrying dumps interrupted by concurrent changes.
+func listLinks(h *netlink.Handle) ([]netlink.Link, error) {
+	var err error
+	for range maxDumpRetries {
+		var links []netlink.Link
+		if links, err = h.LinkList(); err == nil {
+			return links, nil
+		}
+		if !errors.Is(err, netlink.ErrDumpInterrupted) {
+			break
+		}
+	}
+	return nil, fmt.Errorf("list links: %w", err)
+}
+
+// listAddrs dumps the link's addresses, retrying interrupted dumps.
+func listAddrs(h *netlink.Handle, l netlink.Link) ([]netlink.Addr, error) {
+	var err error
+	for range maxDumpRetries {
+		var addrs []netlink.Addr
+		if addrs, err = h.AddrList(l, netlink.FAMILY_ALL); err == nil {
+			return addrs, nil
+		}
+		if !errors.Is(err, netlink.ErrDumpInterrupted) {
+			break
+		}
+	}
+	return nil, fmt.Errorf("list addresses of %q: %w", l.Attrs().Name, err)
+}

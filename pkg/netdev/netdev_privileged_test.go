@@ -1,0 +1,216 @@
+//go:build privileged
+
+package netdev
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/vishvananda/netlink"
+)
+
+func TestMoveToPodAndRestore(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		up   bool
+	}{{"was up", true}, {"was down", false}} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			before := e.makeRDMA(t, tt.up)
+			hl, err := e.move(rdmaName, podIf)
+			if err != nil {
+				t.Fatalf("MoveToPod: %v", err)
+			}
+			if hl.HostName != rdmaName || hl.PodName != podIf || hl.MTU != rdmaMTU || hl.WasUp != tt.up ||
+				hl.MAC != before.MAC || len(hl.HostAddrs) != 2 {
+				t.Errorf("HostLink = %+v", hl)
+			}
+			inPod := snap(t, e.pod, podIf)
+			if !inPod.Exists || !inPod.Up || inPod.MAC != before.MAC || inPod.Alias != rdmaName || inPod.MTU != rdmaMTU {
+				t.Errorf("in pod: %+v", inPod)
+			}
+			wantAbsent(t, e.host, rdmaName, "host")
+			for i := range 2 { // the second restore must be a no-op
+				if err := e.restore(hl, e.pod.Path()); err != nil {
+					t.Fatalf("RestoreToHost #%d: %v", i+1, err)
+				}
+				wantSame(t, "host netdev", before, snap(t, e.host, rdmaName))
+				wantAbsent(t, e.pod, podIf, "pod")
+			}
+		})
+	}
+}
+
+func TestMoveToPodNameExistsInPod(t *testing.T) {
+	e := newEnv(t)
+	before := e.makeRDMA(t, true)
+	addVeth(t, e.pod, podIf, e.peer, "peer1")
+	podBefore := snap(t, e.pod, podIf)
+	if _, err := e.move(rdmaName, podIf); err == nil {
+		t.Fatal("MoveToPod succeeded although the pod has net1")
+	}
+	wantSame(t, "host netdev", before, snap(t, e.host, rdmaName))
+	wantSame(t, "pod's own net1", podBefore, snap(t, e.pod, podIf))
+}
+
+func TestMoveToPodNameClashOnHost(t *testing.T) {
+	e := newEnv(t)
+	before := e.makeRDMA(t, true)
+	addVeth(t, e.host, podIf, e.peer, "peer1")
+	clash := snap(t, e.host, podIf)
+	hl, err := e.move(rdmaName, podIf)
+	if err != nil {
+		t.Fatalf("MoveToPod: %v", err)
+	}
+	if s := snap(t, e.pod, podIf); s.MAC != before.MAC || !s.Up {
+		t.Errorf("in pod: %+v", s)
+	}
+	wantSame(t, "host's own net1", clash, snap(t, e.host, podIf))
+	if err := e.restore(hl, e.pod.Path()); err != nil {
+		t.Fatalf("RestoreToHost: %v", err)
+	}
+	wantSame(t, "host netdev", before, snap(t, e.host, rdmaName))
+	wantSame(t, "host's own net1", clash, snap(t, e.host, podIf))
+}
+
+// TestRestoreAfterKernelRefund simulates the kernel returning a physical
+// netdev to the host (renamed dev7, addresses gone) when the pod netns dies.
+func TestRestoreAfterKernelRefund(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		deletePod bool
+	}{{"empty pod path", false}, {"pod netns deleted", true}} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			before := e.makeRDMA(t, true)
+			hl, err := e.move(rdmaName, podIf)
+			if err != nil {
+				t.Fatalf("MoveToPod: %v", err)
+			}
+			e.refund(t, "dev7")
+			podPath := ""
+			if tt.deletePod {
+				podPath = e.pod.Path()
+				deleteNS(e.pod)
+			}
+			for i := range 2 {
+				if err := e.restore(hl, podPath); err != nil {
+					t.Fatalf("RestoreToHost #%d: %v", i+1, err)
+				}
+				wantSame(t, "host netdev", before, snap(t, e.host, rdmaName))
+				wantAbsent(t, e.host, "dev7", "host")
+			}
+		})
+	}
+}
+
+// refund moves the pod's net1 to the host and renames it name there.
+func (e *env) refund(t *testing.T, name string) {
+	t.Helper()
+	ph, hh := handle(t, e.pod), handle(t, e.host)
+	pl, err := ph.LinkByName(podIf)
+	if err == nil {
+		err = ph.LinkSetNsFd(pl, int(e.host.Fd()))
+	}
+	if err != nil {
+		t.Fatalf("refund: %v", err)
+	}
+	hl, err := hh.LinkByName(podIf)
+	if err == nil {
+		err = hh.LinkSetName(hl, name)
+	}
+	if err != nil {
+		t.Fatalf("refund rename: %v", err)
+	}
+}
+
+func TestRestoreGoneWithPodNetns(t *testing.T) {
+	e := newEnv(t)
+	e.makeRDMA(t, true)
+	hl, err := e.move(rdmaName, podIf)
+	if err != nil {
+		t.Fatalf("MoveToPod: %v", err)
+	}
+	podPath := e.pod.Path()
+	deleteNS(e.pod) // the veth dies with it
+	for i := range 2 {
+		if err := e.restore(hl, podPath); !errors.Is(err, ErrGone) {
+			t.Fatalf("RestoreToHost #%d = %v, want ErrGone", i+1, err)
+		}
+	}
+	wantAbsent(t, e.host, rdmaName, "host")
+}
+
+func TestMoveToPodRollback(t *testing.T) {
+	for _, step := range []string{"to-temp", "rename", "alias", "to-pod", "up", "done", "bad-name"} {
+		t.Run(step, func(t *testing.T) {
+			e := newEnv(t)
+			before := e.makeRDMA(t, true)
+			name := podIf
+			if step == "bad-name" {
+				name = "averyverylongname"
+			} else {
+				testHook = failAt(step)
+			}
+			if _, err := e.move(rdmaName, name); err == nil || (step != "bad-name" && !errors.Is(err, errInjected)) {
+				t.Fatalf("MoveToPod = %v, want injected failure", err)
+			}
+			wantSame(t, "host netdev", before, snap(t, e.host, rdmaName))
+			wantAbsent(t, e.pod, name, "pod")
+		})
+	}
+}
+
+// failAt returns a test hook that fails step.
+func failAt(step string) func(string) error {
+	return func(s string) error {
+		if s == step {
+			return errInjected
+		}
+		return nil
+	}
+}
+
+func TestRestoreRollbackThenRetry(t *testing.T) {
+	for _, step := range []string{"out-to-temp", "out-rename", "out-alias", "out-to-host"} {
+		t.Run(step, func(t *testing.T) {
+			e := newEnv(t)
+			before := e.makeRDMA(t, true)
+			hl, err := e.move(rdmaName, podIf)
+			if err != nil {
+				t.Fatalf("MoveToPod: %v", err)
+			}
+			inPod := snap(t, e.pod, podIf)
+			testHook = failAt(step)
+			if err := e.restore(hl, e.pod.Path()); !errors.Is(err, errInjected) {
+				t.Fatalf("RestoreToHost = %v, want injected failure", err)
+			}
+			wantSame(t, "pod netdev after failed restore", inPod, snap(t, e.pod, podIf))
+			testHook = nil
+			if err := e.restore(hl, e.pod.Path()); err != nil {
+				t.Fatalf("RestoreToHost retry: %v", err)
+			}
+			wantSame(t, "host netdev", before, snap(t, e.host, rdmaName))
+		})
+	}
+}
+
+// TestRestoreNameTakenOnHost checks that a restore which cannot take the host
+// name back leaves the netdev in the pod, intact.
+func TestRestoreNameTakenOnHost(t *testing.T) {
+	e := newEnv(t)
+	e.makeRDMA(t, true)
+	hl, err := e.move(rdmaName, podIf)
+	if err != nil {
+		t.Fatalf("MoveToPod: %v", err)
+	}
+	inPod := snap(t, e.pod, podIf)
+	addVeth(t, e.host, rdmaName, e.peer, "peer1") // someone took the name
+	if err := e.restore(hl, e.pod.Path()); err == nil {
+		t.Fatal("RestoreToHost succeeded although the host name is taken")
+	}
+	wantSame(t, "pod netdev", inPod, snap(t, e.pod, podIf))
+	if l, _ := handle(t, e.host).LinkByName(rdmaName); l == nil || l.Type() != (&netlink.Veth{}).Type() {
+		t.Error("the other host rdma0 was disturbed")
+	}
+}

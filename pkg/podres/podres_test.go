@@ -1,0 +1,237 @@
+package podres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	prv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
+)
+
+// getMode selects how the fake kubelet serves Get.
+type getMode int
+
+const (
+	getOK       getMode = iota // like kubelet with KubeletPodResourcesGet on
+	getUnimpl                  // like a kubelet without Get
+	getGateOff                 // like kubelet with the gate off
+	getNotFound                // answers codes.NotFound for unknown pods
+	getBroken                  // answers codes.Internal
+)
+
+// fakeKubelet serves the real PodResourcesListerServer, answering with the
+// same plain errors kubelet's server_v1.go returns.
+type fakeKubelet struct {
+	prv1.UnimplementedPodResourcesListerServer
+	pods  []*prv1.PodResources
+	get   getMode
+	hang  bool
+	lists atomic.Int32
+}
+
+func (f *fakeKubelet) List(ctx context.Context, _ *prv1.ListPodResourcesRequest) (*prv1.ListPodResourcesResponse, error) {
+	f.lists.Add(1)
+	if f.hang {
+		<-ctx.Done()
+	}
+	return &prv1.ListPodResourcesResponse{PodResources: f.pods}, nil
+}
+
+func (f *fakeKubelet) Get(ctx context.Context, req *prv1.GetPodResourcesRequest) (*prv1.GetPodResourcesResponse, error) {
+	if f.hang {
+		<-ctx.Done()
+	}
+	switch f.get {
+	case getUnimpl:
+		return f.UnimplementedPodResourcesListerServer.Get(ctx, req)
+	case getGateOff:
+		return nil, fmt.Errorf("PodResources API Get method disabled")
+	case getBroken:
+		return nil, status.Error(codes.Internal, "boom")
+	}
+	for _, p := range f.pods {
+		if p.Namespace == req.PodNamespace && p.Name == req.PodName {
+			return &prv1.GetPodResourcesResponse{PodResources: p}, nil
+		}
+	}
+	if f.get == getNotFound {
+		return nil, status.Error(codes.NotFound, "no such pod")
+	}
+	return nil, fmt.Errorf("pod %s in namespace %s not found", req.PodName, req.PodNamespace)
+}
+
+// shortDir returns a temp dir short enough for a unix socket path.
+func shortDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "pr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+// serve starts f on a unix socket and returns the socket path.
+func serve(t *testing.T, f *fakeKubelet) string {
+	t.Helper()
+	sock := filepath.Join(shortDir(t), "kubelet.sock")
+	lis, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	prv1.RegisterPodResourcesListerServer(srv, f)
+	go srv.Serve(lis)
+	t.Cleanup(srv.Stop)
+	return sock
+}
+
+func ctr(name string, devs ...*prv1.ContainerDevices) *prv1.ContainerResources {
+	return &prv1.ContainerResources{Name: name, Devices: devs}
+}
+
+func dev(resource string, ids ...string) *prv1.ContainerDevices {
+	return &prv1.ContainerDevices{ResourceName: resource, DeviceIds: ids}
+}
+
+func pod(ns, name string, ctrs ...*prv1.ContainerResources) *prv1.PodResources {
+	return &prv1.PodResources{Namespace: ns, Name: name, Containers: ctrs}
+}
+
+var resources = []string{"aliyun/erdma", "rdma/hca"}
+
+func testPods() []*prv1.PodResources {
+	return []*prv1.PodResources{
+		pod("other", "web", ctr("c", dev("rdma/hca", "wrong"))),
+		pod("default", "web",
+			ctr("sidecar", dev("rdma/hca", "mlx5_1")),
+			ctr("main",
+				dev("nvidia.com/gpu", "GPU-0"),
+				dev("aliyun/erdma", "erdma_0", "erdma_1"),
+				dev("rdma/hca", "mlx5_0", "mlx5_1")),
+			ctr("second", dev("aliyun/erdma", "erdma_1", "erdma_2"))),
+		pod("default", "plain", ctr("c", dev("nvidia.com/gpu", "GPU-1"))),
+	}
+}
+
+func TestAllocated(t *testing.T) {
+	webWant := []Allocation{
+		{ResourceName: "aliyun/erdma", DeviceIDs: []string{"erdma_0", "erdma_1", "erdma_2"}},
+		{ResourceName: "rdma/hca", DeviceIDs: []string{"mlx5_1", "mlx5_0"}},
+	}
+	tests := []struct {
+		name      string
+		get       getMode
+		pod       string
+		resources []string
+		want      []Allocation
+		wantLists int32
+		wantErr   bool
+	}{
+		{name: "get merges containers", get: getOK, pod: "web", resources: resources, want: webWant},
+		{name: "get one resource", get: getOK, pod: "web", resources: []string{"rdma/hca", "rdma/hca"}, want: webWant[1:]},
+		{name: "get no matching resource", get: getOK, pod: "plain", resources: resources, want: []Allocation{}},
+		{name: "get pod not found", get: getOK, pod: "ghost", resources: resources, want: []Allocation{}},
+		{name: "get NotFound code", get: getNotFound, pod: "ghost", resources: resources, want: []Allocation{}},
+		{name: "unimplemented falls back to list", get: getUnimpl, pod: "web", resources: resources, want: webWant, wantLists: 1},
+		{name: "disabled falls back to list", get: getGateOff, pod: "web", resources: resources, want: webWant, wantLists: 1},
+		{name: "list pod not found", get: getUnimpl, pod: "ghost", resources: resources, want: []Allocation{}, wantLists: 1},
+		{name: "other get error", get: getBroken, pod: "web", resources: resources, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := &fakeKubelet{pods: testPods(), get: tt.get}
+			got, err := New(serve(t, f), 0).Allocated(context.Background(), "default", tt.pod, tt.resources)
+			if tt.wantErr {
+				if err == nil || errors.Is(err, ErrUnavailable) {
+					t.Fatalf("err = %v, want a non-ErrUnavailable error", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("got %+v, want %+v", got, tt.want)
+			}
+			if n := f.lists.Load(); n != tt.wantLists {
+				t.Errorf("List called %d times, want %d", n, tt.wantLists)
+			}
+		})
+	}
+}
+
+func TestAllocatedInvalidInput(t *testing.T) {
+	c := New(filepath.Join(shortDir(t), "missing.sock"), 0)
+	for _, in := range [][2]string{{"", "web"}, {"default", ""}} {
+		_, err := c.Allocated(context.Background(), in[0], in[1], resources)
+		if err == nil || errors.Is(err, ErrUnavailable) {
+			t.Errorf("Allocated(%q, %q) err = %v, want a validation error", in[0], in[1], err)
+		}
+	}
+}
+
+// TestUnavailable covers Allocated and Probe against unreachable kubelets.
+func TestUnavailable(t *testing.T) {
+	calls := map[string]func(*Client) error{
+		"allocated": func(c *Client) error {
+			_, err := c.Allocated(context.Background(), "default", "web", resources)
+			return err
+		},
+		"probe": func(c *Client) error { return c.Probe(context.Background()) },
+	}
+	socks := map[string]func(t *testing.T) string{
+		"missing socket": func(t *testing.T) string { return filepath.Join(shortDir(t), "missing.sock") },
+		"not a socket": func(t *testing.T) string {
+			p := filepath.Join(shortDir(t), "file.sock")
+			if err := os.WriteFile(p, nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			return p
+		},
+		"hanging server": func(t *testing.T) string { return serve(t, &fakeKubelet{pods: testPods(), hang: true}) },
+	}
+	for sname, mkSock := range socks {
+		for cname, call := range calls {
+			t.Run(sname+"/"+cname, func(t *testing.T) {
+				sock := mkSock(t)
+				done := make(chan error, 1)
+				go func() { done <- call(New(sock, 200*time.Millisecond)) }()
+				select {
+				case err := <-done:
+					if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), sock) {
+						t.Fatalf("err = %v, want ErrUnavailable naming %s", err, sock)
+					}
+				case <-time.After(10 * time.Second):
+					t.Fatal("call did not return within 10s despite a 200ms timeout")
+				}
+			})
+		}
+	}
+}
+
+func TestProbe(t *testing.T) {
+	for _, mode := range []getMode{getOK, getUnimpl} {
+		f := &fakeKubelet{pods: testPods(), get: mode}
+		if err := New(serve(t, f), 0).Probe(context.Background()); err != nil {
+			t.Errorf("get mode %d: Probe = %v", mode, err)
+		}
+	}
+}
+
+func TestNewDefaultTimeout(t *testing.T) {
+	if c := New(DefaultSocket, 0); c.timeout != DefaultTimeout {
+		t.Errorf("timeout = %v, want %v", c.timeout, DefaultTimeout)
+	}
+}

@@ -1,0 +1,116 @@
+package rdma
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+)
+
+// RDMA netlink constants missing from vishvananda/netlink/nl
+// (include/uapi/rdma/rdma_netlink.h).
+const (
+	nldevCmdPortGet = 5 // RDMA_NLDEV_CMD_PORT_GET
+	dumpRetries     = 3 // attempts when a dump is interrupted
+	nldevAttrNdevNm = nl.RDMA_NLDEV_ATTR_NDEV_NAME
+)
+
+// kernelNL is the Netlink of the current netns (vishvananda/netlink package
+// functions, one socket per request).
+type kernelNL struct{}
+
+func (kernelNL) SystemGetNetnsMode() (string, error) { return netlink.RdmaSystemGetNetnsMode() }
+
+func (kernelNL) LinkList() ([]*netlink.RdmaLink, error) { return netlink.RdmaLinkList() }
+
+func (kernelNL) LinkSetNsFd(l *netlink.RdmaLink, fd uint32) error {
+	return netlink.RdmaLinkSetNsFd(l, fd)
+}
+
+func (kernelNL) LinkByName(name string) (*netlink.RdmaLink, error) {
+	return netlink.RdmaLinkByName(name)
+}
+
+// PortNetdev asks RDMA_NLDEV_CMD_PORT_GET for the netdev of a port. The
+// kernel includes RDMA_NLDEV_ATTR_NDEV_NAME only when that netdev lives in
+// the requester's netns.
+func (kernelNL) PortNetdev(l *netlink.RdmaLink, port uint32) (string, error) {
+	proto := nl.RDMA_NL_NLDEV<<nl.RDMA_NL_GET_CLIENT_SHIFT | nldevCmdPortGet
+	req := nl.NewNetlinkRequest(proto, unix.NLM_F_ACK)
+	req.AddData(nl.NewRtAttr(nl.RDMA_NLDEV_ATTR_DEV_INDEX, nl.Uint32Attr(l.Attrs.Index)))
+	req.AddData(nl.NewRtAttr(nl.RDMA_NLDEV_ATTR_PORT_INDEX, nl.Uint32Attr(port)))
+	msgs, err := req.Execute(unix.NETLINK_RDMA, 0)
+	if err != nil {
+		return "", err
+	}
+	for _, m := range msgs {
+		if name, err := ndevName(m); err != nil || name != "" {
+			return name, err
+		}
+	}
+	return "", nil
+}
+
+// ndevName extracts RDMA_NLDEV_ATTR_NDEV_NAME from one reply payload.
+func ndevName(msg []byte) (string, error) {
+	attrs, err := nl.ParseRouteAttr(msg)
+	if err != nil {
+		return "", fmt.Errorf("parse RDMA port reply: %w", err)
+	}
+	for _, a := range attrs {
+		if a.Attr.Type == nldevAttrNdevNm {
+			return strings.TrimRight(string(a.Value), "\x00"), nil
+		}
+	}
+	return "", nil
+}
+
+// handleNL is the Netlink of a netlink.Handle bound to another netns.
+type handleNL struct{ h *netlink.Handle }
+
+func (n handleNL) SystemGetNetnsMode() (string, error) { return n.h.RdmaSystemGetNetnsMode() }
+
+func (n handleNL) LinkList() ([]*netlink.RdmaLink, error) { return n.h.RdmaLinkList() }
+
+func (n handleNL) LinkSetNsFd(l *netlink.RdmaLink, fd uint32) error {
+	return n.h.RdmaLinkSetNsFd(l, fd)
+}
+
+func (n handleNL) LinkByName(name string) (*netlink.RdmaLink, error) {
+	return n.h.RdmaLinkByName(name)
+}
+
+// openNetnsNL opens RDMA netlink inside the netns at path. The handle asks
+// for NETLINK_RDMA explicitly; without it RDMA requests would go to the
+// caller's netns. It is a variable so tests can replace it.
+var openNetnsNL = func(path string) (Netlink, func(), error) {
+	ns, err := netns.GetFromPath(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer ns.Close()
+	h, err := netlink.NewHandleAt(ns, unix.NETLINK_RDMA)
+	if err != nil {
+		return nil, nil, err
+	}
+	return handleNL{h: h}, h.Close, nil
+}
+
+// listLinks dumps RDMA devices, retrying when the dump was interrupted.
+func listLinks(n Netlink) ([]*netlink.RdmaLink, error) {
+	var (
+		links []*netlink.RdmaLink
+		err   error
+	)
+	for range dumpRetries {
+		links, err = n.LinkList()
+		if !errors.Is(err, netlink.ErrDumpInterrupted) {
+			break
+		}
+	}
+	return links, err
+}

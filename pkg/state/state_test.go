@@ -1,0 +1,298 @@
+package state
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func fullRecord() *Record {
+	return &Record{
+		Network:     "rdma-net",
+		ContainerID: "abc123",
+		IfName:      "net1",
+		NetNS:       "/var/run/netns/cni-1",
+		Pod:         Pod{Namespace: "ns", Name: "pod", UID: "uid-1"},
+		Mode:        "exclusive",
+		CNIVersion:  "1.1.0",
+		Links: []Link{{
+			Device: "mlx5_1", Kind: "moved", HostName: "eth1", PodName: "net1",
+			MAC: "02:00:00:00:00:01", HostIndex: 7, MTU: 9000, WasUp: true,
+			HostAddrs: []string{"10.0.0.2/24", "fd00::2/64"}, RDMAMoved: true, Step: "done",
+		}},
+		Extra:     map[string]json.RawMessage{"ipam": json.RawMessage(`{"ip":"10.0.0.5"}`)},
+		CreatedAt: time.Date(2025, 1, 2, 3, 4, 5, 6, time.UTC),
+	}
+}
+
+func TestPutGetRoundTrip(t *testing.T) {
+	tests := []struct {
+		name string
+		rec  *Record
+	}{
+		{"every field", fullRecord()},
+		{"minimal", &Record{Network: "n", ContainerID: "c", IfName: "i", CreatedAt: time.Unix(1, 0).UTC()}},
+		{"zero CreatedAt is set", &Record{Network: "n", ContainerID: "c", IfName: "i"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := New(t.TempDir())
+			if err := s.Put(tt.rec); err != nil {
+				t.Fatalf("Put: %v", err)
+			}
+			if tt.rec.Version != Version || tt.rec.CreatedAt.IsZero() {
+				t.Errorf("Put left Version %d, CreatedAt %v", tt.rec.Version, tt.rec.CreatedAt)
+			}
+			got, err := s.Get(tt.rec.Key())
+			if err != nil {
+				t.Fatalf("Get: %v", err)
+			}
+			if !reflect.DeepEqual(got, tt.rec) {
+				t.Errorf("round trip mismatch:\n got %+v\nwant %+v", got, tt.rec)
+			}
+		})
+	}
+}
+
+func TestGetMissing(t *testing.T) {
+	tests := []struct {
+		name  string
+		setup func(*Store)
+	}{
+		{"no directory", func(*Store) {}},
+		{"other record present", func(s *Store) { _ = s.Put(fullRecord()) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := New(t.TempDir())
+			tt.setup(s)
+			_, err := s.Get(Key{"x", "y", "z"})
+			if !errors.Is(err, ErrNotFound) {
+				t.Fatalf("Get = %v, want ErrNotFound", err)
+			}
+		})
+	}
+}
+
+func TestDeleteIdempotent(t *testing.T) {
+	tests := []struct {
+		name string
+		put  bool
+	}{{"existing", true}, {"never written", false}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := New(t.TempDir())
+			r := fullRecord()
+			if tt.put {
+				if err := s.Put(r); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i := 0; i < 2; i++ {
+				if err := s.Delete(r.Key()); err != nil {
+					t.Fatalf("Delete #%d: %v", i+1, err)
+				}
+			}
+			if _, err := s.Get(r.Key()); !errors.Is(err, ErrNotFound) {
+				t.Fatalf("Get after Delete = %v, want ErrNotFound", err)
+			}
+		})
+	}
+}
+
+func TestHostileKeys(t *testing.T) {
+	long := strings.Repeat("a", 5000)
+	keys := []Key{
+		{"net", "../../etc/passwd", "eth0"},
+		{"net", "a/b", "eth0"},
+		{"net", "a", "b/eth0"},
+		{"", "", ""},
+		{"net", long, "eth0"},
+		{"net", long + "b", "eth0"},
+		{"net", "a\x00b", "eth0"},
+		{"net", "a", "b\x00eth0"},
+		{"net\x00a", "b", "eth0"},
+		{"..", "..", ".."},
+		{"net", ".hidden", "eth0"},
+		{"/", "/", "/"},
+	}
+	root := t.TempDir()
+	s := New(filepath.Join(root, "state"))
+	seen := map[string]Key{}
+	for _, k := range keys {
+		name := fileName(k)
+		if prev, dup := seen[name]; dup {
+			t.Errorf("keys %q and %q share file %s", prev, k, name)
+		}
+		seen[name] = k
+		if filepath.Base(name) != name || strings.HasPrefix(name, ".") || len(name) > 255 {
+			t.Errorf("unsafe file name %q for key %q", name, k)
+		}
+		r := &Record{Network: k.Network, ContainerID: k.ContainerID, IfName: k.IfName}
+		if err := s.Put(r); err != nil {
+			t.Fatalf("Put %q: %v", k, err)
+		}
+		got, err := s.Get(k)
+		if err != nil || got.Key() != k {
+			t.Errorf("Get %q = %v, %v", k, got, err)
+		}
+	}
+	entries, err := os.ReadDir(filepath.Join(root, "state", "attachments"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != len(keys) {
+		t.Errorf("%d files in attachments, want %d", len(entries), len(keys))
+	}
+	top, _ := os.ReadDir(root)
+	if len(top) != 1 {
+		t.Errorf("files escaped the state dir: %v", top)
+	}
+	recs, err := s.List()
+	if err != nil || len(recs) != len(keys) {
+		t.Errorf("List = %d records, %v; want %d", len(recs), err, len(keys))
+	}
+}
+
+func TestModes(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	s := New(dir)
+	r := fullRecord()
+	if err := s.Put(r); err != nil {
+		t.Fatal(err)
+	}
+	unlock, err := s.Lock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	tests := []struct {
+		path string
+		want os.FileMode
+	}{
+		{dir, os.ModeDir | 0o700},
+		{filepath.Join(dir, "attachments"), os.ModeDir | 0o700},
+		{filepath.Join(dir, "attachments", fileName(r.Key())), 0o600},
+		{filepath.Join(dir, "lock"), 0o600},
+	}
+	for _, tt := range tests {
+		fi, err := os.Stat(tt.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode() != tt.want {
+			t.Errorf("%s mode %v, want %v", tt.path, fi.Mode(), tt.want)
+		}
+	}
+}
+
+func TestBadFiles(t *testing.T) {
+	tests := []struct {
+		name    string
+		content string
+		wantErr string
+	}{
+		{"future version", `{"version": 99, "network": "n"}`, "version 99"},
+		{"corrupt json", `{"version": 1, `, "decoding"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := New(t.TempDir())
+			good := fullRecord()
+			if err := s.Put(good); err != nil {
+				t.Fatal(err)
+			}
+			bad := Key{"n", "bad", "eth0"}
+			path := filepath.Join(s.Dir(), "attachments", fileName(bad))
+			if err := os.WriteFile(path, []byte(tt.content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := s.Get(bad)
+			if err == nil || errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), tt.wantErr) ||
+				!strings.Contains(err.Error(), fileName(bad)) {
+				t.Errorf("Get error %v, want one naming %q and the file", err, tt.wantErr)
+			}
+			recs, err := s.List()
+			if err == nil || !strings.Contains(err.Error(), fileName(bad)) {
+				t.Errorf("List error %v, want one naming the bad file", err)
+			}
+			if len(recs) != 1 || recs[0].Key() != good.Key() {
+				t.Errorf("List returned %v, want only the good record", recs)
+			}
+		})
+	}
+}
+
+func TestListSkipsAndSorts(t *testing.T) {
+	s := New(t.TempDir())
+	if recs, err := s.List(); err != nil || len(recs) != 0 {
+		t.Fatalf("List on empty store = %v, %v", recs, err)
+	}
+	for _, id := range []string{"ccc", "aaa", "bbb"} {
+		if err := s.Put(&Record{Network: "n", ContainerID: id, IfName: "eth0"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := filepath.Join(s.Dir(), "attachments")
+	for _, junk := range []string{".tmp-123", "notes.txt"} {
+		if err := os.WriteFile(filepath.Join(dir, junk), []byte("junk"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(filepath.Join(dir, "sub.json"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := s.List()
+	if err != nil {
+		t.Fatalf("List: %v", err)
+	}
+	var ids []string
+	for _, r := range recs {
+		ids = append(ids, r.ContainerID)
+	}
+	if got := strings.Join(ids, ","); got != "aaa,bbb,ccc" {
+		t.Errorf("List order %s, want aaa,bbb,ccc", got)
+	}
+}
+
+func TestNoTempFilesLeft(t *testing.T) {
+	s := New(t.TempDir())
+	r := fullRecord()
+	for i := 0; i < 3; i++ {
+		r.Links[0].Step = strings.Repeat("x", i)
+		if err := s.Put(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Writable(); err != nil {
+		t.Fatal(err)
+	}
+	// A non-empty directory in place of a record makes the rename fail.
+	blocked := &Record{Network: "n", ContainerID: "blocked", IfName: "i"}
+	if err := os.MkdirAll(filepath.Join(s.Dir(), "attachments", fileName(blocked.Key()), "x"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Put(blocked); err == nil {
+		t.Error("Put over a directory succeeded")
+	}
+	entries, err := os.ReadDir(filepath.Join(s.Dir(), "attachments"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".") {
+			t.Errorf("temp file %s left behind", e.Name())
+		}
+	}
+	if len(entries) != 2 {
+		t.Errorf("attachments dir holds %d entries, want 2", len(entries))
+	}
+	if err := s.Put(nil); err == nil {
+		t.Error("Put(nil) succeeded")
+	}
+}
