@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"sort"
 	"strings"
 	"testing"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/rdma-chain/rdma-chain/internal/fakekubelet"
+	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
 var versions = []string{"0.4.0", "1.0.0"}
@@ -211,5 +213,39 @@ func wantCode(t *testing.T, err error, code uint, substr string) {
 	}
 	if !strings.Contains(te.Msg+" "+te.Details, substr) {
 		t.Errorf("error %q does not mention %q", te.Error(), substr)
+	}
+}
+
+// GC with a valid-attachments list releases the records of attachments not
+// in it (here: sharedLink none records, which need no RDMA kernel) and keeps
+// the valid ones and other networks'.
+func TestGCValidAttachments(t *testing.T) {
+	n := newNode(t, "1.1.0", nil)
+	n.kubelet()
+	keep, stale := n.pod("keep"), n.pod("stale")
+	store := state.New(n.dataDir)
+	for _, r := range []*state.Record{
+		{Network: netName, ContainerID: keep.rt.ContainerID, IfName: "eth0", Mode: "shared", Links: []state.Link{{Device: "rxe0", Kind: "none", Step: "done"}}},
+		{Network: netName, ContainerID: stale.rt.ContainerID, IfName: "eth0", Mode: "shared", Links: []state.Link{{Device: "rxe0", Kind: "none", Step: "done"}}},
+		{Network: "othernet", ContainerID: "x", IfName: "eth0"},
+	} {
+		if err := store.Put(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := n.gc(keep); err != nil {
+		t.Fatalf("GC: %v", err)
+	}
+	recs, err := store.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	for _, r := range recs {
+		left = append(left, r.Network+"/"+r.ContainerID)
+	}
+	sort.Strings(left)
+	if want := []string{"othernet/x", netName + "/" + keep.rt.ContainerID}; !reflect.DeepEqual(left, want) {
+		t.Errorf("records after GC %v, want %v", left, want)
 	}
 }

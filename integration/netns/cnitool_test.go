@@ -40,7 +40,11 @@ func TestCnitool(t *testing.T) {
 			if err != nil {
 				t.Fatalf("cnitool add: %v\n%s", err, out)
 			}
-			jsonPart := out[strings.Index(out, "{"):]
+			start := strings.Index(out, "{")
+			if start < 0 {
+				t.Fatalf("cnitool add printed no result:\n%s", out)
+			}
+			jsonPart := out[start:]
 			var res map[string]any
 			if err := json.Unmarshal([]byte(jsonPart), &res); err != nil || res["cniVersion"] != v {
 				t.Fatalf("cnitool add output: %v\n%s", err, out)

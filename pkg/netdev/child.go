@@ -93,7 +93,7 @@ func AddChild(spec ChildSpec, podNS ns.NetNS) (c Child, err error) {
 func (s *session) createChild(spec ChildSpec, link netlink.Link, u *undoStack) (Child, error) {
 	if err := s.host.LinkAdd(link); err != nil {
 		if errors.Is(err, unix.EOPNOTSUPP) {
-			return Child{}, fmt.Errorf("create %s %q on %q: %w (%v)", spec.Kind, spec.PodName, spec.Parent, ErrKindUnsupported, err)
+			return Child{}, fmt.Errorf("create %s %q on %q: %w (%w)", spec.Kind, spec.PodName, spec.Parent, ErrKindUnsupported, err)
 		}
 		return Child{}, fmt.Errorf("create %s %q on %q: %w", spec.Kind, spec.PodName, spec.Parent, err)
 	}

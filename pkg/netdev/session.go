@@ -35,7 +35,7 @@ func newSession(podNS ns.NetNS) (*session, error) {
 	}
 	s := &session{host: host, hostNS: hostNS, podFd: int(podNS.Fd())}
 	if s.pod, err = handleAt(podNS.Fd(), "pod"); err != nil {
-		s.close()
+		_ = s.close()
 		return nil, err
 	}
 	return s, nil

@@ -116,7 +116,7 @@ func (c *Client) wrap(what string, err error) error {
 	}
 	switch status.Code(err) {
 	case codes.Unavailable, codes.DeadlineExceeded:
-		return fmt.Errorf("podres: %s: %w at %s: %v", what, ErrUnavailable, c.socket, err)
+		return fmt.Errorf("podres: %s: %w at %s: %w", what, ErrUnavailable, c.socket, err)
 	}
 	return fmt.Errorf("podres: %s via %s: %w", what, c.socket, err)
 }
