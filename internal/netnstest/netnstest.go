@@ -1,0 +1,127 @@
+// Package netnstest builds throwaway network namespaces and netdevs for the
+// privileged test tiers and reads back what the kernel holds, so tests assert
+// on observable kernel state.
+package netnstest
+
+import (
+	"net"
+	"sort"
+	"testing"
+
+	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/containernetworking/plugins/pkg/testutils"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// NewNS creates a netns that is closed and unmounted when t ends.
+func NewNS(t testing.TB) ns.NetNS {
+	t.Helper()
+	n, err := testutils.NewNS()
+	if err != nil {
+		t.Fatalf("new netns: %v", err)
+	}
+	t.Cleanup(func() { Delete(n) })
+	return n
+}
+
+// Delete closes and unmounts n; the kernel then destroys the netns. Idempotent.
+func Delete(n ns.NetNS) {
+	_ = n.Close()
+	_ = testutils.UnmountNS(n)
+}
+
+// AddVeth creates veth name in host with its peer in peer (so deleting other
+// netns never destroys it), sets mtu, adds addrs (CIDRs, IPv6 without DAD)
+// and brings it up. It stands in for an RDMA netdev.
+func AddVeth(t testing.TB, host, peer ns.NetNS, name string, mtu int, addrs ...string) {
+	t.Helper()
+	err := host.Do(func(ns.NetNS) error {
+		veth := &netlink.Veth{
+			LinkAttrs: netlink.LinkAttrs{Name: name, MTU: mtu},
+			PeerName:  name + "p", PeerNamespace: netlink.NsFd(int(peer.Fd())),
+		}
+		if err := netlink.LinkAdd(veth); err != nil {
+			return err
+		}
+		l, err := netlink.LinkByName(name)
+		if err != nil {
+			return err
+		}
+		for _, a := range addrs {
+			addr, err := netlink.ParseAddr(a)
+			if err != nil {
+				return err
+			}
+			if addr.IP.To4() == nil {
+				addr.Flags = unix.IFA_F_NODAD
+			}
+			if err := netlink.AddrAdd(l, addr); err != nil {
+				return err
+			}
+		}
+		return netlink.LinkSetUp(l)
+	})
+	if err != nil {
+		t.Fatalf("veth %s: %v", name, err)
+	}
+}
+
+// Link is what the kernel holds for one netdev.
+type Link struct {
+	Name  string
+	Kind  string
+	MTU   int
+	MAC   string
+	Up    bool
+	Addrs []string // global-scope CIDRs, sorted
+}
+
+// Snapshot reads netdev name in netns n; ok is false when it does not exist.
+func Snapshot(t testing.TB, n ns.NetNS, name string) (Link, bool) {
+	t.Helper()
+	var out Link
+	found := false
+	err := n.Do(func(ns.NetNS) error {
+		l, err := netlink.LinkByName(name)
+		if err != nil {
+			return nil
+		}
+		found = true
+		a := l.Attrs()
+		out = Link{Name: a.Name, Kind: l.Type(), MTU: a.MTU, MAC: a.HardwareAddr.String(), Up: a.Flags&net.FlagUp != 0}
+		addrs, err := netlink.AddrList(l, netlink.FAMILY_ALL)
+		if err != nil {
+			return err
+		}
+		for _, ad := range addrs {
+			if ad.Scope == int(netlink.SCOPE_UNIVERSE) {
+				out.Addrs = append(out.Addrs, ad.IPNet.String())
+			}
+		}
+		sort.Strings(out.Addrs)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("snapshot %s: %v", name, err)
+	}
+	return out, found
+}
+
+// Names lists the netdevs of netns n, sorted.
+func Names(t testing.TB, n ns.NetNS) []string {
+	t.Helper()
+	var names []string
+	err := n.Do(func(ns.NetNS) error {
+		links, err := netlink.LinkList()
+		for _, l := range links {
+			names = append(names, l.Attrs().Name)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatalf("list links: %v", err)
+	}
+	sort.Strings(names)
+	return names
+}
