@@ -114,6 +114,15 @@ func (p *Plugin) checkLink(c *call, rec *state.Record, l state.Link, result *typ
 	if l.Step != stepDone {
 		return fmt.Errorf("attachment incomplete (step %s)", l.Step)
 	}
+	if l.RDMAMoved {
+		in, err := p.env.RDMA.InNetns(l.Device, c.args.Netns)
+		if err != nil {
+			return err
+		}
+		if !in {
+			return fmt.Errorf("RDMA device %s is not in the pod netns", l.Device)
+		}
+	}
 	if l.PodName == "" {
 		return nil
 	}

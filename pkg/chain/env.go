@@ -34,6 +34,9 @@ func (k kernelRDMA) ReturnToHost(dev, podNSPath string) error {
 	return rdma.ReturnToHost(dev, podNSPath, int(host.Fd()))
 }
 
+// InNetns reports whether dev is visible in the netns at nsPath.
+func (k kernelRDMA) InNetns(dev, nsPath string) (bool, error) { return rdma.InNetns(dev, nsPath) }
+
 type kernelLinks struct{}
 
 func (kernelLinks) MoveToPod(hostName string, podNS ns.NetNS, podName string) (netdev.HostLink, error) {

@@ -55,6 +55,11 @@ func (w *world) ReturnToHost(dev, nsPath string) error {
 	return w.record("ReturnToHost %s %s", dev, nsPath)
 }
 
+func (w *world) InNetns(dev, nsPath string) (bool, error) {
+	err := w.record("InNetns %s %s", dev, nsPath)
+	return err == nil, nil
+}
+
 func (w *world) MoveToPod(host string, podNS ns.NetNS, pod string) (netdev.HostLink, error) {
 	err := w.record("MoveToPod %s %s", host, pod)
 	return netdev.HostLink{HostName: host, PodName: pod, MAC: "02:00:00:00:00:01", MTU: 1500, WasUp: true}, err

@@ -27,6 +27,8 @@ type RDMA interface {
 	// ReturnToHost brings dev back from the netns at podNSPath to the
 	// plugin's own netns; absent device or netns is not an error.
 	ReturnToHost(dev, podNSPath string) error
+	// InNetns reports whether dev is visible in the netns at nsPath.
+	InNetns(dev, nsPath string) (bool, error)
 }
 
 // Links is the seam over netdevs: exclusive-mode moves, shared-mode children.

@@ -170,3 +170,17 @@ func TestLogLine(t *testing.T) {
 		t.Error("logged to stdout")
 	}
 }
+
+func TestCheckExclusiveDevice(t *testing.T) {
+	dir := t.TempDir()
+	w := &world{mode: rdma.ModeExclusive, devices: []rdma.Device{rxe("mlx5_0", "eth1")}}
+	if err := w.plugin().Add(cmd(dir, `,"podSelection":"all"`, prevResult100)); err != nil {
+		t.Fatal(err)
+	}
+	result := w.stdout.String()
+	if err := w.plugin().Check(cmd(dir, `,"podSelection":"all"`, result)); err != nil {
+		t.Fatalf("CHECK: %v", err)
+	}
+	w.failOn = map[string]error{"InNetns": errors.New("absent")}
+	wantCode(t, w.plugin().Check(cmd(dir, `,"podSelection":"all"`, result)), CodeCheckFailed, "mlx5_0 is not in the pod netns")
+}

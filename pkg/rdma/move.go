@@ -92,3 +92,23 @@ func moveError(dev, driver string, err error) error {
 		return fmt.Errorf("rdma: move %s to netns: %w", dev, err)
 	}
 }
+
+// InNetns reports whether RDMA device dev is visible in the netns at nsPath
+// (for CNI CHECK in exclusive mode). A missing netns is an error.
+func InNetns(dev, nsPath string) (bool, error) {
+	n, closeNL, err := openNetnsNL(nsPath)
+	if err != nil {
+		return false, fmt.Errorf("rdma: open RDMA netlink in %s: %w", nsPath, err)
+	}
+	defer closeNL()
+	links, err := listLinks(n)
+	if err != nil {
+		return false, fmt.Errorf("rdma: list devices in %s: %w", nsPath, err)
+	}
+	for _, l := range links {
+		if l.Attrs.Name == dev {
+			return true, nil
+		}
+	}
+	return false, nil
+}
