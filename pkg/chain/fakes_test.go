@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/containernetworking/cni/pkg/skel"
@@ -19,6 +20,7 @@ import (
 // world is a fake node: it records every seam call in order and fails the
 // call whose name is in failOn.
 type world struct {
+	mu      sync.Mutex
 	mode    rdma.Mode
 	modeErr error
 	devices []rdma.Device
@@ -28,12 +30,42 @@ type world struct {
 	failNth map[string]int // fail only that call of failOn's name (1-based)
 	counts  map[string]int
 	calls   []string
-	stdout  bytes.Buffer
-	stderr  bytes.Buffer
+	stdout  syncBuffer
+	stderr  syncBuffer
+}
+
+// syncBuffer is a bytes.Buffer that concurrent plugin calls may share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func (s *syncBuffer) Bytes() []byte { return []byte(s.String()) }
+
+func (s *syncBuffer) Len() int { return len(s.String()) }
+
+func (s *syncBuffer) Reset() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.b.Reset()
 }
 
 func (w *world) record(format string, args ...any) error {
 	call := fmt.Sprintf(format, args...)
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	w.calls = append(w.calls, call)
 	name, _, _ := strings.Cut(call, " ")
 	if w.counts == nil {
