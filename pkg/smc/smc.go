@@ -1,0 +1,126 @@
+// Package smc is a pure Go client for the kernel's SMC generic netlink
+// families: SMC_PNETID (the SMC-R pnet table, net/smc/smc_pnet.c) and
+// SMC_GEN_NETLINK (UEIDs, fallback statistics and SMC-R devices,
+// net/smc/smc_netlink.c). It never executes smc-tools.
+//
+// Which netns a Client must be opened in:
+//   - pnet IB entries (IBName/IBPort) exist only in init_net; an ADD of an
+//     IB entry elsewhere is silently ignored by the kernel (EEXIST when no
+//     ETHNAME is given).
+//   - pnet ETH entries live in the table of the netns that holds the netdev
+//     (the pod netns for a pod's eth0); the kernel flushes that table when
+//     the netns exits.
+//   - the UEID table and the SMC-R device list are global: any netns works.
+//   - fallback statistics are per netns: open the pod netns to read a pod's.
+package smc
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+)
+
+// ErrUnavailable: the SMC generic netlink family is missing (module not
+// loaded or not built).
+var ErrUnavailable = errors.New("SMC is not available on this kernel")
+
+// ErrExists: the kernel answered EEXIST to an ADD.
+var ErrExists = errors.New("pnet entry exists")
+
+// maxPnetIDLen is SMC_MAX_PNETID_LEN.
+const maxPnetIDLen = 16
+
+// PnetEntry is one row of a pnet table. Exactly one of EthName and IBName is
+// set in entries this package adds; the kernel reports "n/a" for the other
+// kind, which decoding turns into "" (and IBPort 255 into 0).
+type PnetEntry struct {
+	PnetID  string // 1-16 alphanumerics, kernel upper-cases
+	EthName string // netdev name (pod-side entry)
+	IBName  string // RDMA device name (init_net entry)
+	IBPort  uint8  // 1-2 with IBName; 0 means the kernel default 1
+}
+
+// String renders the entry like smc_pnet prints it.
+func (e PnetEntry) String() string {
+	if e.IBName != "" {
+		return fmt.Sprintf("%s ib %s port %d", e.PnetID, e.IBName, e.IBPort)
+	}
+	return fmt.Sprintf("%s eth %s", e.PnetID, e.EthName)
+}
+
+// isIB reports whether the entry describes an RDMA device port.
+func (e PnetEntry) isIB() bool { return e.IBName != "" }
+
+// sameTarget reports whether a and b name the same netdev or IB port.
+func (e PnetEntry) sameTarget(o PnetEntry) bool {
+	if e.isIB() {
+		return o.IBName == e.IBName && o.IBPort == e.IBPort
+	}
+	return e.EthName != "" && o.EthName == e.EthName
+}
+
+// normalized upper-cases the PNETID and defaults an IB port to 1, as the
+// kernel does.
+func (e PnetEntry) normalized() PnetEntry {
+	e.PnetID = strings.ToUpper(e.PnetID)
+	if e.isIB() && e.IBPort == 0 {
+		e.IBPort = 1
+	}
+	return e
+}
+
+// validate checks the entry before anything is sent to the kernel.
+func (e PnetEntry) validate() error {
+	if !ValidPnetID(e.PnetID) {
+		return fmt.Errorf("smc: invalid PNETID %q: need 1-%d characters [A-Za-z0-9]", e.PnetID, maxPnetIDLen)
+	}
+	if (e.EthName == "") == (e.IBName == "") {
+		return fmt.Errorf("smc: pnet entry %q: set exactly one of EthName and IBName", e.PnetID)
+	}
+	if len(e.EthName) > 15 {
+		return fmt.Errorf("smc: pnet entry %q: netdev name %q longer than 15", e.PnetID, e.EthName)
+	}
+	if len(e.IBName) > 63 {
+		return fmt.Errorf("smc: pnet entry %q: RDMA device name %q longer than 63", e.PnetID, e.IBName)
+	}
+	if e.IBPort > 2 {
+		return fmt.Errorf("smc: pnet entry %q: IB port %d not in 1-2", e.PnetID, e.IBPort)
+	}
+	return nil
+}
+
+// ConflictError: the netdev or IB port already carries another PNETID.
+type ConflictError struct{ Existing PnetEntry }
+
+// Error names the entry in the way.
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("smc: pnet conflict: %s already present", e.Existing)
+}
+
+// Is lets errors.Is(err, ErrExists) match a conflict.
+func (e *ConflictError) Is(target error) bool { return target == ErrExists }
+
+// ValidPnetID reports whether s is 1-16 characters of [A-Za-z0-9]. The
+// kernel also trims surrounding blanks; this stricter check does not.
+func ValidPnetID(s string) bool {
+	if len(s) == 0 || len(s) > maxPnetIDLen {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !isAlnum(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// PnetIDFromMAC is the ENI MAC in upper case without colons (the
+// alibabacloud-erdma-controller convention), 12 characters for a MAC-48.
+func PnetIDFromMAC(mac net.HardwareAddr) string {
+	return strings.ToUpper(strings.ReplaceAll(mac.String(), ":", ""))
+}
+
+func isAlnum(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z'
+}
