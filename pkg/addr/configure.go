@@ -63,7 +63,7 @@ func Configure(podNS ns.NetNS, ifName string, res *types100.Result, opts Options
 	if res == nil {
 		return fmt.Errorf("configure %s: no IPAM result", ifName)
 	}
-	h, err := netlink.NewHandleAt(netns.NsHandle(int(podNS.Fd())))
+	h, err := netlink.NewHandleAt(netns.NsHandle(int(podNS.Fd())), unix.NETLINK_ROUTE)
 	if err != nil {
 		return fmt.Errorf("netlink handle in pod netns %s: %w", podNS.Path(), err)
 	}

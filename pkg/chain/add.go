@@ -120,11 +120,7 @@ func (p *Plugin) attachPod(c *call, req *request, mode rdma.Mode, offered []rdma
 	if err := p.attach(c, rec, devs); err != nil {
 		return nil, err
 	}
-	for _, l := range rec.Links {
-		if l.PodName != "" {
-			result.Interfaces = append(result.Interfaces, &types100.Interface{Name: l.PodName, Mac: l.MAC, Sandbox: c.args.Netns})
-		}
-	}
+	mergeLinks(c, rec, result)
 	return rec, nil
 }
 

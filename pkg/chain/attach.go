@@ -37,6 +37,9 @@ func (u undoStack) run() error {
 // attach gives the pod its devices, recording each step; on failure it undoes
 // what it did and removes the record, leaving the node as it found it.
 func (p *Plugin) attach(c *call, rec *state.Record, devs []rdma.Device) (err error) {
+	if err := p.checkMovable(rec, devs); err != nil {
+		return err
+	}
 	podNS, err := p.env.OpenNS(c.args.Netns)
 	if err != nil {
 		return cniError(types.ErrInvalidNetNS, "cannot open pod netns "+c.args.Netns, err)
@@ -68,6 +71,26 @@ func (p *Plugin) attach(c *call, rec *state.Record, devs []rdma.Device) (err err
 		}
 		if err != nil {
 			return err
+		}
+		if link.PodName != "" && c.conf.HasIPAM() {
+			if err := p.addressLink(c, rec, link, podNS, &undo); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// checkMovable refuses, before any change, exclusive-mode devices whose
+// driver cannot change netns (moving a soft-RoCE netdev would even destroy
+// the rxe device).
+func (p *Plugin) checkMovable(rec *state.Record, devs []rdma.Device) error {
+	if rec.Mode != string(rdma.ModeExclusive) {
+		return nil
+	}
+	for _, d := range devs {
+		if err := p.env.RDMA.CheckMovable(d); err != nil {
+			return cniError(CodeMoveUnsupported, "RDMA device "+d.Name+" cannot change netns", err)
 		}
 	}
 	return nil
@@ -133,6 +156,10 @@ func (p *Plugin) attachShared(c *call, rec *state.Record, link *state.Link, podN
 func (p *Plugin) detach(c *call, rec *state.Record, nsPath string) error {
 	var errs []error
 	for i := len(rec.Links) - 1; i >= 0; i-- {
+		if err := p.releaseLink(c, rec, &rec.Links[i]); err != nil {
+			errs = append(errs, fmt.Errorf("%s: release IPAM lease: %w", rec.Links[i].PodName, err))
+			continue
+		}
 		if err := p.detachLink(&rec.Links[i], nsPath); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", rec.Links[i].Device, err))
 			continue

@@ -122,6 +122,19 @@ func TestExclusiveDriverCannotMove(t *testing.T) {
 	}
 }
 
+// Soft-RoCE is refused before the netdev moves: moving an rxe netdev to
+// another netns would make the kernel destroy the rxe device.
+func TestExclusiveSoftRoCERefusedUpFront(t *testing.T) {
+	n := newNode(t, rdma.ModeExclusive)
+	n.w.failOn = map[string]error{"CheckMovable": rdma.CheckMovable(rxe("rxe0", hostDev), "6.12.0")}
+	pod := netnstest.NewNS(t)
+	wantCode(t, n.run(add, pod, podAll, prevResult100), CodeMoveUnsupported, "rdma_rxe")
+	n.assertHostRestored(t)
+	if got := filterCalls(n.w.calls, "MoveToNetns"); len(got) != 0 {
+		t.Errorf("tried to move: %v", n.w.calls)
+	}
+}
+
 // The pod netns is gone before DEL; the kernel refunded the netdev under
 // another name (as it does for physical netdevs): DEL finds it by MAC.
 func TestExclusiveRestoreAfterNetnsGone(t *testing.T) {

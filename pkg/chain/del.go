@@ -81,10 +81,24 @@ func (p *Plugin) gc(c *call) error {
 		}
 		c.log.Info("gc: released stale attachment", "container", rec.ContainerID, "ifname", rec.IfName)
 	}
+	if err := p.gcLeases(c, keptRecords(recs, c.conf.Name, valid)); err != nil {
+		errs = append(errs, err)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return cniError(CodeState, "gc could not release every stale attachment", err)
 	}
 	return nil
+}
+
+// keptRecords are the network's records GC keeps.
+func keptRecords(recs []*state.Record, network string, valid map[state.Key]bool) []*state.Record {
+	var out []*state.Record
+	for _, r := range recs {
+		if r.Network == network && valid[r.Key()] {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // check verifies the recorded attachment against the pod netns and the

@@ -3,8 +3,10 @@ package chain
 import (
 	"os"
 
+	types100 "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/plugins/pkg/ns"
 
+	"github.com/rdma-chain/rdma-chain/pkg/addr"
 	"github.com/rdma-chain/rdma-chain/pkg/netdev"
 	"github.com/rdma-chain/rdma-chain/pkg/podres"
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
@@ -15,6 +17,8 @@ func KernelEnv() Env {
 	return Env{
 		RDMA:         kernelRDMA{rdma.New()},
 		Links:        kernelLinks{},
+		IPAM:         addr.Exec(),
+		Addrs:        kernelAddrs{},
 		PodResources: func(socket string) PodResources { return podres.New(socket, podResourcesTimeout) },
 		OpenNS:       ns.GetNS,
 		Stdout:       os.Stdout,
@@ -34,8 +38,21 @@ func (k kernelRDMA) ReturnToHost(dev, podNSPath string) error {
 	return rdma.ReturnToHost(dev, podNSPath, int(host.Fd()))
 }
 
+// CheckMovable checks d against the running kernel's release.
+func (k kernelRDMA) CheckMovable(d rdma.Device) error { return rdma.CheckMovable(d, rdma.KernelRelease()) }
+
 // InNetns reports whether dev is visible in the netns at nsPath.
 func (k kernelRDMA) InNetns(dev, nsPath string) (bool, error) { return rdma.InNetns(dev, nsPath) }
+
+type kernelAddrs struct{}
+
+func (kernelAddrs) Configure(podNS ns.NetNS, ifName string, res *types100.Result, opts addr.Options) error {
+	return addr.Configure(podNS, ifName, res, opts)
+}
+
+func (kernelAddrs) HostRouteWarning(parent string, ips []*types100.IPConfig) string {
+	return addr.HostRouteWarning(parent, ips)
+}
 
 type kernelLinks struct{}
 

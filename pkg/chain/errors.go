@@ -16,6 +16,8 @@ const (
 	CodeLinkSetup       uint = 104 // moving, restoring or creating a netdev failed
 	CodeState           uint = 105 // the attachment state store failed or conflicts
 	CodeCheckFailed     uint = 106 // CHECK found the attachment differs from its record
+	CodeIPAM            uint = 107 // the delegated IPAM plugin failed
+	CodeSMC             uint = 108 // SMC-R set-up failed, or SMC is missing with onUnsupported: fail
 	// CodeNotAvailable is the spec's STATUS code: the plugin cannot serve ADD.
 	CodeNotAvailable uint = 50
 )

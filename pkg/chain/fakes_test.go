@@ -10,8 +10,11 @@ import (
 	"testing"
 
 	"github.com/containernetworking/cni/pkg/skel"
+	"github.com/containernetworking/cni/pkg/types"
+	types100 "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/plugins/pkg/ns"
 
+	"github.com/rdma-chain/rdma-chain/pkg/addr"
 	"github.com/rdma-chain/rdma-chain/pkg/netdev"
 	"github.com/rdma-chain/rdma-chain/pkg/podres"
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
@@ -82,6 +85,7 @@ func (w *world) NetnsMode() (rdma.Mode, error) { w.record("NetnsMode"); return w
 func (w *world) Devices() ([]rdma.Device, error) {
 	return w.devices, w.record("Devices")
 }
+func (w *world) CheckMovable(rdma.Device) error { return w.failOn["CheckMovable"] }
 func (w *world) MoveToNetns(dev string, _ int) error { return w.record("MoveToNetns %s", dev) }
 func (w *world) ReturnToHost(dev, nsPath string) error {
 	return w.record("ReturnToHost %s %s", dev, nsPath)
@@ -115,9 +119,35 @@ func (w *world) Allocated(_ context.Context, namespace, name string, _ []string)
 }
 func (w *world) Probe(context.Context) error { return w.record("Probe") }
 
+// IPAM fake: hands out fd00:77::N/64 per interface.
+func (w *world) Add(_ context.Context, r addr.Request) (*types100.Result, error) {
+	if err := w.record("IPAMAdd %s %s", r.ContainerID, r.IfName); err != nil {
+		return nil, err
+	}
+	ip, _ := types.ParseCIDR("fd00:77::" + r.IfName[len(r.IfName)-1:] + "5/64")
+	gw := net.ParseIP("fd00:77::1")
+	_, dst, _ := net.ParseCIDR("fd00:88::/64")
+	return &types100.Result{CNIVersion: "1.0.0",
+		IPs:    []*types100.IPConfig{{Address: *ip, Gateway: gw}},
+		Routes: []*types.Route{{Dst: *dst, GW: gw}}}, nil
+}
+func (w *world) Del(_ context.Context, r addr.Request) error {
+	return w.record("IPAMDel %s %s", r.ContainerID, r.IfName)
+}
+func (w *world) GC(_ context.Context, _ addr.Request, valid []types.GCAttachment) error {
+	return w.record("IPAMGC %v", valid)
+}
+func (w *world) Configure(_ ns.NetNS, ifName string, res *types100.Result, opts addr.Options) error {
+	return w.record("Configure %s %s dad=%v", ifName, res.IPs[0].Address.String(), opts.DAD)
+}
+func (w *world) HostRouteWarning(parent string, _ []*types100.IPConfig) string {
+	w.record("HostRouteWarning %s", parent)
+	return ""
+}
+
 func (w *world) plugin() *Plugin {
 	return New(Env{
-		RDMA: w, Links: w, PodResources: func(string) PodResources { return w },
+		RDMA: w, Links: w, IPAM: w, Addrs: w, PodResources: func(string) PodResources { return w },
 		OpenNS: func(p string) (ns.NetNS, error) {
 			if err := w.record("OpenNS %s", p); err != nil {
 				return nil, err

@@ -10,8 +10,10 @@ import (
 	"time"
 
 	"github.com/containernetworking/cni/pkg/skel"
+	types100 "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/plugins/pkg/ns"
 
+	"github.com/rdma-chain/rdma-chain/pkg/addr"
 	"github.com/rdma-chain/rdma-chain/pkg/config"
 	"github.com/rdma-chain/rdma-chain/pkg/netdev"
 	"github.com/rdma-chain/rdma-chain/pkg/podres"
@@ -23,6 +25,9 @@ import (
 type RDMA interface {
 	NetnsMode() (rdma.Mode, error)
 	Devices() ([]rdma.Device, error)
+	// CheckMovable fails with *rdma.UnsupportedMoveError, before anything
+	// changes, for a device whose driver cannot change netns.
+	CheckMovable(d rdma.Device) error
 	MoveToNetns(dev string, nsFd int) error
 	// ReturnToHost brings dev back from the netns at podNSPath to the
 	// plugin's own netns; absent device or netns is not an error.
@@ -46,10 +51,18 @@ type PodResources interface {
 	Probe(ctx context.Context) error
 }
 
+// Addressing is the seam over in-pod address configuration.
+type Addressing interface {
+	Configure(podNS ns.NetNS, ifName string, res *types100.Result, opts addr.Options) error
+	HostRouteWarning(parent string, ips []*types100.IPConfig) string
+}
+
 // Env holds the plugin's seams and I/O.
 type Env struct {
 	RDMA         RDMA
 	Links        Links
+	IPAM         addr.IPAM
+	Addrs        Addressing
 	PodResources func(socket string) PodResources
 	OpenNS       func(path string) (ns.NetNS, error)
 	Stdout       io.Writer
@@ -71,6 +84,8 @@ type call struct {
 	args  *skel.CmdArgs
 	log   *slog.Logger
 	store *state.Store
+	// leases holds ADD's IPAM results by pod-side interface name.
+	leases map[string]*types100.Result
 }
 
 func (c *call) key() state.Key {
@@ -101,7 +116,7 @@ func (p *Plugin) serve(verb string, args *skel.CmdArgs, fn func(*call) error) er
 	for _, w := range warnings {
 		log.Warn(w, "container", args.ContainerID)
 	}
-	c := &call{conf: conf, args: args, log: log}
+	c := &call{conf: conf, args: args, log: log, leases: map[string]*types100.Result{}}
 	if err == nil {
 		c.pod, err = config.ParseArgs(args.Args)
 		if err != nil && verb != "ADD" {

@@ -66,20 +66,24 @@ type RuntimeConfig struct {
 // NetConf is the plugin's entry in the conflist.
 type NetConf struct {
 	types.PluginConf
-	Mode               string          `json:"mode,omitempty"`
-	Devices            []string        `json:"devices,omitempty"`
-	PodSelection       string          `json:"podSelection,omitempty"`
-	ResourceNames      []string        `json:"resourceNames,omitempty"`
-	PodResourcesSocket string          `json:"podResourcesSocket,omitempty"`
-	IfName             string          `json:"ifName,omitempty"`
-	SharedLink         SharedLink      `json:"sharedLink"`
-	SMCR               SMCR            `json:"smcr"`
-	DataDir            string          `json:"dataDir,omitempty"`
-	LogFile            string          `json:"logFile,omitempty"`
-	LogLevel           string          `json:"logLevel,omitempty"`
-	DeviceID           string          `json:"deviceID,omitempty"`
-	RuntimeConfig      RuntimeConfig   `json:"runtimeConfig"`
-	RawIPAM            json.RawMessage `json:"-"`
+	Mode               string     `json:"mode,omitempty"`
+	Devices            []string   `json:"devices,omitempty"`
+	PodSelection       string     `json:"podSelection,omitempty"`
+	ResourceNames      []string   `json:"resourceNames,omitempty"`
+	PodResourcesSocket string     `json:"podResourcesSocket,omitempty"`
+	IfName             string     `json:"ifName,omitempty"`
+	SharedLink         SharedLink `json:"sharedLink"`
+	SMCR               SMCR       `json:"smcr"`
+	DataDir            string     `json:"dataDir,omitempty"`
+	LogFile            string     `json:"logFile,omitempty"`
+	LogLevel           string     `json:"logLevel,omitempty"`
+	DeviceID           string     `json:"deviceID,omitempty"`
+	// DAD makes ADD wait for IPv6 duplicate address detection on the pod's
+	// RDMA interfaces; off, addresses are added without DAD (the IPAM owns
+	// uniqueness).
+	DAD           bool            `json:"dad,omitempty"`
+	RuntimeConfig RuntimeConfig   `json:"runtimeConfig"`
+	RawIPAM       json.RawMessage `json:"-"`
 	// LegacyAttachments is the pre-1.1 spelling of cni.dev/valid-attachments.
 	LegacyAttachments []types.GCAttachment `json:"cni.dev/attachments,omitempty"`
 }
@@ -93,7 +97,7 @@ var knownKeys = map[string]bool{
 	"cni.dev/attachments": true, "mode": true, "devices": true,
 	"podSelection": true, "resourceNames": true, "podResourcesSocket": true,
 	"ifName": true, "sharedLink": true, "smcr": true, "dataDir": true,
-	"logFile": true, "logLevel": true, "deviceID": true,
+	"logFile": true, "logLevel": true, "deviceID": true, "dad": true,
 }
 
 // Parse decodes, defaults and validates the plugin configuration. It returns
@@ -167,6 +171,10 @@ func (c *NetConf) RequestedDeviceID() string {
 	}
 	return c.DeviceID
 }
+
+// HasIPAM reports whether the conf has an IPAM section for the pod's RDMA
+// interfaces.
+func (c *NetConf) HasIPAM() bool { return c.IPAM.Type != "" }
 
 // PodIfName is the name of the pod's i-th RDMA interface.
 func (c *NetConf) PodIfName(i int) string {

@@ -87,7 +87,7 @@ func hostHandles() (*netlink.Handle, netns.NsHandle, error) {
 	if err != nil {
 		return nil, netns.None(), fmt.Errorf("open current netns: %w", err)
 	}
-	h, err := netlink.NewHandleAt(cur)
+	h, err := netlink.NewHandleAt(cur, unix.NETLINK_ROUTE)
 	if err != nil {
 		cur.Close()
 		return nil, netns.None(), fmt.Errorf("netlink handle in current netns: %w", err)
@@ -97,7 +97,7 @@ func hostHandles() (*netlink.Handle, netns.NsHandle, error) {
 
 // handleAt opens a netlink handle bound to the netns behind fd.
 func handleAt(fd uintptr, what string) (*netlink.Handle, error) {
-	h, err := netlink.NewHandleAt(netns.NsHandle(int(fd)))
+	h, err := netlink.NewHandleAt(netns.NsHandle(int(fd)), unix.NETLINK_ROUTE)
 	if err != nil {
 		return nil, fmt.Errorf("netlink handle in %s netns: %w", what, err)
 	}

@@ -63,22 +63,34 @@ type Link struct {
 	WasUp     bool     `json:"wasUp,omitempty"`     // admin state before the change
 	HostAddrs []string `json:"hostAddrs,omitempty"` // CIDRs the netdev had on the host
 	RDMAMoved bool     `json:"rdmaMoved,omitempty"` // exclusive: RDMA device is in the pod netns
+	IPAM      bool     `json:"ipam,omitempty"`      // an IPAM lease was (or is being) taken for PodName
+	IPs       []string `json:"ips,omitempty"`       // CIDRs the IPAM gave PodName
 	Step      string   `json:"step"`                // progress marker written before/after each host change
 }
 
 // Record is everything the plugin needs to remember about one attachment.
 type Record struct {
-	Version     int                        `json:"version"`
-	Network     string                     `json:"network"`
-	ContainerID string                     `json:"containerID"`
-	IfName      string                     `json:"ifName"`
-	NetNS       string                     `json:"netns,omitempty"`
-	Pod         Pod                        `json:"pod"`
-	Mode        string                     `json:"mode,omitempty"` // "exclusive" | "shared" | "" (pass-through)
-	CNIVersion  string                     `json:"cniVersion,omitempty"`
-	Links       []Link                     `json:"links,omitempty"`
-	Extra       map[string]json.RawMessage `json:"extra,omitempty"` // later features (IPAM, SMC) add sections here
-	CreatedAt   time.Time                  `json:"createdAt"`
+	Version     int       `json:"version"`
+	Network     string    `json:"network"`
+	ContainerID string    `json:"containerID"`
+	IfName      string    `json:"ifName"`
+	NetNS       string    `json:"netns,omitempty"`
+	Pod         Pod       `json:"pod"`
+	Mode        string    `json:"mode,omitempty"` // "exclusive" | "shared" | "" (pass-through)
+	CNIVersion  string    `json:"cniVersion,omitempty"`
+	Links       []Link    `json:"links,omitempty"`
+	SMC         *SMC      `json:"smc,omitempty"`
+	CreatedAt   time.Time `json:"createdAt"`
+}
+
+// SMC is the SMC-R pnet table state of an annotated pod.
+type SMC struct {
+	PnetID    string `json:"pnetId"`
+	Device    string `json:"device"`              // RDMA device of the init_net entry
+	IBPort    uint8  `json:"ibPort"`              // its port
+	PodIfName string `json:"podIfName"`           // the pod's primary interface of the pod entry
+	HostEntry bool   `json:"hostEntry,omitempty"` // the init_net entry is ensured (counts toward its references)
+	PodEntry  bool   `json:"podEntry,omitempty"`  // the pod-netns entry is written
 }
 
 // Key returns the attachment key of the record.

@@ -1,7 +1,6 @@
 package state
 
 import (
-	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -24,8 +23,9 @@ func fullRecord() *Record {
 			Device: "mlx5_1", Kind: "moved", HostName: "eth1", PodName: "net1",
 			MAC: "02:00:00:00:00:01", HostIndex: 7, MTU: 9000, WasUp: true,
 			HostAddrs: []string{"10.0.0.2/24", "fd00::2/64"}, RDMAMoved: true, Step: "done",
+			IPAM: true, IPs: []string{"fd00:77::5/64"},
 		}},
-		Extra:     map[string]json.RawMessage{"ipam": json.RawMessage(`{"ip":"10.0.0.5"}`)},
+		SMC:       &SMC{PnetID: "P1", Device: "erdma_0", IBPort: 1, PodIfName: "eth0", HostEntry: true, PodEntry: true},
 		CreatedAt: time.Date(2025, 1, 2, 3, 4, 5, 6, time.UTC),
 	}
 }

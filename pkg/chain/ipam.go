@@ -1,0 +1,118 @@
+package chain
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/containernetworking/cni/pkg/types"
+	types100 "github.com/containernetworking/cni/pkg/types/100"
+	"github.com/containernetworking/plugins/pkg/ns"
+
+	"github.com/rdma-chain/rdma-chain/pkg/addr"
+	"github.com/rdma-chain/rdma-chain/pkg/state"
+)
+
+// ipamTimeout bounds one IPAM delegation.
+const ipamTimeout = 30 * time.Second
+
+// ipamRequest is the delegation for the pod-side interface ifName: the same
+// container, netns, CNI_ARGS and CNI_PATH, the plugin's own conf as stdin.
+func ipamRequest(c *call, ifName string) addr.Request {
+	return addr.Request{
+		PluginType: c.conf.IPAM.Type, NetConf: c.args.StdinData,
+		ContainerID: c.args.ContainerID, NetNS: c.args.Netns, IfName: ifName,
+		Args: c.args.Args, Path: c.args.Path,
+	}
+}
+
+// addressLink takes an IPAM lease for the link's pod interface and
+// configures it there; the lease is recorded before it is taken, so a DEL
+// after a crash releases it.
+func (p *Plugin) addressLink(c *call, rec *state.Record, link *state.Link, podNS ns.NetNS, undo *undoStack) error {
+	link.IPAM = true
+	if err := p.save(c, rec); err != nil {
+		return err
+	}
+	req := ipamRequest(c, link.PodName)
+	ctx, cancel := context.WithTimeout(context.Background(), ipamTimeout)
+	defer cancel()
+	res, err := p.env.IPAM.Add(ctx, req)
+	if err != nil {
+		return cniError(CodeIPAM, fmt.Sprintf("IPAM %s failed for %s", req.PluginType, link.PodName), err)
+	}
+	undo.push(func() error { return p.releaseLease(c, req) })
+	if err := p.env.Addrs.Configure(podNS, link.PodName, res, addr.Options{DAD: c.conf.DAD}); err != nil {
+		return cniError(CodeLinkSetup, "cannot address "+link.PodName+" in the pod", err)
+	}
+	for _, ip := range res.IPs {
+		link.IPs = append(link.IPs, ip.Address.String())
+	}
+	if link.Kind != "moved" {
+		if w := p.env.Addrs.HostRouteWarning(link.HostName, res.IPs); w != "" {
+			c.log.Warn(w, "container", c.args.ContainerID)
+		}
+	}
+	c.leases[link.PodName] = res
+	return p.save(c, rec)
+}
+
+func (p *Plugin) releaseLease(c *call, req addr.Request) error {
+	ctx, cancel := context.WithTimeout(context.Background(), ipamTimeout)
+	defer cancel()
+	return p.env.IPAM.Del(ctx, req)
+}
+
+// releaseLink releases the link's IPAM lease (the netns may be gone).
+func (p *Plugin) releaseLink(c *call, rec *state.Record, l *state.Link) error {
+	if !l.IPAM {
+		return nil
+	}
+	if !c.conf.HasIPAM() {
+		return fmt.Errorf("lease of %s recorded but the conf has no ipam section to release it with", l.PodName)
+	}
+	req := ipamRequest(c, l.PodName)
+	req.ContainerID, req.NetNS = rec.ContainerID, ""
+	if err := p.releaseLease(c, req); err != nil {
+		return err
+	}
+	l.IPAM, l.IPs = false, nil
+	return nil
+}
+
+// gcLeases lets an IPAM that implements GC drop leases of attachments the
+// plugin no longer records. Leases are keyed by the pod-side RDMA names.
+func (p *Plugin) gcLeases(c *call, kept []*state.Record) error {
+	if !c.conf.HasIPAM() {
+		return nil
+	}
+	var valid []types.GCAttachment
+	for _, r := range kept {
+		for _, l := range r.Links {
+			if l.IPAM {
+				valid = append(valid, types.GCAttachment{ContainerID: r.ContainerID, IfName: l.PodName})
+			}
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), ipamTimeout)
+	defer cancel()
+	req := addr.Request{PluginType: c.conf.IPAM.Type, NetConf: c.args.StdinData, Path: c.args.Path}
+	if err := p.env.IPAM.GC(ctx, req, valid); err != nil {
+		return fmt.Errorf("IPAM %s GC: %w", req.PluginType, err)
+	}
+	return nil
+}
+
+// mergeLinks adds the pod-side interfaces and their IPAM results to the
+// chain's result, after the primary's entries.
+func mergeLinks(c *call, rec *state.Record, result *types100.Result) {
+	for _, l := range rec.Links {
+		if l.PodName == "" {
+			continue
+		}
+		result.Interfaces = append(result.Interfaces, &types100.Interface{Name: l.PodName, Mac: l.MAC, Sandbox: c.args.Netns})
+		if res := c.leases[l.PodName]; res != nil {
+			addr.MergeResult(result, res, len(result.Interfaces)-1)
+		}
+	}
+}

@@ -1,0 +1,33 @@
+package rdma
+
+import (
+	"errors"
+	"testing"
+)
+
+func TestCheckMovable(t *testing.T) {
+	cases := []struct {
+		driver, release string
+		movable         bool
+	}{
+		{"rdma_rxe", "6.12.117+deb12-amd64", false},
+		{"siw", "6.12.0", false},
+		{"erdma", "6.1.0-56-amd64", false},
+		{"erdma", "5.10.134-16.al8.x86_64", false},
+		{"erdma", "6.12.117+deb12-amd64", true},
+		{"erdma", "7.0.1", true},
+		{"erdma", "garbage", true},
+		{"mlx5_core", "6.1.0", true},
+		{"", "6.1.0", true},
+	}
+	for _, tc := range cases {
+		err := CheckMovable(Device{Name: "dev0", Driver: tc.driver}, tc.release)
+		var unsup *UnsupportedMoveError
+		if (err == nil) != tc.movable || (err != nil && (!errors.As(err, &unsup) || unsup.Driver != tc.driver)) {
+			t.Errorf("%s on %s: %v", tc.driver, tc.release, err)
+		}
+	}
+	if KernelRelease() == "" {
+		t.Error("KernelRelease is empty")
+	}
+}
