@@ -39,7 +39,9 @@ func (k kernelRDMA) ReturnToHost(dev, podNSPath string) error {
 }
 
 // CheckMovable checks d against the running kernel's release.
-func (k kernelRDMA) CheckMovable(d rdma.Device) error { return rdma.CheckMovable(d, rdma.KernelRelease()) }
+func (k kernelRDMA) CheckMovable(d rdma.Device) error {
+	return rdma.CheckMovable(d, rdma.KernelRelease())
+}
 
 // InNetns reports whether dev is visible in the netns at nsPath.
 func (k kernelRDMA) InNetns(dev, nsPath string) (bool, error) { return rdma.InNetns(dev, nsPath) }

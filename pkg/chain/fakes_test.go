@@ -85,7 +85,7 @@ func (w *world) NetnsMode() (rdma.Mode, error) { w.record("NetnsMode"); return w
 func (w *world) Devices() ([]rdma.Device, error) {
 	return w.devices, w.record("Devices")
 }
-func (w *world) CheckMovable(rdma.Device) error { return w.failOn["CheckMovable"] }
+func (w *world) CheckMovable(rdma.Device) error      { return w.failOn["CheckMovable"] }
 func (w *world) MoveToNetns(dev string, _ int) error { return w.record("MoveToNetns %s", dev) }
 func (w *world) ReturnToHost(dev, nsPath string) error {
 	return w.record("ReturnToHost %s %s", dev, nsPath)
