@@ -33,7 +33,7 @@ test-netns: deps build
 
 # Real-kernel tier: Debian kernels with soft-RoCE under qemu.
 test-vm: deps-vm build
-	$(GO) test -tags vm -count=1 -timeout 30m -v ./integration/vm/ 2>&1 | tee .cache/test-vm.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|RC-(PASS|FAIL|RESULT)'; exit $${PIPESTATUS[0]}
+	RC_VM_PLUGIN=$(CURDIR)/bin/rdma-chain $(GO) test -tags vm -count=1 -timeout 20m -v ./integration/vm/
 
 lint: deps
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt: $$out"; exit 1; fi

@@ -1,0 +1,116 @@
+#!/bin/sh
+# Helpers the scenarios source: markers, real ip/rdma, the soft-RoCE set-up,
+# conflists and CNI calls.
+#
+# Markers (parsed by integration/vm/vm_test.go):
+#   RC-STEP <name>            a check starts
+#   RC-PASS <name>            it held
+#   RC-FAIL <name>: <reason>  it did not (also recorded in /run/rc-fails)
+# Names are "$SCEN/$PFX<check>" (PFX e.g. "v1.0.0/").
+
+# Debian's busybox runs its own applets before PATH; functions win over both.
+ip() { /usr/sbin/ip "$@"; }
+rdma() { /usr/sbin/rdma "$@"; }
+
+SCEN=${SCEN:-$(basename "$0" .sh)}
+PFX=${PFX:-}
+CUR=
+
+step() { CUR="$1"; echo "RC-STEP $SCEN/$PFX$1"; }
+pass() { echo "RC-PASS $SCEN/$PFX${1:-$CUR}"; }
+fail() { # [name] reason
+	if [ $# -ge 2 ]; then _fn=$1; shift; else _fn=$CUR; fi
+	echo "RC-FAIL $SCEN/$PFX$_fn: $(echo "$*" | tr '\n' ' ' | cut -c1-600)"
+	echo "$SCEN/$PFX$_fn" >>/run/rc-fails
+}
+# check NAME CMD...: one step, passes when CMD succeeds; the reason shows its output.
+check() {
+	_n=$1; shift
+	step "$_n"
+	if _o=$("$@" 2>&1); then pass "$_n"; else fail "$_n" "[$*] $_o"; fi
+}
+info() { echo "RC-INFO $*"; }
+# show CMD...: run and print a command and its output, indented.
+show() {
+	echo "  \$ $*"
+	"$@" 2>&1 | sed 's/^/  | /'
+}
+
+# setup_rxe: veth0/veth1 up, 192.168.77.1/24 on veth0, rxe0 on veth0 (once per boot).
+setup_rxe() {
+	[ -d /sys/class/infiniband/rxe0 ] && return 0 # an earlier scenario of this boot did it
+	ip link add veth0 type veth peer name veth1 || return 1
+	ip link set veth0 up && ip link set veth1 up || return 1
+	ip addr add 192.168.77.1/24 dev veth0 || return 1
+	rdma link add rxe0 type rxe netdev veth0 || return 1
+	i=0 # rxe registers asynchronously on some kernels
+	while [ ! -d /sys/class/infiniband/rxe0 ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+	[ -d /sys/class/infiniband/rxe0 ]
+}
+
+# netns mode as `rdma system` prints it: shared|exclusive
+netns_mode() { rdma system show | sed -n 's/.*netns \([a-z]*\).*/\1/p'; }
+
+# write_conflist DIR CNIVERSION RDMA-CHAIN-JSON-FIELDS: a conflist "rdmanet"
+# of ptp + host-local and rdma-chain, in DIR/rdmanet.conflist.
+write_conflist() {
+	mkdir -p "$1"
+	cat >"$1/rdmanet.conflist" <<EOF
+{"cniVersion":"$2","name":"rdmanet","plugins":[
+ {"type":"ptp","ipMasq":false,"ipam":{"type":"host-local","ranges":[[{"subnet":"10.99.0.0/24"}]],"dataDir":"/run/ipam"}},
+ {"type":"rdma-chain",$3}
+]}
+EOF
+}
+
+# cni TOOL ACTION POD: runs cnitool (or cnicall) against $NETDIR for pod POD
+# (netns /var/run/netns/POD) with the CNI_ARGS a kubelet/containerd passes
+# (IgnoreUnknown=1, or ptp rejects the K8S_* keys). Sets CNI_RC and CNI_OUT (stdout+stderr) and
+# prints both to the console.
+cni() {
+	_tool=$1 _act=$2 _pod=$3
+	CNI_OUT=$(NETCONFPATH=$NETDIR CNI_PATH=/opt/cni/bin \
+		CNI_ARGS="IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=$_pod;K8S_POD_UID=uid-$_pod" \
+		timeout 60 "$_tool" "$_act" rdmanet "/var/run/netns/$_pod" 2>&1)
+	CNI_RC=$?
+	echo "  \$ $_tool $_act rdmanet $_pod  (NETCONFPATH=$NETDIR) -> exit $CNI_RC"
+	[ -n "$CNI_OUT" ] && echo "$CNI_OUT" | sed 's/^/  | /'
+	return 0
+}
+
+# cni_code: the CNI error code in $CNI_OUT (cnicall's CNI-ERROR line), or empty.
+cni_code() { echo "$CNI_OUT" | sed -n 's/^CNI-ERROR .*"code": *\([0-9]*\).*/\1/p' | head -n1; }
+
+# rdma0_entry: the rdma0 interface object of the result in $CNI_OUT, compacted
+# (e.g. {"name":"rdma0","mac":"..","sandbox":"/var/run/netns/pod1"}; field
+# order differs between result versions), or empty.
+rdma0_entry() { echo "$CNI_OUT" | tr -d ' \t\n' | grep -o '{[^{}]*"name":"rdma0"[^{}]*}' | head -n1; }
+
+# expect_ok NAME: the last cni call succeeded
+expect_ok() {
+	step "$1"
+	if [ "$CNI_RC" = 0 ]; then pass; else fail "exit $CNI_RC: $CNI_OUT"; fi
+}
+# expect_code NAME CODE [WORD...]: the last cnicall failed with CNI error
+# CODE and its message/details mention every WORD.
+expect_code() {
+	_n=$1 _want=$2
+	shift 2
+	step "$_n"
+	_got=$(cni_code)
+	if [ "$CNI_RC" = 0 ]; then fail "succeeded, wanted CNI error $_want"; return; fi
+	if [ "$_got" != "$_want" ]; then fail "CNI error code '$_got', want $_want: $CNI_OUT"; return; fi
+	for _w in "$@"; do
+		case "$CNI_OUT" in *"$_w"*) ;; *) fail "error does not mention '$_w': $CNI_OUT"; return ;; esac
+	done
+	pass
+}
+# pod_links POD: names of the links in POD's netns, space-separated
+pod_links() { ip -n "$1" -o link show | sed 's/^[0-9]*: \([^:@]*\).*/\1/' | tr '\n' ' ' | sed 's/ $//'; }
+
+# has_rdma0 POD: pod netns has an interface rdma0
+has_rdma0() { ip -n "$1" link show rdma0 >/dev/null 2>&1; }
+
+# state_files: attachment records under $DATADIR/attachments
+state_files() { ls "$DATADIR/attachments" 2>/dev/null; }
+state_count() { state_files | wc -l; }

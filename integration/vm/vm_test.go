@@ -1,0 +1,382 @@
+//go:build vm
+
+// Package vm is the VM test tier: it boots Debian kernels (6.1 and 6.12)
+// under qemu (TCG) with soft-RoCE, runs the guest scenarios under
+// integration/vm/scenarios through the real chain (cnitool, ptp, host-local,
+// rdma-chain) and turns the guest's marker lines into test results.
+//
+//	scripts/vm/prepare.sh                      # once; cached in .cache/vm
+//	go test -tags vm -v ./integration/vm/
+//
+// Environment: RC_VM_KERNELS (default "6.1,6.12"), RC_VM_BOOT_TIMEOUT
+// (default 180s), RC_VM_PLUGIN (path of a static rdma-chain binary to use
+// instead of a fresh build of plugins/meta/rdma-chain or bin/rdma-chain),
+// RC_VM_PARALLEL=0 boots the kernels one after the other (default: both at
+// once, one per core), RC_VM_ACCEL (default tcg,thread=single; multi-threaded
+// TCG hit a kernel int3 Oops in text patching on 6.12), RC_VM_APPEND adds kernel
+// command line words (rc.load=optional also loads xfrm_user and nfnetlink).
+package vm
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rdma-chain/rdma-chain/internal/testenv"
+)
+
+// A boot runs several scenarios in one VM; they share the RDMA netns mode.
+// exclusive switches the mode, which needs a boot without any earlier netns.
+type bootGroup struct {
+	name      string
+	scenarios []scenario
+}
+
+type scenario struct {
+	name        string
+	needsPlugin bool
+}
+
+var bootGroups = []bootGroup{
+	{"shared-mode", []scenario{{"smoke", false}, {"shared", true}, {"podres", true}}},
+	{"exclusive-mode", []scenario{{"exclusive", true}}},
+}
+
+type prepared struct {
+	root    string
+	qemu    string
+	kernels map[string]string // "6.1" -> kernel tree
+	binDir  string            // static guest binaries (fakekubelet, cnicall, rdma-chain)
+	plugin  bool              // rdma-chain is among them
+	why     string            // why it is not
+}
+
+var (
+	prepOnce sync.Once
+	prep     prepared
+	prepErr  error
+)
+
+func TestVM(t *testing.T) {
+	testenv.RequireRoot(t)
+	p := setup(t)
+	kernels := strings.Split(envOr("RC_VM_KERNELS", "6.1,6.12"), ",")
+	timeout, err := time.ParseDuration(envOr("RC_VM_BOOT_TIMEOUT", "180s"))
+	if err != nil {
+		t.Fatalf("RC_VM_BOOT_TIMEOUT: %v", err)
+	}
+	tierStart := time.Now()
+	for _, k := range kernels {
+		k := strings.TrimSpace(k)
+		t.Run("kernel-"+k, func(t *testing.T) {
+			if os.Getenv("RC_VM_PARALLEL") != "0" { // one single-threaded TCG VM per core
+				t.Parallel()
+			}
+			kdir, ok := p.kernels[k]
+			if !ok {
+				t.Fatalf("no kernel %q prepared (have %v)", k, keys(p.kernels))
+			}
+			initrd := filepath.Join(t.TempDir(), "initrd.cpio.gz")
+			start := time.Now()
+			out, err := runCmd(p.root, []string{"RC_BIN_DIR=" + p.binDir},
+				filepath.Join(p.root, "scripts/vm/initramfs.sh"), kdir, initrd,
+				filepath.Join(p.root, "integration/vm/scenarios"))
+			if err != nil {
+				t.Fatalf("initramfs.sh: %v\n%s", err, out)
+			}
+			t.Logf("initramfs built in %.1fs: %s", time.Since(start).Seconds(), strings.TrimSpace(out))
+			for _, g := range bootGroups {
+				t.Run(g.name, func(t *testing.T) {
+					var run []string
+					for _, s := range g.scenarios {
+						if !s.needsPlugin || p.plugin {
+							run = append(run, s.name)
+						}
+					}
+					if len(run) == 0 {
+						testenv.Unavailable(t, "every scenario of %s needs the plugin: %s", g.name, p.why)
+						return
+					}
+					con := boot(t, p, kdir, initrd, run, timeout)
+					for _, s := range g.scenarios {
+						t.Run(s.name, func(t *testing.T) {
+							if s.needsPlugin && !p.plugin {
+								testenv.Unavailable(t, "rdma-chain plugin unavailable: %s", p.why)
+								return
+							}
+							con.verdict(t, s.name)
+						})
+					}
+				})
+			}
+		})
+	}
+	t.Cleanup(func() { t.Logf("VM tier wall time: %.1fs", time.Since(tierStart).Seconds()) })
+}
+
+// setup checks the prepared cache and builds the guest binaries once.
+func setup(t *testing.T) prepared {
+	t.Helper()
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	envFile := filepath.Join(root, ".cache/vm/env")
+	env, err := readEnv(envFile)
+	if err != nil {
+		testenv.Unavailable(t, "VM cache not prepared (%v): run scripts/vm/prepare.sh", err)
+	}
+	qemu := env["QEMU"]
+	if st, err := os.Stat(qemu); qemu == "" || err != nil || st.IsDir() {
+		testenv.Unavailable(t, "qemu-system-x86_64 missing (%q): run scripts/vm/prepare.sh", qemu)
+	}
+	kernels := map[string]string{}
+	for k, v := range map[string]string{"6.1": env["KERNEL_6_1"], "6.12": env["KERNEL_6_12"]} {
+		if _, err := os.Stat(filepath.Join(v, ".done")); v == "" || err != nil {
+			testenv.Unavailable(t, "kernel %s not prepared (%q): run scripts/vm/prepare.sh", k, v)
+		}
+		kernels[k] = v
+	}
+	if _, err := os.Stat(filepath.Join(env["ROOTFS"], ".done")); err != nil {
+		testenv.Unavailable(t, "guest userland not prepared: run scripts/vm/prepare.sh")
+	}
+	for _, b := range []string{".tools/bin/cnitool", ".tools/cni/bin/ptp", ".tools/cni/bin/host-local",
+		".tools/cni/bin/ipvlan", ".tools/cni/bin/loopback", ".tools/cni/bin/macvlan"} {
+		if _, err := os.Stat(filepath.Join(root, b)); err != nil {
+			testenv.Unavailable(t, "%s missing: run scripts/deps.sh", b)
+		}
+	}
+	prepOnce.Do(func() { prep, prepErr = buildBinaries(root) })
+	if prepErr != nil {
+		t.Fatal(prepErr)
+	}
+	p := prep
+	p.qemu, p.kernels = qemu, kernels
+	if !p.plugin {
+		t.Logf("rdma-chain plugin not available (%s): only plugin-free scenarios run", p.why)
+	}
+	return p
+}
+
+func buildBinaries(root string) (prepared, error) {
+	p := prepared{root: root}
+	dir, err := os.MkdirTemp("", "rc-vm-bin-")
+	if err != nil {
+		return p, err
+	}
+	p.binDir = dir
+	build := func(out, pkg string) error {
+		o, err := runCmd(root, []string{"CGO_ENABLED=0"}, "go", "build", "-ldflags=-s -w", "-o", filepath.Join(dir, out), pkg)
+		if err != nil {
+			return fmt.Errorf("go build %s: %v\n%s", pkg, err, o)
+		}
+		return nil
+	}
+	for _, g := range []string{"fakekubelet", "cnicall"} {
+		if err := build(g, "./integration/vm/guest/"+g); err != nil {
+			return p, err
+		}
+	}
+	switch plug := os.Getenv("RC_VM_PLUGIN"); {
+	case plug != "":
+		if err := copyFile(plug, filepath.Join(dir, "rdma-chain")); err != nil {
+			return p, fmt.Errorf("RC_VM_PLUGIN: %w", err)
+		}
+		p.plugin = true
+	case fileExists(filepath.Join(root, "plugins/meta/rdma-chain")):
+		// Built from source every run: bin/rdma-chain may be older than the tree.
+		if err := build("rdma-chain", "./plugins/meta/rdma-chain"); err != nil {
+			if testenv.InCI() {
+				return p, err
+			}
+			p.why = err.Error()
+		} else {
+			p.plugin = true
+		}
+	case fileExists(filepath.Join(root, "bin/rdma-chain")):
+		if err := copyFile(filepath.Join(root, "bin/rdma-chain"), filepath.Join(dir, "rdma-chain")); err != nil {
+			return p, err
+		}
+		p.plugin = true
+	default:
+		p.why = "plugins/meta/rdma-chain does not exist and bin/rdma-chain is not built"
+	}
+	return p, nil
+}
+
+// console is what one boot printed, parsed.
+type console struct {
+	lines   []string
+	steps   map[string]bool   // RC-STEP seen
+	passed  map[string]bool   // RC-PASS seen
+	failed  map[string]string // RC-FAIL reason
+	order   []string
+	result  string // "pass", "fail" or "" (none)
+	bootErr string // qemu failed or timed out
+}
+
+var (
+	ansiRE   = regexp.MustCompile(`\x1b\[[0-9;?]*[A-Za-z]|\x1bc`)
+	markerRE = regexp.MustCompile(`RC-(STEP|PASS|FAIL|RESULT) ([^\s:]+)(?::\s*(.*))?`)
+)
+
+func (c *console) add(line string) {
+	c.lines = append(c.lines, line)
+	m := markerRE.FindStringSubmatch(line)
+	if m == nil {
+		return
+	}
+	name := m[2]
+	switch m[1] {
+	case "STEP":
+		if !c.steps[name] {
+			c.order = append(c.order, name)
+		}
+		c.steps[name] = true
+	case "PASS":
+		c.passed[name] = true
+	case "FAIL":
+		c.failed[name] = m[3]
+		if !c.steps[name] {
+			c.order = append(c.order, name)
+		}
+	case "RESULT":
+		c.result = name
+	}
+}
+
+// boot runs one VM and streams its console into the test log.
+func boot(t *testing.T, p prepared, kdir, initrd string, scenarios []string, timeout time.Duration) *console {
+	t.Helper()
+	c := &console{steps: map[string]bool{}, passed: map[string]bool{}, failed: map[string]string{}}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, p.qemu, "-accel", envOr("RC_VM_ACCEL", "tcg,thread=single"), "-m", "1024", "-smp", "2",
+		"-nographic", "-no-reboot",
+		"-kernel", filepath.Join(kdir, "vmlinuz"), "-initrd", initrd,
+		"-append", strings.TrimSpace("console=ttyS0 panic=-1 quiet rc.scenario="+strings.Join(scenarios, ",")+" "+os.Getenv("RC_VM_APPEND")))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start qemu: %v", err)
+	}
+	t.Logf("booting %s rc.scenario=%s (timeout %s)", filepath.Base(kdir), strings.Join(scenarios, ","), timeout)
+	sc := bufio.NewScanner(stdout)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for sc.Scan() {
+		line := strings.TrimRight(ansiRE.ReplaceAllString(sc.Text(), ""), "\r\n ")
+		if line == "" {
+			continue
+		}
+		t.Log(line)
+		c.add(line)
+	}
+	werr := cmd.Wait()
+	wall := time.Since(start)
+	switch {
+	case ctx.Err() != nil:
+		c.bootErr = fmt.Sprintf("VM killed after the %s timeout", timeout)
+	case werr != nil:
+		c.bootErr = fmt.Sprintf("qemu: %v", werr)
+	}
+	t.Logf("BOOT-WALL %s %s: %.1fs", filepath.Base(kdir), strings.Join(scenarios, ","), wall.Seconds())
+	if c.bootErr != "" {
+		t.Errorf("%s", c.bootErr)
+	}
+	switch c.result {
+	case "pass":
+	case "":
+		t.Errorf("no RC-RESULT line: the guest did not finish (see the console above)")
+	default:
+		t.Errorf("RC-RESULT %s", c.result)
+	}
+	return c
+}
+
+// verdict fails t for every check of scenario s that failed or never ended.
+func (c *console) verdict(t *testing.T, s string) {
+	t.Helper()
+	n := 0
+	for _, name := range c.order {
+		if name != s && !strings.HasPrefix(name, s+"/") {
+			continue
+		}
+		n++
+		switch reason, failed := c.failed[name]; {
+		case failed:
+			t.Errorf("RC-FAIL %s: %s", name, reason)
+		case !c.passed[name]:
+			t.Errorf("check %s started but never passed or failed", name)
+		}
+	}
+	if n == 0 {
+		t.Errorf("scenario %s reported no checks (boot error: %q, result %q)", s, c.bootErr, c.result)
+		return
+	}
+	if !t.Failed() {
+		t.Logf("%d checks passed", n)
+	}
+}
+
+func runCmd(dir string, env []string, name string, args ...string) (string, error) {
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+func readEnv(path string) (map[string]string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	m := map[string]string{}
+	for _, l := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(l, "="); ok {
+			m[k] = v
+		}
+	}
+	return m, nil
+}
+
+func copyFile(src, dst string) error {
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(dst, b, 0o755)
+}
+
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+func keys(m map[string]string) []string {
+	var r []string
+	for k := range m {
+		r = append(r, k)
+	}
+	return r
+}
