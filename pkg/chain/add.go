@@ -121,7 +121,19 @@ func (p *Plugin) attachPod(c *call, req *request, mode rdma.Mode, offered []rdma
 		return nil, err
 	}
 	mergeLinks(c, rec, result)
+	if rec.SMC != nil && !hasIPv4(result) {
+		c.log.Warn("SMC-R does not do IPv6 and the pod has no IPv4 address: its connections will fall back to TCP", "container", c.args.ContainerID)
+	}
 	return rec, nil
+}
+
+func hasIPv4(r *types100.Result) bool {
+	for _, ip := range r.IPs {
+		if ip.Address.IP.To4() != nil {
+			return true
+		}
+	}
+	return false
 }
 
 func newRecord(c *call, mode rdma.Mode) *state.Record {

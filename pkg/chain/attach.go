@@ -78,7 +78,7 @@ func (p *Plugin) attach(c *call, rec *state.Record, devs []rdma.Device) (err err
 			}
 		}
 	}
-	return nil
+	return p.setupSMC(c, rec, devs, podNS, &undo)
 }
 
 // checkMovable refuses, before any change, exclusive-mode devices whose
@@ -155,6 +155,9 @@ func (p *Plugin) attachShared(c *call, rec *state.Record, link *state.Link, podN
 // or gone. It records progress so a failed DEL can be retried.
 func (p *Plugin) detach(c *call, rec *state.Record, nsPath string) error {
 	var errs []error
+	if err := p.releaseSMC(c, rec, nsPath); err != nil {
+		errs = append(errs, err)
+	}
 	for i := len(rec.Links) - 1; i >= 0; i-- {
 		if err := p.releaseLink(c, rec, &rec.Links[i]); err != nil {
 			errs = append(errs, fmt.Errorf("%s: release IPAM lease: %w", rec.Links[i].PodName, err))

@@ -121,6 +121,9 @@ func (p *Plugin) check(c *call) error {
 			return cniError(CodeCheckFailed, fmt.Sprintf("RDMA link %s of device %s", l.PodName, l.Device), err)
 		}
 	}
+	if err := p.checkSMC(c, rec); err != nil {
+		return cniError(CodeCheckFailed, "SMC-R pnet table", err)
+	}
 	return nil
 }
 

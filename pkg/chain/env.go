@@ -19,6 +19,7 @@ func KernelEnv() Env {
 		Links:        kernelLinks{},
 		IPAM:         addr.Exec(),
 		Addrs:        kernelAddrs{},
+		SMC:          kernelSMC{},
 		PodResources: func(socket string) PodResources { return podres.New(socket, podResourcesTimeout) },
 		OpenNS:       ns.GetNS,
 		Stdout:       os.Stdout,

@@ -18,7 +18,55 @@ import (
 	"github.com/rdma-chain/rdma-chain/pkg/netdev"
 	"github.com/rdma-chain/rdma-chain/pkg/podres"
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
+	"github.com/rdma-chain/rdma-chain/pkg/smc"
 )
+
+// fakeSMC keeps pnet tables the way the kernel does: one entry per netdev
+// or IB port per netns; a second PNETID for the same target conflicts.
+type fakeSMC world
+
+func (f *fakeSMC) w() *world { return (*world)(f) }
+
+func (f *fakeSMC) EnsurePnet(ns string, e smc.PnetEntry) (smc.PnetEntry, error) {
+	if err := f.w().record("EnsurePnet %q %s", ns, e); err != nil {
+		return smc.PnetEntry{}, err
+	}
+	if f.pnet == nil {
+		f.pnet = map[string][]smc.PnetEntry{}
+	}
+	for _, x := range f.pnet[ns] {
+		if x.EthName == e.EthName && x.IBName == e.IBName {
+			if x.PnetID != e.PnetID {
+				return x, &smc.ConflictError{Existing: x}
+			}
+			return x, nil
+		}
+	}
+	f.pnet[ns] = append(f.pnet[ns], e)
+	return e, nil
+}
+
+func (f *fakeSMC) RemovePnet(ns string, e smc.PnetEntry) error {
+	if err := f.w().record("RemovePnet %q %s", ns, e); err != nil {
+		return err
+	}
+	var keep []smc.PnetEntry
+	for _, x := range f.pnet[ns] {
+		if x.PnetID != e.PnetID {
+			keep = append(keep, x)
+		}
+	}
+	f.pnet[ns] = keep
+	return nil
+}
+
+func (f *fakeSMC) PnetEntries(ns string) ([]smc.PnetEntry, error) {
+	return f.pnet[ns], f.w().failOn["PnetEntries"]
+}
+
+func (f *fakeSMC) EnsureUEID(ueid string) error { return f.w().record("EnsureUEID %s", ueid) }
+
+func (f *fakeSMC) TCP2SMC(ns string) (bool, error) { return false, f.w().record("TCP2SMC %s", ns) }
 
 // world is a fake node: it records every seam call in order and fails the
 // call whose name is in failOn.
@@ -33,6 +81,7 @@ type world struct {
 	failNth map[string]int // fail only that call of failOn's name (1-based)
 	counts  map[string]int
 	calls   []string
+	pnet    map[string][]smc.PnetEntry // SMC pnet tables by netns ("" = host)
 	stdout  syncBuffer
 	stderr  syncBuffer
 }
@@ -147,7 +196,7 @@ func (w *world) HostRouteWarning(parent string, _ []*types100.IPConfig) string {
 
 func (w *world) plugin() *Plugin {
 	return New(Env{
-		RDMA: w, Links: w, IPAM: w, Addrs: w, PodResources: func(string) PodResources { return w },
+		RDMA: w, Links: w, IPAM: w, Addrs: w, SMC: (*fakeSMC)(w), PodResources: func(string) PodResources { return w },
 		OpenNS: func(p string) (ns.NetNS, error) {
 			if err := w.record("OpenNS %s", p); err != nil {
 				return nil, err
@@ -215,4 +264,14 @@ func (w *world) callsAfter(name string, nth int) []string {
 		}
 	}
 	return nil
+}
+
+func filterCalls(calls []string, name string) []string {
+	var out []string
+	for _, c := range calls {
+		if strings.HasPrefix(c, name+" ") {
+			out = append(out, c)
+		}
+	}
+	return out
 }

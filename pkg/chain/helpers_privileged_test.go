@@ -3,7 +3,6 @@
 package chain
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/containernetworking/plugins/pkg/ns"
@@ -32,16 +31,6 @@ func refund(t *testing.T, pod, host ns.NetNS, name, newName string) {
 	if err != nil {
 		t.Fatalf("refund %s: %v", name, err)
 	}
-}
-
-func filterCalls(calls []string, name string) []string {
-	var out []string
-	for _, c := range calls {
-		if strings.HasPrefix(c, name+" ") {
-			out = append(out, c)
-		}
-	}
-	return out
 }
 
 // kernelHasIPVlan probes by creating an ipvlan in a throwaway netns.

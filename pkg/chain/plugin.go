@@ -18,6 +18,7 @@ import (
 	"github.com/rdma-chain/rdma-chain/pkg/netdev"
 	"github.com/rdma-chain/rdma-chain/pkg/podres"
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
+	"github.com/rdma-chain/rdma-chain/pkg/smc"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
@@ -57,12 +58,23 @@ type Addressing interface {
 	HostRouteWarning(parent string, ips []*types100.IPConfig) string
 }
 
+// SMC is the seam over the kernel's SMC-R tables. An empty nsPath means the
+// plugin's own netns (init_net on a node).
+type SMC interface {
+	EnsurePnet(nsPath string, e smc.PnetEntry) (smc.PnetEntry, error)
+	RemovePnet(nsPath string, e smc.PnetEntry) error
+	PnetEntries(nsPath string) ([]smc.PnetEntry, error)
+	EnsureUEID(ueid string) error
+	TCP2SMC(nsPath string) (bool, error)
+}
+
 // Env holds the plugin's seams and I/O.
 type Env struct {
 	RDMA         RDMA
 	Links        Links
 	IPAM         addr.IPAM
 	Addrs        Addressing
+	SMC          SMC
 	PodResources func(socket string) PodResources
 	OpenNS       func(path string) (ns.NetNS, error)
 	Stdout       io.Writer

@@ -90,6 +90,7 @@ type SMC struct {
 	IBPort    uint8  `json:"ibPort"`              // its port
 	PodIfName string `json:"podIfName"`           // the pod's primary interface of the pod entry
 	HostEntry bool   `json:"hostEntry,omitempty"` // the init_net entry is ensured (counts toward its references)
+	HostOwned bool   `json:"hostOwned,omitempty"` // the plugin wrote the init_net entry (removes it with its last reference)
 	PodEntry  bool   `json:"podEntry,omitempty"`  // the pod-netns entry is written
 }
 

@@ -1,0 +1,241 @@
+package chain
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/containernetworking/plugins/pkg/ns"
+
+	"github.com/rdma-chain/rdma-chain/pkg/rdma"
+	"github.com/rdma-chain/rdma-chain/pkg/smc"
+	"github.com/rdma-chain/rdma-chain/pkg/state"
+)
+
+// setupSMC writes the SMC-R pnet table for a pod annotated
+// network.alibabacloud.com/erdma-smcr=true: {PNETID, RDMA device, port 1} in
+// init_net (IB entries exist only there) and {PNETID, the pod's primary
+// interface} in the pod netns. The pod's first RDMA device carries it.
+func (p *Plugin) setupSMC(c *call, rec *state.Record, devs []rdma.Device, podNS ns.NetNS, undo *undoStack) error {
+	on, warning := c.conf.SMCRRequested()
+	if warning != "" {
+		c.log.Warn(warning, "container", c.args.ContainerID)
+	}
+	if !on || len(devs) == 0 {
+		return nil
+	}
+	rec.SMC = &state.SMC{PnetID: pnetIDFor(c.conf.SMCR.PnetID, devs[0]), Device: devs[0].Name, IBPort: 1, PodIfName: c.args.IfName}
+	if err := p.save(c, rec); err != nil {
+		return err
+	}
+	if err := p.ensureHostPnet(c, rec); err != nil {
+		if errors.Is(err, smc.ErrUnavailable) && c.conf.SMCR.OnUnsupported == "warn" {
+			c.log.Warn("SMC-R requested but unavailable: pod keeps plain TCP", "container", c.args.ContainerID, "error", err)
+			rec.SMC = nil
+			return p.save(c, rec)
+		}
+		return cniError(CodeSMC, "cannot write the SMC-R pnet entry of "+devs[0].Name, err)
+	}
+	undo.push(func() error { return p.releaseHostPnet(c, rec) })
+	podEntry := smc.PnetEntry{PnetID: rec.SMC.PnetID, EthName: rec.SMC.PodIfName}
+	if _, err := p.env.SMC.EnsurePnet(podNS.Path(), podEntry); err != nil {
+		return cniError(CodeSMC, "cannot write the pod's SMC-R pnet entry for "+podEntry.EthName, err)
+	}
+	undo.push(func() error { return p.env.SMC.RemovePnet(podNS.Path(), podEntry) })
+	rec.SMC.PodEntry = true
+	if err := p.save(c, rec); err != nil {
+		return err
+	}
+	return p.smcExtras(c, podNS.Path())
+}
+
+// ensureHostPnet makes the init_net entry exist. An entry the plugin finds
+// already there (another tool's, or another PNETID on the port) is adopted
+// and never removed by the plugin.
+func (p *Plugin) ensureHostPnet(c *call, rec *state.Record) error {
+	refs, err := hostPnetRefs(c.store, rec)
+	if err != nil {
+		return err
+	}
+	if len(refs) > 0 {
+		rec.SMC.PnetID = refs[0].SMC.PnetID
+		rec.SMC.HostEntry = true
+		return p.save(c, rec)
+	}
+	want := smc.PnetEntry{PnetID: rec.SMC.PnetID, IBName: rec.SMC.Device, IBPort: rec.SMC.IBPort}
+	existing, err := p.existingHostPnet(want)
+	if err != nil {
+		return err
+	}
+	if existing != nil {
+		c.log.Info("SMC-R: adopting the PNETID already on the port", "device", want.IBName, "pnetId", existing.PnetID)
+		rec.SMC.PnetID = existing.PnetID
+	} else {
+		got, err := p.env.SMC.EnsurePnet("", want)
+		var conflict *smc.ConflictError
+		owned := err == nil
+		if errors.As(err, &conflict) {
+			c.log.Info("SMC-R: adopting the PNETID already on the port", "device", want.IBName, "pnetId", conflict.Existing.PnetID)
+			got, err = conflict.Existing, nil
+		}
+		if err != nil {
+			return err
+		}
+		rec.SMC.PnetID, rec.SMC.HostOwned = got.PnetID, owned
+	}
+	rec.SMC.HostEntry = true
+	return p.save(c, rec)
+}
+
+func (p *Plugin) existingHostPnet(want smc.PnetEntry) (*smc.PnetEntry, error) {
+	entries, err := p.env.SMC.PnetEntries("")
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range entries {
+		if e.IBName == want.IBName && (e.IBPort == want.IBPort || e.IBPort == 0) {
+			return &e, nil
+		}
+	}
+	return nil, nil
+}
+
+// smcExtras turns on tcp2smc where the kernel has it and adds the UEID.
+func (p *Plugin) smcExtras(c *call, podNS string) error {
+	on, err := p.env.SMC.TCP2SMC(podNS)
+	switch {
+	case err != nil:
+		c.log.Warn("cannot set net.smc.tcp2smc in the pod", "error", err)
+	case !on:
+		c.log.Info("net.smc.tcp2smc absent on this kernel: applications need AF_SMC, IPPROTO_SMC or an SMC preload library", "container", c.args.ContainerID)
+	}
+	if c.conf.SMCR.UEID == "" {
+		return nil
+	}
+	if err := p.env.SMC.EnsureUEID(c.conf.SMCR.UEID); err != nil {
+		return cniError(CodeSMC, "cannot add SMC UEID "+c.conf.SMCR.UEID, err)
+	}
+	return nil
+}
+
+// releaseSMC removes the pod entry (when the netns still exists) and the
+// init_net entry when no other attachment uses it.
+func (p *Plugin) releaseSMC(c *call, rec *state.Record, nsPath string) error {
+	if rec.SMC == nil {
+		return nil
+	}
+	if rec.SMC.PodEntry && nsPath != "" {
+		err := p.env.SMC.RemovePnet(nsPath, smc.PnetEntry{PnetID: rec.SMC.PnetID, EthName: rec.SMC.PodIfName})
+		if err != nil && !errors.Is(err, smc.ErrUnavailable) {
+			return fmt.Errorf("remove pod SMC-R pnet entry: %w", err)
+		}
+	}
+	rec.SMC.PodEntry = false
+	if err := p.releaseHostPnet(c, rec); err != nil {
+		return err
+	}
+	rec.SMC = nil
+	return nil
+}
+
+// releaseHostPnet drops rec's reference to the init_net entry; the last
+// reference removes an entry the plugin wrote, and ownership passes on.
+func (p *Plugin) releaseHostPnet(c *call, rec *state.Record) error {
+	if !rec.SMC.HostEntry {
+		return nil
+	}
+	refs, err := hostPnetRefs(c.store, rec)
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(refs) > 0 && rec.SMC.HostOwned:
+		refs[0].SMC.HostOwned = true
+		if err := c.store.Put(refs[0]); err != nil {
+			return err
+		}
+	case len(refs) == 0 && rec.SMC.HostOwned:
+		err := p.env.SMC.RemovePnet("", smc.PnetEntry{PnetID: rec.SMC.PnetID, IBName: rec.SMC.Device, IBPort: rec.SMC.IBPort})
+		if err != nil && !errors.Is(err, smc.ErrUnavailable) {
+			return fmt.Errorf("remove SMC-R pnet entry of %s: %w", rec.SMC.Device, err)
+		}
+	}
+	rec.SMC.HostEntry, rec.SMC.HostOwned = false, false
+	return nil
+}
+
+// hostPnetRefs are the other attachments holding rec's device's init_net entry.
+func hostPnetRefs(store *state.Store, rec *state.Record) ([]*state.Record, error) {
+	recs, err := store.List()
+	if err != nil && len(recs) == 0 {
+		return nil, err
+	}
+	var out []*state.Record
+	for _, r := range recs {
+		if r.Key() != rec.Key() && r.SMC != nil && r.SMC.HostEntry && r.SMC.Device == rec.SMC.Device {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// checkSMC verifies both pnet entries through the kernel's dumps.
+func (p *Plugin) checkSMC(c *call, rec *state.Record) error {
+	if rec.SMC == nil {
+		return nil
+	}
+	want := []struct {
+		ns    string
+		entry smc.PnetEntry
+		on    bool
+	}{
+		{"", smc.PnetEntry{PnetID: rec.SMC.PnetID, IBName: rec.SMC.Device, IBPort: rec.SMC.IBPort}, rec.SMC.HostEntry},
+		{c.args.Netns, smc.PnetEntry{PnetID: rec.SMC.PnetID, EthName: rec.SMC.PodIfName}, rec.SMC.PodEntry},
+	}
+	for _, w := range want {
+		if !w.on {
+			continue
+		}
+		entries, err := p.env.SMC.PnetEntries(w.ns)
+		if err != nil {
+			return err
+		}
+		if !containsPnet(entries, w.entry) {
+			return fmt.Errorf("SMC-R pnet entry %s missing", w.entry)
+		}
+	}
+	return nil
+}
+
+func containsPnet(list []smc.PnetEntry, e smc.PnetEntry) bool {
+	for _, x := range list {
+		if strings.EqualFold(x.PnetID, e.PnetID) && x.EthName == e.EthName && x.IBName == e.IBName &&
+			(e.IBName == "" || x.IBPort == e.IBPort || x.IBPort == 0) {
+			return true
+		}
+	}
+	return false
+}
+
+// pnetIDFor is the configured PNETID, else the device's MAC as encoded in
+// its EUI-64 node GUID (an eRDMA device's ENI MAC, as
+// alibabacloud-erdma-controller names it), else its name.
+func pnetIDFor(configured string, d rdma.Device) string {
+	if configured != "" {
+		return strings.ToUpper(configured)
+	}
+	if mac, err := rdma.MACFromGUID(d.NodeGUID); err == nil {
+		return smc.PnetIDFromMAC(mac)
+	}
+	var b strings.Builder
+	for _, r := range strings.ToUpper(d.Name) {
+		if (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9') {
+			b.WriteRune(r)
+		}
+	}
+	id := b.String()
+	if len(id) > 16 {
+		id = id[:16]
+	}
+	return id
+}
