@@ -31,9 +31,9 @@ func Delete(n ns.NetNS) {
 	_ = testutils.UnmountNS(n)
 }
 
-// AddVeth creates veth name in host with its peer in peer (so deleting other
-// netns never destroys it), sets mtu, adds addrs (CIDRs, IPv6 without DAD)
-// and brings it up. It stands in for an RDMA netdev.
+// AddVeth creates veth name in host with its peer name+"p" in peer (so
+// deleting other netns never destroys it), sets mtu, adds addrs (CIDRs, IPv6
+// without DAD) and brings both ends up. It stands in for an RDMA netdev.
 func AddVeth(t testing.TB, host, peer ns.NetNS, name string, mtu int, addrs ...string) {
 	t.Helper()
 	err := host.Do(func(ns.NetNS) error {
@@ -49,22 +49,50 @@ func AddVeth(t testing.TB, host, peer ns.NetNS, name string, mtu int, addrs ...s
 			return err
 		}
 		for _, a := range addrs {
-			addr, err := netlink.ParseAddr(a)
-			if err != nil {
-				return err
-			}
-			if addr.IP.To4() == nil {
-				addr.Flags = unix.IFA_F_NODAD
-			}
-			if err := netlink.AddrAdd(l, addr); err != nil {
+			if err := addAddr(l, a); err != nil {
 				return err
 			}
 		}
 		return netlink.LinkSetUp(l)
 	})
+	if err == nil {
+		err = peer.Do(func(ns.NetNS) error {
+			p, err := netlink.LinkByName(name + "p")
+			if err != nil {
+				return err
+			}
+			return netlink.LinkSetUp(p)
+		})
+	}
 	if err != nil {
 		t.Fatalf("veth %s: %v", name, err)
 	}
+}
+
+// AddAddr adds cidr (IPv6 without DAD) to netdev name in netns n.
+func AddAddr(t testing.TB, n ns.NetNS, name, cidr string) {
+	t.Helper()
+	err := n.Do(func(ns.NetNS) error {
+		l, err := netlink.LinkByName(name)
+		if err != nil {
+			return err
+		}
+		return addAddr(l, cidr)
+	})
+	if err != nil {
+		t.Fatalf("address %s on %s: %v", cidr, name, err)
+	}
+}
+
+func addAddr(l netlink.Link, cidr string) error {
+	addr, err := netlink.ParseAddr(cidr)
+	if err != nil {
+		return err
+	}
+	if addr.IP.To4() == nil {
+		addr.Flags = unix.IFA_F_NODAD
+	}
+	return netlink.AddrAdd(l, addr)
 }
 
 // Link is what the kernel holds for one netdev.

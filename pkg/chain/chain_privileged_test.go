@@ -5,6 +5,7 @@ package chain
 import (
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/containernetworking/cni/pkg/skel"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/rdma-chain/rdma-chain/internal/netnstest"
 	"github.com/rdma-chain/rdma-chain/internal/testenv"
+	"github.com/rdma-chain/rdma-chain/pkg/addr"
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 )
 
@@ -23,6 +25,7 @@ type node struct {
 	w          *world
 	dir        string
 	before     netnstest.Link
+	cniPath    string // set: the real IPAM plugins found there are used
 }
 
 const hostDev = "ens9"
@@ -41,12 +44,22 @@ func (n *node) plugin() *Plugin {
 	p := n.w.plugin()
 	p.env.Links = kernelLinks{}
 	p.env.OpenNS = ns.GetNS
+	if n.cniPath != "" {
+		p.env.IPAM, p.env.Addrs = addr.Exec(), kernelAddrs{}
+	}
 	return p
 }
 
 // run executes verb with the thread in the node's host netns.
 func (n *node) run(verb func(*Plugin) func(*skel.CmdArgs) error, pod ns.NetNS, conf, prev string) error {
+	return n.runAt("1.0.0", verb, pod, conf, prev)
+}
+
+// runAt is run with the conf at CNI version ver.
+func (n *node) runAt(ver string, verb func(*Plugin) func(*skel.CmdArgs) error, pod ns.NetNS, conf, prev string) error {
 	args := cmd(n.dir, conf, prev)
+	args.StdinData = []byte(strings.Replace(string(args.StdinData), `"1.0.0"`, `"`+ver+`"`, 1))
+	args.Path = n.cniPath
 	args.Netns = ""
 	if pod != nil {
 		args.Netns = pod.Path()

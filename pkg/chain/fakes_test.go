@@ -247,7 +247,7 @@ func cmd(dataDir, conf, prev string) *skel.CmdArgs {
 	}
 	return &skel.CmdArgs{
 		ContainerID: "c1", Netns: "/var/run/netns/pod", IfName: "eth0",
-		Args:      "K8S_POD_NAMESPACE=default;K8S_POD_NAME=p1;K8S_POD_UID=u1",
+		Args:      "IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=p1;K8S_POD_UID=u1",
 		StdinData: []byte(stdin + "}"),
 	}
 }

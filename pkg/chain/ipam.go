@@ -2,6 +2,7 @@ package chain
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -39,7 +40,14 @@ func (p *Plugin) addressLink(c *call, rec *state.Record, link *state.Link, podNS
 	defer cancel()
 	res, err := p.env.IPAM.Add(ctx, req)
 	if err != nil {
-		return cniError(CodeIPAM, fmt.Sprintf("IPAM %s failed for %s", req.PluginType, link.PodName), err)
+		// The IPAM's own code means nothing to the runtime in our name,
+		// but its "try again" does.
+		code := CodeIPAM
+		var te *types.Error
+		if errors.As(err, &te) && te.Code == types.ErrTryAgainLater {
+			code = te.Code
+		}
+		return types.NewError(code, fmt.Sprintf("IPAM %s failed for %s", req.PluginType, link.PodName), err.Error())
 	}
 	undo.push(func() error { return p.releaseLease(c, req) })
 	if err := p.env.Addrs.Configure(podNS, link.PodName, res, addr.Options{DAD: c.conf.DAD}); err != nil {
