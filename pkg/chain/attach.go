@@ -61,9 +61,6 @@ func (p *Plugin) attach(c *call, rec *state.Record, devs []rdma.Device) (err err
 	for i, d := range devs {
 		rec.Links = append(rec.Links, state.Link{Device: d.Name, HostName: d.Netdev, PodName: c.conf.PodIfName(i), Step: stepPlanned})
 		link := &rec.Links[len(rec.Links)-1]
-		if err := p.save(c, rec); err != nil {
-			return err
-		}
 		if rec.Mode == string(rdma.ModeExclusive) {
 			err = p.attachExclusive(c, rec, link, d, podNS, &undo)
 		} else {
@@ -98,6 +95,9 @@ func (p *Plugin) checkMovable(rec *state.Record, devs []rdma.Device) error {
 
 func (p *Plugin) attachExclusive(c *call, rec *state.Record, link *state.Link, d rdma.Device, podNS ns.NetNS, undo *undoStack) error {
 	link.Kind = "moved"
+	if err := p.save(c, rec); err != nil {
+		return err
+	}
 	if d.Netdev != "" {
 		hl, err := p.env.Links.MoveToPod(d.Netdev, podNS, link.PodName)
 		if err != nil {

@@ -41,7 +41,7 @@ func TestEveryField(t *testing.T) {
 		"resourceNames":["rdma/hca"],"podResourcesSocket":"/run/k.sock","ifName":"roce",
 		"sharedLink":{"type":"macvlan"},"smcr":{"pnetId":"ABC123","ueid":"UEID-1.X","onUnsupported":"fail"},
 		"dataDir":"/run/rc","logFile":"/var/log/rc.log","logLevel":"debug","deviceID":"mlx5_1",
-		"ipam":{"type":"host-local"},"runtimeConfig":{"deviceID":"0000:3b:00.0",
+		"ipam":{"type":"host-local"},"dad":true,"runtimeConfig":{"deviceID":"0000:3b:00.0",
 		"io.kubernetes.cri.pod-annotations":{"network.alibabacloud.com/erdma-smcr":"TRUE"}}`)
 	if err != nil {
 		t.Fatal(err)
@@ -49,7 +49,7 @@ func TestEveryField(t *testing.T) {
 	if conf.Mode != "shared" || conf.PodSelection != "all" || conf.IfName != "roce" ||
 		conf.SharedLink != (SharedLink{Type: "macvlan", Mode: "bridge"}) || conf.SMCR.PnetID != "ABC123" ||
 		conf.SMCR.UEID != "UEID-1.X" || conf.SMCR.OnUnsupported != "fail" || conf.DataDir != "/run/rc" ||
-		conf.LogFile != "/var/log/rc.log" || conf.LogLevel != "debug" || conf.PodResourcesSocket != "/run/k.sock" ||
+		conf.LogFile != "/var/log/rc.log" || !conf.DAD || conf.LogLevel != "debug" || conf.PodResourcesSocket != "/run/k.sock" ||
 		!reflect.DeepEqual(conf.Devices, []string{"rxe0", "eth1"}) || conf.IPAM.Type != "host-local" {
 		t.Errorf("fields not parsed: %+v", conf)
 	}
