@@ -4,6 +4,7 @@ package netdev
 
 import (
 	"errors"
+	"github.com/rdma-chain/rdma-chain/internal/netnstest"
 	"os"
 	"strings"
 	"testing"
@@ -99,7 +100,7 @@ func TestDelChildNetnsGone(t *testing.T) {
 		t.Fatalf("AddChild: %v", err)
 	}
 	path := e.pod.Path()
-	deleteNS(e.pod)
+	netnstest.Delete(e.pod)
 	for _, p := range []string{path, ""} {
 		if err := DelChild(p, podIf, c.MAC); err != nil {
 			t.Errorf("DelChild(%q) = %v, want nil", p, err)

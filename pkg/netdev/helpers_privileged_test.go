@@ -9,11 +9,11 @@ import (
 	"testing"
 
 	"github.com/containernetworking/plugins/pkg/ns"
-	"github.com/containernetworking/plugins/pkg/testutils"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"github.com/rdma-chain/rdma-chain/internal/netnstest"
 	"github.com/rdma-chain/rdma-chain/internal/testenv"
 )
 
@@ -37,26 +37,9 @@ type env struct {
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	testenv.RequireRoot(t)
-	e := &env{host: newNS(t), pod: newNS(t), peer: newNS(t)}
+	e := &env{host: netnstest.NewNS(t), pod: netnstest.NewNS(t), peer: netnstest.NewNS(t)}
 	t.Cleanup(func() { testHook = nil })
 	return e
-}
-
-// newNS creates a netns that is closed and unmounted when t ends.
-func newNS(t *testing.T) ns.NetNS {
-	t.Helper()
-	n, err := testutils.NewNS()
-	if err != nil {
-		t.Fatalf("new netns: %v", err)
-	}
-	t.Cleanup(func() { deleteNS(n) })
-	return n
-}
-
-// deleteNS closes and unmounts n (idempotent).
-func deleteNS(n ns.NetNS) {
-	_ = n.Close()
-	_ = testutils.UnmountNS(n)
 }
 
 // handle returns a netlink handle in n, closed when t ends.

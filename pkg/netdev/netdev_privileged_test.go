@@ -4,6 +4,7 @@ package netdev
 
 import (
 	"errors"
+	"github.com/rdma-chain/rdma-chain/internal/netnstest"
 	"testing"
 
 	"github.com/vishvananda/netlink"
@@ -91,7 +92,7 @@ func TestRestoreAfterKernelRefund(t *testing.T) {
 			podPath := ""
 			if tt.deletePod {
 				podPath = e.pod.Path()
-				deleteNS(e.pod)
+				netnstest.Delete(e.pod)
 			}
 			for i := range 2 {
 				if err := e.restore(hl, podPath); err != nil {
@@ -132,7 +133,7 @@ func TestRestoreGoneWithPodNetns(t *testing.T) {
 		t.Fatalf("MoveToPod: %v", err)
 	}
 	podPath := e.pod.Path()
-	deleteNS(e.pod) // the veth dies with it
+	netnstest.Delete(e.pod) // the veth dies with it
 	for i := range 2 {
 		if err := e.restore(hl, podPath); !errors.Is(err, ErrGone) {
 			t.Fatalf("RestoreToHost #%d = %v, want ErrGone", i+1, err)
