@@ -20,5 +20,6 @@ require (
 	golang.org/x/text v0.42.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
+	k8s.io/cri-api v0.37.2 // indirect
 	sigs.k8s.io/knftables v0.0.18 // indirect
 )

@@ -14,7 +14,9 @@
 // RC_VM_PARALLEL=0 boots the kernels one after the other (default: both at
 // once, one per core), RC_VM_ACCEL (default tcg,thread=single; multi-threaded
 // TCG hit a kernel int3 Oops in text patching on 6.12), RC_VM_APPEND adds kernel
-// command line words (rc.load=optional also loads xfrm_user and nfnetlink).
+// command line words (rc.load=optional also loads xfrm_user and nfnetlink),
+// RC_VM_SCENARIOS (comma-separated scenario names: run only these, including
+// the ones not run by default, e.g. "smc" or "demo").
 package vm
 
 import (
@@ -44,11 +46,28 @@ type bootGroup struct {
 type scenario struct {
 	name        string
 	needsPlugin bool
+	optIn       bool // runs only when RC_VM_SCENARIOS names it
 }
 
 var bootGroups = []bootGroup{
-	{"shared-mode", []scenario{{"smoke", false}, {"shared", true}, {"podres", true}}},
-	{"exclusive-mode", []scenario{{"exclusive", true}}},
+	{"shared-mode", []scenario{{"smoke", false, false}, {"shared", true, false}, {"podres", true, false},
+		{"ipv6", true, false}, {"smc", true, true}, {"demo", true, true}}},
+	{"exclusive-mode", []scenario{{"exclusive", true, false}}},
+}
+
+// selected reports whether scenario s runs: RC_VM_SCENARIOS names it, or it
+// is not opt-in and RC_VM_SCENARIOS is unset.
+func selected(s scenario) bool {
+	v := strings.TrimSpace(os.Getenv("RC_VM_SCENARIOS"))
+	if v == "" {
+		return !s.optIn
+	}
+	for _, n := range strings.Split(v, ",") {
+		if strings.TrimSpace(n) == s.name {
+			return true
+		}
+	}
+	return false
 }
 
 type prepared struct {
@@ -95,9 +114,18 @@ func TestVM(t *testing.T) {
 			}
 			t.Logf("initramfs built in %.1fs: %s", time.Since(start).Seconds(), strings.TrimSpace(out))
 			for _, g := range bootGroups {
+				var sel []scenario
+				for _, s := range g.scenarios {
+					if selected(s) {
+						sel = append(sel, s)
+					}
+				}
+				if len(sel) == 0 {
+					continue
+				}
 				t.Run(g.name, func(t *testing.T) {
 					var run []string
-					for _, s := range g.scenarios {
+					for _, s := range sel {
 						if !s.needsPlugin || p.plugin {
 							run = append(run, s.name)
 						}
@@ -107,7 +135,7 @@ func TestVM(t *testing.T) {
 						return
 					}
 					con := boot(t, p, kdir, initrd, run, timeout)
-					for _, s := range g.scenarios {
+					for _, s := range sel {
 						t.Run(s.name, func(t *testing.T) {
 							if s.needsPlugin && !p.plugin {
 								testenv.Unavailable(t, "rdma-chain plugin unavailable: %s", p.why)
@@ -181,7 +209,7 @@ func buildBinaries(root string) (prepared, error) {
 		}
 		return nil
 	}
-	for _, g := range []string{"fakekubelet", "cnicall"} {
+	for _, g := range []string{"fakekubelet", "cnicall", "smcctl"} {
 		if err := build(g, "./integration/vm/guest/"+g); err != nil {
 			return p, err
 		}

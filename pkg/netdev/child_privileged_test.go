@@ -4,10 +4,11 @@ package netdev
 
 import (
 	"errors"
-	"github.com/rdma-chain/rdma-chain/internal/netnstest"
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/rdma-chain/rdma-chain/internal/netnstest"
 )
 
 func macvlanSpec() ChildSpec {

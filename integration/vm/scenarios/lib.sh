@@ -114,3 +114,54 @@ has_rdma0() { ip -n "$1" link show rdma0 >/dev/null 2>&1; }
 # state_files: attachment records under $DATADIR/attachments
 state_files() { ls "$DATADIR/attachments" 2>/dev/null; }
 state_count() { state_files | wc -l; }
+
+# --- result JSON and IPv6 helpers (ipv6, demo, smc) ---
+
+# compact_result: the result JSON in $CNI_OUT (log lines before it dropped), without blanks and newlines
+compact_result() { echo "$CNI_OUT" | sed -n '/^{/,$p' | tr -d ' \t\n'; }
+
+# result_iface_index NAME: index of interface NAME in the result's
+# "interfaces" array in $CNI_OUT, or empty.
+result_iface_index() {
+	compact_result | sed -n 's/.*"interfaces":\[\([^]]*\)\].*/\1/p' | sed 's/},{/}\n{/g' |
+		awk -v n="\"name\":\"$1\"" 'index($0, n) {print NR - 1; exit}'
+}
+
+# result_ip_entry PREFIX: the first "ips" object of $CNI_OUT whose address
+# starts with PREFIX, compacted, or empty.
+result_ip_entry() {
+	compact_result | sed -n 's/.*"ips":\[\([^]]*\)\].*/\1/p' | sed 's/},{/}\n{/g' |
+		grep "\"address\":\"$1" | head -n1
+}
+
+# result_ip PREFIX: the address (without prefix length) of that entry
+result_ip() { result_ip_entry "$1" | sed -n 's/.*"address":"\([^"/]*\)\/.*/\1/p'; }
+
+# expand6 ADDR: the IPv6 address in the 8 x 4 hex digit form the GID table uses
+expand6() {
+	echo "$1" | awk '{
+		a = tolower($0); l = a; r = ""; nl = 0; nr = 0
+		if ((i = index(a, "::")) > 0) { l = substr(a, 1, i - 1); r = substr(a, i + 2) }
+		if (l != "") nl = split(l, L, ":")
+		if (r != "") nr = split(r, R, ":")
+		k = 0
+		for (i = 1; i <= nl; i++) g[++k] = L[i]
+		for (i = 0; i < 8 - nl - nr; i++) g[++k] = "0"
+		for (i = 1; i <= nr; i++) g[++k] = R[i]
+		out = ""
+		for (i = 1; i <= 8; i++) out = out (i > 1 ? ":" : "") substr("0000" g[i], length(g[i]) + 1)
+		print out }'
+}
+
+# gid_rows: "N GID NDEV" for every non-zero GID of rxe0 port 1 (one grep:
+# the table has hundreds of entries and a fork per file is slow under TCG)
+gid_rows() {
+	grep -H -v '^0000:0000:0000:0000:0000:0000:0000:0000$' /sys/class/infiniband/rxe0/ports/1/gids/* 2>/dev/null |
+		sed 's|.*/gids/\([0-9]*\):|\1 |' | sort -n | while read -r n g; do
+		echo "$n $g $(cat /sys/class/infiniband/rxe0/ports/1/gid_attrs/ndevs/$n 2>/dev/null)"
+	done
+}
+
+# counters: "sent=N rcvd=N" of rxe0 port 1
+rxe_sent() { cat /sys/class/infiniband/rxe0/ports/1/hw_counters/sent_pkts; }
+rxe_rcvd() { cat /sys/class/infiniband/rxe0/ports/1/hw_counters/rcvd_pkts; }

@@ -7,6 +7,11 @@
 //
 // on stdout and exits 1. On success it behaves as cnitool (ADD prints the
 // result).
+//
+// CNICALL_ONLY=TYPE makes CHECK run only the list's plugins of that type
+// (with the cached result as prevResult, as in a full CHECK). Upstream ptp's
+// CHECK wants every IP of the result on its own interface, so a chain whose
+// later plugin adds IPs on another interface cannot pass a full CHECK.
 package main
 
 import (
@@ -94,6 +99,19 @@ func run(cmd, name, netns string) error {
 		}
 		return err
 	case "check":
+		if only := os.Getenv("CNICALL_ONLY"); only != "" {
+			sub := *conf
+			sub.Plugins = nil
+			for _, p := range conf.Plugins {
+				if p.Network.Type == only {
+					sub.Plugins = append(sub.Plugins, p)
+				}
+			}
+			if len(sub.Plugins) == 0 {
+				return fmt.Errorf("CNICALL_ONLY=%s: no such plugin in %s", only, conf.Name)
+			}
+			return c.CheckNetworkList(ctx, &sub, rt)
+		}
 		return c.CheckNetworkList(ctx, conf, rt)
 	case "del":
 		return c.DelNetworkList(ctx, conf, rt)
