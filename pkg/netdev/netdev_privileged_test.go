@@ -4,10 +4,11 @@ package netdev
 
 import (
 	"errors"
-	"github.com/rdma-chain/rdma-chain/internal/netnstest"
 	"testing"
 
 	"github.com/vishvananda/netlink"
+
+	"github.com/rdma-chain/rdma-chain/internal/netnstest"
 )
 
 func TestMoveToPodAndRestore(t *testing.T) {
