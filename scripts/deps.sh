@@ -15,6 +15,13 @@ APT_PACKAGES="iproute2 ca-certificates"
 export PATH="/usr/local/go/bin:$PATH"
 export CGO_ENABLED=0 GOFLAGS=-mod=mod
 
+# A fresh machine may have no package lists yet; apt-cache look-ups (the VM
+# tier resolves kernel versions with them) need them too.
+if ! ls /var/lib/apt/lists/*_Packages* >/dev/null 2>&1; then
+	echo "deps: apt-get update"
+	apt-get update -qq
+fi
+
 need_apt=()
 for p in $APT_PACKAGES ${EXTRA_APT_PACKAGES:-}; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need_apt+=("$p")
