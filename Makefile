@@ -8,7 +8,7 @@ TOOLS := $(CURDIR)/.tools
 export RDMA_CHAIN_BIN := $(CURDIR)/bin/rdma-chain
 export RDMA_CHAIN_TOOLS := $(TOOLS)
 
-.PHONY: all build deps deps-vm test test-unit test-netns test-vm lint demo bench clean
+.PHONY: all build deps deps-vm test test-unit test-netns test-containerd test-vm lint demo demo-netns bench clean
 
 all: build
 
@@ -22,7 +22,7 @@ deps-vm: deps
 	./scripts/vm/prepare.sh
 
 # Every tier that exists. Under CI=true a tier that cannot run fails.
-test: deps build test-unit test-netns test-vm
+test: deps build test-unit test-netns test-containerd test-vm
 
 test-unit:
 	$(GO) test -race -count=1 ./...
@@ -30,6 +30,11 @@ test-unit:
 # Privileged tier: real netns, veth, macvlan, real reference plugins, cnitool.
 test-netns: deps build
 	$(GO) test -tags privileged -count=1 -p 1 ./pkg/... ./integration/netns/...
+
+# A real containerd (Debian's, with runc) runs the chain for CRI pod sandboxes.
+test-containerd: deps build
+	./scripts/containerd-deps.sh
+	$(GO) test -tags containerd -count=1 -v ./integration/containerd/
 
 # Real-kernel tier: Debian kernels with soft-RoCE under qemu.
 test-vm: deps-vm build
@@ -40,9 +45,16 @@ lint: deps
 	$(GO) vet ./...
 	$(GO) vet -tags privileged ./...
 	$(GO) vet -tags vm ./...
+	$(GO) vet -tags containerd ./...
 	$(TOOLS)/bin/golangci-lint run --config conf/golangci.yml ./...
 
-demo: deps build
+# The main job on an embedded default: a Debian 6.12 kernel with soft-RoCE
+# under qemu, two pods through cnitool, their IPv6, GIDs and an rping.
+demo: deps-vm build
+	RC_VM_PLUGIN=$(CURDIR)/bin/rdma-chain ./scripts/demo-vm.sh
+
+# The same chain on this machine's kernel (no RDMA): pass-through and errors.
+demo-netns: deps build
 	./scripts/demo.sh
 
 bench:

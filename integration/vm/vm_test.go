@@ -51,7 +51,7 @@ type scenario struct {
 
 var bootGroups = []bootGroup{
 	{"shared-mode", []scenario{{"smoke", false, false}, {"shared", true, false}, {"podres", true, false},
-		{"ipv6", true, false}, {"smc", true, true}, {"demo", true, true}}},
+		{"ipv6", true, false}, {"smc", true, false}, {"demo", true, true}}},
 	{"exclusive-mode", []scenario{{"exclusive", true, false}}},
 }
 
@@ -205,7 +205,7 @@ func buildBinaries(root string) (prepared, error) {
 	build := func(out, pkg string) error {
 		o, err := runCmd(root, []string{"CGO_ENABLED=0"}, "go", "build", "-ldflags=-s -w", "-o", filepath.Join(dir, out), pkg)
 		if err != nil {
-			return fmt.Errorf("go build %s: %v\n%s", pkg, err, o)
+			return fmt.Errorf("go build %s: %w\n%s", pkg, err, o)
 		}
 		return nil
 	}

@@ -1,10 +1,13 @@
 package chain
 
 import (
+	"errors"
 	"io"
 	"log/slog"
 	"os"
 	"time"
+
+	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/rdma-chain/rdma-chain/pkg/config"
 )
@@ -36,6 +39,10 @@ func logOutcome(log *slog.Logger, verb string, c *call, took time.Duration, err 
 		"ifname", c.args.IfName, "duration", took.Round(time.Microsecond),
 	}
 	if err != nil {
+		var te *types.Error
+		if errors.As(err, &te) {
+			attrs = append(attrs, "code", te.Code)
+		}
 		log.Error("failed", append(attrs, "outcome", "error", "error", err)...)
 		return
 	}

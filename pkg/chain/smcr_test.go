@@ -134,10 +134,13 @@ func TestSMCAnnotationValues(t *testing.T) {
 			t.Errorf("%q wrote %v", v, w.pnet)
 		}
 	}
-	w, dir := erdmaWorld(t), t.TempDir()
-	addPod(t, w, dir, "c1", annotated("maybe"))
-	if !strings.Contains(w.stderr.String(), "ignored") {
-		t.Error("hostile value not warned about")
+	// Warned about even for a pod that passes through.
+	w := &world{}
+	if err := w.plugin().Add(cmd(t.TempDir(), strings.Replace(annotated("maybe"), `"podSelection":"all",`, "", 1), prevResult100)); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Count(w.stderr.String(), "ignored") != 1 {
+		t.Errorf("hostile value warned about %d times", strings.Count(w.stderr.String(), "ignored"))
 	}
 	conf := strings.Replace(annotated("true"), `"podSelection"`, `"smcr":{"ueid":"RDMACHAIN-1","pnetId":"fab1"},"podSelection"`, 1)
 	w = erdmaWorld(t)

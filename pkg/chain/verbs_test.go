@@ -161,7 +161,7 @@ func TestLogLine(t *testing.T) {
 	w := &world{}
 	_ = w.plugin().Add(cmd(t.TempDir(), "", ""))
 	line := w.stderr.String()
-	for _, want := range []string{"verb=ADD", "container=c1", "pod=default/p1", "outcome=error", "duration="} {
+	for _, want := range []string{"verb=ADD", "container=c1", "pod=default/p1", "outcome=error", "code=7", "duration="} {
 		if !strings.Contains(line, want) {
 			t.Errorf("log %q lacks %q", line, want)
 		}

@@ -4,7 +4,7 @@
 #   scripts/vm/run-scenario.sh KERNEL SCENARIO[,SCENARIO...]
 #
 # KERNEL: 6.1 or 6.12. SCENARIO: a script name under integration/vm/scenarios
-# (smoke, shared, podres, ipv6, exclusive; opt-in: smc, demo); several share one boot when joined by
+# (smoke, shared, podres, ipv6, smc, exclusive; opt-in: demo); several share one boot when joined by
 # commas (exclusive needs its own boot). Steps: prepare.sh (cached), build the
 # static binaries, build the initramfs, boot qemu (TCG) with a hard timeout
 # (VM_TIMEOUT, default 180 s). VM_APPEND adds kernel command line words

@@ -1,0 +1,259 @@
+// Command smcctl is the VM tier's SMC tool, on the project's pkg/smc client
+// (no smc-tools in Debian bookworm):
+//
+//	smcctl pnet [NETNS_PATH]          one line per pnet entry: PNETID eth=NAME ib=DEV port=N
+//	smcctl ueids                      one line per UEID of the global table
+//	smcctl fallback [NETNS_PATH]      totals, then server|client reason=0x%08x count=N lines
+//	smcctl tcp-server ADDR:PORT       AF_SMC listener: accepts one connection, echoes, exits 0
+//	smcctl tcp-client ADDR:PORT       AF_SMC client: sends a few bytes, wants them back, exits 0
+//
+// Names the kernel reports as "n/a" print as n/a (port 0 for an ETH entry).
+// tcp-server/tcp-client open AF_SMC (43) SOCK_STREAM sockets with
+// SMCPROTO_SMC (0): the kernel tries SMC and falls back to TCP when it
+// cannot; run them with `ip netns exec POD` and read the fallback reasons
+// with `smcctl fallback` afterwards. Exit status: 0 ok, 1 error, 2 usage,
+// 3 timeout (SMCCTL_TIMEOUT, default 20s).
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"runtime"
+	"strconv"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/rdma-chain/rdma-chain/pkg/smc"
+)
+
+func init() { runtime.LockOSThread() }
+
+const (
+	afSMC      = 43 // AF_SMC
+	smcProtoV4 = 0  // SMCPROTO_SMC: IPv4 (SMCPROTO_SMC6 = 1)
+)
+
+var payload = []byte("rdma-chain smc hello\n")
+
+func main() {
+	if len(os.Args) < 2 {
+		usage()
+	}
+	timeout := 20 * time.Second
+	if v := os.Getenv("SMCCTL_TIMEOUT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			die(2, "SMCCTL_TIMEOUT: %v", err)
+		}
+		timeout = d
+	}
+	time.AfterFunc(timeout, func() { die(3, "%s: timeout after %s", os.Args[1], timeout) })
+	arg := ""
+	if len(os.Args) > 2 {
+		arg = os.Args[2]
+	}
+	var err error
+	switch os.Args[1] {
+	case "pnet":
+		err = pnet(arg)
+	case "ueids":
+		err = ueids()
+	case "fallback":
+		err = fallback(arg)
+	case "tcp-server":
+		err = server(need(arg))
+	case "tcp-client":
+		err = client(need(arg))
+	default:
+		usage()
+	}
+	if err != nil {
+		die(1, "%s: %v", os.Args[1], err)
+	}
+}
+
+func usage() {
+	fmt.Fprintln(os.Stderr, "usage: smcctl pnet [NETNS_PATH] | ueids | fallback [NETNS_PATH] | tcp-server ADDR:PORT | tcp-client ADDR:PORT")
+	os.Exit(2)
+}
+
+func need(a string) string {
+	if a == "" {
+		usage()
+	}
+	return a
+}
+
+func die(code int, format string, a ...any) {
+	fmt.Fprintf(os.Stderr, "smcctl: "+format+"\n", a...)
+	os.Exit(code)
+}
+
+func open(nsPath string) (*smc.Client, error) {
+	if nsPath == "" {
+		return smc.Open()
+	}
+	return smc.OpenAt(nsPath)
+}
+
+func na(s string) string {
+	if s == "" {
+		return "n/a"
+	}
+	return s
+}
+
+func pnet(nsPath string) error {
+	c, err := open(nsPath)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	list, err := c.PnetDump()
+	if err != nil {
+		return err
+	}
+	for _, e := range list {
+		fmt.Printf("%s eth=%s ib=%s port=%d\n", e.PnetID, na(e.EthName), na(e.IBName), e.IBPort)
+	}
+	return nil
+}
+
+func ueids() error {
+	c, err := smc.Open()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	list, err := c.UEIDs()
+	if err != nil {
+		return err
+	}
+	for _, u := range list {
+		fmt.Println(u)
+	}
+	return nil
+}
+
+func fallback(nsPath string) error {
+	c, err := open(nsPath)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	r, err := c.FallbackReport()
+	if err != nil {
+		return err
+	}
+	fmt.Printf("total server=%d client=%d\n", r.ServerTotal, r.ClientTotal)
+	for _, s := range r.Reasons {
+		side := "client"
+		if s.Server {
+			side = "server"
+		}
+		fmt.Printf("%s reason=0x%08x count=%d\n", side, s.Reason, s.Count)
+	}
+	return nil
+}
+
+// sockaddr parses ADDR:PORT (IPv4: SMC-R does not do IPv6).
+func sockaddr(hostPort string) (*unix.SockaddrInet4, error) {
+	h, p, err := net.SplitHostPort(hostPort)
+	if err != nil {
+		return nil, err
+	}
+	ip := net.ParseIP(h).To4()
+	if ip == nil {
+		return nil, fmt.Errorf("%q is not an IPv4 address", h)
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil || port <= 0 || port > 65535 {
+		return nil, fmt.Errorf("bad port %q", p)
+	}
+	sa := &unix.SockaddrInet4{Port: port}
+	copy(sa.Addr[:], ip)
+	return sa, nil
+}
+
+func smcSocket() (int, error) {
+	fd, err := unix.Socket(afSMC, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, smcProtoV4)
+	if err != nil {
+		return -1, fmt.Errorf("socket(AF_SMC): %w", err)
+	}
+	return fd, nil
+}
+
+func server(addr string) error {
+	sa, err := sockaddr(addr)
+	if err != nil {
+		return err
+	}
+	fd, err := smcSocket()
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1)
+	if err := unix.Bind(fd, sa); err != nil {
+		return fmt.Errorf("bind %s: %w", addr, err)
+	}
+	if err := unix.Listen(fd, 4); err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	fmt.Printf("listening on %s (AF_SMC)\n", addr)
+	nfd, peer, err := unix.Accept(fd)
+	if err != nil {
+		return fmt.Errorf("accept: %w", err)
+	}
+	f := os.NewFile(uintptr(nfd), "conn")
+	defer f.Close()
+	buf := make([]byte, len(payload))
+	if _, err := io.ReadFull(f, buf); err != nil {
+		return fmt.Errorf("read: %w", err)
+	}
+	if _, err := f.Write(buf); err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
+	fmt.Printf("served %s: %d bytes echoed\n", peerString(peer), len(buf))
+	return nil
+}
+
+func client(addr string) error {
+	sa, err := sockaddr(addr)
+	if err != nil {
+		return err
+	}
+	fd, err := smcSocket()
+	if err != nil {
+		return err
+	}
+	if err := unix.Connect(fd, sa); err != nil {
+		unix.Close(fd)
+		return fmt.Errorf("connect %s: %w", addr, err)
+	}
+	f := os.NewFile(uintptr(fd), "conn")
+	defer f.Close()
+	if _, err := f.Write(payload); err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
+	buf := make([]byte, len(payload))
+	if _, err := io.ReadFull(f, buf); err != nil {
+		return fmt.Errorf("read: %w", err)
+	}
+	if !bytes.Equal(buf, payload) {
+		return fmt.Errorf("echo mismatch: %q", buf)
+	}
+	fmt.Printf("connected to %s (AF_SMC): %d bytes sent and echoed\n", addr, len(buf))
+	return nil
+}
+
+func peerString(sa unix.Sockaddr) string {
+	if in, ok := sa.(*unix.SockaddrInet4); ok {
+		return fmt.Sprintf("%s:%d", net.IP(in.Addr[:]), in.Port)
+	}
+	return "peer"
+}

@@ -1,0 +1,159 @@
+#!/bin/sh
+# ipv6: shared mode with an "ipam" section for the pod-side RDMA interface.
+# The plugin delegates to host-local (fd00:77::/64) for each pod's rdma0,
+# configures the address in the pod only, and appends it to the result after
+# ptp's IPv4, pointing at the rdma0 entry. The addresses become RoCE v2 GIDs
+# of rxe0 (ndev rdma0), rping runs between two pods over them, DEL gives the
+# leases back (also when the netns is gone). Runs at cniVersion 0.4.0 and 1.0.0.
+. /scenarios/lib.sh
+
+check setup-rxe setup_rxe
+check mode-is-shared test "$(netns_mode)" = shared
+# Soft-RoCE needs a route to the pods' /64 in init_net.
+check node-address sh -c "/usr/sbin/ip -6 addr show dev veth0 | grep -q 'fd00:77::1/64' ||
+	/usr/sbin/ip addr add fd00:77::1/64 dev veth0 nodad"
+
+DATADIR=/run/rdma-chain
+LEASES=/run/ipam6/rdmanet
+
+# leases: host-local's lease files for fd00:77:: addresses
+leases() { ls "$LEASES" 2>/dev/null | grep '^fd00:77:' | tr '\n' ' '; }
+# v6_gid_rows: GID rows of fd00:77:: addresses on pod interfaces (not the node's fd00:77::1)
+v6_gid_rows() { gid_rows | grep ' fd00:0077:' | grep -v ' veth0$'; }
+
+for V in 0.4.0 1.0.0; do
+	PFX="v$V/"
+	NETDIR=/etc/cni/net.d-ipv6-$V
+	write_conflist "$NETDIR" "$V" "\"mode\":\"shared\",\"devices\":[\"rxe0\"],\"podSelection\":\"all\",\"dataDir\":\"$DATADIR\",\"sharedLink\":{\"type\":\"ipvlan\",\"mode\":\"l2\"},\"ipam\":{\"type\":\"host-local\",\"dataDir\":\"/run/ipam6\",\"ranges\":[[{\"subnet\":\"fd00:77::/64\",\"rangeStart\":\"fd00:77::10\"}]]}"
+	info "cniVersion $V conflist: $(tr -d '\n' <"$NETDIR/rdmanet.conflist")"
+	n=0
+	for pod in pod1 pod2; do
+		ip netns add $pod
+		cni cnitool add $pod
+		expect_ok add-$pod
+		n=$((n + 1))
+		if [ "$V" = 0.4.0 ] && [ $pod = pod1 ]; then
+			echo "RC-JSON-BEGIN"
+			echo "$CNI_OUT" | sed -n '/^{/,$p'
+			echo "RC-JSON-END"
+		fi
+
+		step result-ipv6-on-rdma0-$pod
+		idx=$(result_iface_index rdma0)
+		ent=$(result_ip_entry fd00:77:)
+		addr6=$(result_ip fd00:77:)
+		eval "ADDR_$pod=\$addr6"
+		if [ -z "$idx" ]; then
+			fail "no rdma0 interface in the result"
+		elif [ -z "$ent" ]; then
+			fail "no fd00:77:: IP in the result"
+		else
+			case "$ent" in
+			*"\"interface\":$idx,"* | *"\"interface\":$idx}"*) pass ;;
+			*) fail "IPv6 entry '$ent' does not point at rdma0 (interface $idx)" ;;
+			esac
+		fi
+		if [ "$V" = 0.4.0 ]; then
+			step result-version-6-$pod
+			case "$ent" in *'"version":"6"'*) pass ;; *) fail "0.4.0 IP entry lacks \"version\":\"6\": '$ent'" ;; esac
+		fi
+		step result-order-$pod
+		c=$(compact_result | sed -n 's/.*"ips":\[\([^]]*\)\].*/\1/p')
+		case "$c" in *'"10.99.0.'*'"fd00:77:'*) pass ;; *) fail "primary's 10.99.0.x not before fd00:77:: in ips: $c" ;; esac
+
+		show ip -n $pod -br addr
+		check addr-on-rdma0-$pod sh -c "/usr/sbin/ip -n $pod -6 addr show dev rdma0 | grep -q 'inet6 $addr6/64'"
+		check not-tentative-$pod sh -c "/usr/sbin/ip -n $pod -6 addr show dev rdma0 | grep 'inet6 $addr6/64' | grep -v -q tentative"
+		check not-on-eth0-$pod sh -c "! /usr/sbin/ip -n $pod -6 addr show dev eth0 | grep -q fd00:77:"
+		check not-in-init-net-$pod sh -c "! /usr/sbin/ip -6 addr show | grep -q 'inet6 $addr6/'"
+		check lease-taken-$pod sh -c "ls $LEASES | grep -qx '$addr6'"
+
+		step gid-$pod
+		want=$(expand6 "$addr6")
+		row=""
+		i=0
+		while [ $i -lt 30 ]; do # the GID appears through a netdev event
+			row=$(gid_rows | grep " $want rdma0\$")
+			[ -n "$row" ] && break
+			sleep 0.1
+			i=$((i + 1))
+		done
+		if [ -n "$row" ]; then
+			info "GID of $pod: $row"
+			pass
+		else
+			fail "no GID $want with ndev rdma0; GIDs: $(gid_rows | tr '\n' ';')"
+		fi
+		step state-file-$pod
+		if [ "$(state_count)" -eq $n ]; then pass; else fail "want $n records, have: $(state_files)"; fi
+	done
+	show sh -c '. /scenarios/lib.sh; gid_rows'
+
+	# CHECK of the rdma-chain entry (the cached result as prevResult). A
+	# full-chain CHECK fails in upstream ptp, which wants every IP of the
+	# result on its own eth0 (ip.ValidateExpectedInterfaceIPs); shown only.
+	for pod in pod1 pod2; do
+		export CNICALL_ONLY=rdma-chain
+		cni cnicall check $pod
+		unset CNICALL_ONLY
+		expect_ok check-$pod
+	done
+	cni cnitool check pod1
+	info "full-chain CHECK (ptp + rdma-chain) of pod1: exit $CNI_RC"
+
+	# RoCE v2 between the pods over their IPv6 addresses.
+	step rping-ipv6
+	s0=$(rxe_sent) r0=$(rxe_rcvd)
+	timeout 40 /usr/sbin/ip netns exec pod1 rping -s -a "$ADDR_pod1" -C 10 >/tmp/rping-s.log 2>&1 &
+	srv=$!
+	sleep 0.5
+	if out=$(timeout 30 /usr/sbin/ip netns exec pod2 rping -c -a "$ADDR_pod1" -C 10 -v 2>&1); then
+		echo "$out" | sed 's/^/  | /' | head -n 3
+		echo "  | ... ($(echo "$out" | grep -c 'ping data') ping data lines)"
+		pass
+	else
+		fail "rping pod2 -> pod1 [$ADDR_pod1]: $out / server: $(cat /tmp/rping-s.log)"
+	fi
+	wait $srv 2>/dev/null
+	s1=$(rxe_sent) r1=$(rxe_rcvd)
+	info "rxe0 sent_pkts $s0 -> $s1, rcvd_pkts $r0 -> $r1"
+	step counters-rise
+	if [ "$s1" -gt "$s0" ] && [ "$r1" -gt "$r0" ]; then pass; else fail "sent $s0 -> $s1, rcvd $r0 -> $r1"; fi
+
+	for pod in pod1 pod2; do
+		cni cnitool del $pod
+		expect_ok del-$pod
+		check child-gone-$pod sh -c "! /usr/sbin/ip -n $pod link show rdma0 >/dev/null 2>&1"
+	done
+	step no-ipv6-gid-left
+	i=0
+	while [ -n "$(v6_gid_rows)" ] && [ $i -lt 30 ]; do sleep 0.1; i=$((i + 1)); done
+	if [ -z "$(v6_gid_rows)" ]; then pass; else fail "GIDs left: $(v6_gid_rows | tr '\n' ';')"; fi
+	step leases-released
+	if [ -z "$(leases)" ]; then pass; else fail "lease files left in $LEASES: $(leases)"; fi
+	show ls -A $LEASES
+	step no-records-left
+	if [ "$(state_count)" -eq 0 ]; then pass; else fail "records left: $(state_files)"; fi
+	for pod in pod1 pod2; do
+		cni cnitool del $pod
+		expect_ok del-again-$pod
+	done
+
+	# DEL after the runtime already deleted the netns: the lease still goes.
+	ip netns add pod3
+	cni cnitool add pod3
+	expect_ok add-pod3
+	a3=$(result_ip fd00:77:)
+	check lease-taken-pod3 sh -c "ls $LEASES | grep -qx '$a3'"
+	ip netns del pod3
+	cni cnitool del pod3
+	expect_ok del-after-netns-gone
+	step lease-released-netns-gone
+	if [ -z "$(leases)" ]; then pass; else fail "lease files left in $LEASES: $(leases)"; fi
+	step no-records-netns-gone
+	if [ "$(state_count)" -eq 0 ]; then pass; else fail "records left: $(state_files)"; fi
+
+	ip netns del pod1
+	ip netns del pod2
+done
+exit 0
