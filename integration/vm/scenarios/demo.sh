@@ -30,12 +30,15 @@ say "RDMA device (rdma link): $(rdma link show rxe0/1 | tr -s ' ' | sed 's/ $//'
 say "node: veth0 carries 192.168.77.1/24 and fd00:77::1/64 (soft-RoCE routes the pods' /64 through it)"
 
 NETDIR=/etc/cni/net.d-demo
-write_conflist "$NETDIR" "$V" "\"mode\":\"shared\",\"devices\":[\"rxe0\"],\"podSelection\":\"all\",\"dataDir\":\"$DATADIR\",\"sharedLink\":{\"type\":\"ipvlan\",\"mode\":\"l2\"},$IPAM"
+write_conflist "$NETDIR" "$V" "\"mode\":\"shared\",\"devices\":[\"rxe0\"],\"podSelection\":\"all\",\"dataDir\":\"$DATADIR\",\"sharedLink\":{\"type\":\"ipvlan\",\"mode\":\"l2\"},$IPAM,\"capabilities\":{\"io.kubernetes.cri.pod-annotations\":true}"
 say "chain rdmanet (cniVersion $V): ptp + host-local 10.99.0.0/24, then rdma-chain shared/ipvlan-l2 with host-local fd00:77::/64 for rdma0"
+say "pod1 is annotated network.alibabacloud.com/erdma-smcr: \"true\" (CAP_ARGS, as containerd passes it)"
 say ""
 for pod in pod1 pod2; do
 	ip netns add $pod
+	if [ $pod = pod1 ]; then export CAP_ARGS='{"io.kubernetes.cri.pod-annotations":{"network.alibabacloud.com/erdma-smcr":"true"}}'; fi
 	cni cnitool add $pod
+	unset CAP_ARGS
 	expect_ok add-$pod
 	a=$(result_ip fd00:77:)
 	eval "ADDR_$pod=\$a"
@@ -67,6 +70,17 @@ say "rping pod2 -> pod1 [$ADDR_pod1] -C 10: exit $rc, $n/10 pings; last: $(echo 
 s1=$(rxe_sent) r1=$(rxe_rcvd)
 ok counters test "$s1" -gt "$s0" -a "$r1" -gt "$r0"
 say "rxe0 hw_counters: sent_pkts $s0 -> $s1, rcvd_pkts $r0 -> $r1"
+say ""
+
+# SMC-R: the pnet table the kernel uses, read back through its own dumps.
+PNETID=$(cat /sys/class/net/veth0/address | tr -d ':' | tr a-f A-F)
+ok smc-host-entry sh -c "smcctl pnet | grep -qx '$PNETID eth=n/a ib=rxe0 port=1'"
+ok smc-pod1-entry sh -c "smcctl pnet /var/run/netns/pod1 | grep -qx '$PNETID eth=eth0 ib=n/a port=0'"
+ok smc-pod2-none test -z "$(smcctl pnet /var/run/netns/pod2)"
+say "SMC-R pnet table (smcctl, the project's netlink client):"
+say "    init_net: $(smcctl pnet | tr '\n' ' ')"
+say "    pod1:     $(smcctl pnet /var/run/netns/pod1 | tr '\n' ' ')"
+say "    pod2:     $(smcctl pnet /var/run/netns/pod2 | tr '\n' ' ')(none: not annotated)"
 say ""
 
 # A pod that asked for nothing: podSelection requested, kubelet allocated nothing.
@@ -105,9 +119,11 @@ while [ -n "$(v6_gids)" ] && [ $i -lt 30 ]; do sleep 0.1; i=$((i + 1)); done
 ok gids-gone test -z "$(v6_gids)"
 ok leases-released test -z "$(leases)"
 ok records-gone test "$(state_count)" -eq 0
+ok smc-host-entry-gone test -z "$(smcctl pnet)"
 say "DEL pod3, pod1, pod2: all exit 0"
 say "    rdma0 children: pod1 $(has_rdma0 pod1 && echo present || echo gone), pod2 $(has_rdma0 pod2 && echo present || echo gone); veth0 and rxe0 stay: $(rdma link show rxe0/1 | grep -o 'netdev [a-z0-9]*')"
 say "    pod GIDs $g_before -> $(v6_gids | wc -l), IPv6 leases $l_before -> $(leases | wc -l), attachment records $r_before -> $(state_count)"
+say "    SMC-R init_net entry: $( [ -z "$(smcctl pnet)" ] && echo removed with the last annotated pod || smcctl pnet)"
 cni cnitool del pod1
 expect_ok del-again-pod1
 say "    DEL again: exit $CNI_RC (idempotent)"
