@@ -9,17 +9,13 @@ require (
 	github.com/vishvananda/netns v0.0.5
 	golang.org/x/sys v0.49.0
 	google.golang.org/grpc v1.85.0
+	k8s.io/cri-api v0.37.2
 	k8s.io/kubelet v0.37.2
 )
 
 require (
-	github.com/coreos/go-iptables v0.8.0 // indirect
-	github.com/pkg/errors v0.9.1 // indirect
-	github.com/safchain/ethtool v0.6.2 // indirect
 	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
-	k8s.io/cri-api v0.37.2 // indirect
-	sigs.k8s.io/knftables v0.0.18 // indirect
 )
