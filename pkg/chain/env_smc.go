@@ -10,23 +10,8 @@ import (
 // kernelSMC opens an SMC netlink client per call in the netns asked for.
 type kernelSMC struct{}
 
-// withSMC runs fn on a client in the netns at nsPath ("" = this netns).
-func withSMC(nsPath string, fn func(*smc.Client) error) (err error) {
-	var c *smc.Client
-	if nsPath == "" {
-		c, err = smc.Open()
-	} else {
-		c, err = smc.OpenAt(nsPath)
-	}
-	if err != nil {
-		return err
-	}
-	defer func() { err = errors.Join(err, c.Close()) }()
-	return fn(c)
-}
-
 func (kernelSMC) EnsurePnet(nsPath string, e smc.PnetEntry) (got smc.PnetEntry, err error) {
-	err = withSMC(nsPath, func(c *smc.Client) (err error) {
+	err = smc.Do(nsPath, func(c *smc.Client) (err error) {
 		got, err = c.EnsurePnet(e)
 		return err
 	})
@@ -40,11 +25,11 @@ func (kernelSMC) RemovePnet(nsPath string, e smc.PnetEntry) error {
 			return nil
 		}
 	}
-	return withSMC(nsPath, func(c *smc.Client) error { return c.RemovePnet(e) })
+	return smc.Do(nsPath, func(c *smc.Client) error { return c.RemovePnet(e) })
 }
 
 func (kernelSMC) PnetEntries(nsPath string) (list []smc.PnetEntry, err error) {
-	err = withSMC(nsPath, func(c *smc.Client) (err error) {
+	err = smc.Do(nsPath, func(c *smc.Client) (err error) {
 		list, err = c.PnetDump()
 		return err
 	})
@@ -52,7 +37,7 @@ func (kernelSMC) PnetEntries(nsPath string) (list []smc.PnetEntry, err error) {
 }
 
 func (kernelSMC) EnsureUEID(ueid string) error {
-	return withSMC("", func(c *smc.Client) error { return c.UEIDAdd(ueid) })
+	return smc.Do("", func(c *smc.Client) error { return c.UEIDAdd(ueid) })
 }
 
 func (kernelSMC) TCP2SMC(nsPath string) (bool, error) { return smc.TCP2SMC(nsPath) }

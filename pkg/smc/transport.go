@@ -225,3 +225,19 @@ func wrapErr(op string, err error) error {
 	}
 	return fmt.Errorf("smc: %s: %w", op, err)
 }
+
+// Do runs fn on a Client in the netns at nsPath ("" = the calling thread's
+// netns) and closes it.
+func Do(nsPath string, fn func(*Client) error) (err error) {
+	var c *Client
+	if nsPath == "" {
+		c, err = Open()
+	} else {
+		c, err = OpenAt(nsPath)
+	}
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, c.Close()) }()
+	return fn(c)
+}

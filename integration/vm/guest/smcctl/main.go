@@ -93,13 +93,6 @@ func die(code int, format string, a ...any) {
 	os.Exit(code)
 }
 
-func open(nsPath string) (*smc.Client, error) {
-	if nsPath == "" {
-		return smc.Open()
-	}
-	return smc.OpenAt(nsPath)
-}
-
 func na(s string) string {
 	if s == "" {
 		return "n/a"
@@ -108,11 +101,10 @@ func na(s string) string {
 }
 
 func pnet(nsPath string) error {
-	c, err := open(nsPath)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
+	return smc.Do(nsPath, printPnet)
+}
+
+func printPnet(c *smc.Client) error {
 	list, err := c.PnetDump()
 	if err != nil {
 		return err
@@ -124,11 +116,10 @@ func pnet(nsPath string) error {
 }
 
 func ueids() error {
-	c, err := smc.Open()
-	if err != nil {
-		return err
-	}
-	defer c.Close()
+	return smc.Do("", printUEIDs)
+}
+
+func printUEIDs(c *smc.Client) error {
 	list, err := c.UEIDs()
 	if err != nil {
 		return err
@@ -140,11 +131,10 @@ func ueids() error {
 }
 
 func fallback(nsPath string) error {
-	c, err := open(nsPath)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
+	return smc.Do(nsPath, printFallback)
+}
+
+func printFallback(c *smc.Client) error {
 	r, err := c.FallbackReport()
 	if err != nil {
 		return err
