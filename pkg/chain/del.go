@@ -1,13 +1,9 @@
 package chain
 
 import (
-	"context"
 	"errors"
 	"fmt"
 
-	types100 "github.com/containernetworking/cni/pkg/types/100"
-
-	"github.com/rdma-chain/rdma-chain/pkg/config"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
@@ -99,77 +95,4 @@ func keptRecords(recs []*state.Record, network string, valid map[state.Key]bool)
 		}
 	}
 	return out
-}
-
-// check verifies the recorded attachment against the pod netns and the
-// chain's result. A pod passed through has no record and nothing to verify.
-func (p *Plugin) check(c *call) error {
-	if c.conf.PrevResult == nil {
-		return cniErrorf(7, "CHECK needs prevResult")
-	}
-	rec, unlock, err := p.lockedRecord(c)
-	if err != nil || rec == nil {
-		return err
-	}
-	defer unlock()
-	result, err := types100.NewResultFromResult(c.conf.PrevResult)
-	if err != nil {
-		return cniError(6, "cannot convert prevResult", err)
-	}
-	for _, l := range rec.Links {
-		if err := p.checkLink(c, rec, l, result); err != nil {
-			return cniError(CodeCheckFailed, fmt.Sprintf("RDMA link %s of device %s", l.PodName, l.Device), err)
-		}
-	}
-	if err := p.checkSMC(c, rec); err != nil {
-		return cniError(CodeCheckFailed, "SMC-R pnet table", err)
-	}
-	return nil
-}
-
-func (p *Plugin) checkLink(c *call, rec *state.Record, l state.Link, result *types100.Result) error {
-	if l.Step != stepDone {
-		return fmt.Errorf("attachment incomplete (step %s)", l.Step)
-	}
-	if l.RDMAMoved {
-		in, err := p.env.RDMA.InNetns(l.Device, c.args.Netns)
-		if err != nil {
-			return err
-		}
-		if !in {
-			return fmt.Errorf("RDMA device %s is not in the pod netns", l.Device)
-		}
-	}
-	if l.PodName == "" {
-		return nil
-	}
-	if !hasInterface(result, l.PodName, c.args.Netns) {
-		return fmt.Errorf("interface %s missing from the result", l.PodName)
-	}
-	return p.env.Links.CheckInPod(c.args.Netns, l.PodName, l.MAC)
-}
-
-func hasInterface(r *types100.Result, name, sandbox string) bool {
-	for _, i := range r.Interfaces {
-		if i.Name == name && i.Sandbox == sandbox {
-			return true
-		}
-	}
-	return false
-}
-
-// status reports whether the plugin can serve ADD.
-func (p *Plugin) status(c *call) error {
-	if err := c.store.Writable(); err != nil {
-		return cniError(CodeNotAvailable, "state directory "+c.conf.DataDir+" is not writable", err)
-	}
-	if c.conf.PodSelection != config.SelectRequested {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), podResourcesTimeout)
-	defer cancel()
-	if err := p.env.PodResources(c.conf.PodResourcesSocket).Probe(ctx); err != nil {
-		return cniError(CodeNotAvailable, "kubelet pod-resources API at "+c.conf.PodResourcesSocket+" is not reachable", err)
-	}
-	return nil
 }

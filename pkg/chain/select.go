@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/containernetworking/cni/pkg/types"
 	types100 "github.com/containernetworking/cni/pkg/types/100"
 
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
@@ -109,7 +110,7 @@ func checkFree(picked []rdma.Device, in selectInput) ([]rdma.Device, error) {
 	}
 	for _, d := range picked {
 		if holder, held := in.busy[d.Name]; held {
-			return nil, cniErrorf(11, "RDMA device %s is attached to container %s (exclusive mode); try again when it is released", d.Name, holder)
+			return nil, cniErrorf(types.ErrTryAgainLater, "RDMA device %s is attached to container %s (exclusive mode); try again when it is released", d.Name, holder)
 		}
 	}
 	return picked, nil
