@@ -4,6 +4,7 @@
 package netnstest
 
 import (
+	"fmt"
 	"net"
 	"sort"
 	"testing"
@@ -97,12 +98,13 @@ func addAddr(l netlink.Link, cidr string) error {
 
 // Link is what the kernel holds for one netdev.
 type Link struct {
-	Name  string
-	Kind  string
-	MTU   int
-	MAC   string
-	Up    bool
-	Addrs []string // global-scope CIDRs, sorted
+	Name   string
+	Kind   string
+	MTU    int
+	MAC    string
+	Up     bool
+	Addrs  []string // global-scope CIDRs, sorted
+	Routes []string // routes through it not made by the kernel, all tables, sorted
 }
 
 // Snapshot reads netdev name in netns n; ok is false when it does not exist.
@@ -128,12 +130,46 @@ func Snapshot(t testing.TB, n ns.NetNS, name string) (Link, bool) {
 			}
 		}
 		sort.Strings(out.Addrs)
-		return nil
+		out.Routes, err = routes(l)
+		return err
 	})
 	if err != nil {
 		t.Fatalf("snapshot %s: %v", name, err)
 	}
 	return out, found
+}
+
+func routes(l netlink.Link) ([]string, error) {
+	filter := &netlink.Route{LinkIndex: l.Attrs().Index, Table: unix.RT_TABLE_UNSPEC}
+	list, err := netlink.RouteListFiltered(netlink.FAMILY_ALL, filter, netlink.RT_FILTER_OIF|netlink.RT_FILTER_TABLE)
+	var out []string
+	for _, r := range list {
+		if r.Protocol != unix.RTPROT_KERNEL && r.Table != unix.RT_TABLE_LOCAL && r.Type == unix.RTN_UNICAST {
+			out = append(out, fmt.Sprintf("%s via %s table %d metric %d", r.Dst, r.Gw, r.Table, r.Priority))
+		}
+	}
+	sort.Strings(out)
+	return out, err
+}
+
+// AddRoute adds a route to dst via gw through netdev name in netns n, in
+// table (0: main) with metric.
+func AddRoute(t testing.TB, n ns.NetNS, name, dst, gw string, table, metric int) {
+	t.Helper()
+	err := n.Do(func(ns.NetNS) error {
+		l, err := netlink.LinkByName(name)
+		if err != nil {
+			return err
+		}
+		_, d, err := net.ParseCIDR(dst)
+		if err != nil {
+			return err
+		}
+		return netlink.RouteAdd(&netlink.Route{LinkIndex: l.Attrs().Index, Dst: d, Gw: net.ParseIP(gw), Table: table, Priority: metric})
+	})
+	if err != nil {
+		t.Fatalf("route %s via %s: %v", dst, gw, err)
+	}
 }
 
 // Names lists the netdevs of netns n, sorted.

@@ -59,7 +59,8 @@ func (p *Plugin) attach(c *call, rec *state.Record, devs []rdma.Device) (err err
 		}
 	}()
 	for i, d := range devs {
-		rec.Links = append(rec.Links, state.Link{Device: d.Name, HostName: d.Netdev, PodName: c.conf.PodIfName(i), Step: stepPlanned})
+		rec.Links = append(rec.Links, state.Link{Device: d.Name, Step: stepPlanned,
+			HostLink: netdev.HostLink{HostName: d.Netdev, PodName: c.conf.PodIfName(i)}})
 		link := &rec.Links[len(rec.Links)-1]
 		if rec.Mode == string(rdma.ModeExclusive) {
 			err = p.attachExclusive(c, rec, link, d, podNS, &undo)
@@ -104,7 +105,7 @@ func (p *Plugin) attachExclusive(c *call, rec *state.Record, link *state.Link, d
 			return cniError(CodeLinkSetup, fmt.Sprintf("cannot move netdev %s of %s into the pod", d.Netdev, d.Name), err)
 		}
 		undo.push(func() error { return p.env.Links.RestoreToHost(hl, podNS.Path()) })
-		setHostLink(link, hl)
+		link.HostLink = hl
 		link.Step = stepNetdevMoved
 		if err := p.save(c, rec); err != nil {
 			return err
@@ -190,7 +191,7 @@ func (p *Plugin) detachLink(l *state.Link, nsPath string) error {
 		if l.Step == stepPlanned || l.HostName == "" {
 			return nil
 		}
-		err := p.env.Links.RestoreToHost(hostLink(l), nsPath)
+		err := p.env.Links.RestoreToHost(l.HostLink, nsPath)
 		if errors.Is(err, netdev.ErrGone) {
 			return nil
 		}
@@ -209,16 +210,4 @@ func (p *Plugin) save(c *call, rec *state.Record) error {
 		return cniError(CodeState, "cannot record attachment state", err)
 	}
 	return nil
-}
-
-func setHostLink(l *state.Link, hl netdev.HostLink) {
-	l.HostName, l.PodName, l.MAC = hl.HostName, hl.PodName, hl.MAC
-	l.HostIndex, l.MTU, l.WasUp, l.HostAddrs = hl.HostIndex, hl.MTU, hl.WasUp, hl.HostAddrs
-}
-
-func hostLink(l *state.Link) netdev.HostLink {
-	return netdev.HostLink{
-		HostName: l.HostName, PodName: l.PodName, MAC: l.MAC, HostIndex: l.HostIndex,
-		MTU: l.MTU, WasUp: l.WasUp, HostAddrs: l.HostAddrs,
-	}
 }

@@ -35,7 +35,14 @@ func newNode(t *testing.T, mode rdma.Mode) *node {
 	testenv.RequireRoot(t)
 	n := &node{host: netnstest.NewNS(t), peer: netnstest.NewNS(t), dir: t.TempDir()}
 	netnstest.AddVeth(t, n.host, n.peer, hostDev, 1400, "192.0.2.10/24", "fd00:1::10/64")
+	// Routes the kernel does not re-create: main, a per-NIC table, IPv6.
+	netnstest.AddRoute(t, n.host, hostDev, "198.51.100.0/24", "192.0.2.1", 0, 0)
+	netnstest.AddRoute(t, n.host, hostDev, "0.0.0.0/0", "192.0.2.1", 100, 0)
+	netnstest.AddRoute(t, n.host, hostDev, "fd00:99::/64", "fd00:1::1", 0, 50)
 	n.before, _ = netnstest.Snapshot(t, n.host, hostDev)
+	if len(n.before.Routes) != 3 {
+		t.Fatalf("routes set up: %v", n.before.Routes)
+	}
 	n.w = &world{mode: mode, devices: []rdma.Device{rxe("rxe0", hostDev)}}
 	return n
 }

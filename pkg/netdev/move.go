@@ -11,8 +11,8 @@ import (
 // MoveToPod moves host netdev hostName from the CURRENT netns (the host) into
 // podNS, named podName there, and sets it up. It records the HostLink first
 // and rolls back every step it did if a later step fails, leaving the host as
-// found (name, MTU, MAC, addresses, up state; routes through the netdev other
-// than the kernel's prefix routes are not restored). The netdev is renamed in
+// found (name, MTU, MAC, addresses, up state, the routes through it). The
+// netdev is renamed in
 // a private temporary netns, so no name can clash on the way, and the host
 // name is kept in its alias (IFLA_IFALIAS). A podName that already exists in
 // podNS is an error before anything changes.
@@ -54,15 +54,20 @@ func recordHostLink(h *netlink.Handle, link netlink.Link, podName string) (HostL
 	if err != nil {
 		return HostLink{}, err
 	}
+	routes, err := hostRoutes(h, link)
+	if err != nil {
+		return HostLink{}, err
+	}
 	a := link.Attrs()
 	return HostLink{
-		HostName:  a.Name,
-		PodName:   podName,
-		MAC:       linkMAC(link),
-		HostIndex: a.Index,
-		MTU:       a.MTU,
-		WasUp:     isUp(link),
-		HostAddrs: addrs,
+		HostName:   a.Name,
+		PodName:    podName,
+		MAC:        linkMAC(link),
+		HostIndex:  a.Index,
+		MTU:        a.MTU,
+		WasUp:      isUp(link),
+		HostAddrs:  addrs,
+		HostRoutes: routes,
 	}, nil
 }
 

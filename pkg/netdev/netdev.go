@@ -28,15 +28,17 @@ var ErrGone = errors.New("netdev no longer exists")
 // ErrKindUnsupported reports that the kernel cannot create the link kind.
 var ErrKindUnsupported = errors.New("link kind not supported by this kernel")
 
-// HostLink records a netdev's host-side identity so it can be restored exactly.
+// HostLink records a netdev's host-side identity so it can be restored
+// exactly. Its JSON form is part of the plugin's attachment records.
 type HostLink struct {
-	HostName  string   // name in the host netns before the move
-	PodName   string   // name in the pod netns
-	MAC       string   // hardware address, lower-case colon form
-	HostIndex int      // ifindex in the host netns before the move
-	MTU       int      // MTU before the move
-	WasUp     bool     // administratively up before the move
-	HostAddrs []string // CIDRs the netdev had on the host (see keepAddr)
+	HostName   string   `json:"hostName"`             // name in the host netns before the move
+	PodName    string   `json:"podName,omitempty"`    // name in the pod netns
+	MAC        string   `json:"mac,omitempty"`        // hardware address, lower-case colon form
+	HostIndex  int      `json:"hostIndex,omitempty"`  // ifindex in the host netns before the move
+	MTU        int      `json:"mtu,omitempty"`        // MTU before the move
+	WasUp      bool     `json:"wasUp,omitempty"`      // administratively up before the move
+	HostAddrs  []string `json:"hostAddrs,omitempty"`  // CIDRs the netdev had on the host (see keepAddr)
+	HostRoutes []Route  `json:"hostRoutes,omitempty"` // routes through it the kernel does not re-create (see hostRoutes)
 }
 
 // maxDumpRetries bounds retries of netlink dumps interrupted by concurrent changes.

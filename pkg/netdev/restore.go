@@ -13,7 +13,8 @@ import (
 var childKinds = []string{"ipvlan", "ipvtap", "macvlan", "macvtap", "vlan", "bond", "bridge", "team"}
 
 // RestoreToHost gives the netdev described by l back to the CURRENT netns
-// (the host): down, renamed to HostName, MTU, HostAddrs re-added, up if WasUp;
+// (the host): down, renamed to HostName, MTU, HostAddrs re-added, up if
+// WasUp, HostRoutes re-added;
 // the MAC is left unchanged. When podNSPath names a live netns holding the
 // netdev, it is moved out through a private temporary netns (rolled back
 // into the pod on failure). Otherwise (podNSPath "" or gone) the netdev is
@@ -214,7 +215,10 @@ func restoreHostState(h *netlink.Handle, link netlink.Link, l HostLink) error {
 	if err := addAddrs(h, link, l.HostAddrs); err != nil {
 		return err
 	}
-	return setUpState(h, link, l.WasUp)
+	if err := setUpState(h, link, l.WasUp); err != nil {
+		return err
+	}
+	return addRoutes(h, link, l.HostRoutes)
 }
 
 // setUpState sets link up or down.

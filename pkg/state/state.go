@@ -19,6 +19,8 @@ import (
 	"unicode"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/rdma-chain/rdma-chain/pkg/netdev"
 )
 
 // Version is the record format version written by Put. Get and List refuse
@@ -53,15 +55,11 @@ type Pod struct {
 
 // Link is one RDMA netdev/device given to the pod.
 type Link struct {
-	Device    string   `json:"device"`              // RDMA device name, e.g. rxe0, erdma_0, mlx5_1
-	Kind      string   `json:"kind"`                // "moved" (exclusive) | "ipvlan" | "macvlan" | "none"
-	HostName  string   `json:"hostName"`            // the netdev's name in init_net (parent for children)
-	PodName   string   `json:"podName,omitempty"`   // name in the pod netns
-	MAC       string   `json:"mac,omitempty"`       // moved: the netdev's MAC; child: the child's MAC
-	HostIndex int      `json:"hostIndex,omitempty"` // ifindex in init_net
-	MTU       int      `json:"mtu,omitempty"`       // MTU before the change
-	WasUp     bool     `json:"wasUp,omitempty"`     // admin state before the change
-	HostAddrs []string `json:"hostAddrs,omitempty"` // CIDRs the netdev had on the host
+	Device string `json:"device"` // RDMA device name, e.g. rxe0, erdma_0, mlx5_1
+	Kind   string `json:"kind"`   // "moved" (exclusive) | "ipvlan" | "macvlan" | "none"
+	// HostLink is the netdev's host identity (for a child: HostName is the
+	// parent, PodName and MAC the child's), flattened into the record.
+	netdev.HostLink
 	RDMAMoved bool     `json:"rdmaMoved,omitempty"` // exclusive: RDMA device is in the pod netns
 	IPAM      bool     `json:"ipam,omitempty"`      // an IPAM lease was (or is being) taken for PodName
 	IPs       []string `json:"ips,omitempty"`       // CIDRs the IPAM gave PodName
