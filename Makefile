@@ -57,8 +57,11 @@ demo: deps-vm build
 demo-netns: deps build
 	./scripts/demo.sh
 
-bench:
+# Speed and memory: the plugin's own cost over faked kernels, and a real pod
+# ADD+DEL cycle of [ptp+host-local] with and without rdma-chain (root).
+bench: deps build
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+	$(GO) test -tags privileged -run '^$$' -bench . -benchtime 50x ./integration/netns/
 
 clean:
 	rm -rf bin

@@ -26,7 +26,7 @@ const netName = "rdmanet"
 
 // node is one test's node: its netns, CNI folders, kubelet socket and chain.
 type node struct {
-	t        *testing.T
+	t        testing.TB
 	ns       ns.NetNS
 	dir      string
 	binDir   string
@@ -46,7 +46,7 @@ func repoRoot() string {
 
 // newNode prepares a node netns and a chain [ptp+host-local, rdma-chain]
 // whose rdma-chain entry gets the extra keys in rc.
-func newNode(t *testing.T, cniVer string, rc map[string]any) *node {
+func newNode(t testing.TB, cniVer string, rc map[string]any) *node {
 	t.Helper()
 	testenv.RequireRoot(t)
 	root := repoRoot()
@@ -178,7 +178,7 @@ func (n *node) stateFiles() []string {
 	return files
 }
 
-func mkdirs(t *testing.T, dirs ...string) {
+func mkdirs(t testing.TB, dirs ...string) {
 	for _, d := range dirs {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
@@ -186,7 +186,7 @@ func mkdirs(t *testing.T, dirs ...string) {
 	}
 }
 
-func link(t *testing.T, from, to string) {
+func link(t testing.TB, from, to string) {
 	if err := os.Symlink(from, to); err != nil {
 		t.Fatal(err)
 	}

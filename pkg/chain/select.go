@@ -29,9 +29,9 @@ type selectInput struct {
 var (
 	// syntheticRE: device-plugin IDs that name no device (Terway's eni-N,
 	// the shared plugin's numbers).
-	syntheticRE = regexp.MustCompile(`^(eni-)?[0-9]{1,6}$`)
+	syntheticRE = regexp.MustCompile(`^(eni-)?[0-9]+$`)
 	// deviceIDRE: what any device ID may look like at all.
-	deviceIDRE = regexp.MustCompile(`^[A-Za-z0-9_.:/-]{1,64}$`)
+	deviceIDRE = regexp.MustCompile(`^[A-Za-z0-9_.:/-]+$`)
 )
 
 // selectDevices picks the pod's devices: explicit IDs first (runtime
@@ -63,10 +63,10 @@ func selectDevices(req *request, in selectInput) ([]rdma.Device, error) {
 // mapID maps one device ID to an offered device; ok=false means the ID is
 // synthetic and any offered device serves it.
 func mapID(id string, offered []rdma.Device) (rdma.Device, bool, error) {
-	if !deviceIDRE.MatchString(id) {
+	if len(id) > 64 || !deviceIDRE.MatchString(id) {
 		return rdma.Device{}, false, cniErrorf(CodeNoDevice, "device ID %q is malformed", truncate(id))
 	}
-	if syntheticRE.MatchString(id) {
+	if len(id) <= 10 && syntheticRE.MatchString(id) {
 		return rdma.Device{}, false, nil
 	}
 	name, _, _ := strings.Cut(id, "/") // erdma_0/17 -> erdma_0

@@ -25,8 +25,8 @@ func (p Pod) String() string {
 
 var (
 	// dnsRE: Kubernetes namespace and pod names (DNS-1123 subdomain).
-	dnsRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$`)
-	uidRE = regexp.MustCompile(`^[A-Za-z0-9-]{1,64}$`)
+	dnsRE = pattern(`^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$`, 1, 253)
+	uidRE = pattern(`^[A-Za-z0-9-]+$`, 1, 64)
 	// argKeyRE: CNI_ARGS keys are identifiers.
 	argKeyRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 )
@@ -69,7 +69,7 @@ func (p *Pod) set(k, v string) error {
 	return nil
 }
 
-func assign(dst *string, k, v string, re *regexp.Regexp) error {
+func assign(dst *string, k, v string, re bounded) error {
 	if !re.MatchString(v) {
 		return badArgs("%s=%q is not valid", k, v)
 	}

@@ -5,16 +5,39 @@ import (
 	"strings"
 )
 
+// bounded is a pattern with a length range. Lengths are checked apart
+// because counted repetitions like {0,251} make the regexp compiler build
+// programs that cost milliseconds at every plugin start.
+type bounded struct {
+	re       *regexp.Regexp
+	min, max int
+}
+
+func pattern(expr string, minLen, maxLen int) bounded {
+	return bounded{re: regexp.MustCompile(expr), min: minLen, max: maxLen}
+}
+
+// MatchString reports whether s has an allowed length and matches.
+func (b bounded) MatchString(s string) bool {
+	return len(s) >= b.min && len(s) <= b.max && b.re.MatchString(s)
+}
+
 var (
 	// devNameRE matches RDMA device and netdev names (IFNAMSIZ 16 incl. NUL).
-	devNameRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,14}$`)
-	// resourceRE matches extended resource names: domain/name.
-	resourceRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?/[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?$`)
+	devNameRE = pattern(`^[A-Za-z0-9_][A-Za-z0-9_.:-]*$`, 1, 15)
+	// resourceDomainRE and resourceNameRE: extended resource names, domain/name.
+	resourceDomainRE = pattern(`^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$`, 1, 253)
+	resourceNameRE   = pattern(`^[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?$`, 1, 63)
 	// pnetRE: SMC PNETIDs are 1-16 alphanumerics.
-	pnetRE = regexp.MustCompile(`^[A-Za-z0-9]{1,16}$`)
+	pnetRE = pattern(`^[A-Za-z0-9]+$`, 1, 16)
 	// ueidRE: SMC UEIDs are up to 32 characters of A-Z, 0-9, '.', '-', starting alphanumeric.
-	ueidRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9.-]{0,31}$`)
+	ueidRE = pattern(`^[A-Za-z0-9][A-Za-z0-9.-]*$`, 1, 32)
 )
+
+func validResourceName(r string) bool {
+	domain, name, ok := strings.Cut(r, "/")
+	return ok && resourceDomainRE.MatchString(domain) && resourceNameRE.MatchString(name)
+}
 
 var sharedModes = map[string]map[string]bool{
 	LinkIPVlan:  {"l2": true, "l3": true, "l3s": true},
@@ -73,7 +96,7 @@ func (c *NetConf) validateSelection() error {
 		return invalid("resourceNames", "must not be empty with podSelection requested")
 	}
 	for _, r := range c.ResourceNames {
-		if !resourceRE.MatchString(r) {
+		if !validResourceName(r) {
 			return invalid("resourceNames", "%q is not an extended resource name (domain/name)", r)
 		}
 	}
