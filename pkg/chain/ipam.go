@@ -38,6 +38,9 @@ func (p *Plugin) addressLink(c *call, rec *state.Record, link *state.Link, podNS
 	req := ipamRequest(c, link.PodName)
 	ctx, cancel := context.WithTimeout(context.Background(), ipamTimeout)
 	defer cancel()
+	// Registered before the call: an IPAM that fails half-way may hold a
+	// lease, and its DEL is idempotent.
+	undo.push(func() error { return p.releaseLease(c, req) })
 	res, err := p.env.IPAM.Add(ctx, req)
 	if err != nil {
 		// The IPAM's own code means nothing to the runtime in our name,
@@ -49,7 +52,6 @@ func (p *Plugin) addressLink(c *call, rec *state.Record, link *state.Link, podNS
 		}
 		return types.NewError(code, fmt.Sprintf("IPAM %s failed for %s", req.PluginType, link.PodName), err.Error())
 	}
-	undo.push(func() error { return p.releaseLease(c, req) })
 	if err := p.env.Addrs.Configure(podNS, link.PodName, res, addr.Options{DAD: c.conf.DAD}); err != nil {
 		return cniError(CodeLinkSetup, "cannot address "+link.PodName+" in the pod", err)
 	}

@@ -80,7 +80,7 @@ func TestIPAMRelease(t *testing.T) {
 		w := &world{mode: rdma.ModeShared, devices: []rdma.Device{rxe("rxe0", "veth0")},
 			failOn: map[string]error{"IPAMAdd": errors.New("range full")}}
 		wantCode(t, w.plugin().Add(cmd(t.TempDir(), withIPAM, prevResult100)), CodeIPAM, "range full")
-		if got := w.calls[len(w.calls)-1]; got != "DelChild /var/run/netns/pod rdma0 02:00:00:00:00:00" {
+		if got := w.calls[len(w.calls)-2:]; !reflect.DeepEqual(got, []string{"IPAMDel c1 rdma0", "DelChild /var/run/netns/pod rdma0 02:00:00:00:00:00"}) {
 			t.Errorf("rollback %v", w.calls)
 		}
 	})
