@@ -38,6 +38,10 @@ func (p *Plugin) add(c *call) error {
 	if c.args.Netns == "" {
 		return cniErrorf(types.ErrInvalidNetNS, "CNI_NETNS is required for a pod that needs RDMA")
 	}
+	// Fail before any change if the result cannot be printed at this version.
+	if _, err := result.GetAsVersion(c.conf.CNIVersion); err != nil {
+		return cniError(types.ErrIncompatibleCNIVersion, "cannot convert result to "+c.conf.CNIVersion, err)
+	}
 	mode, offered, err := p.nodeDevices(c.conf)
 	if err != nil {
 		return err
@@ -111,11 +115,12 @@ func (p *Plugin) attachPod(c *call, req *request, mode rdma.Mode, offered []rdma
 		}
 		return nil, cniError(CodeState, "cannot read attachment state", err)
 	}
-	busy, err := busyDevices(c.store)
+	busy, err := busyDevices(c.store, c.conf.Devices)
 	if err != nil {
 		return nil, cniError(CodeState, "cannot read attachment state", err)
 	}
-	devs, err := selectDevices(req, selectInput{mode: mode, offered: offered, busy: busy, macs: resultMACs(result)})
+	devs, err := selectDevices(req, selectInput{mode: mode, offered: offered, busy: busy, macs: resultMACs(result),
+		needNetdev: c.conf.SharedLink.Type != config.LinkNone})
 	if err != nil {
 		return nil, err
 	}

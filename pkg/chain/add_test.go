@@ -210,10 +210,11 @@ func TestExclusiveRollbackAtEveryStep(t *testing.T) {
 		undo   []string
 	}{
 		{"OpenNS", 1, nil},
-		{"MoveToPod", 1, nil},
-		{"MoveToNetns", 1, []string{"RestoreToHost eth1 /var/run/netns/pod"}},
-		{"MoveToPod", 2, []string{"ReturnToHost mlx5_0 /var/run/netns/pod", "RestoreToHost eth1 /var/run/netns/pod"}},
-		{"MoveToNetns", 2, []string{"RestoreToHost eth2 /var/run/netns/pod", "ReturnToHost mlx5_0 /var/run/netns/pod", "RestoreToHost eth1 /var/run/netns/pod"}},
+		{"Describe", 1, nil},
+		{"MoveToPod", 1, []string{"RestoreToHost eth1 /var/run/netns/pod"}},
+		{"MoveToNetns", 1, []string{"ReturnToHost mlx5_0 /var/run/netns/pod", "RestoreToHost eth1 /var/run/netns/pod"}},
+		{"MoveToPod", 2, []string{"RestoreToHost eth2 /var/run/netns/pod", "ReturnToHost mlx5_0 /var/run/netns/pod", "RestoreToHost eth1 /var/run/netns/pod"}},
+		{"MoveToNetns", 2, []string{"ReturnToHost mlx5_1 /var/run/netns/pod", "RestoreToHost eth2 /var/run/netns/pod", "ReturnToHost mlx5_0 /var/run/netns/pod", "RestoreToHost eth1 /var/run/netns/pod"}},
 	}
 	for _, tc := range cases {
 		t.Run(fmt.Sprintf("%s#%d", tc.failAt, tc.nth), func(t *testing.T) {

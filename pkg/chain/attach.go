@@ -3,6 +3,7 @@ package chain
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/plugins/pkg/ns"
@@ -15,10 +16,11 @@ import (
 
 // Progress markers recorded in state.Link.Step before and after host changes.
 const (
-	stepPlanned     = "planned"      // recorded, nothing changed yet
-	stepNetdevMoved = "netdev-moved" // exclusive: netdev is in the pod
-	stepChildAdding = "child-adding" // shared: child being created
-	stepDone        = "done"
+	stepPlanned      = "planned"       // recorded, nothing changed yet
+	stepNetdevMoving = "netdev-moving" // exclusive: host identity recorded, move under way
+	stepNetdevMoved  = "netdev-moved"  // exclusive: netdev is in the pod
+	stepChildAdding  = "child-adding"  // shared: child being created
+	stepDone         = "done"
 )
 
 // undoStack runs the undo of every host change in reverse order.
@@ -96,23 +98,20 @@ func (p *Plugin) checkMovable(rec *state.Record, devs []rdma.Device) error {
 
 func (p *Plugin) attachExclusive(c *call, rec *state.Record, link *state.Link, d rdma.Device, podNS ns.NetNS, undo *undoStack) error {
 	link.Kind = "moved"
-	if err := p.save(c, rec); err != nil {
-		return err
-	}
 	if d.Netdev != "" {
-		hl, err := p.env.Links.MoveToPod(d.Netdev, podNS, link.PodName)
-		if err != nil {
-			return cniError(CodeLinkSetup, fmt.Sprintf("cannot move netdev %s of %s into the pod", d.Netdev, d.Name), err)
-		}
-		undo.push(func() error { return p.env.Links.RestoreToHost(hl, podNS.Path()) })
-		link.HostLink = hl
-		link.Step = stepNetdevMoved
-		if err := p.save(c, rec); err != nil {
+		if err := p.moveNetdev(c, rec, link, podNS, undo); err != nil {
 			return err
 		}
 	} else {
 		link.PodName = ""
 	}
+	// Recorded before the move: a crash right after it still returns the
+	// device first on DEL (ReturnToHost of a device not in the pod is a no-op).
+	link.RDMAMoved = true
+	if err := p.save(c, rec); err != nil {
+		return err
+	}
+	undo.push(func() error { return p.env.RDMA.ReturnToHost(d.Name, podNS.Path()) })
 	if err := p.env.RDMA.MoveToNetns(d.Name, int(podNS.Fd())); err != nil {
 		var unsup *rdma.UnsupportedMoveError
 		if errors.As(err, &unsup) {
@@ -120,9 +119,28 @@ func (p *Plugin) attachExclusive(c *call, rec *state.Record, link *state.Link, d
 		}
 		return cniError(CodeLinkSetup, "cannot move RDMA device "+d.Name+" into the pod", err)
 	}
-	undo.push(func() error { return p.env.RDMA.ReturnToHost(d.Name, podNS.Path()) })
-	link.RDMAMoved = true
 	link.Step = stepDone
+	return p.save(c, rec)
+}
+
+// moveNetdev records the netdev's host identity, then moves it into the pod.
+// The undo is registered first: RestoreToHost of a netdev that never left
+// the host changes nothing.
+func (p *Plugin) moveNetdev(c *call, rec *state.Record, link *state.Link, podNS ns.NetNS, undo *undoStack) error {
+	hl, err := p.env.Links.Describe(link.HostName, link.PodName)
+	if err != nil {
+		return cniError(CodeLinkSetup, "cannot read netdev "+link.HostName, err)
+	}
+	link.HostLink, link.Step = hl, stepNetdevMoving
+	if err := p.save(c, rec); err != nil {
+		return err
+	}
+	undo.push(func() error { return p.env.Links.RestoreToHost(hl, podNS.Path()) })
+	moved, err := p.env.Links.MoveToPod(hl.HostName, podNS, hl.PodName)
+	if err != nil {
+		return cniError(CodeLinkSetup, fmt.Sprintf("cannot move netdev %s of %s into the pod", hl.HostName, link.Device), err)
+	}
+	link.HostLink, link.Step = moved, stepNetdevMoved
 	return p.save(c, rec)
 }
 
@@ -161,14 +179,14 @@ func (p *Plugin) detach(c *call, rec *state.Record, nsPath string) error {
 	}
 	for i := len(rec.Links) - 1; i >= 0; i-- {
 		if err := p.releaseLink(c, rec, &rec.Links[i]); err != nil {
-			errs = append(errs, fmt.Errorf("%s: release IPAM lease: %w", rec.Links[i].PodName, err))
+			errs = append(errs, fmt.Errorf("%s: %w", rec.Links[i].PodName, err))
 			continue
 		}
 		if err := p.detachLink(&rec.Links[i], nsPath); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", rec.Links[i].Device, err))
 			continue
 		}
-		rec.Links = rec.Links[:i]
+		rec.Links = slices.Delete(rec.Links, i, i+1)
 	}
 	if err := errors.Join(errs...); err != nil {
 		if serr := c.store.Put(rec); serr != nil {

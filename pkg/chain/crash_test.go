@@ -23,6 +23,10 @@ func TestDelAfterCrashMidAdd(t *testing.T) {
 		want []string
 	}{
 		{"before the netdev moved", state.Link{Device: "mlx5_0", Kind: "moved", HostLink: netdev.HostLink{HostName: "eth1", PodName: "rdma0"}, Step: stepPlanned}, nil},
+		{"host identity recorded, move under way", state.Link{Device: "mlx5_0", Kind: "moved", HostLink: netdev.HostLink{HostName: "eth1", PodName: "rdma0", MAC: "02:00:00:00:00:01"}, Step: stepNetdevMoving},
+			[]string{"RestoreToHost eth1 /var/run/netns/pod"}},
+		{"RDMA move under way", state.Link{Device: "mlx5_0", Kind: "moved", HostLink: netdev.HostLink{HostName: "eth1", PodName: "rdma0", MAC: "02:00:00:00:00:01"}, RDMAMoved: true, Step: stepNetdevMoved},
+			[]string{"ReturnToHost mlx5_0 /var/run/netns/pod", "RestoreToHost eth1 /var/run/netns/pod"}},
 		{"netdev moved, RDMA device not yet", state.Link{Device: "mlx5_0", Kind: "moved", HostLink: netdev.HostLink{HostName: "eth1", PodName: "rdma0", MAC: "02:00:00:00:00:01"}, Step: stepNetdevMoved},
 			[]string{"RestoreToHost eth1 /var/run/netns/pod"}},
 		{"both moved", state.Link{Device: "mlx5_0", Kind: "moved", HostLink: netdev.HostLink{HostName: "eth1", PodName: "rdma0", MAC: "02:00:00:00:00:01"}, RDMAMoved: true, Step: stepDone},

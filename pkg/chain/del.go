@@ -20,6 +20,9 @@ func (p *Plugin) del(c *call) error {
 		nsPath = rec.NetNS
 	}
 	if err := p.detach(c, rec, nsPath); err != nil {
+		if errors.Is(err, errLeaseRelease) {
+			return cniError(CodeIPAM, "cannot release the pod's IPAM leases", err)
+		}
 		return cniError(CodeLinkSetup, "cannot give back the pod's RDMA links", err)
 	}
 	if err := c.store.Delete(c.key()); err != nil {
@@ -63,8 +66,15 @@ func (p *Plugin) gc(c *call) error {
 	if listErr != nil {
 		errs = append(errs, listErr)
 	}
-	for _, rec := range recs {
-		if rec.Network != c.conf.Name || valid[rec.Key()] {
+	for _, listed := range recs {
+		if listed.Network != c.conf.Name || valid[listed.Key()] {
+			continue
+		}
+		// Read again: releasing an earlier record may have handed this one
+		// the ownership of a shared SMC-R entry.
+		rec, err := c.store.Get(listed.Key())
+		if err != nil {
+			errs = append(errs, err)
 			continue
 		}
 		if err := p.detach(c, rec, rec.NetNS); err != nil {

@@ -59,6 +59,10 @@ func (kernelAddrs) HostRouteWarning(parent string, ips []*types100.IPConfig) str
 
 type kernelLinks struct{}
 
+func (kernelLinks) Describe(hostName, podName string) (netdev.HostLink, error) {
+	return netdev.Describe(hostName, podName)
+}
+
 func (kernelLinks) MoveToPod(hostName string, podNS ns.NetNS, podName string) (netdev.HostLink, error) {
 	return netdev.MoveToPod(hostName, podNS, podName)
 }

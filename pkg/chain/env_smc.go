@@ -2,7 +2,8 @@ package chain
 
 import (
 	"errors"
-	"os"
+
+	"github.com/containernetworking/plugins/pkg/ns"
 
 	"github.com/rdma-chain/rdma-chain/pkg/smc"
 )
@@ -21,7 +22,10 @@ func (kernelSMC) EnsurePnet(nsPath string, e smc.PnetEntry) (got smc.PnetEntry, 
 // RemovePnet treats a vanished netns as done: the kernel flushed its table.
 func (kernelSMC) RemovePnet(nsPath string, e smc.PnetEntry) error {
 	if nsPath != "" {
-		if _, err := os.Stat(nsPath); errors.Is(err, os.ErrNotExist) {
+		err := ns.IsNSorErr(nsPath)
+		var notExist ns.NSPathNotExistErr
+		var notNS ns.NSPathNotNSErr
+		if errors.As(err, &notExist) || errors.As(err, &notNS) {
 			return nil
 		}
 	}

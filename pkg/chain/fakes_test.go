@@ -50,6 +50,9 @@ func (f *fakeSMC) RemovePnet(ns string, e smc.PnetEntry) error {
 	if err := f.w().record("RemovePnet %q %s", ns, e); err != nil {
 		return err
 	}
+	if f.pnet == nil {
+		f.pnet = map[string][]smc.PnetEntry{}
+	}
 	var keep []smc.PnetEntry
 	for _, x := range f.pnet[ns] {
 		if x.PnetID != e.PnetID {
@@ -143,6 +146,11 @@ func (w *world) ReturnToHost(dev, nsPath string) error {
 func (w *world) InNetns(dev, nsPath string) (bool, error) {
 	err := w.record("InNetns %s %s", dev, nsPath)
 	return err == nil, nil
+}
+
+func (w *world) Describe(host, pod string) (netdev.HostLink, error) {
+	err := w.record("Describe %s %s", host, pod)
+	return netdev.HostLink{HostName: host, PodName: pod, MAC: "02:00:00:00:00:01", MTU: 1500, WasUp: true}, err
 }
 
 func (w *world) MoveToPod(host string, podNS ns.NetNS, pod string) (netdev.HostLink, error) {

@@ -79,16 +79,23 @@ func (p *Plugin) releaseLink(c *call, rec *state.Record, l *state.Link) error {
 		return nil
 	}
 	if !c.conf.HasIPAM() {
-		return fmt.Errorf("lease of %s recorded but the conf has no ipam section to release it with", l.PodName)
+		// Failing would block the sandbox's removal forever; the lease can
+		// only be recovered through the IPAM now.
+		c.log.Warn("IPAM lease recorded but the conf has no ipam section: not released", "container", rec.ContainerID, "ifname", l.PodName)
+		l.IPAM, l.IPs = false, nil
+		return nil
 	}
 	req := ipamRequest(c, l.PodName)
 	req.ContainerID, req.NetNS = rec.ContainerID, ""
 	if err := p.releaseLease(c, req); err != nil {
-		return err
+		return fmt.Errorf("%w: %w", errLeaseRelease, err)
 	}
 	l.IPAM, l.IPs = false, nil
 	return nil
 }
+
+// errLeaseRelease marks a DEL that could not release an IPAM lease.
+var errLeaseRelease = errors.New("IPAM lease not released")
 
 // gcLeases lets an IPAM that implements GC drop leases of attachments the
 // plugin no longer records. Leases are keyed by the pod-side RDMA names.
@@ -96,7 +103,9 @@ func (p *Plugin) gcLeases(c *call, kept []*state.Record) error {
 	if !c.conf.HasIPAM() {
 		return nil
 	}
-	var valid []types.GCAttachment
+	// The runtime's own list too: an IPAM keyed by network name may hold
+	// the primary's leases as well.
+	valid := c.conf.ValidAttachments()
 	for _, r := range kept {
 		for _, l := range r.Links {
 			if l.IPAM {

@@ -102,7 +102,7 @@ func TestIPAMRelease(t *testing.T) {
 			t.Errorf("DEL calls %v", w.calls)
 		}
 	})
-	t.Run("GC passes the RDMA interface names as valid", func(t *testing.T) {
+	t.Run("GC passes the runtime list and the RDMA interface names as valid", func(t *testing.T) {
 		w := &world{mode: rdma.ModeShared, devices: []rdma.Device{rxe("rxe0", "veth0")}}
 		dir := t.TempDir()
 		for _, id := range []string{"keep", "stale"} {
@@ -117,7 +117,7 @@ func TestIPAMRelease(t *testing.T) {
 		if err := w.plugin().GC(gc); err != nil {
 			t.Fatal(err)
 		}
-		want := []string{"IPAMDel stale rdma0", "DelChild /var/run/netns/pod rdma0 02:00:00:00:00:00", "IPAMGC [{keep rdma0}]"}
+		want := []string{"IPAMDel stale rdma0", "DelChild /var/run/netns/pod rdma0 02:00:00:00:00:00", "IPAMGC [{keep eth0} {keep rdma0}]"}
 		if !reflect.DeepEqual(w.calls, want) {
 			t.Errorf("GC calls %v", w.calls)
 		}

@@ -3,9 +3,12 @@ package chain
 import (
 	"net"
 	"regexp"
+	"slices"
+	"sort"
 	"strings"
 
 	"github.com/containernetworking/cni/pkg/types"
+
 	types100 "github.com/containernetworking/cni/pkg/types/100"
 
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
@@ -20,10 +23,11 @@ type request struct {
 }
 
 type selectInput struct {
-	mode    rdma.Mode
-	offered []rdma.Device
-	busy    map[string]string // exclusive: device -> container holding it
-	macs    []net.HardwareAddr
+	mode       rdma.Mode
+	offered    []rdma.Device
+	busy       map[string]string // exclusive: device -> container holding it
+	macs       []net.HardwareAddr
+	needNetdev bool // shared mode with a child link: only devices with a netdev serve
 }
 
 var (
@@ -39,6 +43,9 @@ var (
 // In exclusive mode a device held by another pod is never picked.
 func selectDevices(req *request, in selectInput) ([]rdma.Device, error) {
 	if len(in.offered) == 0 {
+		if holders := heldBy(in.busy); holders != "" {
+			return nil, cniErrorf(types.ErrTryAgainLater, "every RDMA device offered on this node is attached to another pod (%s); try again when one is released", holders)
+		}
 		return nil, cniErrorf(CodeNoDevice, "no RDMA device offered on this node (check the devices field)")
 	}
 	var picked []rdma.Device
@@ -46,6 +53,11 @@ func selectDevices(req *request, in selectInput) ([]rdma.Device, error) {
 	for _, id := range req.ids {
 		d, ok, err := mapID(id, in.offered)
 		if err != nil {
+			// In exclusive mode a held device is invisible from the host.
+			name, _, _ := strings.Cut(id, "/")
+			if holder, held := in.busy[name]; held {
+				return nil, cniErrorf(types.ErrTryAgainLater, "RDMA device %s is attached to container %s (exclusive mode); try again when it is released", name, holder)
+			}
 			return nil, err
 		}
 		if !ok {
@@ -94,7 +106,13 @@ func pickAny(in selectInput) []rdma.Device {
 		}
 	}
 	if in.mode != rdma.ModeExclusive {
-		return in.offered
+		var out []rdma.Device
+		for _, d := range in.offered {
+			if d.Netdev != "" || !in.needNetdev {
+				out = append(out, d)
+			}
+		}
+		return out
 	}
 	for _, d := range in.offered {
 		if _, held := in.busy[d.Name]; !held {
@@ -135,8 +153,20 @@ func offeredDevices(all []rdma.Device, names []string) []rdma.Device {
 	return out
 }
 
-// busyDevices maps devices held by exclusive-mode attachments to their holder.
-func busyDevices(store *state.Store) (map[string]string, error) {
+// heldBy lists the holders of busy devices, "" when none.
+func heldBy(busy map[string]string) string {
+	var out []string
+	for dev, holder := range busy {
+		out = append(out, dev+" by "+holder)
+	}
+	sort.Strings(out)
+	return strings.Join(out, ", ")
+}
+
+// busyDevices maps devices held by exclusive-mode attachments to their
+// holder, restricted to the conf's devices list (names or netdev names) when
+// it has one.
+func busyDevices(store *state.Store, devices []string) (map[string]string, error) {
 	recs, err := store.List()
 	if err != nil && len(recs) == 0 {
 		return nil, err
@@ -147,7 +177,9 @@ func busyDevices(store *state.Store) (map[string]string, error) {
 			continue
 		}
 		for _, l := range r.Links {
-			busy[l.Device] = r.ContainerID
+			if len(devices) == 0 || slices.Contains(devices, l.Device) || slices.Contains(devices, l.HostName) {
+				busy[l.Device] = r.ContainerID
+			}
 		}
 	}
 	return busy, nil

@@ -82,3 +82,29 @@ func TestOfferedDevices(t *testing.T) {
 		}
 	}
 }
+
+// In exclusive mode a device held by another pod is invisible from the host:
+// the pod is told to try again, not that the device does not exist.
+func TestSelectHeldDeviceInvisible(t *testing.T) {
+	busy := map[string]string{"mlx5_0": "c9"}
+	_, err := selectDevices(&request{}, selectInput{mode: rdma.ModeExclusive, busy: busy})
+	wantCode(t, err, 11, "mlx5_0 by c9")
+	visible := []rdma.Device{{Name: "mlx5_1", Netdev: "eth2"}}
+	_, err = selectDevices(&request{ids: []string{"mlx5_0"}}, selectInput{mode: rdma.ModeExclusive, offered: visible, busy: busy})
+	wantCode(t, err, 11, "c9")
+	_, err = selectDevices(&request{}, selectInput{mode: rdma.ModeExclusive})
+	wantCode(t, err, CodeNoDevice, "no RDMA device")
+}
+
+// A device without a netdev cannot parent a child: shared mode skips it.
+func TestSelectSkipsNetdevLessForChildren(t *testing.T) {
+	offered := []rdma.Device{{Name: "ib0dev"}, {Name: "rxe0", Netdev: "veth0"}}
+	got, err := selectDevices(&request{}, selectInput{mode: rdma.ModeShared, offered: offered, needNetdev: true})
+	if err != nil || !reflect.DeepEqual(names(got), []string{"rxe0"}) {
+		t.Errorf("got %v %v", names(got), err)
+	}
+	got, _ = selectDevices(&request{}, selectInput{mode: rdma.ModeShared, offered: offered})
+	if len(got) != 2 {
+		t.Errorf("sharedLink none must keep every device: %v", names(got))
+	}
+}

@@ -24,7 +24,7 @@ func (p *Plugin) setupSMC(c *call, rec *state.Record, devs []rdma.Device, podNS 
 	if err := p.save(c, rec); err != nil {
 		return err
 	}
-	if err := p.ensureHostPnet(c, rec); err != nil {
+	if err := p.ensureHostPnet(c, rec, undo); err != nil {
 		if errors.Is(err, smc.ErrUnavailable) && c.conf.SMCR.OnUnsupported == "warn" {
 			c.log.Warn("SMC-R requested but unavailable: pod keeps plain TCP", "container", c.args.ContainerID, "error", err)
 			rec.SMC = nil
@@ -32,7 +32,6 @@ func (p *Plugin) setupSMC(c *call, rec *state.Record, devs []rdma.Device, podNS 
 		}
 		return cniError(CodeSMC, "cannot write the SMC-R pnet entry of "+devs[0].Name, err)
 	}
-	undo.push(func() error { return p.releaseHostPnet(c, rec) })
 	podEntry := smc.PnetEntry{PnetID: rec.SMC.PnetID, EthName: rec.SMC.PodIfName}
 	if _, err := p.env.SMC.EnsurePnet(podNS.Path(), podEntry); err != nil {
 		return cniError(CodeSMC, "cannot write the pod's SMC-R pnet entry for "+podEntry.EthName, err)
@@ -45,41 +44,44 @@ func (p *Plugin) setupSMC(c *call, rec *state.Record, devs []rdma.Device, podNS 
 	return p.smcExtras(c, podNS.Path())
 }
 
-// ensureHostPnet makes the init_net entry exist. An entry the plugin finds
-// already there (another tool's, or another PNETID on the port) is adopted
-// and never removed by the plugin.
-func (p *Plugin) ensureHostPnet(c *call, rec *state.Record) error {
+// ensureHostPnet makes the init_net entry exist and registers the release
+// of rec's reference. An entry the plugin finds already there (another
+// tool's, or another PNETID on the port) is adopted and never removed by the
+// plugin; one it writes is recorded as its own before it is written, so a
+// crash in between leaves a record DEL can clean up with.
+func (p *Plugin) ensureHostPnet(c *call, rec *state.Record, undo *undoStack) error {
 	refs, err := hostPnetRefs(c.store, rec)
 	if err != nil {
 		return err
 	}
-	if len(refs) > 0 {
-		rec.SMC.PnetID = refs[0].SMC.PnetID
-		rec.SMC.HostEntry = true
-		return p.save(c, rec)
-	}
 	want := smc.PnetEntry{PnetID: rec.SMC.PnetID, IBName: rec.SMC.Device, IBPort: rec.SMC.IBPort}
-	existing, err := p.existingHostPnet(want)
+	var existing *smc.PnetEntry
+	if len(refs) > 0 {
+		existing = &smc.PnetEntry{PnetID: refs[0].SMC.PnetID}
+	} else if existing, err = p.existingHostPnet(want); err != nil {
+		return err
+	}
+	rec.SMC.HostEntry, rec.SMC.HostOwned = true, existing == nil
+	if existing != nil {
+		rec.SMC.PnetID = existing.PnetID
+	}
+	if err := p.save(c, rec); err != nil {
+		return err
+	}
+	undo.push(func() error { return p.releaseHostPnet(c, rec) })
+	if existing != nil {
+		return nil
+	}
+	got, err := p.env.SMC.EnsurePnet("", want)
+	var conflict *smc.ConflictError
+	if errors.As(err, &conflict) {
+		c.log.Info("SMC-R: adopting the PNETID already on the port", "device", want.IBName, "pnetId", conflict.Existing.PnetID)
+		got, err, rec.SMC.HostOwned = conflict.Existing, nil, false
+	}
 	if err != nil {
 		return err
 	}
-	if existing != nil {
-		c.log.Info("SMC-R: adopting the PNETID already on the port", "device", want.IBName, "pnetId", existing.PnetID)
-		rec.SMC.PnetID = existing.PnetID
-	} else {
-		got, err := p.env.SMC.EnsurePnet("", want)
-		var conflict *smc.ConflictError
-		owned := err == nil
-		if errors.As(err, &conflict) {
-			c.log.Info("SMC-R: adopting the PNETID already on the port", "device", want.IBName, "pnetId", conflict.Existing.PnetID)
-			got, err = conflict.Existing, nil
-		}
-		if err != nil {
-			return err
-		}
-		rec.SMC.PnetID, rec.SMC.HostOwned = got.PnetID, owned
-	}
-	rec.SMC.HostEntry = true
+	rec.SMC.PnetID = got.PnetID
 	return p.save(c, rec)
 }
 
@@ -137,7 +139,7 @@ func (p *Plugin) releaseSMC(c *call, rec *state.Record, nsPath string) error {
 // releaseHostPnet drops rec's reference to the init_net entry; the last
 // reference removes an entry the plugin wrote, and ownership passes on.
 func (p *Plugin) releaseHostPnet(c *call, rec *state.Record) error {
-	if !rec.SMC.HostEntry {
+	if rec.SMC == nil || !rec.SMC.HostEntry {
 		return nil
 	}
 	refs, err := hostPnetRefs(c.store, rec)

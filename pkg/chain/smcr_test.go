@@ -178,3 +178,17 @@ func TestSMCWarnsWithoutIPv4(t *testing.T) {
 		t.Errorf("log %s", w.stderr.String())
 	}
 }
+
+// GC of every annotated pod removes the init_net entry even though
+// ownership moved between records on the way.
+func TestSMCGCRemovesHostEntry(t *testing.T) {
+	w, dir := erdmaWorld(t), t.TempDir()
+	addPod(t, w, dir, "a", annotated("true"))
+	addPod(t, w, dir, "b", annotated("true"))
+	if err := w.plugin().GC(cmd(dir, annotated("true")+`,"cni.dev/valid-attachments":[]`, "")); err != nil {
+		t.Fatal(err)
+	}
+	if len(w.pnet[""]) != 0 || len(stateFiles(t, dir)) != 0 {
+		t.Errorf("left %v", w.pnet)
+	}
+}

@@ -184,3 +184,37 @@ func TestCheckExclusiveDevice(t *testing.T) {
 	w.failOn = map[string]error{"InNetns": errors.New("absent")}
 	wantCode(t, w.plugin().Check(cmd(dir, `,"podSelection":"all"`, result)), CodeCheckFailed, "mlx5_0 is not in the pod netns")
 }
+
+// A DEL that fails on one link keeps exactly that link for the retry.
+func TestDelPartialFailureKeepsFailedLink(t *testing.T) {
+	dir := t.TempDir()
+	w := &world{mode: rdma.ModeShared, devices: []rdma.Device{rxe("rxe0", "veth0"), rxe("rxe1", "veth1")}}
+	if err := w.plugin().Add(cmd(dir, `,"podSelection":"all"`, prevResult100)); err != nil {
+		t.Fatal(err)
+	}
+	w.failOn = map[string]error{"DelChild": errors.New("busy")}
+	w.failNth = map[string]int{"DelChild": 1} // rdma1 is detached first
+	wantCode(t, w.plugin().Del(cmd(dir, "", "")), CodeLinkSetup, "busy")
+	w.failOn, w.calls = nil, nil
+	if err := w.plugin().Del(cmd(dir, "", "")); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(w.calls, []string{"DelChild /var/run/netns/pod rdma1 02:00:00:00:00:01"}) {
+		t.Errorf("retry calls %v, want the failed rdma1 only", w.calls)
+	}
+}
+
+// A conf that lost its ipam section must not block DEL forever.
+func TestDelLeaseWithoutIPAMConf(t *testing.T) {
+	dir := t.TempDir()
+	w := &world{mode: rdma.ModeShared, devices: []rdma.Device{rxe("rxe0", "veth0")}}
+	if err := w.plugin().Add(cmd(dir, withIPAM, prevResult100)); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.plugin().Del(cmd(dir, "", "")); err != nil || len(stateFiles(t, dir)) != 0 {
+		t.Fatalf("DEL: %v", err)
+	}
+	if !strings.Contains(w.stderr.String(), "not released") {
+		t.Error("no warning about the unreleased lease")
+	}
+}

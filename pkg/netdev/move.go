@@ -196,3 +196,21 @@ func (s *session) upInPod(hl HostLink, u *undoStack) error {
 	u.push(func() error { return s.pod.LinkSetDown(pl) })
 	return nil
 }
+
+// Describe returns what MoveToPod would record for host netdev hostName
+// (name, MAC, index, MTU, up state, addresses, routes) without changing
+// anything, so a caller can write it down before the move: a process killed
+// mid-move then still knows what to restore.
+func Describe(hostName, podName string) (HostLink, error) {
+	h, hostNS, err := hostHandles()
+	if err != nil {
+		return HostLink{}, err
+	}
+	defer hostNS.Close()
+	defer h.Close()
+	link, err := h.LinkByName(hostName)
+	if err != nil {
+		return HostLink{}, fmt.Errorf("find host netdev %q: %w", hostName, err)
+	}
+	return recordHostLink(h, link, podName)
+}

@@ -2,6 +2,7 @@ package rdma
 
 import (
 	"errors"
+	"os"
 	"testing"
 )
 
@@ -29,5 +30,17 @@ func TestCheckMovable(t *testing.T) {
 	}
 	if KernelRelease() == "" {
 		t.Error("KernelRelease is empty")
+	}
+}
+
+// A netns path that a runtime unmounted but left as a plain file is gone:
+// the kernel already returned the devices, so ReturnToHost has nothing to do.
+func TestReturnToHostPlainFile(t *testing.T) {
+	f := t.TempDir() + "/cni-netns"
+	if err := os.WriteFile(f, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := ReturnToHost("rxe0", f, 3); err != nil {
+		t.Errorf("ReturnToHost on a plain file: %v", err)
 	}
 }

@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"syscall"
+
+	cnins "github.com/containernetworking/plugins/pkg/ns"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
@@ -88,6 +91,11 @@ func (n handleNL) LinkByName(name string) (*netlink.RdmaLink, error) {
 // for NETLINK_RDMA explicitly; without it RDMA requests would go to the
 // caller's netns. It is a variable so tests can replace it.
 var openNetnsNL = func(path string) (Netlink, func(), error) {
+	if netnsGone(path) {
+		// Missing, or a plain file a runtime left after unmounting it:
+		// the kernel has already returned the netns's devices.
+		return nil, nil, fmt.Errorf("netns %s: %w", path, syscall.ENOENT)
+	}
 	ns, err := netns.GetFromPath(path)
 	if err != nil {
 		return nil, nil, err
@@ -98,6 +106,14 @@ var openNetnsNL = func(path string) (Netlink, func(), error) {
 		return nil, nil, err
 	}
 	return handleNL{h: h}, h.Close, nil
+}
+
+// netnsGone reports whether path no longer names a netns.
+func netnsGone(path string) bool {
+	err := cnins.IsNSorErr(path)
+	var notExist cnins.NSPathNotExistErr
+	var notNS cnins.NSPathNotNSErr
+	return errors.As(err, &notExist) || errors.As(err, &notNS)
 }
 
 // listLinks dumps RDMA devices, retrying when the dump was interrupted.
