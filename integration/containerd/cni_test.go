@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -20,11 +19,6 @@ const netName = "rdmanet"
 // cniDirs are the CNI folders the test's containerd uses.
 type cniDirs struct {
 	bin, conf, ipam, state, log, socket string
-}
-
-func repoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..")
 }
 
 // setupCNI fills a bin dir with symlinks to ptp, host-local, loopback and
@@ -41,13 +35,13 @@ func setupCNI(t *testing.T, dir string) cniDirs {
 			t.Fatal(err)
 		}
 	}
-	root := repoRoot()
+	root := testenv.RepoRoot()
 	plugin := os.Getenv("RDMA_CHAIN_BIN")
 	if plugin == "" {
 		plugin = filepath.Join(root, "bin", "rdma-chain")
 	}
 	symlink(t, testenv.RequireBinary(t, "rdma-chain", filepath.Dir(plugin)), filepath.Join(d.bin, "rdma-chain"))
-	tools := filepath.Join(root, ".tools", "cni", "bin")
+	tools := testenv.ToolsDir("cni", "bin")
 	for _, p := range []string{"ptp", "host-local", "loopback"} {
 		symlink(t, testenv.RequireBinary(t, p, tools), filepath.Join(d.bin, p))
 	}

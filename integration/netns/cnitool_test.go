@@ -17,7 +17,7 @@ import (
 // cnitool runs the real cnitool in the node netns, as an operator would.
 func (n *node) cnitool(t *testing.T, p *pod, verb string) (string, error) {
 	t.Helper()
-	tool := testenv.RequireBinary(t, "cnitool", filepath.Join(repoRoot(), ".tools", "bin"))
+	tool := testenv.RequireBinary(t, "cnitool", testenv.ToolsDir("bin"))
 	cmd := exec.Command("ip", "netns", "exec", filepath.Base(n.ns.Path()), tool, verb, netName, p.rt.NetNS)
 	cmd.Env = append(os.Environ(),
 		"NETCONFPATH="+n.confDir, "CNI_PATH="+n.binDir, "CNI_CACHE_DIR="+filepath.Join(n.dir, "cache"),

@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"runtime"
 	"testing"
 
 	"github.com/containernetworking/cni/libcni"
@@ -39,22 +38,17 @@ type node struct {
 	listJSON []byte
 }
 
-func repoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..")
-}
-
 // newNode prepares a node netns and a chain [ptp+host-local, rdma-chain]
 // whose rdma-chain entry gets the extra keys in rc.
 func newNode(t testing.TB, cniVer string, rc map[string]any) *node {
 	t.Helper()
 	testenv.RequireRoot(t)
-	root := repoRoot()
+	root := testenv.RepoRoot()
 	plugin := os.Getenv("RDMA_CHAIN_BIN")
 	if plugin == "" {
 		plugin = filepath.Join(root, "bin", "rdma-chain")
 	}
-	tools := filepath.Join(root, ".tools", "cni", "bin")
+	tools := testenv.ToolsDir("cni", "bin")
 	n := &node{t: t, dir: t.TempDir(), cniVer: cniVer}
 	n.binDir = filepath.Join(n.dir, "bin")
 	n.confDir = filepath.Join(n.dir, "net.d")

@@ -6,6 +6,8 @@ package testenv
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
+	"runtime"
 	"testing"
 )
 
@@ -44,4 +46,16 @@ func RequireBinary(t testing.TB, name string, dirs ...string) string {
 	}
 	Unavailable(t, "binary %q not found (run make deps)", name)
 	return ""
+}
+
+// RepoRoot is the repository's top folder, wherever the checkout lives.
+func RepoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+// ToolsDir is a folder under the project-local .tools/ that make deps fills:
+// ToolsDir("bin") for cnitool, ToolsDir("cni", "bin") for the reference plugins.
+func ToolsDir(elem ...string) string {
+	return filepath.Join(append([]string{RepoRoot(), ".tools"}, elem...)...)
 }

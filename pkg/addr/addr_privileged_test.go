@@ -21,9 +21,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// cniBin holds the reference plugins installed by make deps.
-const cniBin = "/work/main/.tools/cni/bin"
-
 // lease6 is the first address host-local hands out from the v6 range.
 const lease6 = "fd00:77::10"
 
@@ -40,7 +37,7 @@ type fixture struct {
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	testenv.RequireRoot(t)
-	bin := testenv.RequireBinary(t, "host-local", cniBin)
+	bin := testenv.RequireBinary(t, "host-local", testenv.ToolsDir("cni", "bin"))
 	f := &fixture{host: netnstest.NewNS(t), peer: netnstest.NewNS(t), pod: netnstest.NewNS(t), dataDir: t.TempDir()}
 	inNS(t, f.pod, func() error { return os.WriteFile("/proc/sys/net/ipv6/conf/default/disable_ipv6", []byte("1"), 0o644) })
 	netnstest.AddVeth(t, f.host, f.peer, "rdmaeth", 1500)

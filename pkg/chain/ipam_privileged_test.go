@@ -22,8 +22,7 @@ import (
 func ipamNode(t *testing.T, dad bool) (n *node, conf, leases string) {
 	t.Helper()
 	n = newNode(t, rdma.ModeShared)
-	root, _ := filepath.Abs("../..")
-	n.cniPath = filepath.Dir(testenv.RequireBinary(t, "host-local", filepath.Join(root, ".tools", "cni", "bin")))
+	n.cniPath = filepath.Dir(testenv.RequireBinary(t, "host-local", testenv.ToolsDir("cni", "bin")))
 	leases = t.TempDir()
 	conf = `,"podSelection":"all","sharedLink":{"type":"macvlan"},"ipam":{"type":"host-local","dataDir":"` + leases +
 		`","ranges":[[{"subnet":"fd00:77::/64","rangeStart":"fd00:77::10","gateway":"fd00:77::1"}]],"routes":[{"dst":"fd00:88::/64"}]}`
