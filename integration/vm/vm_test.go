@@ -94,6 +94,8 @@ func TestVM(t *testing.T) {
 		t.Fatalf("RC_VM_BOOT_TIMEOUT: %v", err)
 	}
 	tierStart := time.Now()
+	var failMu sync.Mutex
+	var failures []string // repeated at the end, where CI's tail shows them
 	for _, k := range kernels {
 		k := strings.TrimSpace(k)
 		t.Run("kernel-"+k, func(t *testing.T) {
@@ -141,14 +143,23 @@ func TestVM(t *testing.T) {
 								testenv.Unavailable(t, "rdma-chain plugin unavailable: %s", p.why)
 								return
 							}
-							con.verdict(t, s.name)
+							if lines := con.verdict(t, s.name); len(lines) > 0 {
+								failMu.Lock()
+								failures = append(failures, lines...)
+								failMu.Unlock()
+							}
 						})
 					}
 				})
 			}
 		})
 	}
-	t.Cleanup(func() { t.Logf("VM tier wall time: %.1fs", time.Since(tierStart).Seconds()) })
+	t.Cleanup(func() {
+		t.Logf("VM tier wall time: %.1fs", time.Since(tierStart).Seconds())
+		if len(failures) > 0 {
+			t.Logf("VM tier failures:\n%s", strings.Join(failures, "\n"))
+		}
+	})
 }
 
 // setup checks the prepared cache and builds the guest binaries once.
@@ -337,9 +348,16 @@ func boot(t *testing.T, p prepared, kdir, initrd string, scenarios []string, tim
 	return c
 }
 
-// verdict fails t for every check of scenario s that failed or never ended.
-func (c *console) verdict(t *testing.T, s string) {
+// verdict fails t for every check of scenario s that failed or never ended,
+// and returns those failures as lines.
+func (c *console) verdict(t *testing.T, s string) []string {
 	t.Helper()
+	var lines []string
+	fail := func(format string, args ...any) {
+		msg := fmt.Sprintf(format, args...)
+		t.Error(msg)
+		lines = append(lines, t.Name()+": "+msg)
+	}
 	n := 0
 	for _, name := range c.order {
 		if name != s && !strings.HasPrefix(name, s+"/") {
@@ -348,18 +366,19 @@ func (c *console) verdict(t *testing.T, s string) {
 		n++
 		switch reason, failed := c.failed[name]; {
 		case failed:
-			t.Errorf("RC-FAIL %s: %s", name, reason)
+			fail("RC-FAIL %s: %s", name, reason)
 		case !c.passed[name]:
-			t.Errorf("check %s started but never passed or failed", name)
+			fail("check %s started but never passed or failed", name)
 		}
 	}
 	if n == 0 {
-		t.Errorf("scenario %s reported no checks (boot error: %q, result %q)", s, c.bootErr, c.result)
-		return
+		fail("scenario %s reported no checks (boot error: %q, result %q)", s, c.bootErr, c.result)
+		return lines
 	}
-	if !t.Failed() {
+	if len(lines) == 0 {
 		t.Logf("%d checks passed", n)
 	}
+	return lines
 }
 
 func runCmd(dir string, env []string, name string, args ...string) (string, error) {

@@ -46,12 +46,8 @@ for pod in pod1 pod2; do
 	say "$pod: cnitool add -> exit $CNI_RC; result: eth0 $(result_ip 10.99.), rdma0 $a"
 	ip -n $pod -br addr | grep -v '^lo ' | tr -s ' ' | sed 's/^/DEMO     /'
 	step gid-$pod
-	g=""
-	i=0
-	while [ -z "$g" ] && [ $i -lt 30 ]; do
-		g=$(gid_rows | grep " $(expand6 "$a") rdma0\$")
-		[ -n "$g" ] || { sleep 0.1; i=$((i + 1)); }
-	done
+	wait_until 15 gid_present "$(expand6 "$a")" rdma0 # the GID appears through a netdev event
+	g=$(gid_rows | grep " $(expand6 "$a") rdma0\$")
 	if [ -n "$g" ]; then pass; else fail "no GID for $a"; fi
 	say "    RoCE v2 GID of rxe0: index ${g%% *}, $(echo "$g" | cut -d' ' -f2), ndev $(echo "$g" | cut -d' ' -f3)"
 done
@@ -59,7 +55,7 @@ done
 s0=$(rxe_sent) r0=$(rxe_rcvd)
 timeout 40 /usr/sbin/ip netns exec pod1 rping -s -a "$ADDR_pod1" -C 10 >/tmp/rping-s.log 2>&1 &
 srv=$!
-sleep 0.5
+wait_until 15 rping_listening "$ADDR_pod1"
 step rping
 out=$(timeout 30 /usr/sbin/ip netns exec pod2 rping -c -a "$ADDR_pod1" -C 10 -v 2>&1)
 rc=$?
@@ -88,8 +84,7 @@ SOCK=/run/kubelet/demo.sock
 echo '{"pods":[{"namespace":"default","name":"pod3","resources":{}}]}' >/run/demo-pods.json
 fakekubelet -socket $SOCK -allocations /run/demo-pods.json >/tmp/demo-kubelet.log 2>&1 &
 KUBELET=$!
-i=0
-while [ ! -S $SOCK ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+wait_until 15 test -S $SOCK
 NETDIR=/etc/cni/net.d-demo-req
 write_conflist "$NETDIR" "$V" "\"mode\":\"shared\",\"devices\":[\"rxe0\"],\"podSelection\":\"requested\",\"podResourcesSocket\":\"$SOCK\",\"resourceNames\":[\"rdma/hca\"],\"dataDir\":\"$DATADIR\",\"sharedLink\":{\"type\":\"ipvlan\",\"mode\":\"l2\"},$IPAM"
 ip netns add pod3
@@ -114,8 +109,7 @@ for pod in pod1 pod2; do
 	expect_ok del-$pod
 	ok child-gone-$pod sh -c "! /usr/sbin/ip -n $pod link show rdma0 >/dev/null 2>&1"
 done
-i=0
-while [ -n "$(v6_gids)" ] && [ $i -lt 30 ]; do sleep 0.1; i=$((i + 1)); done
+wait_until 15 no_output v6_gids
 ok gids-gone test -z "$(v6_gids)"
 ok leases-released test -z "$(leases)"
 ok records-gone test "$(state_count)" -eq 0

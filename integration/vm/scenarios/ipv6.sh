@@ -70,14 +70,8 @@ for V in 0.4.0 1.0.0; do
 
 		step gid-$pod
 		want=$(expand6 "$addr6")
-		row=""
-		i=0
-		while [ $i -lt 30 ]; do # the GID appears through a netdev event
-			row=$(gid_rows | grep " $want rdma0\$")
-			[ -n "$row" ] && break
-			sleep 0.1
-			i=$((i + 1))
-		done
+		wait_until 15 gid_present "$want" rdma0 # the GID appears through a netdev event
+		row=$(gid_rows | grep " $want rdma0\$")
 		if [ -n "$row" ]; then
 			info "GID of $pod: $row"
 			pass
@@ -106,7 +100,7 @@ for V in 0.4.0 1.0.0; do
 	s0=$(rxe_sent) r0=$(rxe_rcvd)
 	timeout 40 /usr/sbin/ip netns exec pod1 rping -s -a "$ADDR_pod1" -C 10 >/tmp/rping-s.log 2>&1 &
 	srv=$!
-	sleep 0.5
+	wait_until 15 rping_listening "$ADDR_pod1"
 	if out=$(timeout 30 /usr/sbin/ip netns exec pod2 rping -c -a "$ADDR_pod1" -C 10 -v 2>&1); then
 		echo "$out" | sed 's/^/  | /' | head -n 3
 		echo "  | ... ($(echo "$out" | grep -c 'ping data') ping data lines)"
@@ -126,8 +120,7 @@ for V in 0.4.0 1.0.0; do
 		check child-gone-$pod sh -c "! /usr/sbin/ip -n $pod link show rdma0 >/dev/null 2>&1"
 	done
 	step no-ipv6-gid-left
-	i=0
-	while [ -n "$(v6_gid_rows)" ] && [ $i -lt 30 ]; do sleep 0.1; i=$((i + 1)); done
+	wait_until 15 no_output v6_gid_rows
 	if [ -z "$(v6_gid_rows)" ]; then pass; else fail "GIDs left: $(v6_gid_rows | tr '\n' ';')"; fi
 	step leases-released
 	if [ -z "$(leases)" ]; then pass; else fail "lease files left in $LEASES: $(leases)"; fi

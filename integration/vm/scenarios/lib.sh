@@ -36,6 +36,24 @@ show() {
 	"$@" 2>&1 | sed 's/^/  | /'
 }
 
+# wait_until SECONDS CMD...: poll CMD every 0.1 s until it succeeds; status 1
+# if it never does. TCG under load is slow: waits are generous and bounded.
+wait_until() {
+	_tenths=$(($1 * 10)); shift
+	_i=0
+	until "$@" >/dev/null 2>&1; do
+		[ $_i -ge $_tenths ] && return 1
+		sleep 0.1
+		_i=$((_i + 1))
+	done
+}
+# rping_listening ADDR: an rping server's cm_id listens on ADDR (any netns)
+rping_listening() { rdma resource show cm_id 2>/dev/null | grep 'state LISTEN' | grep -qF "src-addr $1"; }
+# gid_present GID NDEV: rxe0 port 1 has GID (expanded form) on NDEV
+gid_present() { gid_rows | grep -q " $1 $2\$"; }
+# no_output CMD...: CMD prints nothing
+no_output() { [ -z "$("$@")" ]; }
+
 # setup_rxe: veth0/veth1 up, 192.168.77.1/24 on veth0, rxe0 on veth0 (once per boot).
 setup_rxe() {
 	[ -d /sys/class/infiniband/rxe0 ] && return 0 # an earlier scenario of this boot did it
@@ -43,9 +61,7 @@ setup_rxe() {
 	ip link set veth0 up && ip link set veth1 up || return 1
 	ip addr add 192.168.77.1/24 dev veth0 || return 1
 	rdma link add rxe0 type rxe netdev veth0 || return 1
-	i=0 # rxe registers asynchronously on some kernels
-	while [ ! -d /sys/class/infiniband/rxe0 ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
-	[ -d /sys/class/infiniband/rxe0 ]
+	wait_until 10 test -d /sys/class/infiniband/rxe0 # rxe registers asynchronously on some kernels
 }
 
 # netns mode as `rdma system` prints it: shared|exclusive

@@ -19,8 +19,7 @@ start_kubelet() {
 	step kubelet-up
 	fakekubelet -socket $SOCK -allocations /run/pods.json >>/tmp/fakekubelet.log 2>&1 &
 	KUBELET=$!
-	i=0
-	while [ ! -S $SOCK ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+	wait_until 15 test -S $SOCK
 	if [ -S $SOCK ]; then pass; else fail "no socket $SOCK: $(cat /tmp/fakekubelet.log)"; fi
 }
 

@@ -62,7 +62,7 @@ for V in 0.4.0 1.0.0; do
 	before=$(cat /sys/class/infiniband/rxe0/ports/1/hw_counters/sent_pkts)
 	/usr/sbin/ip netns exec pod1 rping -s -a fd00::2 -C 3 >/tmp/rping-s.log 2>&1 &
 	srv=$!
-	sleep 0.5
+	wait_until 15 rping_listening fd00::2
 	if out=$(timeout 20 /usr/sbin/ip netns exec pod2 rping -c -a fd00::2 -C 3 -v 2>&1); then
 		pass
 	else

@@ -94,8 +94,7 @@ connect() {
 	step af-smc-$1
 	timeout 30 /usr/sbin/ip netns exec pod4 smcctl tcp-server "$A4:$2" >/tmp/smc-srv.log 2>&1 &
 	srv=$!
-	i=0
-	while ! grep -q listening /tmp/smc-srv.log && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+	wait_until 20 grep -q listening /tmp/smc-srv.log
 	if out=$(/usr/sbin/ip netns exec pod1 smcctl tcp-client "$A4:$2" 2>&1); then
 		pass
 	else
@@ -123,6 +122,8 @@ info "client 0x03030000 (no SMC device) count after the first connection: ${N0:-
 # inet_ifa_match): give veth0 one in 10.99.0.0/24 (pods keep their ptp /32
 # host routes, which are more specific).
 ip addr add 10.99.0.250/24 dev veth0
+step node-gid # rxe adds the IPv4-mapped GID through a netdev event
+if wait_until 15 gid_present 0000:0000:0000:0000:0000:ffff:0a63:00fa veth0; then pass; else fail "no GID for 10.99.0.250 on veth0"; fi
 show sh -c '. /scenarios/lib.sh; gid_rows'
 connect node-in-pod-subnet 7778
 N1=$(nosmcdev)

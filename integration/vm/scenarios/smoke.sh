@@ -30,7 +30,7 @@ check tools-present sh -c 'for b in /usr/local/bin/cnitool /opt/cni/bin/ptp /opt
 step rping-loopback
 rping -s -a 192.168.77.1 -C 3 -v >/tmp/rping-s.log 2>&1 &
 srv=$!
-sleep 0.5
+wait_until 15 rping_listening 192.168.77.1
 if out=$(timeout 20 rping -c -a 192.168.77.1 -C 3 -v 2>&1); then
 	pass
 else
