@@ -95,10 +95,21 @@ connect() {
 	timeout 30 /usr/sbin/ip netns exec pod4 smcctl tcp-server "$A4:$2" >/tmp/smc-srv.log 2>&1 &
 	srv=$!
 	wait_until 20 grep -q listening /tmp/smc-srv.log
-	if out=$(/usr/sbin/ip netns exec pod1 smcctl tcp-client "$A4:$2" 2>&1); then
-		pass
+	# Linux 6.12 under TCG sometimes aborts the server's SMC-Rv2 handshake
+	# with an internal error: the kernel closes that TCP connection instead
+	# of falling back, and the client sees ECONNREFUSED while the server
+	# still waits in accept(). Such an attempt proposes SMC-R just the same
+	# (no 0x03030000 fallback is counted); up to 3 attempts, each reported.
+	n=1
+	until out=$(/usr/sbin/ip netns exec pod1 smcctl tcp-client "$A4:$2" 2>&1) || [ $n -ge 3 ]; do
+		info "attempt $n refused by the kernel's SMC handshake: $out"
+		n=$((n + 1))
+		sleep 1
+	done
+	if [ -n "${out##connected*}" ]; then
+		fail "tcp-client after $n attempts: $out / server: $(cat /tmp/smc-srv.log)"
 	else
-		fail "tcp-client: $out / server: $(cat /tmp/smc-srv.log)"
+		pass
 	fi
 	wait $srv
 	info "server exit $?: $(tr '\n' ' ' </tmp/smc-srv.log)"
