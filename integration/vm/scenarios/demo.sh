@@ -20,7 +20,6 @@ V=1.0.0
 DATADIR=/run/rdma-chain-demo
 LEASES=/run/ipam6-demo/rdmanet
 IPAM='"ipam":{"type":"host-local","dataDir":"/run/ipam6-demo","ranges":[[{"subnet":"fd00:77::/64","rangeStart":"fd00:77::10"}]]}'
-v6_gids() { gid_rows | grep ' fd00:0077:' | grep -v ' veth0$'; }
 leases() { ls "$LEASES" 2>/dev/null | grep '^fd00:77:'; }
 
 ok setup-rxe setup_rxe
@@ -46,8 +45,8 @@ for pod in pod1 pod2; do
 	say "$pod: cnitool add -> exit $CNI_RC; result: eth0 $(result_ip 10.99.), rdma0 $a"
 	ip -n $pod -br addr | grep -v '^lo ' | tr -s ' ' | sed 's/^/DEMO     /'
 	step gid-$pod
-	wait_until 15 gid_present "$(expand6 "$a")" rdma0 # the GID appears through a netdev event
-	g=$(gid_rows | grep " $(expand6 "$a") rdma0\$")
+	wait_until 15 gid_row "$(expand6 "$a")" rdma0 # the GID appears through a netdev event
+	g=$(gid_row "$(expand6 "$a")" rdma0)
 	if [ -n "$g" ]; then pass; else fail "no GID for $a"; fi
 	say "    RoCE v2 GID of rxe0: index ${g%% *}, $(echo "$g" | cut -d' ' -f2), ndev $(echo "$g" | cut -d' ' -f3)"
 done
@@ -98,7 +97,7 @@ say "    result: eth0 $(result_ip 10.99.) only; pod links: $(pod_links pod3); re
 say ""
 
 # DEL: what comes back.
-g_before=$(v6_gids | wc -l)
+g_before=$(v6_gid_rows | wc -l)
 l_before=$(leases | wc -l)
 r_before=$(state_count)
 cni cnitool del pod3
@@ -109,14 +108,14 @@ for pod in pod1 pod2; do
 	expect_ok del-$pod
 	ok child-gone-$pod sh -c "! /usr/sbin/ip -n $pod link show rdma0 >/dev/null 2>&1"
 done
-wait_until 15 no_output v6_gids
-ok gids-gone test -z "$(v6_gids)"
+wait_until 15 no_output v6_gid_rows
+ok gids-gone test -z "$(v6_gid_rows)"
 ok leases-released test -z "$(leases)"
 ok records-gone test "$(state_count)" -eq 0
 ok smc-host-entry-gone test -z "$(smcctl pnet)"
 say "DEL pod3, pod1, pod2: all exit 0"
 say "    rdma0 children: pod1 $(has_rdma0 pod1 && echo present || echo gone), pod2 $(has_rdma0 pod2 && echo present || echo gone); veth0 and rxe0 stay: $(rdma link show rxe0/1 | grep -o 'netdev [a-z0-9]*')"
-say "    pod GIDs $g_before -> $(v6_gids | wc -l), IPv6 leases $l_before -> $(leases | wc -l), attachment records $r_before -> $(state_count)"
+say "    pod GIDs $g_before -> $(v6_gid_rows | wc -l), IPv6 leases $l_before -> $(leases | wc -l), attachment records $r_before -> $(state_count)"
 say "    SMC-R init_net entry: $( [ -z "$(smcctl pnet)" ] && echo removed with the last annotated pod || smcctl pnet)"
 cni cnitool del pod1
 expect_ok del-again-pod1

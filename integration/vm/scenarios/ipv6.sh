@@ -18,8 +18,6 @@ LEASES=/run/ipam6/rdmanet
 
 # leases: host-local's lease files for fd00:77:: addresses
 leases() { ls "$LEASES" 2>/dev/null | grep '^fd00:77:' | tr '\n' ' '; }
-# v6_gid_rows: GID rows of fd00:77:: addresses on pod interfaces (not the node's fd00:77::1)
-v6_gid_rows() { gid_rows | grep ' fd00:0077:' | grep -v ' veth0$'; }
 
 for V in 0.4.0 1.0.0; do
 	PFX="v$V/"
@@ -70,8 +68,8 @@ for V in 0.4.0 1.0.0; do
 
 		step gid-$pod
 		want=$(expand6 "$addr6")
-		wait_until 15 gid_present "$want" rdma0 # the GID appears through a netdev event
-		row=$(gid_rows | grep " $want rdma0\$")
+		wait_until 15 gid_row "$want" rdma0 # the GID appears through a netdev event
+		row=$(gid_row "$want" rdma0)
 		if [ -n "$row" ]; then
 			info "GID of $pod: $row"
 			pass

@@ -49,8 +49,10 @@ wait_until() {
 }
 # rping_listening ADDR: an rping server's cm_id listens on ADDR (any netns)
 rping_listening() { rdma resource show cm_id 2>/dev/null | grep 'state LISTEN' | grep -qF "src-addr $1"; }
-# gid_present GID NDEV: rxe0 port 1 has GID (expanded form) on NDEV
-gid_present() { gid_rows | grep -q " $1 $2\$"; }
+# gid_row GID NDEV: the gid_rows line of GID (expanded form) on NDEV; fails if none
+gid_row() { gid_rows | grep " $1 $2\$"; }
+# v6_gid_rows: GID rows of fd00:77:: addresses on pod interfaces (not the node's fd00:77::1)
+v6_gid_rows() { gid_rows | grep ' fd00:0077:' | grep -v ' veth0$'; }
 # no_output CMD...: CMD prints nothing
 no_output() { [ -z "$("$@")" ]; }
 

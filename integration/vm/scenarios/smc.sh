@@ -134,7 +134,7 @@ info "client 0x03030000 (no SMC device) count after the first connection: ${N0:-
 # host routes, which are more specific).
 ip addr add 10.99.0.250/24 dev veth0
 step node-gid # rxe adds the IPv4-mapped GID through a netdev event
-if wait_until 15 gid_present 0000:0000:0000:0000:0000:ffff:0a63:00fa veth0; then pass; else fail "no GID for 10.99.0.250 on veth0"; fi
+if wait_until 15 gid_row 0000:0000:0000:0000:0000:ffff:0a63:00fa veth0; then pass; else fail "no GID for 10.99.0.250 on veth0"; fi
 show sh -c '. /scenarios/lib.sh; gid_rows'
 connect node-in-pod-subnet 7778
 N1=$(nosmcdev)
