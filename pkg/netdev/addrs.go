@@ -73,32 +73,3 @@ func addAddrs(h *netlink.Handle, l netlink.Link, cidrs []string) error {
 	}
 	return errors.Join(errs...)
 }
-
-// undoStack collects the undo of every change made so far; run undoes them
-// newest first.
-type undoStack []func() error
-
-// push registers the undo of a change that has just succeeded.
-func (u *undoStack) push(f func() error) { *u = append(*u, f) }
-
-// run undoes all registered changes, newest first, and empties the stack.
-// It keeps going after a failed undo and returns all failures joined.
-func (u *undoStack) run() error {
-	var errs []error
-	for i := len(*u) - 1; i >= 0; i-- {
-		if err := (*u)[i](); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	*u = nil
-	return errors.Join(errs...)
-}
-
-// rollback undoes all changes after cause and returns cause, plus the undo
-// failures if any (the caller then must not assume the old state).
-func (u *undoStack) rollback(cause error) error {
-	if uerr := u.run(); uerr != nil {
-		return errors.Join(cause, fmt.Errorf("rollback incomplete: %w", uerr))
-	}
-	return cause
-}

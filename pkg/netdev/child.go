@@ -7,6 +7,8 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/rdma-chain/rdma-chain/internal/undo"
 )
 
 // Child is a shared-mode interface in the pod.
@@ -62,10 +64,9 @@ func childLink(spec ChildSpec, parent, podFd int) (netlink.Link, error) {
 // named spec.PodName, and sets it up. It deletes the child again if a later
 // step fails. An existing spec.PodName in podNS is an error before anything
 // changes; a kernel without the kind gives an error wrapping ErrKindUnsupported.
+// spec comes from the plugin's validated configuration; it is not checked
+// again here (the kernel rejects a name it cannot take).
 func AddChild(spec ChildSpec, podNS ns.NetNS) (c Child, err error) {
-	if err = validName(spec.PodName); err != nil {
-		return Child{}, err
-	}
 	s, err := newSession(podNS)
 	if err != nil {
 		return Child{}, err
@@ -82,22 +83,22 @@ func AddChild(spec ChildSpec, podNS ns.NetNS) (c Child, err error) {
 	if err != nil {
 		return Child{}, err
 	}
-	var undo undoStack
-	if c, err = s.createChild(spec, link, &undo); err != nil {
-		return Child{}, undo.rollback(err)
+	var u undo.Stack
+	if c, err = s.createChild(spec, link, &u); err != nil {
+		return Child{}, u.Rollback(err)
 	}
 	return c, nil
 }
 
 // createChild creates link in the pod and sets it up, registering undos.
-func (s *session) createChild(spec ChildSpec, link netlink.Link, u *undoStack) (Child, error) {
+func (s *session) createChild(spec ChildSpec, link netlink.Link, u *undo.Stack) (Child, error) {
 	if err := s.host.LinkAdd(link); err != nil {
 		if errors.Is(err, unix.EOPNOTSUPP) {
 			return Child{}, fmt.Errorf("create %s %q on %q: %w (%w)", spec.Kind, spec.PodName, spec.Parent, ErrKindUnsupported, err)
 		}
 		return Child{}, fmt.Errorf("create %s %q on %q: %w", spec.Kind, spec.PodName, spec.Parent, err)
 	}
-	u.push(func() error { return s.delInPod(spec.PodName) })
+	u.Push(func() error { return s.delInPod(spec.PodName) })
 	if err := hook("child-up"); err != nil {
 		return Child{}, err
 	}

@@ -6,6 +6,8 @@ import (
 
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/vishvananda/netlink"
+
+	"github.com/rdma-chain/rdma-chain/internal/undo"
 )
 
 // MoveToPod moves host netdev hostName from the CURRENT netns (the host) into
@@ -16,10 +18,10 @@ import (
 // a private temporary netns, so no name can clash on the way, and the host
 // name is kept in its alias (IFLA_IFALIAS). A podName that already exists in
 // podNS is an error before anything changes.
+//
+// hostName and podName come from the plugin's validated configuration and
+// the kernel; they are not checked again here.
 func MoveToPod(hostName string, podNS ns.NetNS, podName string) (hl HostLink, err error) {
-	if err = validName(podName); err != nil {
-		return HostLink{}, err
-	}
 	s, err := newSession(podNS)
 	if err != nil {
 		return HostLink{}, err
@@ -38,12 +40,12 @@ func MoveToPod(hostName string, podNS ns.NetNS, podName string) (hl HostLink, er
 	if err = s.openTemp(); err != nil {
 		return HostLink{}, err
 	}
-	var undo undoStack
-	if err = runSteps(s.moveInSteps(link, hl), &undo); err == nil {
+	var u undo.Stack
+	if err = runSteps(s.moveInSteps(link, hl), &u); err == nil {
 		err = hook("done")
 	}
 	if err != nil {
-		return HostLink{}, undo.rollback(err)
+		return HostLink{}, u.Rollback(err)
 	}
 	return hl, nil
 }
@@ -76,20 +78,20 @@ func recordHostLink(h *netlink.Handle, link netlink.Link, podName string) (HostL
 func (s *session) moveInSteps(link netlink.Link, hl HostLink) []step {
 	var tl netlink.Link
 	return []step{
-		{"to-temp", func(u *undoStack) (err error) {
+		{"to-temp", func(u *undo.Stack) (err error) {
 			tl, err = s.hostToTemp(link, hl, u)
 			return err
 		}},
-		{"rename", func(u *undoStack) error {
+		{"rename", func(u *undo.Stack) error {
 			return renameIn(s.tmp, tl, hl.PodName, u)
 		}},
-		{"alias", func(u *undoStack) error {
+		{"alias", func(u *undo.Stack) error {
 			return setAliasIn(s.tmp, tl, hl.HostName, u)
 		}},
-		{"to-pod", func(u *undoStack) error {
+		{"to-pod", func(u *undo.Stack) error {
 			return s.tempToPod(tl, hl.PodName, u)
 		}},
-		{"up", func(u *undoStack) error {
+		{"up", func(u *undo.Stack) error {
 			return s.upInPod(hl, u)
 		}},
 	}
@@ -97,11 +99,11 @@ func (s *session) moveInSteps(link netlink.Link, hl HostLink) []step {
 
 // hostToTemp moves link from the host into the temporary netns. Its undo
 // moves it back and restores the addresses and up state the move dropped.
-func (s *session) hostToTemp(link netlink.Link, hl HostLink, u *undoStack) (netlink.Link, error) {
+func (s *session) hostToTemp(link netlink.Link, hl HostLink, u *undo.Stack) (netlink.Link, error) {
 	if err := s.host.LinkSetNsFd(link, s.tmpFd()); err != nil {
 		return nil, fmt.Errorf("move %q to a temporary netns: %w", hl.HostName, err)
 	}
-	u.push(func() error { return s.tempToHost(hl) })
+	u.Push(func() error { return s.tempToHost(hl) })
 	tl, err := s.tmp.LinkByName(hl.HostName)
 	if err != nil {
 		return nil, fmt.Errorf("find %q in the temporary netns: %w", hl.HostName, err)
@@ -127,7 +129,7 @@ func (s *session) tempToHost(hl HostLink) error {
 }
 
 // renameIn renames l in h's netns to name; the undo renames it back.
-func renameIn(h *netlink.Handle, l netlink.Link, name string, u *undoStack) error {
+func renameIn(h *netlink.Handle, l netlink.Link, name string, u *undo.Stack) error {
 	old := l.Attrs().Name
 	if old == name {
 		return nil
@@ -135,7 +137,7 @@ func renameIn(h *netlink.Handle, l netlink.Link, name string, u *undoStack) erro
 	if err := h.LinkSetName(l, name); err != nil {
 		return fmt.Errorf("rename %q to %q: %w", old, name, err)
 	}
-	u.push(func() error {
+	u.Push(func() error {
 		if err := h.LinkSetName(l, old); err != nil {
 			return fmt.Errorf("rename %q back to %q: %w", name, old, err)
 		}
@@ -145,7 +147,7 @@ func renameIn(h *netlink.Handle, l netlink.Link, name string, u *undoStack) erro
 }
 
 // setAliasIn sets l's alias in h's netns; the undo restores the old alias.
-func setAliasIn(h *netlink.Handle, l netlink.Link, alias string, u *undoStack) error {
+func setAliasIn(h *netlink.Handle, l netlink.Link, alias string, u *undo.Stack) error {
 	old := l.Attrs().Alias
 	if old == alias {
 		return nil
@@ -153,7 +155,7 @@ func setAliasIn(h *netlink.Handle, l netlink.Link, alias string, u *undoStack) e
 	if err := h.LinkSetAlias(l, alias); err != nil {
 		return fmt.Errorf("set alias of %q to %q: %w", l.Attrs().Name, alias, err)
 	}
-	u.push(func() error {
+	u.Push(func() error {
 		if err := h.LinkSetAlias(l, old); err != nil {
 			return fmt.Errorf("reset alias of %q: %w", l.Attrs().Name, err)
 		}
@@ -164,11 +166,11 @@ func setAliasIn(h *netlink.Handle, l netlink.Link, alias string, u *undoStack) e
 
 // tempToPod moves tl (named podName) from the temporary netns into the pod;
 // the undo moves it back.
-func (s *session) tempToPod(tl netlink.Link, podName string, u *undoStack) error {
+func (s *session) tempToPod(tl netlink.Link, podName string, u *undo.Stack) error {
 	if err := s.tmp.LinkSetNsFd(tl, s.podFd); err != nil {
 		return fmt.Errorf("move %q into the pod netns: %w", podName, err)
 	}
-	u.push(func() error {
+	u.Push(func() error {
 		pl, err := s.pod.LinkByName(podName)
 		if err != nil {
 			return fmt.Errorf("find %q in the pod netns: %w", podName, err)
@@ -182,7 +184,7 @@ func (s *session) tempToPod(tl netlink.Link, podName string, u *undoStack) error
 }
 
 // upInPod checks the moved netdev in the pod and sets it up; the undo sets it down.
-func (s *session) upInPod(hl HostLink, u *undoStack) error {
+func (s *session) upInPod(hl HostLink, u *undo.Stack) error {
 	pl, err := s.pod.LinkByName(hl.PodName)
 	if err != nil {
 		return fmt.Errorf("find %q in the pod netns: %w", hl.PodName, err)
@@ -193,7 +195,7 @@ func (s *session) upInPod(hl HostLink, u *undoStack) error {
 	if err := s.pod.LinkSetUp(pl); err != nil {
 		return fmt.Errorf("set %q up in the pod netns: %w", hl.PodName, err)
 	}
-	u.push(func() error { return s.pod.LinkSetDown(pl) })
+	u.Push(func() error { return s.pod.LinkSetDown(pl) })
 	return nil
 }
 

@@ -19,6 +19,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/rdma-chain/rdma-chain/internal/nldump"
 )
 
 // ErrGone reports that the netdev exists nowhere any more (a virtual netdev
@@ -41,10 +43,10 @@ type HostLink struct {
 	HostRoutes []Route  `json:"hostRoutes,omitempty"` // routes through it the kernel does not re-create (see hostRoutes)
 }
 
-// maxDumpRetries bounds retries of netlink dumps interrupted by concurrent changes.
-const maxDumpRetries = 5
-
-// validName checks an interface name the way the kernel's dev_valid_name does.
+// validName checks an interface name the way the kernel's dev_valid_name
+// does. Names from the plugin's configuration are validated once, in
+// pkg/config; this check is for names that cross a trust boundary (read
+// back from an attachment record on disk).
 func validName(name string) error {
 	switch {
 	case name == "" || name == "." || name == "..":
@@ -148,32 +150,23 @@ func requireAbsent(h *netlink.Handle, name, where string) error {
 	}
 }
 
-// listLinks dumps all links, retrying dumps interrupted by concurrent changes.
+// listLinks dumps all links. netlinksafe's LinkList cannot serve here: after
+// its last interrupted attempt it returns a possibly partial list without an
+// error, and the callers read "not in the list" as "not in this netns".
 func listLinks(h *netlink.Handle) ([]netlink.Link, error) {
-	var err error
-	for range maxDumpRetries {
-		var links []netlink.Link
-		if links, err = h.LinkList(); err == nil {
-			return links, nil
-		}
-		if !errors.Is(err, netlink.ErrDumpInterrupted) {
-			break
-		}
+	links, err := nldump.Retry(h.LinkList)
+	if err != nil {
+		return nil, fmt.Errorf("list links: %w", err)
 	}
-	return nil, fmt.Errorf("list links: %w", err)
+	return links, nil
 }
 
-// listAddrs dumps the link's addresses, retrying interrupted dumps.
+// listAddrs dumps the link's addresses (netlinksafe has no AddrList on a
+// handle bound to another netns).
 func listAddrs(h *netlink.Handle, l netlink.Link) ([]netlink.Addr, error) {
-	var err error
-	for range maxDumpRetries {
-		var addrs []netlink.Addr
-		if addrs, err = h.AddrList(l, netlink.FAMILY_ALL); err == nil {
-			return addrs, nil
-		}
-		if !errors.Is(err, netlink.ErrDumpInterrupted) {
-			break
-		}
+	addrs, err := nldump.Retry(func() ([]netlink.Addr, error) { return h.AddrList(l, netlink.FAMILY_ALL) })
+	if err != nil {
+		return nil, fmt.Errorf("list addresses of %q: %w", l.Attrs().Name, err)
 	}
-	return nil, fmt.Errorf("list addresses of %q: %w", l.Attrs().Name, err)
+	return addrs, nil
 }

@@ -143,6 +143,9 @@ func TestRestoreGoneWithPodNetns(t *testing.T) {
 	wantAbsent(t, e.host, rdmaName, "host")
 }
 
+// TestMoveToPodRollback fails each step in turn; "bad-name" is a name the
+// kernel refuses at the rename (MoveToPod leaves name rules to pkg/config),
+// so it proves the rollback of a real kernel error.
 func TestMoveToPodRollback(t *testing.T) {
 	for _, step := range []string{"to-temp", "rename", "alias", "to-pod", "up", "done", "bad-name"} {
 		t.Run(step, func(t *testing.T) {

@@ -1,9 +1,7 @@
 package netdev
 
 import (
-	"errors"
 	"net"
-	"slices"
 	"testing"
 
 	"github.com/vishvananda/netlink"
@@ -71,26 +69,6 @@ func TestKeepAddr(t *testing.T) {
 		if got := keepAddr(tt.a); got != tt.want {
 			t.Errorf("%s: keepAddr = %v, want %v", tt.name, got, tt.want)
 		}
-	}
-}
-
-func TestUndoStackOrderAndErrors(t *testing.T) {
-	var order []int
-	var u undoStack
-	boom := errors.New("boom")
-	u.push(func() error { order = append(order, 1); return nil })
-	u.push(func() error { order = append(order, 2); return boom })
-	u.push(func() error { order = append(order, 3); return nil })
-	cause := errors.New("cause")
-	err := u.rollback(cause)
-	if !slices.Equal(order, []int{3, 2, 1}) {
-		t.Errorf("undo order %v, want [3 2 1]", order)
-	}
-	if !errors.Is(err, cause) || !errors.Is(err, boom) {
-		t.Errorf("rollback error %v must wrap cause and undo failure", err)
-	}
-	if len(u) != 0 || u.run() != nil {
-		t.Error("stack not emptied after run")
 	}
 }
 

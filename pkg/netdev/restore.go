@@ -6,6 +6,8 @@ import (
 	"slices"
 
 	"github.com/vishvananda/netlink"
+
+	"github.com/rdma-chain/rdma-chain/internal/undo"
 )
 
 // childKinds are link types that share their parent's MAC or sit on top of
@@ -24,8 +26,10 @@ var childKinds = []string{"ipvlan", "ipvtap", "macvlan", "macvtap", "vlan", "bon
 // restored netdev changes nothing and returns nil. The host-side steps are
 // idempotent and not rolled back: after an error, calling again converges.
 func RestoreToHost(l HostLink, podNSPath string) error {
+	// l comes back from an attachment record on disk (a trust boundary): a
+	// host netdev is never renamed to a name the record cannot justify.
 	if err := validName(l.HostName); err != nil {
-		return err
+		return fmt.Errorf("restore netdev from its record: %w", err)
 	}
 	if err := returnFromPod(l, podNSPath); err != nil {
 		return err
@@ -63,9 +67,9 @@ func returnFromPod(l HostLink, podNSPath string) (err error) {
 	if err = s.openTemp(); err != nil {
 		return err
 	}
-	var undo undoStack
-	if err = runSteps(s.moveOutSteps(pl, l), &undo); err != nil {
-		return undo.rollback(err)
+	var u undo.Stack
+	if err = runSteps(s.moveOutSteps(pl, l), &u); err != nil {
+		return u.Rollback(err)
 	}
 	return nil
 }
@@ -96,20 +100,20 @@ func findInPod(h *netlink.Handle, l HostLink) (netlink.Link, error) {
 func (s *session) moveOutSteps(pl netlink.Link, l HostLink) []step {
 	var tl netlink.Link
 	return []step{
-		{"out-to-temp", func(u *undoStack) (err error) {
+		{"out-to-temp", func(u *undo.Stack) (err error) {
 			tl, err = s.podToTemp(pl, u)
 			return err
 		}},
-		{"out-rename", func(u *undoStack) error {
+		{"out-rename", func(u *undo.Stack) error {
 			return renameIn(s.tmp, tl, l.HostName, u)
 		}},
-		{"out-alias", func(u *undoStack) error {
+		{"out-alias", func(u *undo.Stack) error {
 			if tl.Attrs().Alias != l.HostName {
 				return nil
 			}
 			return setAliasIn(s.tmp, tl, "", u)
 		}},
-		{"out-to-host", func(*undoStack) error {
+		{"out-to-host", func(*undo.Stack) error {
 			if err := s.tmp.LinkSetNsFd(tl, int(s.hostNS)); err != nil {
 				return fmt.Errorf("move %q to the host: %w", l.HostName, err)
 			}
@@ -120,12 +124,12 @@ func (s *session) moveOutSteps(pl netlink.Link, l HostLink) []step {
 
 // podToTemp moves pl from the pod into the temporary netns; the undo moves it
 // back under its pod name and sets it up again if it was.
-func (s *session) podToTemp(pl netlink.Link, u *undoStack) (netlink.Link, error) {
+func (s *session) podToTemp(pl netlink.Link, u *undo.Stack) (netlink.Link, error) {
 	name, wasUp := pl.Attrs().Name, isUp(pl)
 	if err := s.pod.LinkSetNsFd(pl, s.tmpFd()); err != nil {
 		return nil, fmt.Errorf("move %q out of the pod netns: %w", name, err)
 	}
-	u.push(func() error { return s.tempToPodUp(name, wasUp) })
+	u.Push(func() error { return s.tempToPodUp(name, wasUp) })
 	tl, err := s.tmp.LinkByName(name)
 	if err != nil {
 		return nil, fmt.Errorf("find %q in the temporary netns: %w", name, err)

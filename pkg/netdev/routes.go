@@ -7,6 +7,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/rdma-chain/rdma-chain/internal/nldump"
 )
 
 // Route is a host route through the netdev that the kernel does not make
@@ -28,7 +30,9 @@ type Route struct {
 // local table, RA routes). Multipath routes are not recorded.
 func hostRoutes(h *netlink.Handle, l netlink.Link) ([]Route, error) {
 	filter := &netlink.Route{LinkIndex: l.Attrs().Index, Table: unix.RT_TABLE_UNSPEC}
-	routes, err := h.RouteListFiltered(netlink.FAMILY_ALL, filter, netlink.RT_FILTER_OIF|netlink.RT_FILTER_TABLE)
+	routes, err := nldump.Retry(func() ([]netlink.Route, error) {
+		return h.RouteListFiltered(netlink.FAMILY_ALL, filter, netlink.RT_FILTER_OIF|netlink.RT_FILTER_TABLE)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("list routes of %q: %w", l.Attrs().Name, err)
 	}

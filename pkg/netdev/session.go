@@ -9,6 +9,8 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+
+	"github.com/rdma-chain/rdma-chain/internal/undo"
 )
 
 // testHook, when set (tests only), runs before each named step of a netns
@@ -120,12 +122,12 @@ func uniqueName(prefix string) string {
 // step is one named change of a netns crossing.
 type step struct {
 	name string
-	do   func(*undoStack) error
+	do   func(*undo.Stack) error
 }
 
 // runSteps runs steps in order, each registering its undo on u; it stops at
 // the first failure (or test hook failure) and returns it. The caller rolls back.
-func runSteps(steps []step, u *undoStack) error {
+func runSteps(steps []step, u *undo.Stack) error {
 	for _, st := range steps {
 		if err := hook(st.name); err != nil {
 			return err
