@@ -8,24 +8,37 @@ TOOLS := $(CURDIR)/.tools
 export RDMA_CHAIN_BIN := $(CURDIR)/bin/rdma-chain
 export RDMA_CHAIN_TOOLS := $(TOOLS)
 
-.PHONY: all build deps deps-vm test test-unit test-netns test-containerd test-vm lint demo demo-netns bench clean
+.PHONY: all build deps deps-lint deps-vm test test-setup test-unit test-fuzz test-netns test-containerd test-vm lint demo demo-netns bench clean
 
 all: build
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/rdma-chain ./plugins/meta/rdma-chain
 
+# Each target installs only what it needs: deps has no linter, deps-lint adds it.
 deps:
-	./scripts/deps.sh
+	DEPS_LINT=0 ./scripts/deps.sh
+
+deps-lint:
+	DEPS_LINT=1 ./scripts/deps.sh
 
 deps-vm: deps
 	./scripts/vm/prepare.sh
 
 # Every tier that exists. Under CI=true a tier that cannot run fails.
-test: deps build test-unit test-netns test-containerd test-vm
+test: deps build test-setup test-unit test-fuzz test-netns test-containerd test-vm
+
+# The README's set-up on a machine whose package lists are stale.
+test-setup:
+	./scripts/test-stale-lists.sh
 
 test-unit:
 	$(GO) test -race -count=1 ./...
+
+# Every Fuzz target of the module, each for FUZZTIME (default 20s), from its
+# checked-in seed corpus under testdata/fuzz/.
+test-fuzz:
+	./scripts/fuzz.sh
 
 # Privileged tier: real netns, veth, macvlan, real reference plugins, cnitool.
 test-netns: deps build
@@ -40,7 +53,7 @@ test-containerd: deps build
 test-vm: deps-vm build
 	RC_VM_PLUGIN=$(CURDIR)/bin/rdma-chain $(GO) test -tags vm -count=1 -timeout 20m -v ./integration/vm/
 
-lint: deps
+lint: deps-lint
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt: $$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) vet -tags privileged ./...
@@ -60,8 +73,7 @@ demo-netns: deps build
 # Speed and memory: the plugin's own cost over faked kernels, and a real pod
 # ADD+DEL cycle of [ptp+host-local] with and without rdma-chain (root).
 bench: deps build
-	$(GO) test -run '^$$' -bench . -benchmem ./...
-	$(GO) test -tags privileged -run '^$$' -bench . -benchtime 50x ./integration/netns/
+	./scripts/bench.sh
 
 clean:
 	rm -rf bin
