@@ -2,6 +2,41 @@
 // DEL, CHECK and GC can undo exactly what ADD did, even after a crash. Records
 // are JSON files written atomically under <dir>/attachments/, and a node-wide
 // flock on <dir>/lock serialises concurrent plugin processes.
+//
+// # Links
+//
+// The plugin runs as root, so the store never follows a symbolic link at or
+// below the configured state directory and never creates a file through one:
+//
+//   - the state directory itself must be a real directory, owned by the
+//     plugin's user and not writable by others; a symbolic link there is
+//     refused (ErrUnsafePath), never resolved. A missing directory is created
+//     (0700, with its parents) and checked again after creation;
+//   - attachments/ and quarantine/ are held to the same rule;
+//   - the lock file and every record are opened with O_NOFOLLOW, temporary
+//     files with O_CREAT|O_EXCL|O_NOFOLLOW. A link, directory or other
+//     non-regular file at a record path reads as a corrupt record
+//     (*CorruptError), which Quarantine moves aside without following it.
+//
+// Symbolic links in the path components above the state directory (for
+// example /var/run -> /run) are followed by the kernel: they are part of the
+// path the operator configured, root's in every supported layout, and are
+// trusted as the configuration is. Everything the store creates beneath the
+// state directory is 0700/0600, so only root can plant a link there.
+//
+// # Locking
+//
+// Lock is bounded: it polls a non-blocking flock until its timeout and then
+// fails with ErrLockTimeout, so a stuck holder never blocks a verb forever.
+// Every writer writes only while holding the lock; Sweep, called under the
+// lock, therefore removes every temporary file left by a killed writer.
+//
+// # Unreadable records
+//
+// Get and List report a record that cannot be decoded or validated as a
+// *CorruptError (errors.Is(err, ErrCorrupt)), naming the file. The caller
+// moves it aside with Quarantine so that DEL and GC are never blocked by it;
+// the last 32 quarantined files are kept for inspection.
 package state
 
 import (
@@ -14,11 +49,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 	"unicode"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/rdma-chain/rdma-chain/pkg/netdev"
 )
@@ -32,12 +64,15 @@ var ErrNotFound = errors.New("attachment state not found")
 
 const (
 	attachDirName = "attachments"
+	quarDirName   = "quarantine"
 	lockFileName  = "lock"
-	tmpPattern    = ".tmp-*"
+	tmpPrefix     = ".tmp-"
+	probePrefix   = ".probe-"
 	recordSuffix  = ".json"
 	maxPrefixLen  = 40
 	hashHexLen    = 32
 	dirMode       = 0o700
+	fileMode      = 0o600
 )
 
 // Key identifies one attachment: the CNI network name, container ID and
@@ -68,17 +103,20 @@ type Link struct {
 
 // Record is everything the plugin needs to remember about one attachment.
 type Record struct {
-	Version     int       `json:"version"`
-	Network     string    `json:"network"`
-	ContainerID string    `json:"containerID"`
-	IfName      string    `json:"ifName"`
-	NetNS       string    `json:"netns,omitempty"`
-	Pod         Pod       `json:"pod"`
-	Mode        string    `json:"mode,omitempty"` // "exclusive" | "shared" | "" (pass-through)
-	CNIVersion  string    `json:"cniVersion,omitempty"`
-	Links       []Link    `json:"links,omitempty"`
-	SMC         *SMC      `json:"smc,omitempty"`
-	CreatedAt   time.Time `json:"createdAt"`
+	Version     int    `json:"version"`
+	Network     string `json:"network"`
+	ContainerID string `json:"containerID"`
+	IfName      string `json:"ifName"`
+	NetNS       string `json:"netns,omitempty"`
+	// NetNSIno is the inode of the pod netns at ADD (see NetnsInode): it
+	// tells the original netns from another one later found at NetNS.
+	NetNSIno   uint64    `json:"netnsIno,omitempty"`
+	Pod        Pod       `json:"pod"`
+	Mode       string    `json:"mode,omitempty"` // "exclusive" | "shared" | "" (pass-through)
+	CNIVersion string    `json:"cniVersion,omitempty"`
+	Links      []Link    `json:"links,omitempty"`
+	SMC        *SMC      `json:"smc,omitempty"`
+	CreatedAt  time.Time `json:"createdAt"`
 }
 
 // SMC is the SMC-R pnet table state of an annotated pod.
@@ -104,12 +142,7 @@ type Store struct {
 
 // New returns a Store rooted at dir. It creates nothing on disk.
 func New(dir string) *Store {
-	return &Store{dir: dir}
-}
-
-// Dir returns the state directory.
-func (s *Store) Dir() string {
-	return s.dir
+	return &Store{dir: filepath.Clean(dir)}
 }
 
 func (s *Store) attachDir() string {
@@ -148,36 +181,17 @@ func sanitize(s string) string {
 	return strings.TrimLeft(p[:min(len(p), maxPrefixLen)], ".")
 }
 
-// Lock takes an exclusive flock on <dir>/lock, creating the directory (0700)
-// and lock file (0600) if needed. It blocks until the lock is held. The
-// returned unlock function is idempotent.
-func (s *Store) Lock() (unlock func(), err error) {
-	if err := os.MkdirAll(s.dir, dirMode); err != nil {
-		return nil, fmt.Errorf("creating state directory: %w", err)
-	}
-	name := filepath.Join(s.dir, lockFileName)
-	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("opening state lock: %w", err)
-	}
-	err = unix.Flock(int(f.Fd()), unix.LOCK_EX)
-	for errors.Is(err, unix.EINTR) {
-		err = unix.Flock(int(f.Fd()), unix.LOCK_EX)
-	}
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("locking %s: %w", name, err)
-	}
-	// Closing the only descriptor of the open file releases the flock.
-	return sync.OnceFunc(func() { _ = f.Close() }), nil
-}
-
 // Put atomically writes r, setting r.Version to Version and r.CreatedAt to
 // the current time if it is zero. The file is written to a temporary file in
 // the same directory, synced, renamed into place, and the directory synced.
+// A record with an empty network, container ID or interface name is refused:
+// it could never be read back.
 func (s *Store) Put(r *Record) error {
 	if r == nil {
 		return errors.New("put attachment state: nil record")
+	}
+	if err := checkKey(r.Key()); err != nil {
+		return fmt.Errorf("put attachment state: %w", err)
 	}
 	r.Version = Version
 	if r.CreatedAt.IsZero() {
@@ -185,116 +199,80 @@ func (s *Store) Put(r *Record) error {
 	}
 	data, err := json.Marshal(r)
 	if err != nil {
-		return fmt.Errorf("encoding attachment record: %w", err)
+		return fmt.Errorf("encode attachment record: %w", err)
 	}
-	if err = os.MkdirAll(s.attachDir(), dirMode); err == nil {
-		err = writeAtomic(s.path(r.Key()), append(data, '\n'))
+	if err := s.ensureAttachDir(); err != nil {
+		return err
 	}
-	if err != nil {
-		return fmt.Errorf("writing attachment record: %w", err)
+	if err := writeAtomic(s.path(r.Key()), append(data, '\n')); err != nil {
+		return fmt.Errorf("write attachment record: %w", err)
 	}
 	return nil
 }
 
-// writeTemp writes data to a new synced temp file (mode 0600) in dir and
-// returns its name. On failure nothing is left behind.
-func writeTemp(dir string, data []byte) (string, error) {
-	f, err := os.CreateTemp(dir, tmpPattern)
-	if err != nil {
-		return "", err
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if err = errors.Join(err, f.Close()); err != nil {
-		_ = os.Remove(f.Name())
-		return "", err
-	}
-	return f.Name(), nil
-}
-
-// writeAtomic replaces name with data via a synced temp file and rename.
-func writeAtomic(name string, data []byte) error {
-	tmp, err := writeTemp(filepath.Dir(name), data)
-	if err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, name); err != nil {
-		_ = os.Remove(tmp)
-		return err
-	}
-	return syncDir(filepath.Dir(name))
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
-}
-
 // Get returns the record for k. It returns an error wrapping ErrNotFound when
-// no record exists, and an error naming the file when it is corrupt or was
-// written by a newer format version.
+// no record exists, a *CorruptError when the file at the record's path cannot
+// be read as the record of k, and ErrUnsafePath when the state directory or
+// attachments/ is a symbolic link or not a directory.
 func (s *Store) Get(k Key) (*Record, error) {
-	r, err := readRecord(s.path(k))
+	notFound := fmt.Errorf("%w: network %q container %q interface %q",
+		ErrNotFound, k.Network, k.ContainerID, k.IfName)
+	exists, err := s.checkAttachDir()
+	if err != nil {
+		return nil, err
+	}
+	if !exists {
+		return nil, notFound
+	}
+	r, err := readRecord(s.path(k), &k)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("%w: network %q container %q interface %q",
-			ErrNotFound, k.Network, k.ContainerID, k.IfName)
+		return nil, notFound
 	}
 	return r, err
 }
 
-func readRecord(name string) (*Record, error) {
-	data, err := os.ReadFile(name)
-	if err != nil {
-		return nil, fmt.Errorf("reading attachment record: %w", err)
-	}
-	var r Record
-	if err := json.Unmarshal(data, &r); err != nil {
-		return nil, fmt.Errorf("decoding attachment record %s: %w", name, err)
-	}
-	if r.Version > Version {
-		return nil, fmt.Errorf("attachment record %s has version %d, newer than supported version %d",
-			name, r.Version, Version)
-	}
-	return &r, nil
-}
-
 // Delete removes the record for k. Deleting an absent record is not an error.
+// A symbolic link at the record path is removed, not followed.
 func (s *Store) Delete(k Key) error {
-	err := os.Remove(s.path(k))
+	exists, err := s.checkAttachDir()
+	if err != nil || !exists {
+		return err
+	}
+	err = os.Remove(s.path(k))
 	if err == nil {
 		err = syncDir(s.attachDir())
 	}
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("deleting attachment record: %w", err)
+		return fmt.Errorf("delete attachment record: %w", err)
 	}
 	return nil
 }
 
-// List returns all readable records sorted by file name. Unreadable, corrupt
-// or too-new files are skipped; their errors are returned joined alongside
-// the good records. A missing state directory yields no records and no error.
+// List returns all readable records sorted by file name. Files named like
+// records that cannot be read as one are skipped, and their errors (each a
+// *CorruptError, or an I/O error) are returned joined alongside the good
+// records. Hidden files (temporary files, probes) are ignored. A missing
+// state directory yields no records and no error.
 func (s *Store) List() ([]*Record, error) {
-	entries, err := os.ReadDir(s.attachDir())
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
+	exists, err := s.checkAttachDir()
+	if err != nil || !exists {
+		return nil, err
 	}
+	entries, err := os.ReadDir(s.attachDir())
 	if err != nil {
-		return nil, fmt.Errorf("listing attachment records: %w", err)
+		return nil, fmt.Errorf("list attachment records: %w", err)
 	}
 	var recs []*Record
 	var errs []error
 	for _, e := range entries {
 		n := e.Name()
-		if !e.Type().IsRegular() || strings.HasPrefix(n, ".") || !strings.HasSuffix(n, recordSuffix) {
+		if strings.HasPrefix(n, ".") || !strings.HasSuffix(n, recordSuffix) {
 			continue
 		}
-		r, err := readRecord(filepath.Join(s.attachDir(), n))
+		r, err := readRecord(filepath.Join(s.attachDir(), n), nil)
+		if errors.Is(err, os.ErrNotExist) {
+			continue // deleted since ReadDir
+		}
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -302,23 +280,4 @@ func (s *Store) List() ([]*Record, error) {
 		recs = append(recs, r)
 	}
 	return recs, errors.Join(errs...)
-}
-
-// Writable reports whether records can be written: the state directory can
-// be created and a temporary file written, synced and removed. It is meant
-// for CNI STATUS.
-func (s *Store) Writable() error {
-	dir := s.attachDir()
-	err := os.MkdirAll(dir, dirMode)
-	var tmp string
-	if err == nil {
-		tmp, err = writeTemp(dir, []byte("{}\n"))
-	}
-	if err == nil {
-		err = os.Remove(tmp)
-	}
-	if err != nil {
-		return fmt.Errorf("state directory not writable: %w", err)
-	}
-	return nil
 }
