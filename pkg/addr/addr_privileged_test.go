@@ -95,7 +95,7 @@ func addMacvlan(parent, name string, pod ns.NetNS) error {
 }
 
 // sysctl reads net.ipv6.conf.<dev>.<key> in n.
-func sysctl(t *testing.T, n ns.NetNS, dev, key string) string {
+func readSysctl(t *testing.T, n ns.NetNS, dev, key string) string {
 	t.Helper()
 	var v string
 	inNS(t, n, func() error {
@@ -205,7 +205,7 @@ func routeDevs(t *testing.T, pod ns.NetNS) map[string]string {
 func TestConfigureNoDADHostLocal(t *testing.T) {
 	f := newFixture(t)
 	eth0Before, _ := netnstest.Snapshot(t, f.pod, "eth0")
-	eth0Sysctl := sysctl(t, f.pod, "eth0", "disable_ipv6")
+	eth0Sysctl := readSysctl(t, f.pod, "eth0", "disable_ipv6")
 	res := f.add(t)
 	if !f.leased(lease6) {
 		t.Fatalf("no lease file for %s after ADD", lease6)
@@ -232,14 +232,14 @@ func TestConfigureNoDADHostLocal(t *testing.T) {
 		}
 	}
 	for key, want := range map[string]string{"disable_ipv6": "0", "accept_dad": "0", "keep_addr_on_down": "1"} {
-		if got := sysctl(t, f.pod, "rdma0", key); got != want {
+		if got := readSysctl(t, f.pod, "rdma0", key); got != want {
 			t.Errorf("rdma0 %s = %s, want %s", key, got, want)
 		}
 	}
-	if got := sysctl(t, f.pod, "default", "disable_ipv6"); got != "1" {
+	if got := readSysctl(t, f.pod, "default", "disable_ipv6"); got != "1" {
 		t.Errorf("default.disable_ipv6 = %s, want untouched 1", got)
 	}
-	if got := sysctl(t, f.pod, "eth0", "disable_ipv6"); got != eth0Sysctl {
+	if got := readSysctl(t, f.pod, "eth0", "disable_ipv6"); got != eth0Sysctl {
 		t.Errorf("eth0.disable_ipv6 = %s, was %s", got, eth0Sysctl)
 	}
 	if eth0After, _ := netnstest.Snapshot(t, f.pod, "eth0"); fmt.Sprint(eth0After) != fmt.Sprint(eth0Before) {
@@ -266,7 +266,7 @@ func TestConfigureDADSettles(t *testing.T) {
 	if _, tentative, ll := podAddrState(t, f.pod); len(tentative)+len(ll) != 0 {
 		t.Errorf("tentative after Configure with DAD: %v %v", tentative, ll)
 	}
-	if got := sysctl(t, f.pod, "rdma0", "accept_dad"); got != "1" {
+	if got := readSysctl(t, f.pod, "rdma0", "accept_dad"); got != "1" {
 		t.Errorf("accept_dad = %s, want 1", got)
 	}
 }

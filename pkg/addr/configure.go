@@ -4,14 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
 	types100 "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/containernetworking/plugins/pkg/utils/sysctl"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
@@ -26,9 +25,6 @@ const defaultDADTimeout = 10 * time.Second
 
 // dadPoll is the interval between address checks while DAD runs.
 const dadPoll = 50 * time.Millisecond
-
-// maxDumpRetries bounds retries of netlink dumps interrupted by changes.
-const maxDumpRetries = 5
 
 // Options tunes Configure.
 type Options struct {
@@ -109,14 +105,18 @@ func setSysctls(ifName string, dad bool) error {
 	return nil
 }
 
-// writeSysctl sets net.ipv6.conf.<ifName>.<key> = val.
+// writeSysctl sets net.ipv6.conf.<ifName>.<key> = val. The refusal is the
+// guard of a path under /proc/sys, kept although ifName comes from the
+// validated conf: a name such as "..", "all" or one holding '/' would write
+// another interface's or the netns-wide setting.
 func writeSysctl(ifName, key, val string) error {
-	if ifName == "" || ifName == "all" || ifName == "default" || strings.ContainsAny(ifName, "/") {
-		return fmt.Errorf("refusing ipv6 sysctl for interface %q", ifName)
+	switch {
+	case ifName == "" || ifName == "." || ifName == ".." || ifName == "all" || ifName == "default",
+		strings.ContainsAny(ifName, "/"):
+		return fmt.Errorf("refusing IPv6 sysctl %s for interface %q", key, ifName)
 	}
-	p := filepath.Join("/proc/sys/net/ipv6/conf", ifName, key)
-	if err := os.WriteFile(p, []byte(val), 0o644); err != nil {
-		return fmt.Errorf("sysctl net.ipv6.conf.%s.%s=%s: %w", ifName, key, val, err)
+	if _, err := sysctl.Sysctl("net/ipv6/conf/"+ifName+"/"+key, val); err != nil {
+		return fmt.Errorf("set sysctl net.ipv6.conf.%s.%s=%s: %w", ifName, key, val, err)
 	}
 	return nil
 }

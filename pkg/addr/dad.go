@@ -1,14 +1,17 @@
 package addr
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/rdma-chain/rdma-chain/internal/nldump"
 )
+
+// ip.SettleAddresses cannot serve: its DAD failure is plain text (no ErrDADFailed for errors.Is), and at the deadline it reports success while addresses are still tentative if the link is not operationally up.
 
 // waitDAD polls link's IPv6 addresses until none is tentative. A DAD
 // failure is an ErrDADFailed naming the address; addresses still
@@ -49,15 +52,8 @@ func dadState(addrs []netlink.Addr) (tentative, failed []string) {
 	return tentative, failed
 }
 
-// addrList lists link's IPv6 addresses, retrying interrupted dumps.
+// addrList lists link's IPv6 addresses (netlinksafe has no AddrList on a
+// handle bound to another netns).
 func addrList(h *netlink.Handle, link netlink.Link) ([]netlink.Addr, error) {
-	var err error
-	for i := 0; i < maxDumpRetries; i++ {
-		var addrs []netlink.Addr
-		addrs, err = h.AddrList(link, netlink.FAMILY_V6)
-		if !errors.Is(err, netlink.ErrDumpInterrupted) {
-			return addrs, err
-		}
-	}
-	return nil, err
+	return nldump.Retry(func() ([]netlink.Addr, error) { return h.AddrList(link, netlink.FAMILY_V6) })
 }

@@ -1,13 +1,14 @@
 package addr
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"strings"
 
 	types100 "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/vishvananda/netlink"
+
+	"github.com/rdma-chain/rdma-chain/internal/nldump"
 )
 
 // HostRouteWarning checks, in the calling thread's CURRENT netns (the
@@ -50,17 +51,9 @@ func podAddrs(ips []*types100.IPConfig) []net.IPNet {
 	return out
 }
 
-// hostAddrs lists link's addresses, retrying interrupted dumps.
+// hostAddrs lists link's addresses in the current netns.
 func hostAddrs(link netlink.Link) ([]netlink.Addr, error) {
-	var err error
-	for i := 0; i < maxDumpRetries; i++ {
-		var addrs []netlink.Addr
-		addrs, err = netlink.AddrList(link, netlink.FAMILY_ALL)
-		if !errors.Is(err, netlink.ErrDumpInterrupted) {
-			return addrs, err
-		}
-	}
-	return nil, err
+	return nldump.Retry(func() ([]netlink.Addr, error) { return netlink.AddrList(link, netlink.FAMILY_ALL) })
 }
 
 // sameSubnet reports whether one of addrs shares a subnet with p.

@@ -10,9 +10,11 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 
 	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/containernetworking/cni/pkg/types"
+	types040 "github.com/containernetworking/cni/pkg/types/040"
 	types100 "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/cni/pkg/version"
 )
@@ -65,6 +67,9 @@ func (e *execIPAM) Add(ctx context.Context, r Request) (*types100.Result, error)
 	var res *types100.Result
 	raw, err := invoke.ExecPluginWithResult(ctx, path, stdin, buildArgs("ADD", r), e.exec)
 	if err == nil {
+		err = nullEntry(raw)
+	}
+	if err == nil {
 		res, err = types100.NewResultFromResult(raw)
 	}
 	if err != nil {
@@ -74,10 +79,32 @@ func (e *execIPAM) Add(ctx context.Context, r Request) (*types100.Result, error)
 			// release best effort rather than leak the lease.
 			_ = e.Del(ctx, r)
 		}
-		return nil, fmt.Errorf("ipam %s ADD for %s: %w", r.PluginType, r.IfName, err)
+		return nil, fmt.Errorf("IPAM %s ADD for %s: %w", r.PluginType, r.IfName, err)
 	}
 	return res, nil
 }
+
+// nullEntry rejects an IPAM result holding a null interface, IP or route: the
+// CNI library's conversion from 0.3.x/0.4.0 dereferences them (a panic), and
+// at every version they are malformed. The IPAM plugin is outside the
+// plugin's trust, so its answer is checked here.
+func nullEntry(raw types.Result) error {
+	var lists map[string]bool
+	switch r := raw.(type) {
+	case *types040.Result:
+		lists = map[string]bool{"interfaces": hasNil(r.Interfaces), "ips": hasNil(r.IPs), "routes": hasNil(r.Routes)}
+	case *types100.Result:
+		lists = map[string]bool{"interfaces": hasNil(r.Interfaces), "ips": hasNil(r.IPs), "routes": hasNil(r.Routes)}
+	}
+	for _, name := range []string{"interfaces", "ips", "routes"} {
+		if lists[name] {
+			return fmt.Errorf("result has a null entry in %q", name)
+		}
+	}
+	return nil
+}
+
+func hasNil[T any](list []*T) bool { return slices.Contains(list, nil) }
 
 // Del runs the IPAM plugin's DEL.
 func (e *execIPAM) Del(ctx context.Context, r Request) error {
@@ -86,7 +113,7 @@ func (e *execIPAM) Del(ctx context.Context, r Request) error {
 		return err
 	}
 	if err := invoke.ExecPluginWithoutResult(ctx, path, stdin, buildArgs("DEL", r), e.exec); err != nil {
-		return fmt.Errorf("ipam %s DEL for %s: %w", r.PluginType, r.IfName, err)
+		return fmt.Errorf("IPAM %s DEL for %s: %w", r.PluginType, r.IfName, err)
 	}
 	return nil
 }
@@ -99,13 +126,13 @@ func (e *execIPAM) GC(ctx context.Context, r Request, valid []types.GCAttachment
 	}
 	info, err := invoke.GetVersionInfo(ctx, path, e.exec)
 	if err != nil {
-		return fmt.Errorf("ipam %s VERSION: %w", r.PluginType, err)
+		return fmt.Errorf("IPAM %s VERSION: %w", r.PluginType, err)
 	}
 	if !gcApplies(info, r.NetConf) {
 		return nil
 	}
 	if err := invoke.ExecPluginWithoutResult(ctx, path, stdin, buildArgs("GC", r), e.exec); err != nil {
-		return fmt.Errorf("ipam %s GC: %w", r.PluginType, err)
+		return fmt.Errorf("IPAM %s GC: %w", r.PluginType, err)
 	}
 	return nil
 }
