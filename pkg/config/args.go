@@ -2,17 +2,16 @@ package config
 
 import (
 	"fmt"
-	"regexp"
-	"strings"
 
 	"github.com/containernetworking/cni/pkg/types"
 )
 
 // Pod is the pod identity the runtime passes in CNI_ARGS.
 type Pod struct {
-	Namespace string
-	Name      string
-	UID       string
+	Namespace        string
+	Name             string
+	UID              string
+	InfraContainerID string
 }
 
 // String renders the pod as namespace/name, or "-" when unknown.
@@ -23,60 +22,58 @@ func (p Pod) String() string {
 	return p.Namespace + "/" + p.Name
 }
 
+// k8sArgs are the CNI_ARGS keys Kubernetes runtimes pass. Pointers tell a
+// key given empty (invalid) from a key not given.
+type k8sArgs struct {
+	types.CommonArgs
+	K8S_POD_NAMESPACE          *types.UnmarshallableString
+	K8S_POD_NAME               *types.UnmarshallableString
+	K8S_POD_UID                *types.UnmarshallableString
+	K8S_POD_INFRA_CONTAINER_ID *types.UnmarshallableString
+}
+
 var (
 	// dnsRE: Kubernetes namespace and pod names (DNS-1123 subdomain).
 	dnsRE = pattern(`^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$`, 1, 253)
 	uidRE = pattern(`^[A-Za-z0-9-]+$`, 1, 64)
-	// argKeyRE: CNI_ARGS keys are identifiers.
-	argKeyRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 )
 
-// ParseArgs reads the pod identity from CNI_ARGS ("K=V;K=V"). Keys other than
-// the K8S_POD_* ones are ignored; malformed pairs and invalid values are
-// errors with code 7, since a pod author may influence them.
+// ParseArgs reads the pod identity from CNI_ARGS ("K=V;K=V") with the CNI
+// library's rules: a malformed pair is an error, and so is an unknown key
+// unless the runtime passed IgnoreUnknown=1 (as containerd, CRI-O and Multus
+// do). Every value is then checked, since a pod author may influence them.
+// Errors are CNI errors with code 7 naming the key.
 func ParseArgs(args string) (Pod, error) {
-	var pod Pod
-	if args == "" {
-		return pod, nil
+	var a k8sArgs
+	if err := types.LoadArgs(args, &a); err != nil {
+		return Pod{}, types.NewError(types.ErrInvalidNetworkConfig, "invalid CNI_ARGS", err.Error())
 	}
-	for _, pair := range strings.Split(args, ";") {
-		if pair == "" {
+	var pod Pod
+	for _, v := range []struct {
+		key string
+		val *types.UnmarshallableString
+		dst *string
+		re  bounded
+	}{
+		{"K8S_POD_NAMESPACE", a.K8S_POD_NAMESPACE, &pod.Namespace, dnsRE},
+		{"K8S_POD_NAME", a.K8S_POD_NAME, &pod.Name, dnsRE},
+		{"K8S_POD_UID", a.K8S_POD_UID, &pod.UID, uidRE},
+		{"K8S_POD_INFRA_CONTAINER_ID", a.K8S_POD_INFRA_CONTAINER_ID, &pod.InfraContainerID, networkNameRE},
+	} {
+		if v.val == nil {
 			continue
 		}
-		k, v, ok := strings.Cut(pair, "=")
-		if !ok || !argKeyRE.MatchString(k) {
-			return Pod{}, badArgs("malformed pair %q", pair)
+		if !v.re.MatchString(string(*v.val)) {
+			return Pod{}, badArg(v.key, "%q is not valid", truncate(string(*v.val)))
 		}
-		if err := pod.set(k, v); err != nil {
-			return Pod{}, err
-		}
+		*v.dst = string(*v.val)
 	}
 	if (pod.Namespace == "") != (pod.Name == "") {
-		return Pod{}, badArgs("K8S_POD_NAMESPACE and K8S_POD_NAME must be given together")
+		return Pod{}, badArg("K8S_POD_NAME", "K8S_POD_NAMESPACE and K8S_POD_NAME must be given together")
 	}
 	return pod, nil
 }
 
-func (p *Pod) set(k, v string) error {
-	switch k {
-	case "K8S_POD_NAMESPACE":
-		return assign(&p.Namespace, k, v, dnsRE)
-	case "K8S_POD_NAME":
-		return assign(&p.Name, k, v, dnsRE)
-	case "K8S_POD_UID":
-		return assign(&p.UID, k, v, uidRE)
-	}
-	return nil
-}
-
-func assign(dst *string, k, v string, re bounded) error {
-	if !re.MatchString(v) {
-		return badArgs("%s=%q is not valid", k, v)
-	}
-	*dst = v
-	return nil
-}
-
-func badArgs(format string, args ...any) *types.Error {
-	return types.NewError(types.ErrInvalidNetworkConfig, "invalid CNI_ARGS", fmt.Sprintf(format, args...))
+func badArg(key, format string, args ...any) *types.Error {
+	return types.NewError(types.ErrInvalidNetworkConfig, fmt.Sprintf("invalid CNI_ARGS: key %q", key), fmt.Sprintf(format, args...))
 }

@@ -13,9 +13,12 @@ func TestParseArgs(t *testing.T) {
 	}{
 		{"empty", "", Pod{}, false},
 		{"full", "IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=web-0;K8S_POD_INFRA_CONTAINER_ID=abc;K8S_POD_UID=1f2e-33",
-			Pod{Namespace: "default", Name: "web-0", UID: "1f2e-33"}, false},
-		{"trailing semicolon", "K8S_POD_NAMESPACE=a;K8S_POD_NAME=b;", Pod{Namespace: "a", Name: "b"}, false},
-		{"unknown key ignored", "FOO=bar", Pod{}, false},
+			Pod{Namespace: "default", Name: "web-0", UID: "1f2e-33", InfraContainerID: "abc"}, false},
+		// The CNI library's rules (types.LoadArgs): no empty pairs, and an
+		// unknown key only with IgnoreUnknown, as every runtime sends it.
+		{"trailing semicolon", "K8S_POD_NAMESPACE=a;K8S_POD_NAME=b;", Pod{}, true},
+		{"unknown key", "FOO=bar", Pod{}, true},
+		{"unknown key ignored", "IgnoreUnknown=1;FOO=bar", Pod{}, false},
 		{"no equals", "K8S_POD_NAME", Pod{}, true},
 		{"bad key", "K-8=x", Pod{}, true},
 		{"path in name", "K8S_POD_NAMESPACE=a;K8S_POD_NAME=../x", Pod{}, true},

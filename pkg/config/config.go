@@ -1,18 +1,27 @@
 // Package config parses and validates the plugin's entry in a conflist, the
-// runtime-provided runtimeConfig, CNI_ARGS and the pod annotations it reads.
-// Everything a pod author can influence is parsed strictly; every invalid
-// value is a CNI error with code 7 naming the field.
+// runtime-provided runtimeConfig and prevResult, CNI_ARGS and the pod
+// annotations it reads. It is the edge of the plugin: everything a pod
+// author, the runtime or the previous plugin can influence is parsed strictly
+// here, once, and the other packages trust the values it returns.
+//
+// Keys match exactly: a key that differs from a known one only in case is
+// ignored with a warning, never used. Errors are *types.Error naming the
+// field: code 7 for the configuration and CNI_ARGS, code 6 for prevResult,
+// code 1 (the CNI spec's "incompatible CNI version") for a cniVersion the
+// plugin does not support.
 package config
 
 import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
-	"sort"
+	"slices"
 
 	"github.com/containernetworking/cni/pkg/types"
-	"github.com/containernetworking/cni/pkg/version"
 )
+
+// SupportedVersions are the CNI spec versions the plugin serves.
+var SupportedVersions = []string{"0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"}
 
 // Defaults of the optional fields.
 const (
@@ -63,7 +72,8 @@ type RuntimeConfig struct {
 	DeviceID       string            `json:"deviceID,omitempty"`
 }
 
-// NetConf is the plugin's entry in the conflist.
+// NetConf is the plugin's entry in the conflist. Parse fills it key by key
+// (see fields.go); the JSON tags only serve encoding.
 type NetConf struct {
 	types.PluginConf
 	Mode               string     `json:"mode,omitempty"`
@@ -86,50 +96,52 @@ type NetConf struct {
 	RawIPAM       json.RawMessage `json:"-"`
 	// LegacyAttachments is the pre-1.1 spelling of cni.dev/valid-attachments.
 	LegacyAttachments []types.GCAttachment `json:"cni.dev/attachments,omitempty"`
-}
 
-// knownKeys are the top-level keys the plugin understands; anything else is
-// reported as a warning, never an error.
-var knownKeys = map[string]bool{
-	"cniVersion": true, "cniVersions": true, "name": true, "type": true,
-	"capabilities": true, "ipam": true, "dns": true, "prevResult": true,
-	"runtimeConfig": true, "args": true, "cni.dev/valid-attachments": true,
-	"cni.dev/attachments": true, "mode": true, "devices": true,
-	"podSelection": true, "resourceNames": true, "podResourcesSocket": true,
-	"ifName": true, "sharedLink": true, "smcr": true, "dataDir": true,
-	"logFile": true, "logLevel": true, "deviceID": true, "dad": true,
+	// known holds the top-level keys Parse used, exactly as given.
+	known map[string]json.RawMessage
 }
 
 // Parse decodes, defaults and validates the plugin configuration. It returns
-// warnings for unknown keys. Errors are *types.Error with code 7.
+// warnings for ignored keys. Errors are *types.Error: code 7 for the
+// configuration, 6 for prevResult, 1 for an unsupported cniVersion.
 func Parse(stdin []byte) (*NetConf, []string, error) {
-	conf := &NetConf{}
-	if err := json.Unmarshal(stdin, conf); err != nil {
-		return nil, nil, invalid("", "cannot decode network configuration: %v", err)
+	w := &warnings{}
+	conf, err := parseConf(stdin, w)
+	return conf, w.list(), err
+}
+
+func parseConf(stdin []byte, w *warnings) (*NetConf, error) {
+	top, err := decodeObject(stdin)
+	if err != nil {
+		return nil, invalid("", "cannot decode network configuration: %v", err)
 	}
-	var raw map[string]json.RawMessage
-	_ = json.Unmarshal(stdin, &raw) // cannot fail after the decode above
-	conf.RawIPAM = raw["ipam"]
-	warnings := unknownKeys(raw)
-	if err := version.ParsePrevResult(&conf.PluginConf); err != nil {
-		return nil, warnings, invalid("prevResult", "%v", err)
+	conf := &NetConf{}
+	conf.known, err = decodeFields("", top, conf.topFields(), w)
+	if err != nil {
+		return nil, asCNI(types.ErrInvalidNetworkConfig, err)
+	}
+	if err := checkVersion(conf.CNIVersion); err != nil {
+		return nil, err
+	}
+	if err := conf.parsePrevResult(conf.known["prevResult"], w); err != nil {
+		return nil, asCNI(types.ErrDecodingFailure, err)
 	}
 	conf.applyDefaults()
 	if err := conf.validate(); err != nil {
-		return nil, warnings, err
+		return nil, err
 	}
-	return conf, warnings, nil
+	return conf, nil
 }
 
-func unknownKeys(raw map[string]json.RawMessage) []string {
-	var out []string
-	for k := range raw {
-		if !knownKeys[k] {
-			out = append(out, fmt.Sprintf("unknown configuration key %q ignored", k))
-		}
+func checkVersion(v string) error {
+	if v == "" {
+		return invalid("cniVersion", "is required")
 	}
-	sort.Strings(out)
-	return out
+	if !slices.Contains(SupportedVersions, v) {
+		return types.NewError(types.ErrIncompatibleCNIVersion, `incompatible CNI version: field "cniVersion"`,
+			fmt.Sprintf("%q is not one of %v", truncate(v), SupportedVersions))
+	}
+	return nil
 }
 
 func (c *NetConf) applyDefaults() {
@@ -181,6 +193,14 @@ func (c *NetConf) PodIfName(i int) string {
 	return fmt.Sprintf("%s%d", c.IfName, i)
 }
 
+// IPAMStdin is the configuration to hand a delegated IPAM plugin: the
+// top-level keys Parse used, exactly as given, and nothing it ignored, so the
+// IPAM's case-insensitive decoder cannot pick up a key logged as ignored
+// (an "IPAM" beside "ipam").
+func (c *NetConf) IPAMStdin() ([]byte, error) {
+	return json.Marshal(c.known)
+}
+
 func invalid(field, format string, args ...any) *types.Error {
 	msg := "invalid network configuration"
 	if field != "" {
@@ -194,7 +214,15 @@ func absPath(field, p string, optional bool) error {
 		return nil
 	}
 	if !filepath.IsAbs(p) || filepath.Clean(p) != p {
-		return invalid(field, "must be a clean absolute path, got %q", p)
+		return invalid(field, "must be a clean absolute path, got %q", truncate(p))
 	}
 	return nil
+}
+
+// truncate shortens a value quoted in a message.
+func truncate(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "..."
+	}
+	return s
 }

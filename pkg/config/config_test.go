@@ -102,7 +102,6 @@ func TestRequiredAndDecode(t *testing.T) {
 		"no name":    `{"cniVersion":"1.0.0","type":"rdma-chain"}`,
 		"not json":   `{"cniVersion":`,
 		"bad type":   minimal + `,"devices":"rxe0"}`,
-		"prevResult": minimal + `,"prevResult":{"interfaces":"x"}}`,
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, _, err := Parse([]byte(in))

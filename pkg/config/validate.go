@@ -1,43 +1,10 @@
 package config
 
 import (
-	"regexp"
-	"strings"
+	"fmt"
+
+	"github.com/containernetworking/cni/pkg/types"
 )
-
-// bounded is a pattern with a length range. Lengths are checked apart
-// because counted repetitions like {0,251} make the regexp compiler build
-// programs that cost milliseconds at every plugin start.
-type bounded struct {
-	re       *regexp.Regexp
-	min, max int
-}
-
-func pattern(expr string, minLen, maxLen int) bounded {
-	return bounded{re: regexp.MustCompile(expr), min: minLen, max: maxLen}
-}
-
-// MatchString reports whether s has an allowed length and matches.
-func (b bounded) MatchString(s string) bool {
-	return len(s) >= b.min && len(s) <= b.max && b.re.MatchString(s)
-}
-
-var (
-	// devNameRE matches RDMA device and netdev names (IFNAMSIZ 16 incl. NUL).
-	devNameRE = pattern(`^[A-Za-z0-9_][A-Za-z0-9_.:-]*$`, 1, 15)
-	// resourceDomainRE and resourceNameRE: extended resource names, domain/name.
-	resourceDomainRE = pattern(`^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$`, 1, 253)
-	resourceNameRE   = pattern(`^[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?$`, 1, 63)
-	// pnetRE: SMC PNETIDs are 1-16 alphanumerics.
-	pnetRE = pattern(`^[A-Za-z0-9]+$`, 1, 16)
-	// ueidRE: SMC UEIDs are up to 32 characters of A-Z, 0-9, '.', '-', starting alphanumeric.
-	ueidRE = pattern(`^[A-Za-z0-9][A-Za-z0-9.-]*$`, 1, 32)
-)
-
-func validResourceName(r string) bool {
-	domain, name, ok := strings.Cut(r, "/")
-	return ok && resourceDomainRE.MatchString(domain) && resourceNameRE.MatchString(name)
-}
 
 var sharedModes = map[string]map[string]bool{
 	LinkIPVlan:  {"l2": true, "l3": true, "l3s": true},
@@ -47,8 +14,8 @@ var sharedModes = map[string]map[string]bool{
 
 func (c *NetConf) validate() error {
 	checks := []func() error{
-		c.validateBasics, c.validateDevices, c.validateSelection,
-		c.validateLinks, c.validateSMCR, c.validatePaths,
+		c.validateBasics, c.validateDevices, c.validateSelection, c.validateLinks,
+		c.validateIPAM, c.validateSMCR, c.validatePaths, c.validateAttachments,
 	}
 	for _, check := range checks {
 		if err := check(); err != nil {
@@ -59,17 +26,20 @@ func (c *NetConf) validate() error {
 }
 
 func (c *NetConf) validateBasics() error {
-	if c.CNIVersion == "" {
-		return invalid("cniVersion", "is required")
+	if err := checkVersion(c.CNIVersion); err != nil {
+		return err
 	}
 	if c.Name == "" {
 		return invalid("name", "is required")
 	}
+	if !networkNameRE.MatchString(c.Name) {
+		return invalid("name", "%q must be 1-1024 characters of [A-Za-z0-9_.-], starting alphanumeric", truncate(c.Name))
+	}
 	if !oneOf(c.Mode, ModeAuto, ModeExclusive, ModeShared) {
-		return invalid("mode", "must be auto, exclusive or shared, got %q", c.Mode)
+		return invalid("mode", "must be auto, exclusive or shared, got %q", truncate(c.Mode))
 	}
 	if !oneOf(c.LogLevel, "debug", "info", "warn", "error") {
-		return invalid("logLevel", "must be debug, info, warn or error, got %q", c.LogLevel)
+		return invalid("logLevel", "must be debug, info, warn or error, got %q", truncate(c.LogLevel))
 	}
 	return nil
 }
@@ -78,57 +48,69 @@ func (c *NetConf) validateDevices() error {
 	seen := map[string]bool{}
 	for _, d := range c.Devices {
 		if !devNameRE.MatchString(d) {
-			return invalid("devices", "%q is not a valid RDMA device or netdev name", d)
+			return invalid("devices", "%q is not a valid RDMA device or netdev name", truncate(d))
 		}
 		if seen[d] {
 			return invalid("devices", "%q is listed twice", d)
 		}
 		seen[d] = true
 	}
+	for _, f := range [][2]string{{"deviceID", c.DeviceID}, {"runtimeConfig.deviceID", c.RuntimeConfig.DeviceID}} {
+		if f[1] != "" && !ValidDeviceID(f[1]) {
+			return invalid(f[0], "%q must be 1-64 characters of [A-Za-z0-9_.:/-]", truncate(f[1]))
+		}
+	}
 	return nil
 }
 
 func (c *NetConf) validateSelection() error {
 	if !oneOf(c.PodSelection, SelectRequested, SelectAll) {
-		return invalid("podSelection", "must be requested or all, got %q", c.PodSelection)
+		return invalid("podSelection", "must be requested or all, got %q", truncate(c.PodSelection))
 	}
 	if c.PodSelection == SelectRequested && len(c.ResourceNames) == 0 {
 		return invalid("resourceNames", "must not be empty with podSelection requested")
 	}
 	for _, r := range c.ResourceNames {
 		if !validResourceName(r) {
-			return invalid("resourceNames", "%q is not an extended resource name (domain/name)", r)
+			return invalid("resourceNames", "%q is not an extended resource name (domain/name)", truncate(r))
 		}
 	}
 	return nil
 }
 
 func (c *NetConf) validateLinks() error {
-	if !devNameRE.MatchString(c.IfName) || len(c.IfName) > 12 || strings.ContainsAny(c.IfName, ".:") {
-		return invalid("ifName", "%q must be 1-12 characters of [A-Za-z0-9_-]", c.IfName)
+	if !ifPrefixRE.MatchString(c.IfName) {
+		return invalid("ifName", "%q must be 1-12 characters of [A-Za-z0-9_-]", truncate(c.IfName))
 	}
 	modes, ok := sharedModes[c.SharedLink.Type]
 	if !ok {
-		return invalid("sharedLink.type", "must be ipvlan, macvlan or none, got %q", c.SharedLink.Type)
+		return invalid("sharedLink.type", "must be ipvlan, macvlan or none, got %q", truncate(c.SharedLink.Type))
 	}
 	if !modes[c.SharedLink.Mode] {
-		return invalid("sharedLink.mode", "%q is not a mode of %s", c.SharedLink.Mode, c.SharedLink.Type)
+		return invalid("sharedLink.mode", "%q is not a mode of %s", truncate(c.SharedLink.Mode), c.SharedLink.Type)
 	}
-	if len(c.RawIPAM) > 0 && string(c.RawIPAM) != "null" && c.IPAM.Type == "" {
+	return nil
+}
+
+func (c *NetConf) validateIPAM() error {
+	if c.RawIPAM != nil && c.IPAM.Type == "" {
 		return invalid("ipam.type", "is required when ipam is set")
+	}
+	if c.IPAM.Type != "" && !pluginNameRE.MatchString(c.IPAM.Type) {
+		return invalid("ipam.type", "%q must be a plugin name: 1-64 characters of [A-Za-z0-9_.-], starting alphanumeric, no path", truncate(c.IPAM.Type))
 	}
 	return nil
 }
 
 func (c *NetConf) validateSMCR() error {
 	if c.SMCR.PnetID != "" && !pnetRE.MatchString(c.SMCR.PnetID) {
-		return invalid("smcr.pnetId", "%q must be 1-16 alphanumerics", c.SMCR.PnetID)
+		return invalid("smcr.pnetId", "%q must be 1-16 alphanumerics", truncate(c.SMCR.PnetID))
 	}
 	if c.SMCR.UEID != "" && !ueidRE.MatchString(c.SMCR.UEID) {
-		return invalid("smcr.ueid", "%q must be 1-32 characters of A-Z, 0-9, '.', '-'", c.SMCR.UEID)
+		return invalid("smcr.ueid", "%q must be 1-32 characters of A-Z, 0-9, '.', '-'", truncate(c.SMCR.UEID))
 	}
 	if !oneOf(c.SMCR.OnUnsupported, "fail", "warn") {
-		return invalid("smcr.onUnsupported", "must be fail or warn, got %q", c.SMCR.OnUnsupported)
+		return invalid("smcr.onUnsupported", "must be fail or warn, got %q", truncate(c.SMCR.OnUnsupported))
 	}
 	return nil
 }
@@ -141,6 +123,27 @@ func (c *NetConf) validatePaths() error {
 		return err
 	}
 	return absPath("podResourcesSocket", c.PodResourcesSocket, false)
+}
+
+// validateAttachments checks the GC lists with the CNI spec's rules for
+// container IDs and interface names.
+func (c *NetConf) validateAttachments() error {
+	lists := []struct {
+		key string
+		l   []types.GCAttachment
+	}{{"cni.dev/valid-attachments", c.PluginConf.ValidAttachments}, {"cni.dev/attachments", c.LegacyAttachments}}
+	for _, list := range lists {
+		for i, a := range list.l {
+			field := fmt.Sprintf("%s[%d]", list.key, i)
+			if !networkNameRE.MatchString(a.ContainerID) {
+				return invalid(field+".containerID", "%q is not a container ID", truncate(a.ContainerID))
+			}
+			if err := ValidIfName(a.IfName); err != nil {
+				return invalid(field+".ifname", "%v", err)
+			}
+		}
+	}
+	return nil
 }
 
 func oneOf(v string, allowed ...string) bool {
