@@ -48,7 +48,7 @@ func decodeDevSMCR(msgs [][]byte) ([]SMCRDevice, error) {
 	for _, m := range msgs {
 		devs, err := decodeDevMsg(m)
 		if err != nil {
-			return nil, fmt.Errorf("smc: decode SMC-R device: %w", err)
+			return nil, fmt.Errorf("decode SMC-R device: %w", err)
 		}
 		out = append(out, devs...)
 	}
@@ -117,11 +117,11 @@ func decodePort(b []byte, port int) (SMCRDevice, error) {
 // any netns). NetdevName is filled when the ifindex exists in the Client's
 // netns.
 func (c *Client) SMCRDevices() ([]SMCRDevice, error) {
-	id, err := c.gen("SMC-R device dump")
+	id, err := c.gen("dump SMC-R devices")
 	if err != nil {
 		return nil, err
 	}
-	msgs, err := c.dump("SMC-R device dump", id, encodeDevSMCRDump())
+	msgs, err := c.dump("dump SMC-R devices", id, encodeDevSMCRDump())
 	if err != nil {
 		return nil, err
 	}

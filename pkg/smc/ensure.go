@@ -22,9 +22,6 @@ import (
 // IB entry outside init_net, a netdev with a hardware PNETID on s390) the
 // error wraps ErrExists.
 func (c *Client) EnsurePnet(e PnetEntry) (PnetEntry, error) {
-	if err := e.validate(); err != nil {
-		return PnetEntry{}, err
-	}
 	e = e.normalized()
 	err := c.PnetAdd(e)
 	if !errors.Is(err, ErrExists) {
@@ -86,10 +83,10 @@ func portEntry(devs []SMCRDevice, e PnetEntry) (PnetEntry, bool, error) {
 // unexplainedExists explains an EEXIST with no entry behind it.
 func unexplainedExists(e PnetEntry) error {
 	if e.isIB() {
-		return fmt.Errorf("smc: pnet add %s: kernel answered EEXIST but no entry carries that port "+
+		return fmt.Errorf("add pnet entry %s: the kernel answered EEXIST but no entry carries that port "+
 			"(IB entries can only be added in the initial network namespace): %w", e, ErrExists)
 	}
-	return fmt.Errorf("smc: pnet add %s: kernel answered EEXIST but the table has no entry for the netdev "+
+	return fmt.Errorf("add pnet entry %s: the kernel answered EEXIST but the table has no entry for the netdev "+
 		"(hardware-defined PNETID?): %w", e, ErrExists)
 }
 
@@ -110,9 +107,11 @@ func unexplainedExists(e PnetEntry) error {
 //   - other rows use the PNETID: DEL, then the other rows are added back.
 //     Between the two they are briefly missing, and port PNETIDs applied
 //     without a row of their own (second port of a device) are not restored.
+//
+// e is checked first: on DEL and GC it comes back from an attachment record.
 func (c *Client) RemovePnet(e PnetEntry) error {
 	if err := e.validate(); err != nil {
-		return err
+		return fmt.Errorf("remove pnet entry: %w", err)
 	}
 	e = e.normalized()
 	table, err := c.PnetDump()
@@ -155,7 +154,7 @@ func (c *Client) readd(rows []PnetEntry) error {
 		}
 	}
 	if len(errs) > 0 {
-		return fmt.Errorf("smc: restore pnet entries after delete: %w", errors.Join(errs...))
+		return fmt.Errorf("restore the pnet entries that shared the deleted PNETID: %w", errors.Join(errs...))
 	}
 	return nil
 }

@@ -60,7 +60,10 @@ func TestEnsurePnet(t *testing.T) {
 	}
 }
 
-func TestEnsurePnetValidation(t *testing.T) {
+// TestRemovePnetValidation: entries to remove come back from attachment
+// records on disk; one the kernel could not hold is refused before any
+// request (EnsurePnet leaves that to pkg/config and the kernel).
+func TestRemovePnetValidation(t *testing.T) {
 	bad := []PnetEntry{
 		{PnetID: "", EthName: "eth0"},
 		{PnetID: strings.Repeat("A", 17), EthName: "eth0"},
@@ -74,7 +77,7 @@ func TestEnsurePnetValidation(t *testing.T) {
 	for _, e := range bad {
 		f := newFake(newFakeKernel(true).handle)
 		c := newFakeClient(t, f)
-		if _, err := c.EnsurePnet(e); err == nil || errors.Is(err, ErrExists) {
+		if err := c.RemovePnet(e); err == nil || errors.Is(err, ErrExists) {
 			t.Errorf("%+v: err = %v, want validation error", e, err)
 		}
 		if len(f.sent) != 0 {
@@ -155,10 +158,10 @@ func TestPnetRequestsAndErrors(t *testing.T) {
 	if err := c.PnetDel("NOPE"); err != nil {
 		t.Fatalf("del of unknown id: %v", err)
 	}
-	k.errs[pnetCmdFlush] = unix.EPERM
-	err := c.PnetFlush()
-	if !errors.Is(err, unix.EPERM) || !strings.Contains(err.Error(), "CAP_NET_ADMIN") {
-		t.Fatalf("flush err = %v", err)
+	k.errs[pnetCmdDel] = unix.EPERM
+	err := c.PnetDel("NET1")
+	if !errors.Is(err, unix.EPERM) || err.Error() != "delete pnet entries of NET1: CAP_NET_ADMIN required: operation not permitted" {
+		t.Fatalf("del err = %v", err)
 	}
 	k.errs[pnetCmdAdd] = unix.EEXIST
 	if err := c.PnetAdd(PnetEntry{PnetID: "NET1", EthName: "eth0"}); !errors.Is(err, ErrExists) {

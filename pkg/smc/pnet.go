@@ -11,10 +11,9 @@ import (
 
 // SMC_PNETID commands and attributes (include/uapi/linux/smc.h).
 const (
-	pnetCmdGet   = 1 // SMC_PNETID_GET
-	pnetCmdAdd   = 2 // SMC_PNETID_ADD
-	pnetCmdDel   = 3 // SMC_PNETID_DEL
-	pnetCmdFlush = 4 // SMC_PNETID_FLUSH
+	pnetCmdGet = 1 // SMC_PNETID_GET
+	pnetCmdAdd = 2 // SMC_PNETID_ADD
+	pnetCmdDel = 3 // SMC_PNETID_DEL
 
 	pnetAttrName    = 1 // SMC_PNETID_NAME, NLA_NUL_STRING
 	pnetAttrEthName = 2 // SMC_PNETID_ETHNAME, NLA_NUL_STRING
@@ -49,9 +48,6 @@ func encodePnetDel(pnetID string) []byte {
 // encodePnetDump is SMC_PNETID_GET without attributes (sent with NLM_F_DUMP).
 func encodePnetDump() []byte { return genlPayload(pnetCmdGet, familyVersion) }
 
-// encodePnetFlush is SMC_PNETID_FLUSH without attributes.
-func encodePnetFlush() []byte { return genlPayload(pnetCmdFlush, familyVersion) }
-
 // decodePnetDump turns the dump (one message per entry) into entries.
 func decodePnetDump(msgs [][]byte) ([]PnetEntry, error) {
 	var out []PnetEntry
@@ -70,7 +66,7 @@ func decodePnetDump(msgs [][]byte) ([]PnetEntry, error) {
 func decodePnetEntry(msg []byte) (PnetEntry, error) {
 	_, attrs, err := parseGenl(msg)
 	if err != nil {
-		return PnetEntry{}, fmt.Errorf("smc: decode pnet entry: %w", err)
+		return PnetEntry{}, fmt.Errorf("decode pnet entry: %w", err)
 	}
 	var e PnetEntry
 	for _, a := range attrs {
@@ -102,21 +98,15 @@ func naToEmpty(s string) string {
 // already has an entry with any PNETID, or the IB port already has a
 // PNETID) is returned wrapping ErrExists.
 func (c *Client) PnetAdd(e PnetEntry) error {
-	if err := e.validate(); err != nil {
-		return err
-	}
 	e.PnetID = strings.ToUpper(e.PnetID)
-	return c.do("pnet add "+e.String(), c.pnetID, encodePnetAdd(e))
+	return c.do("add pnet entry "+e.String(), c.pnetID, encodePnetAdd(e))
 }
 
 // PnetDel removes every entry of pnetID in this netns; in init_net the kernel
 // also clears that user-defined PNETID from every RDMA device port. A
 // PNETID with nothing to remove (ENOENT) is not an error.
 func (c *Client) PnetDel(pnetID string) error {
-	if !ValidPnetID(pnetID) {
-		return fmt.Errorf("smc: invalid PNETID %q", pnetID)
-	}
-	err := c.do("pnet del "+pnetID, c.pnetID, encodePnetDel(strings.ToUpper(pnetID)))
+	err := c.do("delete pnet entries of "+pnetID, c.pnetID, encodePnetDel(strings.ToUpper(pnetID)))
 	if errors.Is(err, unix.ENOENT) {
 		return nil
 	}
@@ -125,15 +115,9 @@ func (c *Client) PnetDel(pnetID string) error {
 
 // PnetDump lists this netns's table (outside init_net: ETH entries only).
 func (c *Client) PnetDump() ([]PnetEntry, error) {
-	msgs, err := c.dump("pnet dump", c.pnetID, encodePnetDump())
+	msgs, err := c.dump("dump pnet table", c.pnetID, encodePnetDump())
 	if err != nil {
 		return nil, err
 	}
 	return decodePnetDump(msgs)
-}
-
-// PnetFlush removes all entries of this netns (in init_net also every
-// user-defined PNETID of RDMA device ports).
-func (c *Client) PnetFlush() error {
-	return c.do("pnet flush", c.pnetID, encodePnetFlush())
 }

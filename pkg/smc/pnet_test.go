@@ -33,7 +33,6 @@ func TestEncodePnet(t *testing.T) {
 		}},
 		{"del", encodePnetDel("NET1"), [][]byte{{0x03, 0x01, 0x00, 0x00}, name}},
 		{"dump", encodePnetDump(), [][]byte{{0x01, 0x01, 0x00, 0x00}}},
-		{"flush", encodePnetFlush(), [][]byte{{0x04, 0x01, 0x00, 0x00}}},
 		{"getfamily", encodeGetFamily("SMC_PNETID"), [][]byte{
 			{0x03, 0x02, 0x00, 0x00}, // CTRL_CMD_GETFAMILY, ctrl version 2
 			{0x0f, 0x00, 0x02, 0x00, 'S', 'M', 'C', '_', 'P', 'N', 'E', 'T', 'I', 'D', 0, 0},

@@ -70,22 +70,25 @@ func (e PnetEntry) normalized() PnetEntry {
 	return e
 }
 
-// validate checks the entry before anything is sent to the kernel.
+// validate checks an entry that comes back from an attachment record on
+// disk (a trust boundary) before it decides what to delete. Entries built
+// from the plugin's validated configuration and the kernel's names are not
+// checked again; the kernel refuses (EINVAL) what it cannot take.
 func (e PnetEntry) validate() error {
 	if !ValidPnetID(e.PnetID) {
-		return fmt.Errorf("smc: invalid PNETID %q: need 1-%d characters [A-Za-z0-9]", e.PnetID, maxPnetIDLen)
+		return fmt.Errorf("invalid PNETID %q: need 1-%d characters [A-Za-z0-9]", e.PnetID, maxPnetIDLen)
 	}
 	if (e.EthName == "") == (e.IBName == "") {
-		return fmt.Errorf("smc: pnet entry %q: set exactly one of EthName and IBName", e.PnetID)
+		return fmt.Errorf("pnet entry %q: set exactly one of netdev and RDMA device", e.PnetID)
 	}
 	if len(e.EthName) > 15 {
-		return fmt.Errorf("smc: pnet entry %q: netdev name %q longer than 15", e.PnetID, e.EthName)
+		return fmt.Errorf("pnet entry %q: netdev name %q longer than 15", e.PnetID, e.EthName)
 	}
 	if len(e.IBName) > 63 {
-		return fmt.Errorf("smc: pnet entry %q: RDMA device name %q longer than 63", e.PnetID, e.IBName)
+		return fmt.Errorf("pnet entry %q: RDMA device name %q longer than 63", e.PnetID, e.IBName)
 	}
 	if e.IBPort > 2 {
-		return fmt.Errorf("smc: pnet entry %q: IB port %d not in 1-2", e.PnetID, e.IBPort)
+		return fmt.Errorf("pnet entry %q: IB port %d not in 1-2", e.PnetID, e.IBPort)
 	}
 	return nil
 }
@@ -95,7 +98,7 @@ type ConflictError struct{ Existing PnetEntry }
 
 // Error names the entry in the way.
 func (e *ConflictError) Error() string {
-	return fmt.Sprintf("smc: pnet conflict: %s already present", e.Existing)
+	return fmt.Sprintf("pnet conflict: %s already present", e.Existing)
 }
 
 // Is lets errors.Is(err, ErrExists) match a conflict.

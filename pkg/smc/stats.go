@@ -40,11 +40,11 @@ func decodeFallback(msgs [][]byte) (FallbackReport, error) {
 	for _, m := range msgs {
 		_, top, err := parseGenl(m)
 		if err != nil {
-			return FallbackReport{}, fmt.Errorf("smc: decode fallback stats: %w", err)
+			return FallbackReport{}, fmt.Errorf("decode fallback statistics: %w", err)
 		}
 		in, ok, err := nested(top, genAttrFbackStats)
 		if err != nil {
-			return FallbackReport{}, fmt.Errorf("smc: decode fallback stats: %w", err)
+			return FallbackReport{}, fmt.Errorf("decode fallback statistics: %w", err)
 		}
 		if ok {
 			r.Reasons = append(r.Reasons, decodeFallbackNest(in, &r))
@@ -76,11 +76,11 @@ func decodeFallbackNest(in []attr, r *FallbackReport) FallbackStat {
 // FallbackReport reads this netns's fallback statistics (per netns: open
 // the pod's netns for a pod). No CAP_NET_ADMIN needed.
 func (c *Client) FallbackReport() (FallbackReport, error) {
-	id, err := c.gen("fallback stats")
+	id, err := c.gen("read SMC fallback statistics")
 	if err != nil {
 		return FallbackReport{}, err
 	}
-	msgs, err := c.dump("fallback stats", id, encodeFallbackDump())
+	msgs, err := c.dump("read SMC fallback statistics", id, encodeFallbackDump())
 	if err != nil {
 		return FallbackReport{}, err
 	}

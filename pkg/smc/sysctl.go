@@ -31,7 +31,7 @@ func setNetnsSysctl(nsPath, path, value string) (bool, error) {
 		return err
 	})
 	if err != nil {
-		return false, fmt.Errorf("smc: set %s in %s: %w", path, nsPath, err)
+		return false, fmt.Errorf("set %s in netns %s: %w", path, nsPath, err)
 	}
 	return exists, nil
 }

@@ -9,6 +9,8 @@ import (
 	"github.com/vishvananda/netlink/nl"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/rdma-chain/rdma-chain/internal/nldump"
 )
 
 // Family names and versions (include/uapi/linux/smc.h).
@@ -18,7 +20,6 @@ const (
 	familyVersion  = 1                 // both families are version 1
 
 	sockTimeout = 10 * time.Second
-	dumpRetries = 3
 	flagsDump   = unix.NLM_F_DUMP
 	flagsDoit   = unix.NLM_F_ACK // a doit answers nothing on success without ACK
 )
@@ -71,7 +72,7 @@ func Open() (*Client, error) {
 func OpenAt(nsPath string) (*Client, error) {
 	h, err := netns.GetFromPath(nsPath)
 	if err != nil {
-		return nil, fmt.Errorf("smc: open netns %s: %w", nsPath, err)
+		return nil, fmt.Errorf("open netns %s for SMC netlink: %w", nsPath, err)
 	}
 	defer h.Close()
 	return open(h)
@@ -81,7 +82,7 @@ func OpenAt(nsPath string) (*Client, error) {
 func open(ns netns.NsHandle) (*Client, error) {
 	s, err := nl.GetNetlinkSocketAt(ns, netns.None(), unix.NETLINK_GENERIC)
 	if err != nil {
-		return nil, fmt.Errorf("smc: generic netlink socket: %w", err)
+		return nil, fmt.Errorf("open generic netlink socket: %w", err)
 	}
 	tv := unix.NsecToTimeval(sockTimeout.Nanoseconds())
 	_ = s.SetSendTimeout(&tv)
@@ -149,10 +150,10 @@ func (c *Client) Close() error {
 func (c *Client) resolve(name string) (uint16, error) {
 	msgs, err := c.tr.Execute(newRequest(unix.GENL_ID_CTRL, 0, encodeGetFamily(name)))
 	if errors.Is(err, unix.ENOENT) {
-		return 0, fmt.Errorf("smc: generic netlink family %s not found: %w", name, ErrUnavailable)
+		return 0, fmt.Errorf("generic netlink family %s not found: %w", name, ErrUnavailable)
 	}
 	if err != nil {
-		return 0, fmt.Errorf("smc: resolve family %s: %w", name, err)
+		return 0, fmt.Errorf("resolve generic netlink family %s: %w", name, err)
 	}
 	return decodeFamilyID(msgs)
 }
@@ -168,7 +169,7 @@ func decodeFamilyID(msgs [][]byte) (uint16, error) {
 	for _, m := range msgs {
 		_, attrs, err := parseGenl(m)
 		if err != nil {
-			return 0, fmt.Errorf("smc: decode family: %w", err)
+			return 0, fmt.Errorf("decode generic netlink family: %w", err)
 		}
 		for _, a := range attrs {
 			if a.Type == nl.GENL_CTRL_ATTR_FAMILY_ID && len(a.Data) >= 2 {
@@ -176,7 +177,7 @@ func decodeFamilyID(msgs [][]byte) (uint16, error) {
 			}
 		}
 	}
-	return 0, errors.New("smc: controller answer has no family id")
+	return 0, errors.New("generic netlink controller answered without a family id")
 }
 
 // newRequest wraps a genl payload into a netlink request.
@@ -194,21 +195,19 @@ func (c *Client) do(op string, family uint16, payload []byte) error {
 
 // dump runs a dump command, retrying when the kernel interrupts it.
 func (c *Client) dump(op string, family uint16, payload []byte) ([][]byte, error) {
-	var err error
-	for i := 0; i < dumpRetries; i++ {
-		var msgs [][]byte
-		msgs, err = c.tr.Execute(newRequest(family, flagsDump, payload))
-		if !errors.Is(err, nl.ErrDumpInterrupted) {
-			return msgs, wrapErr(op, err)
-		}
+	msgs, err := nldump.Retry(func() ([][]byte, error) {
+		return c.tr.Execute(newRequest(family, flagsDump, payload))
+	})
+	if err != nil {
+		return nil, wrapErr(op, err)
 	}
-	return nil, wrapErr(op, err)
+	return msgs, nil
 }
 
 // gen returns the SMC_GEN_NETLINK id or ErrUnavailable (Linux < 5.11).
 func (c *Client) gen(op string) (uint16, error) {
 	if c.genID == 0 {
-		return 0, fmt.Errorf("smc: %s: family %s missing (Linux < 5.11?): %w", op, genFamilyName, ErrUnavailable)
+		return 0, fmt.Errorf("%s: generic netlink family %s missing (Linux < 5.11?): %w", op, genFamilyName, ErrUnavailable)
 	}
 	return c.genID, nil
 }
@@ -219,11 +218,11 @@ func wrapErr(op string, err error) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, unix.EEXIST):
-		return fmt.Errorf("smc: %s: %w", op, ErrExists)
+		return fmt.Errorf("%s: %w", op, ErrExists)
 	case errors.Is(err, unix.EPERM):
-		return fmt.Errorf("smc: %s: CAP_NET_ADMIN required: %w", op, err)
+		return fmt.Errorf("%s: CAP_NET_ADMIN required: %w", op, err)
 	}
-	return fmt.Errorf("smc: %s: %w", op, err)
+	return fmt.Errorf("%s: %w", op, err)
 }
 
 // Do runs fn on a Client in the netns at nsPath ("" = the calling thread's
