@@ -9,12 +9,10 @@ import (
 	types100 "github.com/containernetworking/cni/pkg/types/100"
 
 	"github.com/rdma-chain/rdma-chain/pkg/config"
+	"github.com/rdma-chain/rdma-chain/pkg/podres"
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
-
-// podResourcesTimeout bounds the kubelet lookup on the ADD path.
-const podResourcesTimeout = 2 * time.Second
 
 func (p *Plugin) add(c *call) error {
 	if c.conf.PrevResult == nil {
@@ -31,7 +29,7 @@ func (p *Plugin) add(c *call) error {
 		}
 		return err
 	}
-	result, err := types100.NewResultFromResult(c.conf.PrevResult)
+	result, err := c.conf.Result()
 	if err != nil {
 		return cniError(types.ErrDecodingFailure, "cannot convert prevResult", err)
 	}
@@ -66,7 +64,7 @@ func (p *Plugin) podRequest(c *call) (*request, error) {
 		c.log.Debug("no K8S_POD_NAME in CNI_ARGS: cannot look up pod resources")
 		return nil, nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), podResourcesTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), podres.DefaultTimeout)
 	defer cancel()
 	client := p.env.PodResources(c.conf.PodResourcesSocket)
 	allocs, err := client.Allocated(ctx, c.pod.Namespace, c.pod.Name, c.conf.ResourceNames)
@@ -102,42 +100,9 @@ func (p *Plugin) nodeDevices(conf *config.NetConf) (rdma.Mode, []rdma.Device, er
 	return mode, offeredDevices(all, conf.Devices), nil
 }
 
-// attachPod selects the devices under the node lock and attaches them.
-func (p *Plugin) attachPod(c *call, req *request, mode rdma.Mode, offered []rdma.Device, result *types100.Result) (*state.Record, error) {
-	unlock, err := c.store.Lock()
-	if err != nil {
-		return nil, cniError(CodeState, "cannot lock attachment state", err)
-	}
-	defer unlock()
-	if _, err := c.store.Get(c.key()); !errors.Is(err, state.ErrNotFound) {
-		if err == nil {
-			return nil, cniErrorf(CodeState, "attachment %s/%s is already recorded: DEL it first", c.args.ContainerID, c.args.IfName)
-		}
-		return nil, cniError(CodeState, "cannot read attachment state", err)
-	}
-	busy, err := busyDevices(c.store, c.conf.Devices)
-	if err != nil {
-		return nil, cniError(CodeState, "cannot read attachment state", err)
-	}
-	devs, err := selectDevices(req, selectInput{mode: mode, offered: offered, busy: busy, macs: resultMACs(result),
-		needNetdev: c.conf.SharedLink.Type != config.LinkNone})
-	if err != nil {
-		return nil, err
-	}
-	rec := newRecord(c, mode)
-	if err := p.attach(c, rec, devs); err != nil {
-		return nil, err
-	}
-	mergeLinks(c, rec, result)
-	if rec.SMC != nil && !hasIPv4(result) {
-		c.log.Warn("SMC-R does not do IPv6 and the pod has no IPv4 address: its connections will fall back to TCP", "container", c.args.ContainerID)
-	}
-	return rec, nil
-}
-
 func hasIPv4(r *types100.Result) bool {
 	for _, ip := range r.IPs {
-		if ip.Address.IP.To4() != nil {
+		if ip != nil && ip.Address.IP.To4() != nil {
 			return true
 		}
 	}

@@ -3,11 +3,13 @@ package chain
 import (
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/containernetworking/cni/pkg/types"
+	types100 "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/plugins/pkg/ns"
 
+	"github.com/rdma-chain/rdma-chain/internal/failpoint"
+	"github.com/rdma-chain/rdma-chain/internal/undo"
 	"github.com/rdma-chain/rdma-chain/pkg/config"
 	"github.com/rdma-chain/rdma-chain/pkg/netdev"
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
@@ -23,62 +25,150 @@ const (
 	stepDone         = "done"
 )
 
-// undoStack runs the undo of every host change in reverse order.
-type undoStack []func() error
-
-func (u *undoStack) push(f func() error) { *u = append(*u, f) }
-
-func (u undoStack) run() error {
-	var errs []error
-	for i := len(u) - 1; i >= 0; i-- {
-		errs = append(errs, u[i]())
-	}
-	return errors.Join(errs...)
+// txn is one ADD's undo: host changes are undone under the node lock, IPAM
+// leases without it.
+type txn struct {
+	host, leases undo.Stack
 }
 
-// attach gives the pod its devices, recording each step; on failure it undoes
-// what it did and removes the record, leaving the node as it found it.
-func (p *Plugin) attach(c *call, rec *state.Record, devs []rdma.Device) (err error) {
+// attachPod gives the pod its devices in three phases: under the node lock
+// it selects the devices and makes the host changes (each recorded before
+// it is made); without the lock it takes the IPAM leases and addresses the
+// pod's interfaces; under the lock again it writes the SMC-R entries. On
+// failure it undoes everything and forgets the record.
+func (p *Plugin) attachPod(c *call, req *request, mode rdma.Mode, offered []rdma.Device, result *types100.Result) (*state.Record, error) {
+	rec := newRecord(c, mode)
+	tx := &txn{}
+	devs, podNS, err := p.attachLocked(c, rec, req, offered, result, tx)
+	if podNS != nil {
+		defer podNS.Close()
+	}
+	p.finishReclaim(c)
+	if err == nil {
+		err = p.addressLinks(c, rec, podNS, tx)
+	}
+	if err == nil {
+		err = p.finishAttach(c, rec, devs, podNS, tx)
+	}
+	if err != nil {
+		p.rollback(c, rec, tx)
+		return nil, err
+	}
+	mergeLinks(c, rec, result)
+	if rec.SMC != nil && !hasIPv4(result) {
+		c.log.Warn("SMC-R does not do IPv6 and the pod has no IPv4 address: its connections will fall back to TCP", "container", c.args.ContainerID)
+	}
+	return rec, nil
+}
+
+// attachLocked is ADD's first phase, under the node lock.
+func (p *Plugin) attachLocked(c *call, rec *state.Record, req *request, offered []rdma.Device,
+	result *types100.Result, tx *txn,
+) ([]rdma.Device, ns.NetNS, error) {
+	unlock, err := c.lock()
+	if err != nil {
+		return nil, nil, err
+	}
+	defer unlock()
+	if _, err := c.store.Get(c.key()); !errors.Is(err, state.ErrNotFound) {
+		if err == nil {
+			return nil, nil, cniErrorf(CodeState, "attachment %s/%s is already recorded: DEL it first", c.args.ContainerID, c.args.IfName)
+		}
+		return nil, nil, cniError(CodeState, "cannot read attachment state", err)
+	}
+	recs, err := p.listRecords(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	if rec.Mode == string(rdma.ModeExclusive) {
+		recs = p.reclaimStranded(c, recs)
+	}
+	devs, err := selectDevices(req, selectInput{mode: rdma.Mode(rec.Mode), offered: offered,
+		busy: busyDevices(recs, c.conf.Devices), macs: resultMACs(result),
+		needNetdev: c.conf.SharedLink.Type != config.LinkNone})
+	if err != nil {
+		return nil, nil, err
+	}
 	if err := p.checkMovable(rec, devs); err != nil {
-		return err
+		return nil, nil, err
 	}
 	podNS, err := p.env.OpenNS(c.args.Netns)
 	if err != nil {
-		return cniError(types.ErrInvalidNetNS, "cannot open pod netns "+c.args.Netns, err)
+		return nil, nil, cniError(types.ErrInvalidNetNS, "cannot open pod netns "+c.args.Netns, err)
 	}
-	defer podNS.Close()
-	var undo undoStack
-	defer func() {
-		if err == nil {
-			return
-		}
-		if uerr := undo.run(); uerr != nil {
-			c.log.Error("rollback incomplete: state kept for DEL", "container", c.args.ContainerID, "error", uerr)
-			return
-		}
-		if derr := c.store.Delete(c.key()); derr != nil {
-			c.log.Error("cannot remove state after rollback", "error", derr)
-		}
-	}()
+	if ino, alive, err := p.env.NetnsInode(c.args.Netns); err == nil && alive {
+		rec.NetNSIno = ino
+	}
+	return devs, podNS, p.attachHost(c, rec, devs, podNS, tx)
+}
+
+// attachHost makes the host changes for each device and records, before
+// any lease is taken, which links will get one.
+func (p *Plugin) attachHost(c *call, rec *state.Record, devs []rdma.Device, podNS ns.NetNS, tx *txn) error {
 	for i, d := range devs {
 		rec.Links = append(rec.Links, state.Link{Device: d.Name, Step: stepPlanned,
 			HostLink: netdev.HostLink{HostName: d.Netdev, PodName: c.conf.PodIfName(i)}})
 		link := &rec.Links[len(rec.Links)-1]
+		var err error
 		if rec.Mode == string(rdma.ModeExclusive) {
-			err = p.attachExclusive(c, rec, link, d, podNS, &undo)
+			err = p.attachExclusive(c, rec, link, d, podNS, tx)
 		} else {
-			err = p.attachShared(c, rec, link, podNS, &undo)
+			err = p.attachShared(c, rec, link, podNS, tx)
 		}
 		if err != nil {
 			return err
 		}
-		if link.PodName != "" && c.conf.HasIPAM() {
-			if err := p.addressLink(c, rec, link, podNS, &undo); err != nil {
+		link.IPAM = link.PodName != "" && c.conf.HasIPAM()
+	}
+	return p.save(c, rec)
+}
+
+// addressLinks is ADD's second phase, without the node lock.
+func (p *Plugin) addressLinks(c *call, rec *state.Record, podNS ns.NetNS, tx *txn) error {
+	for i := range rec.Links {
+		if rec.Links[i].IPAM {
+			if err := p.addressLink(c, &rec.Links[i], podNS, tx); err != nil {
 				return err
 			}
 		}
 	}
-	return p.setupSMC(c, rec, devs, podNS, &undo)
+	return nil
+}
+
+// finishAttach is ADD's last phase, under the node lock: the SMC-R entries
+// (reference-counted across records) and the final record.
+func (p *Plugin) finishAttach(c *call, rec *state.Record, devs []rdma.Device, podNS ns.NetNS, tx *txn) error {
+	unlock, err := c.lock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if err := p.setupSMC(c, rec, devs, podNS, &tx.host); err != nil {
+		return err
+	}
+	return p.save(c, rec)
+}
+
+// rollback undoes a failed ADD: the leases first, then the host changes
+// under the lock; the record goes only when everything was undone.
+func (p *Plugin) rollback(c *call, rec *state.Record, tx *txn) {
+	if !c.recorded && tx.host.Len() == 0 && tx.leases.Len() == 0 {
+		return // nothing changed, nothing recorded
+	}
+	leaseErr := tx.leases.Run()
+	unlock, err := c.lock()
+	if err != nil {
+		c.log.Error("rollback cannot take the node lock: state kept for DEL", "container", c.args.ContainerID, "error", err)
+		return
+	}
+	defer unlock()
+	if uerr := errors.Join(leaseErr, tx.host.Run()); uerr != nil {
+		c.log.Error("rollback incomplete: state kept for DEL", "container", c.args.ContainerID, "error", uerr)
+		return
+	}
+	if derr := c.store.Delete(c.key()); derr != nil {
+		c.log.Error("cannot remove state after rollback", "error", derr)
+	}
 }
 
 // checkMovable refuses, before any change, exclusive-mode devices whose
@@ -96,10 +186,10 @@ func (p *Plugin) checkMovable(rec *state.Record, devs []rdma.Device) error {
 	return nil
 }
 
-func (p *Plugin) attachExclusive(c *call, rec *state.Record, link *state.Link, d rdma.Device, podNS ns.NetNS, undo *undoStack) error {
+func (p *Plugin) attachExclusive(c *call, rec *state.Record, link *state.Link, d rdma.Device, podNS ns.NetNS, tx *txn) error {
 	link.Kind = "moved"
 	if d.Netdev != "" {
-		if err := p.moveNetdev(c, rec, link, podNS, undo); err != nil {
+		if err := p.moveNetdev(c, rec, link, podNS, tx); err != nil {
 			return err
 		}
 	} else {
@@ -111,7 +201,7 @@ func (p *Plugin) attachExclusive(c *call, rec *state.Record, link *state.Link, d
 	if err := p.save(c, rec); err != nil {
 		return err
 	}
-	undo.push(func() error { return p.env.RDMA.ReturnToHost(d.Name, podNS.Path()) })
+	tx.host.Push(func() error { return p.env.RDMA.ReturnToHost(d.Name, podNS.Path()) })
 	if err := p.env.RDMA.MoveToNetns(d.Name, int(podNS.Fd())); err != nil {
 		var unsup *rdma.UnsupportedMoveError
 		if errors.As(err, &unsup) {
@@ -119,6 +209,7 @@ func (p *Plugin) attachExclusive(c *call, rec *state.Record, link *state.Link, d
 		}
 		return cniError(CodeLinkSetup, "cannot move RDMA device "+d.Name+" into the pod", err)
 	}
+	failpoint.Hit("add-rdma-moved")
 	link.Step = stepDone
 	return p.save(c, rec)
 }
@@ -126,7 +217,7 @@ func (p *Plugin) attachExclusive(c *call, rec *state.Record, link *state.Link, d
 // moveNetdev records the netdev's host identity, then moves it into the pod.
 // The undo is registered first: RestoreToHost of a netdev that never left
 // the host changes nothing.
-func (p *Plugin) moveNetdev(c *call, rec *state.Record, link *state.Link, podNS ns.NetNS, undo *undoStack) error {
+func (p *Plugin) moveNetdev(c *call, rec *state.Record, link *state.Link, podNS ns.NetNS, tx *txn) error {
 	hl, err := p.env.Links.Describe(link.HostName, link.PodName)
 	if err != nil {
 		return cniError(CodeLinkSetup, "cannot read netdev "+link.HostName, err)
@@ -135,16 +226,17 @@ func (p *Plugin) moveNetdev(c *call, rec *state.Record, link *state.Link, podNS 
 	if err := p.save(c, rec); err != nil {
 		return err
 	}
-	undo.push(func() error { return p.env.Links.RestoreToHost(hl, podNS.Path()) })
+	tx.host.Push(func() error { return p.env.Links.RestoreToHost(hl, podNS.Path()) })
 	moved, err := p.env.Links.MoveToPod(hl.HostName, podNS, hl.PodName)
 	if err != nil {
 		return cniError(CodeLinkSetup, fmt.Sprintf("cannot move netdev %s of %s into the pod", hl.HostName, link.Device), err)
 	}
+	failpoint.Hit("add-netdev-moved")
 	link.HostLink, link.Step = moved, stepNetdevMoved
 	return p.save(c, rec)
 }
 
-func (p *Plugin) attachShared(c *call, rec *state.Record, link *state.Link, podNS ns.NetNS, undo *undoStack) error {
+func (p *Plugin) attachShared(c *call, rec *state.Record, link *state.Link, podNS ns.NetNS, tx *txn) error {
 	kind := c.conf.SharedLink.Type
 	link.Kind = kind
 	if kind == config.LinkNone {
@@ -164,66 +256,16 @@ func (p *Plugin) attachShared(c *call, rec *state.Record, link *state.Link, podN
 	if err != nil {
 		return cniError(CodeLinkSetup, fmt.Sprintf("cannot create %s child of %s in the pod", kind, link.HostName), err)
 	}
-	undo.push(func() error { return p.env.Links.DelChild(podNS.Path(), child.Name, child.MAC) })
+	failpoint.Hit("add-child-created")
+	tx.host.Push(func() error { return p.env.Links.DelChild(podNS.Path(), child.Name, child.MAC) })
 	link.MAC = child.MAC
 	link.Step = stepDone
 	return p.save(c, rec)
 }
 
-// detach undoes one attachment's links in reverse order. nsPath may be empty
-// or gone. It records progress so a failed DEL can be retried.
-func (p *Plugin) detach(c *call, rec *state.Record, nsPath string) error {
-	var errs []error
-	if err := p.releaseSMC(c, rec, nsPath); err != nil {
-		errs = append(errs, err)
-	}
-	for i := len(rec.Links) - 1; i >= 0; i-- {
-		if err := p.releaseLink(c, rec, &rec.Links[i]); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", rec.Links[i].PodName, err))
-			continue
-		}
-		if err := p.detachLink(&rec.Links[i], nsPath); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", rec.Links[i].Device, err))
-			continue
-		}
-		rec.Links = slices.Delete(rec.Links, i, i+1)
-	}
-	if err := errors.Join(errs...); err != nil {
-		if serr := c.store.Put(rec); serr != nil {
-			c.log.Error("cannot record DEL progress", "error", serr)
-		}
-		return err
-	}
-	return nil
-}
-
-func (p *Plugin) detachLink(l *state.Link, nsPath string) error {
-	switch l.Kind {
-	case "moved":
-		if l.RDMAMoved {
-			if err := p.env.RDMA.ReturnToHost(l.Device, nsPath); err != nil {
-				return err
-			}
-			l.RDMAMoved = false
-		}
-		if l.Step == stepPlanned || l.HostName == "" {
-			return nil
-		}
-		err := p.env.Links.RestoreToHost(l.HostLink, nsPath)
-		if errors.Is(err, netdev.ErrGone) {
-			return nil
-		}
-		return err
-	case config.LinkIPVlan, config.LinkMACVlan:
-		if l.Step == stepPlanned {
-			return nil
-		}
-		return p.env.Links.DelChild(nsPath, l.PodName, l.MAC)
-	}
-	return nil
-}
-
+// save records rec; the call then owns a record that a failed ADD removes.
 func (p *Plugin) save(c *call, rec *state.Record) error {
+	c.recorded = true
 	if err := c.store.Put(rec); err != nil {
 		return cniError(CodeState, "cannot record attachment state", err)
 	}

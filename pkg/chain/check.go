@@ -8,6 +8,7 @@ import (
 	types100 "github.com/containernetworking/cni/pkg/types/100"
 
 	"github.com/rdma-chain/rdma-chain/pkg/config"
+	"github.com/rdma-chain/rdma-chain/pkg/podres"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
@@ -17,12 +18,11 @@ func (p *Plugin) check(c *call) error {
 	if c.conf.PrevResult == nil {
 		return cniErrorf(types.ErrInvalidNetworkConfig, "CHECK needs prevResult")
 	}
-	rec, unlock, err := p.lockedRecord(c)
+	rec, err := p.readRecord(c)
 	if err != nil || rec == nil {
 		return err
 	}
-	defer unlock()
-	result, err := types100.NewResultFromResult(c.conf.PrevResult)
+	result, err := c.conf.Result()
 	if err != nil {
 		return cniError(types.ErrDecodingFailure, "cannot convert prevResult", err)
 	}
@@ -61,7 +61,7 @@ func (p *Plugin) checkLink(c *call, rec *state.Record, l state.Link, result *typ
 
 func hasInterface(r *types100.Result, name, sandbox string) bool {
 	for _, i := range r.Interfaces {
-		if i.Name == name && i.Sandbox == sandbox {
+		if i != nil && i.Name == name && i.Sandbox == sandbox {
 			return true
 		}
 	}
@@ -76,7 +76,7 @@ func (p *Plugin) status(c *call) error {
 	if c.conf.PodSelection != config.SelectRequested {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), podResourcesTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), podres.DefaultTimeout)
 	defer cancel()
 	if err := p.env.PodResources(c.conf.PodResourcesSocket).Probe(ctx); err != nil {
 		return cniError(CodeNotAvailable, "kubelet pod-resources API at "+c.conf.PodResourcesSocket+" is not reachable", err)

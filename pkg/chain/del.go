@@ -3,106 +3,216 @@ package chain
 import (
 	"errors"
 	"fmt"
+	"slices"
 
+	"github.com/containernetworking/cni/pkg/types"
+
+	"github.com/rdma-chain/rdma-chain/internal/failpoint"
+	"github.com/rdma-chain/rdma-chain/pkg/config"
+	"github.com/rdma-chain/rdma-chain/pkg/netdev"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
+// stepReleased marks a link whose host side is given back while its IPAM
+// lease is still to be released: it holds no device any more.
+const stepReleased = "host-released"
+
 // del gives back what ADD took. It succeeds when there is nothing to give
-// back: no state, an empty or vanished netns, a second DEL.
+// back: no state, an empty or vanished netns, a second DEL, an unreadable
+// record (quarantined).
 func (p *Plugin) del(c *call) error {
-	rec, unlock, err := p.lockedRecord(c)
+	rec, err := p.readRecord(c)
 	if err != nil || rec == nil {
+		if err == nil && c.quarantined {
+			return p.releaseInferredLeases(c)
+		}
 		return err
 	}
-	defer unlock()
 	nsPath := c.args.Netns
 	if nsPath == "" {
 		nsPath = rec.NetNS
 	}
-	if err := p.detach(c, rec, nsPath); err != nil {
-		if errors.Is(err, errLeaseRelease) {
-			return cniError(CodeIPAM, "cannot release the pod's IPAM leases", err)
-		}
-		return cniError(CodeLinkSetup, "cannot give back the pod's RDMA links", err)
+	return p.release(c, rec, nsPath)
+}
+
+// release gives back everything rec holds and forgets it: the IPAM leases
+// without the node lock (an IPAM may be slow), then the host side under it.
+// Progress is recorded, so a failed or killed release can be retried.
+func (p *Plugin) release(c *call, rec *state.Record, nsPath string) error {
+	leaseErr := p.releaseLeases(c, rec)
+	unlock, err := c.lock()
+	if err != nil {
+		return err
 	}
-	if err := c.store.Delete(c.key()); err != nil {
+	defer unlock()
+	cur, err := c.store.Get(rec.Key())
+	switch {
+	case errors.Is(err, state.ErrNotFound):
+		return leaseError(leaseErr) // released meanwhile (GC)
+	case errors.Is(err, state.ErrCorrupt):
+		p.quarantine(c, err)
+		return leaseError(leaseErr)
+	case err != nil:
+		return cniError(CodeState, "cannot read attachment state", err)
+	}
+	copyLeaseProgress(cur, rec)
+	hostErr := p.detachHost(c, cur, nsPath)
+	if leaseErr != nil || hostErr != nil {
+		if serr := c.store.Put(cur); serr != nil {
+			c.log.Error("cannot record DEL progress", "error", serr)
+		}
+		if hostErr != nil {
+			return cniError(CodeLinkSetup, "cannot give back the pod's RDMA links", hostErr)
+		}
+		return leaseError(leaseErr)
+	}
+	if err := c.store.Delete(cur.Key()); err != nil {
 		return cniError(CodeState, "cannot remove attachment state", err)
+	}
+	failpoint.Hit("del-record-deleted")
+	return nil
+}
+
+func leaseError(err error) error {
+	if err == nil {
+		return nil
+	}
+	return cniError(CodeIPAM, "cannot release the pod's IPAM leases", err)
+}
+
+// copyLeaseProgress clears the lease flags in cur that released cleared in rec.
+func copyLeaseProgress(cur, released *state.Record) {
+	done := map[string]bool{}
+	for _, l := range released.Links {
+		if !l.IPAM {
+			done[l.PodName] = true
+		}
+	}
+	for i := range cur.Links {
+		if done[cur.Links[i].PodName] {
+			cur.Links[i].IPAM, cur.Links[i].IPs = false, nil
+		}
+	}
+}
+
+// detachHost undoes the host side of an attachment in reverse order: the
+// SMC-R entries, then each link. nsPath may be empty or gone. A link whose
+// lease is still held stays recorded as released.
+func (p *Plugin) detachHost(c *call, rec *state.Record, nsPath string) error {
+	var errs []error
+	if err := p.releaseSMC(c, rec, nsPath); err != nil {
+		errs = append(errs, err)
+	} else {
+		failpoint.Hit("del-smc-released")
+	}
+	for i := len(rec.Links) - 1; i >= 0; i-- {
+		l := &rec.Links[i]
+		if l.Step != stepReleased {
+			if err := p.detachLink(l, nsPath); err != nil {
+				errs = append(errs, fmt.Errorf("give back %s (%s): %w", l.Device, l.PodName, err))
+				continue
+			}
+			l.Step = stepReleased
+		}
+		if !l.IPAM {
+			rec.Links = slices.Delete(rec.Links, i, i+1)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (p *Plugin) detachLink(l *state.Link, nsPath string) error {
+	switch l.Kind {
+	case "moved":
+		if l.RDMAMoved {
+			if err := p.env.RDMA.ReturnToHost(l.Device, nsPath); err != nil {
+				return err
+			}
+			l.RDMAMoved = false
+			failpoint.Hit("del-rdma-returned")
+		}
+		if l.Step == stepPlanned || l.HostName == "" {
+			return nil
+		}
+		err := p.env.Links.RestoreToHost(l.HostLink, nsPath)
+		if errors.Is(err, netdev.ErrGone) {
+			return nil
+		}
+		if err == nil {
+			failpoint.Hit("del-netdev-restored")
+		}
+		return err
+	case config.LinkIPVlan, config.LinkMACVlan:
+		if l.Step == stepPlanned {
+			return nil
+		}
+		if err := p.env.Links.DelChild(nsPath, l.PodName, l.MAC); err != nil {
+			return err
+		}
+		failpoint.Hit("del-child-deleted")
 	}
 	return nil
 }
 
-// lockedRecord takes the node lock and reads the call's record. It returns a
-// nil record (and no lock held) when there is none.
-func (p *Plugin) lockedRecord(c *call) (*state.Record, func(), error) {
-	unlock, err := c.store.Lock()
-	if err != nil {
-		return nil, nil, cniError(CodeState, "cannot lock attachment state", err)
-	}
-	rec, err := c.store.Get(c.key())
-	if err != nil {
-		unlock()
-		if errors.Is(err, state.ErrNotFound) {
-			return nil, nil, nil
-		}
-		return nil, nil, cniError(CodeState, "cannot read attachment state", err)
-	}
-	return rec, unlock, nil
-}
-
 // gc undoes and forgets every attachment of this network that the runtime
-// no longer lists as valid.
+// no longer lists as valid, then lets the IPAM drop leases nobody holds.
 func (p *Plugin) gc(c *call) error {
-	unlock, err := c.store.Lock()
+	stale, kept, err := p.staleRecords(c)
 	if err != nil {
-		return cniError(CodeState, "cannot lock attachment state", err)
-	}
-	defer unlock()
-	recs, listErr := c.store.List()
-	valid := map[state.Key]bool{}
-	for _, a := range c.conf.ValidAttachments() {
-		valid[state.Key{Network: c.conf.Name, ContainerID: a.ContainerID, IfName: a.IfName}] = true
+		return err
 	}
 	var errs []error
-	if listErr != nil {
-		errs = append(errs, listErr)
-	}
-	for _, listed := range recs {
-		if listed.Network != c.conf.Name || valid[listed.Key()] {
-			continue
-		}
-		// Read again: releasing an earlier record may have handed this one
-		// the ownership of a shared SMC-R entry.
-		rec, err := c.store.Get(listed.Key())
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if err := p.detach(c, rec, rec.NetNS); err != nil {
+	for _, rec := range stale {
+		if err := p.release(c, rec, rec.NetNS); err != nil {
 			errs = append(errs, fmt.Errorf("attachment %s/%s: %w", rec.ContainerID, rec.IfName, err))
-			continue
-		}
-		if err := c.store.Delete(rec.Key()); err != nil {
-			errs = append(errs, err)
 			continue
 		}
 		c.log.Info("gc: released stale attachment", "container", rec.ContainerID, "ifname", rec.IfName)
 	}
-	if err := p.gcLeases(c, keptRecords(recs, c.conf.Name, valid)); err != nil {
-		errs = append(errs, err)
+	if err := p.gcLeases(c, kept); err != nil {
+		errs = append(errs, cniError(CodeIPAM, "IPAM garbage collection failed", err))
 	}
-	if err := errors.Join(errs...); err != nil {
-		return cniError(CodeState, "gc could not release every stale attachment", err)
+	if len(errs) == 0 {
+		return nil
 	}
-	return nil
+	return types.NewError(firstCode(errs), "gc could not release every stale attachment", errors.Join(errs...).Error())
 }
 
-// keptRecords are the network's records GC keeps.
-func keptRecords(recs []*state.Record, network string, valid map[state.Key]bool) []*state.Record {
-	var out []*state.Record
+// staleRecords splits the network's records, under the node lock, into the
+// ones the runtime no longer lists and the ones it keeps.
+func (p *Plugin) staleRecords(c *call) (stale, kept []*state.Record, err error) {
+	unlock, err := c.lock()
+	if err != nil {
+		return nil, nil, err
+	}
+	defer unlock()
+	recs, err := p.listRecords(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	valid := map[state.Key]bool{}
+	for _, a := range c.conf.ValidAttachments() {
+		valid[state.Key{Network: c.conf.Name, ContainerID: a.ContainerID, IfName: a.IfName}] = true
+	}
 	for _, r := range recs {
-		if r.Network == network && valid[r.Key()] {
-			out = append(out, r)
+		switch {
+		case r.Network != c.conf.Name:
+		case valid[r.Key()]:
+			kept = append(kept, r)
+		default:
+			stale = append(stale, r)
 		}
 	}
-	return out
+	return stale, kept, nil
+}
+
+// firstCode is the CNI code of the first error that carries one.
+func firstCode(errs []error) uint {
+	for _, err := range errs {
+		var te *types.Error
+		if errors.As(err, &te) {
+			return te.Code
+		}
+	}
+	return CodeState
 }

@@ -1,10 +1,13 @@
 package chain
 
 import (
+	"errors"
+	"fmt"
 	"os"
 
 	types100 "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/plugins/pkg/ns"
+	"golang.org/x/sys/unix"
 
 	"github.com/rdma-chain/rdma-chain/pkg/addr"
 	"github.com/rdma-chain/rdma-chain/pkg/netdev"
@@ -20,11 +23,50 @@ func KernelEnv() Env {
 		IPAM:         addr.Exec(),
 		Addrs:        kernelAddrs{},
 		SMC:          kernelSMC{},
-		PodResources: func(socket string) PodResources { return podres.New(socket, podResourcesTimeout) },
+		PodResources: func(socket string) PodResources { return podres.New(socket, podres.DefaultTimeout) },
 		OpenNS:       ns.GetNS,
+		NetnsInode:   netnsInode,
+		OwnNetns:     ownNetns,
 		Stdout:       os.Stdout,
 		Stderr:       os.Stderr,
 	}
+}
+
+// netnsInode stats the netns at path: a bind mount (/run/netns/X) or a
+// /proc/PID/ns/net link, which only resolves by following it (nothing is
+// written through it). A missing path, or one that is not an nsfs mount (a
+// runtime may leave the plain mount point behind), is a netns that is gone.
+func netnsInode(path string) (uint64, bool, error) {
+	var fs unix.Statfs_t
+	if err := unix.Statfs(path, &fs); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return 0, false, nil
+		}
+		return 0, false, fmt.Errorf("statfs %s: %w", path, err)
+	}
+	if fs.Type != unix.NSFS_MAGIC {
+		return 0, false, nil
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return 0, false, fmt.Errorf("stat %s: %w", path, err)
+	}
+	return st.Ino, true, nil
+}
+
+// ownNetns reports whether path is the netns the plugin runs in.
+func ownNetns(path string) (bool, error) {
+	var pod, own unix.Stat_t
+	if err := unix.Stat(path, &pod); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return false, nil
+		}
+		return false, fmt.Errorf("stat %s: %w", path, err)
+	}
+	if err := unix.Stat(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()), &own); err != nil {
+		return false, fmt.Errorf("stat the plugin's netns: %w", err)
+	}
+	return pod.Ino == own.Ino && pod.Dev == own.Dev, nil
 }
 
 type kernelRDMA struct{ *rdma.System }

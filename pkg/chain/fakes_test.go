@@ -85,6 +85,8 @@ type world struct {
 	counts  map[string]int
 	calls   []string
 	pnet    map[string][]smc.PnetEntry // SMC pnet tables by netns ("" = host)
+	gone    map[string]bool            // pod netns paths that no longer exist
+	onIPAM  func()                     // runs inside every IPAM ADD
 	stdout  syncBuffer
 	stderr  syncBuffer
 }
@@ -181,6 +183,9 @@ func (w *world) Add(_ context.Context, r addr.Request) (*types100.Result, error)
 	if err := w.record("IPAMAdd %s %s", r.ContainerID, r.IfName); err != nil {
 		return nil, err
 	}
+	if w.onIPAM != nil {
+		w.onIPAM()
+	}
 	ip, _ := types.ParseCIDR("fd00:77::" + r.IfName[len(r.IfName)-1:] + "5/64")
 	gw := net.ParseIP("fd00:77::1")
 	_, dst, _ := net.ParseCIDR("fd00:88::/64")
@@ -211,7 +216,13 @@ func (w *world) plugin() *Plugin {
 			}
 			return fakeNS(p), nil
 		},
-		Stdout: &w.stdout, Stderr: &w.stderr,
+		NetnsInode: func(p string) (uint64, bool, error) {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			return 4026532000, !w.gone[p], nil
+		},
+		OwnNetns: func(p string) (bool, error) { return p == "/proc/1/ns/net", nil },
+		Stdout:   &w.stdout, Stderr: &w.stderr,
 	})
 }
 

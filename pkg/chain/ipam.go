@@ -10,6 +10,7 @@ import (
 	types100 "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/plugins/pkg/ns"
 
+	"github.com/rdma-chain/rdma-chain/internal/failpoint"
 	"github.com/rdma-chain/rdma-chain/pkg/addr"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
@@ -28,19 +29,15 @@ func ipamRequest(c *call, ifName string) addr.Request {
 }
 
 // addressLink takes an IPAM lease for the link's pod interface and
-// configures it there; the lease is recorded before it is taken, so a DEL
-// after a crash releases it.
-func (p *Plugin) addressLink(c *call, rec *state.Record, link *state.Link, podNS ns.NetNS, undo *undoStack) error {
-	link.IPAM = true
-	if err := p.save(c, rec); err != nil {
-		return err
-	}
+// configures it there, without the node lock. The lease was recorded as
+// planned before (under the lock), so a DEL after a crash releases it.
+func (p *Plugin) addressLink(c *call, link *state.Link, podNS ns.NetNS, tx *txn) error {
 	req := ipamRequest(c, link.PodName)
 	ctx, cancel := context.WithTimeout(context.Background(), ipamTimeout)
 	defer cancel()
 	// Registered before the call: an IPAM that fails half-way may hold a
 	// lease, and its DEL is idempotent.
-	undo.push(func() error { return p.releaseLease(c, req) })
+	tx.leases.Push(func() error { return p.releaseLease(c, req) })
 	res, err := p.env.IPAM.Add(ctx, req)
 	if err != nil {
 		// The IPAM's own code means nothing to the runtime in our name,
@@ -52,9 +49,11 @@ func (p *Plugin) addressLink(c *call, rec *state.Record, link *state.Link, podNS
 		}
 		return types.NewError(code, fmt.Sprintf("IPAM %s failed for %s", req.PluginType, link.PodName), err.Error())
 	}
+	failpoint.Hit("add-ipam-lease-taken")
 	if err := p.env.Addrs.Configure(podNS, link.PodName, res, addr.Options{DAD: c.conf.DAD}); err != nil {
 		return cniError(CodeLinkSetup, "cannot address "+link.PodName+" in the pod", err)
 	}
+	failpoint.Hit("add-addresses-configured")
 	for _, ip := range res.IPs {
 		link.IPs = append(link.IPs, ip.Address.String())
 	}
@@ -64,7 +63,7 @@ func (p *Plugin) addressLink(c *call, rec *state.Record, link *state.Link, podNS
 		}
 	}
 	c.leases[link.PodName] = res
-	return p.save(c, rec)
+	return nil
 }
 
 func (p *Plugin) releaseLease(c *call, req addr.Request) error {
@@ -73,29 +72,54 @@ func (p *Plugin) releaseLease(c *call, req addr.Request) error {
 	return p.env.IPAM.Del(ctx, req)
 }
 
-// releaseLink releases the link's IPAM lease (the netns may be gone).
-func (p *Plugin) releaseLink(c *call, rec *state.Record, l *state.Link) error {
-	if !l.IPAM {
-		return nil
-	}
-	if !c.conf.HasIPAM() {
-		// Failing would block the sandbox's removal forever; the lease can
-		// only be recovered through the IPAM now.
-		c.log.Warn("IPAM lease recorded but the conf has no ipam section: not released", "container", rec.ContainerID, "ifname", l.PodName)
+// releaseLeases releases, without the node lock, the IPAM leases rec holds
+// (the netns may be gone) and clears them in rec (in memory).
+func (p *Plugin) releaseLeases(c *call, rec *state.Record) error {
+	var errs []error
+	for i := range rec.Links {
+		l := &rec.Links[i]
+		if !l.IPAM {
+			continue
+		}
+		if rec.Network != c.conf.Name || !c.conf.HasIPAM() {
+			// Failing would block the sandbox's removal forever; the
+			// lease can only be recovered through the IPAM now.
+			c.log.Warn("IPAM lease recorded but this conf has no ipam section for it: not released",
+				"container", rec.ContainerID, "ifname", l.PodName, "network", rec.Network)
+			l.IPAM, l.IPs = false, nil
+			continue
+		}
+		req := ipamRequest(c, l.PodName)
+		req.ContainerID, req.NetNS = rec.ContainerID, ""
+		if err := p.releaseLease(c, req); err != nil {
+			errs = append(errs, fmt.Errorf("IPAM %s lease of %s: %w", req.PluginType, l.PodName, err))
+			continue
+		}
+		failpoint.Hit("del-ipam-lease-released")
 		l.IPAM, l.IPs = false, nil
-		return nil
 	}
-	req := ipamRequest(c, l.PodName)
-	req.ContainerID, req.NetNS = rec.ContainerID, ""
-	if err := p.releaseLease(c, req); err != nil {
-		return fmt.Errorf("%w: %w", errLeaseRelease, err)
-	}
-	l.IPAM, l.IPs = false, nil
-	return nil
+	return errors.Join(errs...)
 }
 
-// errLeaseRelease marks a DEL that could not release an IPAM lease.
-var errLeaseRelease = errors.New("IPAM lease not released")
+// releaseInferredLeases releases, after an unreadable record was
+// quarantined, the leases the pod may hold: one per offered device (at
+// least one), named as ADD names the pod's RDMA interfaces. An IPAM's DEL
+// of a lease it does not hold changes nothing.
+func (p *Plugin) releaseInferredLeases(c *call) error {
+	if !c.conf.HasIPAM() {
+		return nil
+	}
+	n := min(max(len(c.conf.Devices), 1), 8)
+	var errs []error
+	for i := range n {
+		req := ipamRequest(c, c.conf.PodIfName(i))
+		req.NetNS = ""
+		if err := p.releaseLease(c, req); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return leaseError(errors.Join(errs...))
+}
 
 // gcLeases lets an IPAM that implements GC drop leases of attachments the
 // plugin no longer records. Leases are keyed by the pod-side RDMA names.

@@ -2,9 +2,11 @@ package chain
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"syscall"
 	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
@@ -23,14 +25,35 @@ func newLogger(conf *config.NetConf, stderr io.Writer) (*slog.Logger, func()) {
 	if conf != nil {
 		_ = level.UnmarshalText([]byte(conf.LogLevel))
 		if conf.LogFile != "" {
-			f, err := os.OpenFile(conf.LogFile, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
-			if err == nil {
+			f, err := openLogFile(conf.LogFile)
+			if err != nil {
+				// A log problem never fails a verb; the runtime keeps stderr.
+				fmt.Fprintf(stderr, "rdma-chain: warning: logFile %s not used: %v\n", conf.LogFile, err)
+			} else {
 				out, closeFn = io.MultiWriter(stderr, f), func() { _ = f.Close() }
 			}
 		}
 	}
 	h := slog.NewTextHandler(out, &slog.HandlerOptions{Level: level})
 	return slog.New(h).With("plugin", "rdma-chain"), closeFn
+}
+
+// openLogFile opens path for appending without following a symlink (the
+// plugin runs as root), creating it 0600, and refuses anything but a regular
+// file.
+func openLogFile(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o600)
+	if err != nil {
+		if errors.Is(err, syscall.ELOOP) {
+			return nil, fmt.Errorf("it is a symlink: %w", err)
+		}
+		return nil, err
+	}
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		_ = f.Close()
+		return nil, errors.New("not a regular file")
+	}
+	return f, nil
 }
 
 func logOutcome(log *slog.Logger, verb string, c *call, took time.Duration, err error) {

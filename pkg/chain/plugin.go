@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/containernetworking/cni/pkg/skel"
+	"github.com/containernetworking/cni/pkg/types"
 	types100 "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/plugins/pkg/ns"
 
@@ -78,8 +79,14 @@ type Env struct {
 	SMC          SMC
 	PodResources func(socket string) PodResources
 	OpenNS       func(path string) (ns.NetNS, error)
-	Stdout       io.Writer
-	Stderr       io.Writer
+	// NetnsInode returns the inode of the netns mounted at path; alive is
+	// false when path no longer names a netns (missing, or a plain file a
+	// runtime left after unmounting it).
+	NetnsInode func(path string) (ino uint64, alive bool, err error)
+	// OwnNetns reports whether path is the netns the plugin runs in.
+	OwnNetns func(path string) (bool, error)
+	Stdout   io.Writer
+	Stderr   io.Writer
 }
 
 // Plugin serves the CNI verbs.
@@ -99,6 +106,12 @@ type call struct {
 	store *state.Store
 	// leases holds ADD's IPAM results by pod-side interface name.
 	leases map[string]*types100.Result
+	// quarantined: an unreadable record was moved out of the way.
+	quarantined bool
+	// recorded: this ADD has written its record.
+	recorded bool
+	// reclaimed: stranded attachments whose leases are still to release.
+	reclaimed []*state.Record
 }
 
 func (c *call) key() state.Key {
@@ -120,6 +133,23 @@ func (p *Plugin) GC(args *skel.CmdArgs) error { return p.serve("GC", args, p.gc)
 // Status is CNI STATUS.
 func (p *Plugin) Status(args *skel.CmdArgs) error { return p.serve("STATUS", args, p.status) }
 
+// refuseOwnNetns fails a verb whose CNI_NETNS is the plugin's own netns (the
+// host's) before anything happens: the plugin would treat the host as a pod.
+// The CNI library checks this too, but only after the verb has run.
+func (p *Plugin) refuseOwnNetns(verb, path string) error {
+	if path == "" || verb == "STATUS" || verb == "GC" {
+		return nil
+	}
+	own, err := p.env.OwnNetns(path)
+	if err != nil {
+		return cniError(types.ErrInvalidNetNS, "cannot compare CNI_NETNS "+path+" with the plugin's netns", err)
+	}
+	if own {
+		return cniErrorf(types.ErrInvalidNetNS, "CNI_NETNS %s is the plugin's own netns, not a pod's", path)
+	}
+	return nil
+}
+
 // serve parses the input, runs fn and logs one line for the verb.
 func (p *Plugin) serve(verb string, args *skel.CmdArgs, fn func(*call) error) error {
 	start := time.Now()
@@ -136,6 +166,9 @@ func (p *Plugin) serve(verb string, args *skel.CmdArgs, fn func(*call) error) er
 			log.Warn("CNI_ARGS ignored", "error", err)
 			err = nil
 		}
+	}
+	if err == nil {
+		err = p.refuseOwnNetns(verb, args.Netns)
 	}
 	if err == nil {
 		c.store = state.New(conf.DataDir)

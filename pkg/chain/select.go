@@ -165,31 +165,30 @@ func heldBy(busy map[string]string) string {
 
 // busyDevices maps devices held by exclusive-mode attachments to their
 // holder, restricted to the conf's devices list (names or netdev names) when
-// it has one.
-func busyDevices(store *state.Store, devices []string) (map[string]string, error) {
-	recs, err := store.List()
-	if err != nil && len(recs) == 0 {
-		return nil, err
-	}
+// it has one. A link whose host side is given back holds nothing.
+func busyDevices(recs []*state.Record, devices []string) map[string]string {
 	busy := map[string]string{}
 	for _, r := range recs {
 		if r.Mode != string(rdma.ModeExclusive) {
 			continue
 		}
 		for _, l := range r.Links {
+			if l.Step == stepReleased {
+				continue
+			}
 			if len(devices) == 0 || slices.Contains(devices, l.Device) || slices.Contains(devices, l.HostName) {
 				busy[l.Device] = r.ContainerID
 			}
 		}
 	}
-	return busy, nil
+	return busy
 }
 
 // resultMACs returns the MACs of the pod-side interfaces of prevResult.
 func resultMACs(r *types100.Result) []net.HardwareAddr {
 	var out []net.HardwareAddr
 	for _, i := range r.Interfaces {
-		if i.Sandbox == "" {
+		if i == nil || i.Sandbox == "" {
 			continue
 		}
 		if mac, err := net.ParseMAC(i.Mac); err == nil {

@@ -7,6 +7,8 @@ import (
 
 	"github.com/containernetworking/plugins/pkg/ns"
 
+	"github.com/rdma-chain/rdma-chain/internal/failpoint"
+	"github.com/rdma-chain/rdma-chain/internal/undo"
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 	"github.com/rdma-chain/rdma-chain/pkg/smc"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
@@ -16,7 +18,7 @@ import (
 // network.alibabacloud.com/erdma-smcr=true: {PNETID, RDMA device, port 1} in
 // init_net (IB entries exist only there) and {PNETID, the pod's primary
 // interface} in the pod netns. The pod's first RDMA device carries it.
-func (p *Plugin) setupSMC(c *call, rec *state.Record, devs []rdma.Device, podNS ns.NetNS, undo *undoStack) error {
+func (p *Plugin) setupSMC(c *call, rec *state.Record, devs []rdma.Device, podNS ns.NetNS, undo *undo.Stack) error {
 	if on, _ := c.conf.SMCRRequested(); !on || len(devs) == 0 {
 		return nil
 	}
@@ -36,7 +38,8 @@ func (p *Plugin) setupSMC(c *call, rec *state.Record, devs []rdma.Device, podNS 
 	if _, err := p.env.SMC.EnsurePnet(podNS.Path(), podEntry); err != nil {
 		return cniError(CodeSMC, "cannot write the pod's SMC-R pnet entry for "+podEntry.EthName, err)
 	}
-	undo.push(func() error { return p.env.SMC.RemovePnet(podNS.Path(), podEntry) })
+	failpoint.Hit("add-smc-pod-entry")
+	undo.Push(func() error { return p.env.SMC.RemovePnet(podNS.Path(), podEntry) })
 	rec.SMC.PodEntry = true
 	if err := p.save(c, rec); err != nil {
 		return err
@@ -49,7 +52,7 @@ func (p *Plugin) setupSMC(c *call, rec *state.Record, devs []rdma.Device, podNS 
 // tool's, or another PNETID on the port) is adopted and never removed by the
 // plugin; one it writes is recorded as its own before it is written, so a
 // crash in between leaves a record DEL can clean up with.
-func (p *Plugin) ensureHostPnet(c *call, rec *state.Record, undo *undoStack) error {
+func (p *Plugin) ensureHostPnet(c *call, rec *state.Record, undo *undo.Stack) error {
 	refs, err := hostPnetRefs(c.store, rec)
 	if err != nil {
 		return err
@@ -68,7 +71,7 @@ func (p *Plugin) ensureHostPnet(c *call, rec *state.Record, undo *undoStack) err
 	if err := p.save(c, rec); err != nil {
 		return err
 	}
-	undo.push(func() error { return p.releaseHostPnet(c, rec) })
+	undo.Push(func() error { return p.releaseHostPnet(c, rec) })
 	if existing != nil {
 		return nil
 	}
@@ -81,6 +84,7 @@ func (p *Plugin) ensureHostPnet(c *call, rec *state.Record, undo *undoStack) err
 	if err != nil {
 		return err
 	}
+	failpoint.Hit("add-smc-host-entry")
 	rec.SMC.PnetID = got.PnetID
 	return p.save(c, rec)
 }

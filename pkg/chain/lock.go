@@ -1,0 +1,130 @@
+package chain
+
+import (
+	"errors"
+	"time"
+
+	"github.com/containernetworking/cni/pkg/types"
+
+	"github.com/rdma-chain/rdma-chain/pkg/state"
+)
+
+// lockTimeout bounds the wait for the node lock. Nothing holds the lock
+// across a delegated IPAM call or a kubelet lookup, so a wait this long means
+// a stuck process: the runtime is told to try again.
+var lockTimeout = 10 * time.Second
+
+// lock takes the node lock and sweeps the temporary files a killed writer
+// left (every writer writes only under the lock).
+func (c *call) lock() (func(), error) {
+	unlock, err := c.store.Lock(lockTimeout)
+	if err != nil {
+		return nil, c.lockError(err)
+	}
+	c.sweep()
+	return unlock, nil
+}
+
+func (c *call) lockError(err error) error {
+	if errors.Is(err, state.ErrLockTimeout) {
+		return cniError(types.ErrTryAgainLater, "the node's rdma-chain state is locked by another plugin call", err)
+	}
+	return cniError(CodeState, "cannot lock attachment state in "+c.conf.DataDir, err)
+}
+
+func (c *call) sweep() {
+	if n, err := c.store.Sweep(); err != nil {
+		c.log.Warn("cannot remove stale temporary state files", "error", err)
+	} else if n > 0 {
+		c.log.Info("removed temporary state files a killed plugin call left", "count", n)
+	}
+}
+
+// readRecord reads the call's record under a brief node lock. It returns a
+// nil record when there is none, when the state directory cannot even exist
+// (DEL then has nothing to undo), or when the record is unreadable: that one
+// is quarantined and logged, so no DEL is refused forever for it.
+func (p *Plugin) readRecord(c *call) (*state.Record, error) {
+	unlock, err := c.store.Lock(lockTimeout)
+	if errors.Is(err, state.ErrNoStateDir) {
+		c.log.Info("state directory cannot exist: nothing recorded", "dataDir", c.conf.DataDir, "error", err)
+		return nil, nil
+	}
+	if err != nil {
+		return nil, c.lockError(err)
+	}
+	defer unlock()
+	c.sweep()
+	rec, err := c.store.Get(c.key())
+	switch {
+	case err == nil:
+		return rec, nil
+	case errors.Is(err, state.ErrNotFound):
+		return nil, nil
+	case errors.Is(err, state.ErrCorrupt):
+		p.quarantine(c, err)
+		return nil, nil
+	}
+	return nil, cniError(CodeState, "cannot read attachment state", err)
+}
+
+// quarantine moves every unreadable record named in err out of the way.
+func (p *Plugin) quarantine(c *call, err error) {
+	for _, ce := range corruptErrors(err) {
+		c.quarantined = true
+		moved, qerr := c.store.Quarantine(ce.Path)
+		if qerr != nil {
+			c.log.Error("cannot quarantine unreadable attachment record", "path", ce.Path, "error", qerr)
+			continue
+		}
+		c.log.Warn("unreadable attachment record quarantined; the pod's netns and leases may need manual clean-up",
+			"path", ce.Path, "quarantined", moved, "reason", ce.Err)
+	}
+}
+
+// corruptErrors lists the *state.CorruptError values in err (which may be
+// a join of several).
+func corruptErrors(err error) []*state.CorruptError {
+	var out []*state.CorruptError
+	var ce *state.CorruptError
+	if errors.As(err, &ce) {
+		out = append(out, ce)
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		out = out[:0]
+		for _, e := range j.Unwrap() {
+			out = append(out, corruptErrors(e)...)
+		}
+	}
+	return out
+}
+
+// listRecords lists the records under the lock, quarantining unreadable ones.
+func (p *Plugin) listRecords(c *call) ([]*state.Record, error) {
+	recs, err := c.store.List()
+	if err == nil {
+		return recs, nil
+	}
+	p.quarantine(c, err)
+	var rest []error
+	for _, e := range flatten(err) {
+		if !errors.Is(e, state.ErrCorrupt) {
+			rest = append(rest, e)
+		}
+	}
+	if len(rest) > 0 && len(recs) == 0 {
+		return nil, cniError(CodeState, "cannot list attachment state", errors.Join(rest...))
+	}
+	return recs, nil
+}
+
+func flatten(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range j.Unwrap() {
+			out = append(out, flatten(e)...)
+		}
+		return out
+	}
+	return []error{err}
+}
