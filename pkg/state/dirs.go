@@ -20,7 +20,8 @@ var (
 )
 
 // checkDir verifies that the existing path is a real directory (not a
-// symbolic link), owned by the plugin's user and not writable by others.
+// symbolic link), owned by the plugin's user and not writable by every user.
+// Group write is left to the operator.
 // It returns an error wrapping fs.ErrNotExist when nothing is at path.
 func checkDir(path string) error {
 	fi, err := os.Lstat(path)
@@ -32,7 +33,9 @@ func checkDir(path string) error {
 		return fmt.Errorf("%w: %s is a symbolic link", ErrUnsafePath, path)
 	case !fi.IsDir():
 		return fmt.Errorf("%w: %s is not a directory (%v)", ErrUnsafePath, path, fi.Mode().Type())
-	case fi.Mode().Perm()&0o002 != 0 && fi.Mode()&fs.ModeSticky == 0:
+	case fi.Mode().Perm()&0o002 != 0:
+		// Even with the sticky bit, another user could create the lock
+		// file (and hold it) or attachments/ first.
 		return fmt.Errorf("%w: directory %s is writable by every user", ErrUnsafePath, path)
 	}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
