@@ -86,20 +86,25 @@ func TestUEIDCalls(t *testing.T) {
 // message per reason, SMC_GEN_FBACK_STATS (8) nest with TYPE u8,
 // SRV_CNT/CLNT_CNT u64 (first message only, possibly after a PAD attr of
 // type 0 on architectures that align u64), RSN_CODE u32, RSN_CNT u16.
-func TestDecodeFallback(t *testing.T) {
-	first := []byte{
-		0x08, 0x01, 0x00, 0x00, // GET_FBACK_STATS, version 1
-		0x38, 0x00, 0x08, 0x80, // nest len 4+8+4+12+12+8+8 = 56, type 8|NLA_F_NESTED
-		0x05, 0x00, 0x01, 0x00, 0x01, 0, 0, 0, // TYPE = server
-		0x04, 0x00, 0x00, 0x00, // PAD
-		0x0c, 0x00, 0x02, 0x00, 9, 0, 0, 0, 0, 0, 0, 0, // SRV_CNT 9
-		0x0c, 0x00, 0x03, 0x00, 4, 0, 0, 0, 0, 0, 0, 0, // CLNT_CNT 4
-		0x08, 0x00, 0x04, 0x00, 0x02, 0x00, 0x03, 0x03, // RSN_CODE 0x03030002
-		0x06, 0x00, 0x05, 0x00, 0x09, 0x00, 0, 0, // RSN_CNT 9
-	}
-	second := genl(genCmdGetFbackStats, nest(genAttrFbackStats,
+var fallbackFirstMsg = []byte{
+	0x08, 0x01, 0x00, 0x00, // GET_FBACK_STATS, version 1
+	0x38, 0x00, 0x08, 0x80, // nest len 4+8+4+12+12+8+8 = 56, type 8|NLA_F_NESTED
+	0x05, 0x00, 0x01, 0x00, 0x01, 0, 0, 0, // TYPE = server
+	0x04, 0x00, 0x00, 0x00, // PAD
+	0x0c, 0x00, 0x02, 0x00, 9, 0, 0, 0, 0, 0, 0, 0, // SRV_CNT 9
+	0x0c, 0x00, 0x03, 0x00, 4, 0, 0, 0, 0, 0, 0, 0, // CLNT_CNT 4
+	0x08, 0x00, 0x04, 0x00, 0x02, 0x00, 0x03, 0x03, // RSN_CODE 0x03030002
+	0x06, 0x00, 0x05, 0x00, 0x09, 0x00, 0, 0, // RSN_CNT 9
+}
+
+// fallbackSecondMsg is a client-side reason without the totals.
+func fallbackSecondMsg() []byte {
+	return genl(genCmdGetFbackStats, nest(genAttrFbackStats,
 		nla(fbAttrType, []byte{0}), nla(fbAttrRsnCode, le32(0x03030000)), nla(fbAttrRsnCnt, le16(4))))
-	got, err := decodeFallback([][]byte{first, second})
+}
+
+func TestDecodeFallback(t *testing.T) {
+	got, err := decodeFallback([][]byte{fallbackFirstMsg, fallbackSecondMsg()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,19 +123,24 @@ func TestDecodeFallback(t *testing.T) {
 // device, SMC_GEN_DEV_SMCR (6) nest with IS_CRIT, PCI values, IB_NAME and
 // one SMC_NLA_DEV_PORT+i nest per valid port (PNET_USR, PNETID, NETDEV,
 // VALID, STATE, LNK_CNT).
-func TestDecodeDevSMCR(t *testing.T) {
+func devSMCRMsgs() (erdma, mlx []byte) {
 	port := func(typ uint16, usr byte, id string, ifidx uint32, state byte, links uint32) []byte {
 		return nest(typ, nla(portAttrPnetUsr, []byte{usr}), nla(portAttrPnetID, cstr(id)),
 			nla(portAttrNetdev, le32(ifidx)), nla(portAttrValid, []byte{1}),
 			nla(portAttrState, []byte{state}), nla(portAttrLnkCnt, le32(links)))
 	}
-	erdma := genl(genCmdGetDevSMCR, nest(genAttrDevSMCR,
+	erdma = genl(genCmdGetDevSMCR, nest(genAttrDevSMCR,
 		nla(devAttrIsCrit, []byte{1}), nla(3, le32(0)), nla(4, le16(0)), nla(5, le16(0x1ded)), nla(6, le16(0x107f)),
 		nla(devAttrPCIID, cstr("0000:00:05.0")), nla(devAttrIBName, cstr("erdma_0")),
 		port(devAttrPort, 1, "00163E0ABCDE", 2, 1, 3)))
-	mlx := genl(genCmdGetDevSMCR, nest(genAttrDevSMCR,
+	mlx = genl(genCmdGetDevSMCR, nest(genAttrDevSMCR,
 		nla(devAttrIsCrit, []byte{0}), nla(devAttrIBName, cstr("mlx5_0")),
 		port(devAttrPort, 0, "", 0, 0, 0), port(devAttrPort2, 0, "HWPNET          ", 7, 1, 0)))
+	return erdma, mlx
+}
+
+func TestDecodeDevSMCR(t *testing.T) {
+	erdma, mlx := devSMCRMsgs()
 	got, err := decodeDevSMCR([][]byte{erdma, mlx})
 	if err != nil {
 		t.Fatal(err)
