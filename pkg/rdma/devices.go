@@ -1,7 +1,6 @@
 package rdma
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -25,7 +24,7 @@ func (s *System) Devices() ([]Device, error) {
 		if isNoRDMA(err) {
 			return s.sysfsDevices(err)
 		}
-		return nil, fmt.Errorf("rdma: list devices: %w", err)
+		return nil, fmt.Errorf("list RDMA devices: %w", err)
 	}
 	m := newMapper(s)
 	devs := make([]Device, 0, len(links))
@@ -42,7 +41,7 @@ func (s *System) Devices() ([]Device, error) {
 func (s *System) sysfsDevices(nlErr error) ([]Device, error) {
 	entries, err := os.ReadDir(s.ibPath())
 	if err != nil || len(entries) == 0 {
-		return nil, noRDMA("list devices", nlErr)
+		return nil, noRDMA("list RDMA devices", nlErr)
 	}
 	m := newMapper(s)
 	devs := make([]Device, 0, len(entries))
@@ -51,24 +50,6 @@ func (s *System) sysfsDevices(nlErr error) ([]Device, error) {
 	}
 	sortDevices(devs)
 	return devs, nil
-}
-
-// DeviceByNetdev returns the RDMA device mapped to netdev. It wraps
-// ErrDeviceNotFound when no device maps to it.
-func (s *System) DeviceByNetdev(netdev string) (Device, error) {
-	if netdev == "" {
-		return Device{}, errors.New("rdma: device by netdev: empty netdev name")
-	}
-	devs, err := s.Devices()
-	if err != nil {
-		return Device{}, err
-	}
-	for _, d := range devs {
-		if d.Netdev == netdev {
-			return d, nil
-		}
-	}
-	return Device{}, fmt.Errorf("rdma: netdev %s: %w", netdev, ErrDeviceNotFound)
 }
 
 // device builds the Device called name; link is its netlink record or nil.

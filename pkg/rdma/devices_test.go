@@ -111,35 +111,15 @@ func TestDevicesDumpInterrupted(t *testing.T) {
 	}
 }
 
-func TestDeviceByNetdev(t *testing.T) {
+// TestDevicesERDMAByGUID: an eRDMA device maps to the netdev whose MAC's
+// EUI-64 is its node GUID, and to no other.
+func TestDevicesERDMAByGUID(t *testing.T) {
 	f := newFixture(t)
 	f.ibDev("erdma_0", "0216:3eff:fe01:0203")
 	f.netdev("eth1", "00:16:3e:01:02:03", true)
 	f.netdev("eth2", "00:16:3e:0a:0b:0c", true)
-	s := f.system(&fakeNL{links: links("erdma_0")})
-	tests := []struct {
-		netdev   string
-		want     string
-		notFound bool
-		wantErr  bool
-	}{
-		{"eth1", "erdma_0", false, false},
-		{"eth2", "", true, true},
-		{"", "", false, true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.netdev, func(t *testing.T) {
-			d, err := s.DeviceByNetdev(tt.netdev)
-			if (err != nil) != tt.wantErr || d.Name != tt.want || errors.Is(err, ErrDeviceNotFound) != tt.notFound {
-				t.Fatalf("DeviceByNetdev(%q) = %+v, %v", tt.netdev, d, err)
-			}
-		})
-	}
-}
-
-func TestDeviceByNetdevNoRDMA(t *testing.T) {
-	s := &System{SysRoot: t.TempDir(), NL: &fakeNL{listErrs: []error{syscall.EPROTONOSUPPORT}}}
-	if _, err := s.DeviceByNetdev("eth0"); !errors.Is(err, ErrNoRDMA) {
-		t.Fatalf("err = %v; want ErrNoRDMA", err)
+	devs, err := f.system(&fakeNL{links: links("erdma_0")}).Devices()
+	if err != nil || len(devs) != 1 || devs[0].Name != "erdma_0" || devs[0].Netdev != "eth1" {
+		t.Fatalf("Devices() = %+v, %v; want erdma_0 on eth1", devs, err)
 	}
 }

@@ -11,9 +11,6 @@ import (
 // RDMA netlink and /sys/class/infiniband is absent).
 var ErrNoRDMA = errors.New("kernel has no RDMA subsystem")
 
-// ErrDeviceNotFound: no RDMA device matches the name or netdev asked for.
-var ErrDeviceNotFound = errors.New("RDMA device not found")
-
 // UnsupportedMoveError: the kernel answered EOPNOTSUPP to moving a device
 // between netns (shared mode, or a driver without disassociate_ucontext:
 // rxe, siw, erdma before 6.12).
@@ -28,7 +25,7 @@ func (e *UnsupportedMoveError) Error() string {
 	if drv == "" {
 		drv = "unknown driver"
 	}
-	return fmt.Sprintf("rdma: kernel cannot move device %s (%s) between network namespaces: %v; "+
+	return fmt.Sprintf("kernel cannot move RDMA device %s (%s) between network namespaces: %v; "+
 		"a move needs RDMA netns mode exclusive and a driver that supports netns moves "+
 		"(mlx4, mlx5, hns, irdma, bnxt_re, mana_ib, erdma on Linux >= 6.12)", e.Device, drv, e.Err)
 }
@@ -62,7 +59,7 @@ func isNoRDMASocket(err error) bool {
 // noRDMA wraps err so that errors.Is finds both ErrNoRDMA and err.
 func noRDMA(op string, err error) error {
 	if errors.Is(err, ErrNoRDMA) {
-		return fmt.Errorf("rdma: %s: %w", op, err)
+		return fmt.Errorf("%s: %w", op, err)
 	}
-	return fmt.Errorf("rdma: %s: %w: %w", op, ErrNoRDMA, err)
+	return fmt.Errorf("%s: %w: %w", op, ErrNoRDMA, err)
 }

@@ -92,6 +92,10 @@ type fakeNL struct {
 	byNameErr error
 	setErr    error
 	moves     []move
+	// linksAfterSet replaces links after a LinkSetNsFd that failed.
+	linksAfterSet []*netlink.RdmaLink
+	// listSeq: device names of successive LinkList calls (the last repeats).
+	listSeq [][]string
 }
 
 type move struct {
@@ -107,11 +111,21 @@ func (f *fakeNL) LinkList() ([]*netlink.RdmaLink, error) {
 		f.listErrs = f.listErrs[1:]
 		return nil, err
 	}
+	if len(f.listSeq) > 0 {
+		names := f.listSeq[0]
+		if len(f.listSeq) > 1 {
+			f.listSeq = f.listSeq[1:]
+		}
+		return links(names...), nil
+	}
 	return f.links, nil
 }
 
 func (f *fakeNL) LinkSetNsFd(l *netlink.RdmaLink, fd uint32) error {
 	if f.setErr != nil {
+		if f.linksAfterSet != nil {
+			f.links = f.linksAfterSet
+		}
 		return f.setErr
 	}
 	f.moves = append(f.moves, move{l.Attrs.Name, fd})

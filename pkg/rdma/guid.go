@@ -12,7 +12,7 @@ import (
 // the "xxxx:xxxx:xxxx:xxxx" format of sysfs node_guid.
 func GUIDFromMAC(mac net.HardwareAddr) (string, error) {
 	if len(mac) != 6 {
-		return "", fmt.Errorf("rdma: GUID from MAC %q: need 6 bytes, got %d", mac.String(), len(mac))
+		return "", fmt.Errorf("GUID from MAC %q: need 6 bytes, got %d", mac.String(), len(mac))
 	}
 	b := []byte{mac[0] ^ 0x02, mac[1], mac[2], 0xff, 0xfe, mac[3], mac[4], mac[5]}
 	return formatGUID(b), nil
@@ -26,7 +26,7 @@ func MACFromGUID(guid string) (net.HardwareAddr, error) {
 		return nil, err
 	}
 	if b[3] != 0xff || b[4] != 0xfe {
-		return nil, fmt.Errorf("rdma: GUID %q is not an EUI-64 of a MAC (middle is %02x:%02x, want ff:fe)", guid, b[3], b[4])
+		return nil, fmt.Errorf("GUID %q is not an EUI-64 of a MAC (middle is %02x:%02x, want ff:fe)", guid, b[3], b[4])
 	}
 	return net.HardwareAddr{b[0] ^ 0x02, b[1], b[2], b[5], b[6], b[7]}, nil
 }
@@ -35,13 +35,13 @@ func MACFromGUID(guid string) (net.HardwareAddr, error) {
 func parseGUID(guid string) ([]byte, error) {
 	groups := strings.Split(strings.TrimSpace(guid), ":")
 	if len(groups) != 4 {
-		return nil, fmt.Errorf("rdma: malformed GUID %q: want xxxx:xxxx:xxxx:xxxx", guid)
+		return nil, fmt.Errorf("malformed GUID %q: want xxxx:xxxx:xxxx:xxxx", guid)
 	}
 	out := make([]byte, 0, 8)
 	for _, g := range groups {
 		b, err := hex.DecodeString(g)
 		if err != nil || len(g) != 4 {
-			return nil, fmt.Errorf("rdma: malformed GUID %q: want xxxx:xxxx:xxxx:xxxx", guid)
+			return nil, fmt.Errorf("malformed GUID %q: want xxxx:xxxx:xxxx:xxxx", guid)
 		}
 		out = append(out, b...)
 	}

@@ -10,9 +10,9 @@ func (s *System) NetnsMode() (Mode, error) {
 	raw, err := s.nl().SystemGetNetnsMode()
 	if err != nil {
 		if isNoRDMA(err) {
-			return "", noRDMA("read netns mode", err)
+			return "", noRDMA("read RDMA netns mode", err)
 		}
-		return "", fmt.Errorf("rdma: read netns mode: %w", err)
+		return "", fmt.Errorf("read RDMA netns mode: %w", err)
 	}
 	return parseMode(raw)
 }
@@ -23,6 +23,6 @@ func parseMode(raw string) (Mode, error) {
 	case ModeShared, ModeExclusive:
 		return m, nil
 	default:
-		return "", fmt.Errorf("rdma: unknown netns mode %q", raw)
+		return "", fmt.Errorf("unknown RDMA netns mode %q", raw)
 	}
 }

@@ -34,12 +34,14 @@ func TestCheckMovable(t *testing.T) {
 }
 
 // A netns path that a runtime unmounted but left as a plain file is gone:
-// the kernel already returned the devices, so ReturnToHost has nothing to do.
+// the kernel returns the devices when the netns dies, so ReturnToHost only
+// looks for the device in the host netns.
 func TestReturnToHostPlainFile(t *testing.T) {
 	f := t.TempDir() + "/cni-netns"
 	if err := os.WriteFile(f, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	stubOpenNLAt(t, 3, &fakeNL{mode: "exclusive", links: links("rxe0")}, nil)
 	if err := ReturnToHost("rxe0", f, 3); err != nil {
 		t.Errorf("ReturnToHost on a plain file: %v", err)
 	}

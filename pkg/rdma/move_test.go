@@ -2,10 +2,12 @@ package rdma
 
 import (
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 func TestMoveToNetns(t *testing.T) {
@@ -76,25 +78,26 @@ func checkUnsupported(t *testing.T, err error, dev, driver string) {
 func TestReturnToHost(t *testing.T) {
 	tests := []struct {
 		name       string
-		openErr    error
+		enterErr   error // from entering the pod netns
 		mode       string
 		listErr    error
 		setErr     error
+		afterSet   []string // pod devices listed after a failed set (nil: unchanged)
 		dev        string
 		wantMoved  bool
 		wantDriver string
 		wantErr    bool
 	}{
-		{"moved back", nil, "exclusive", nil, nil, "mlx5_0", true, "", false},
-		{"pod netns gone", syscall.ENOENT, "", nil, nil, "mlx5_0", false, "", false},
-		{"no RDMA in kernel", syscall.EPROTONOSUPPORT, "", nil, nil, "mlx5_0", false, "", false},
-		{"cannot enter netns", syscall.EPERM, "", nil, nil, "mlx5_0", false, "", true},
-		{"shared mode: nothing moved", nil, "shared", nil, nil, "mlx5_0", false, "", false},
-		{"device not in pod netns", nil, "exclusive", nil, nil, "mlx5_9", false, "", false},
-		{"device left meanwhile", nil, "exclusive", nil, syscall.ENODEV, "mlx5_0", false, "", false},
-		{"list fails", nil, "exclusive", syscall.EPERM, nil, "mlx5_0", false, "", true},
-		{"EOPNOTSUPP", nil, "exclusive", nil, syscall.EOPNOTSUPP, "rxe0", false, "rdma_rxe", true},
-		{"other set error", nil, "exclusive", nil, syscall.EBUSY, "mlx5_0", false, "", true},
+		{"moved back", nil, "exclusive", nil, nil, nil, "mlx5_0", true, "", false},
+		{"cannot enter netns", syscall.EPERM, "", nil, nil, nil, "mlx5_0", false, "", true},
+		{"no RDMA in kernel", nil, "", syscall.EPROTONOSUPPORT, nil, nil, "mlx5_0", false, "", false},
+		{"shared mode: nothing moved", nil, "shared", nil, nil, nil, "mlx5_0", false, "", false},
+		{"device not in pod netns", nil, "exclusive", nil, nil, nil, "mlx5_9", false, "", false},
+		{"ENODEV, pod no longer lists it", nil, "exclusive", nil, syscall.ENODEV, []string{"rxe0"}, "mlx5_0", false, "", false},
+		{"ENODEV, pod still lists it", nil, "exclusive", nil, syscall.ENODEV, nil, "mlx5_0", false, "", true},
+		{"list fails", nil, "exclusive", syscall.EPERM, nil, nil, "mlx5_0", false, "", true},
+		{"EOPNOTSUPP", nil, "exclusive", nil, syscall.EOPNOTSUPP, nil, "rxe0", false, "rdma_rxe", true},
+		{"other set error", nil, "exclusive", nil, syscall.EBUSY, nil, "mlx5_0", false, "", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -102,7 +105,14 @@ func TestReturnToHost(t *testing.T) {
 			if tt.listErr != nil {
 				nl.listErrs = []error{tt.listErr}
 			}
-			closed := stubOpenNetnsNL(t, "/run/netns/pod", nl, tt.openErr)
+			if tt.listErr == syscall.EPROTONOSUPPORT {
+				nl.modeErr = tt.listErr
+			}
+			if tt.afterSet != nil {
+				nl.linksAfterSet = links(tt.afterSet...)
+			}
+			entered := stubInNetns(t, "/run/netns/pod", nl, tt.enterErr)
+			stubOpenNLAt(t, 5, &fakeNL{mode: "exclusive"}, nil) // never used: the pod netns exists
 			err := ReturnToHost(tt.dev, "/run/netns/pod", 5)
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("ReturnToHost = %v; wantErr %v", err, tt.wantErr)
@@ -111,30 +121,117 @@ func TestReturnToHost(t *testing.T) {
 			if moved := len(nl.moves) == 1 && nl.moves[0] == (move{tt.dev, 5}); moved != tt.wantMoved {
 				t.Fatalf("moves = %+v; want moved=%v", nl.moves, tt.wantMoved)
 			}
-			if tt.openErr == nil && !*closed {
-				t.Fatal("pod netns handle not closed")
+			if !*entered {
+				t.Fatal("the pod netns was not entered")
 			}
 		})
 	}
 }
 
-// stubOpenNetnsNL makes openNetnsNL return n (or err) for path; the returned
-// flag reports whether the handle was closed.
-func stubOpenNetnsNL(t *testing.T, path string, n Netlink, err error) *bool {
+// TestReturnToHostNetnsGone: with the pod netns path gone, the kernel gives
+// the device back to init_net when the netns dies; ReturnToHost waits for it
+// in the host netns, bounded by HostWait.
+func TestReturnToHostNetnsGone(t *testing.T) {
+	tests := []struct {
+		name    string
+		host    *fakeNL
+		openErr error
+		wantErr bool
+	}{
+		{"device back in host", &fakeNL{mode: "exclusive", links: links("mlx5_0")}, nil, false},
+		{"device comes back later", &fakeNL{mode: "exclusive", listSeq: [][]string{{}, {"rxe0"}, {"mlx5_0"}}}, nil, false},
+		{"device never comes back", &fakeNL{mode: "exclusive", links: links("rxe0")}, nil, true},
+		{"shared mode", &fakeNL{mode: "shared"}, nil, false},
+		{"no RDMA in kernel", nil, syscall.EPROTONOSUPPORT, false},
+		{"host netns unreadable", nil, syscall.EPERM, true},
+		{"host list fails", &fakeNL{mode: "exclusive", listErrs: []error{syscall.EPERM}}, nil, true},
+	}
+	orig := HostWait
+	HostWait = 200 * time.Millisecond
+	t.Cleanup(func() { HostWait = orig })
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			stubInNetns(t, "/run/netns/pod", nil, errNetnsGone)
+			stubOpenNLAt(t, 5, tt.host, tt.openErr)
+			err := ReturnToHost("mlx5_0", "/run/netns/pod", 5)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("ReturnToHost = %v; wantErr %v", err, tt.wantErr)
+			}
+			if tt.host != nil && len(tt.host.moves) != 0 {
+				t.Fatalf("moved %+v from the host netns", tt.host.moves)
+			}
+		})
+	}
+}
+
+func TestInNetns(t *testing.T) {
+	tests := []struct {
+		name     string
+		enterErr error
+		listErr  error
+		want     bool
+		wantErr  bool
+	}{
+		{"present", nil, nil, true, false},
+		{"netns gone", errNetnsGone, nil, false, true},
+		{"list fails", nil, syscall.EPERM, false, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			nl := &fakeNL{mode: "exclusive", links: links("mlx5_0")}
+			if tt.listErr != nil {
+				nl.listErrs = []error{tt.listErr}
+			}
+			stubInNetns(t, "/run/netns/pod", nl, tt.enterErr)
+			got, err := InNetns("mlx5_0", "/run/netns/pod")
+			if got != tt.want || (err != nil) != tt.wantErr {
+				t.Fatalf("InNetns = %v, %v; want %v, err %v", got, err, tt.want, tt.wantErr)
+			}
+		})
+	}
+	stubInNetns(t, "/run/netns/pod", &fakeNL{mode: "exclusive", links: links("rxe0")}, nil)
+	if got, err := InNetns("mlx5_0", "/run/netns/pod"); got || err != nil {
+		t.Fatalf("InNetns(absent) = %v, %v; want false, nil", got, err)
+	}
+}
+
+// stubInNetns makes inNetns run fn with n for path (or fail with err); the
+// returned flag reports whether fn ran.
+func stubInNetns(t *testing.T, path string, n Netlink, err error) *bool {
 	t.Helper()
-	closed := new(bool)
-	orig := openNetnsNL
-	t.Cleanup(func() { openNetnsNL = orig })
-	openNetnsNL = func(p string) (Netlink, func(), error) {
+	entered := new(bool)
+	orig := inNetns
+	t.Cleanup(func() { inNetns = orig })
+	inNetns = func(p string, fn func(Netlink) error) error {
 		if p != path {
-			t.Fatalf("opened %q, want %q", p, path)
+			t.Fatalf("entered %q, want %q", p, path)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", p, err)
+		}
+		*entered = true
+		return fn(n)
+	}
+	if err != nil {
+		*entered = true // nothing to enter
+	}
+	return entered
+}
+
+// stubOpenNLAt makes openNLAt return n (or err) for fd.
+func stubOpenNLAt(t *testing.T, fd int, n *fakeNL, err error) {
+	t.Helper()
+	orig := openNLAt
+	t.Cleanup(func() { openNLAt = orig })
+	openNLAt = func(got int) (Netlink, func(), error) {
+		if got != fd {
+			t.Fatalf("opened fd %d, want %d", got, fd)
 		}
 		if err != nil {
 			return nil, nil, err
 		}
-		return n, func() { *closed = true }, nil
+		return n, func() {}, nil
 	}
-	return closed
 }
 
 func TestReturnToHostInvalidArgs(t *testing.T) {
@@ -148,9 +245,11 @@ func TestReturnToHostInvalidArgs(t *testing.T) {
 	}
 }
 
-// TestReturnToHostMissingNetns runs the real netns opener on a path that
-// does not exist: a gone pod netns is not an error.
+// TestReturnToHostMissingNetns runs the real netns check on a path that
+// does not exist: a gone pod netns is not an error once the device is back
+// in the host netns.
 func TestReturnToHostMissingNetns(t *testing.T) {
+	stubOpenNLAt(t, 0, &fakeNL{mode: "exclusive", links: links("rxe0")}, nil)
 	if err := ReturnToHost("rxe0", filepath.Join(t.TempDir(), "gone"), 0); err != nil {
 		t.Fatalf("ReturnToHost on missing netns = %v; want nil", err)
 	}

@@ -87,21 +87,33 @@ func (n handleNL) LinkByName(name string) (*netlink.RdmaLink, error) {
 	return n.h.RdmaLinkByName(name)
 }
 
-// openNetnsNL opens RDMA netlink inside the netns at path. The handle asks
-// for NETLINK_RDMA explicitly; without it RDMA requests would go to the
-// caller's netns. It is a variable so tests can replace it.
-var openNetnsNL = func(path string) (Netlink, func(), error) {
+// errNetnsGone: the netns path is missing, or a plain file a runtime left
+// after unmounting it.
+var errNetnsGone = fmt.Errorf("netns is gone: %w", syscall.ENOENT)
+
+// inNetns runs fn on a locked OS thread that has entered the netns at path,
+// with the kernel's RDMA netlink (sockets opened by that thread, so they
+// live in that netns too). The kernel checks RDMA device moves against the
+// calling thread's netns, so a move out of a netns must be sent from inside
+// it. It is a variable so tests can replace it.
+var inNetns = func(path string, fn func(Netlink) error) error {
 	if netnsGone(path) {
-		// Missing, or a plain file a runtime left after unmounting it:
-		// the kernel has already returned the netns's devices.
-		return nil, nil, fmt.Errorf("netns %s: %w", path, syscall.ENOENT)
+		return fmt.Errorf("%s: %w", path, errNetnsGone)
 	}
-	ns, err := netns.GetFromPath(path)
+	target, err := cnins.GetNS(path)
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
-	defer ns.Close()
-	h, err := netlink.NewHandleAt(ns, unix.NETLINK_RDMA)
+	defer target.Close()
+	return target.Do(func(cnins.NetNS) error { return fn(kernelNL{}) })
+}
+
+// openNLAt opens RDMA netlink in the netns open at fd, for reading (dumps
+// are answered for the socket's netns). The handle asks for NETLINK_RDMA
+// explicitly; without it RDMA requests would go to the caller's netns. It is
+// a variable so tests can replace it.
+var openNLAt = func(fd int) (Netlink, func(), error) {
+	h, err := netlink.NewHandleAt(netns.NsHandle(fd), unix.NETLINK_RDMA)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -1,0 +1,267 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * simrdma: a movable RDMA device for rdma-chain's VM test tier.
+ *
+ * This module is a test-only part of the kernel under test, in the spirit of
+ * netdevsim: it is built in the VM tier against Debian's linux-headers-KVER,
+ * loaded into the test VM and never shipped with the plugin.
+ *
+ * Why it exists: exclusive mode moves an RDMA device between network
+ * namespaces, which the kernel's RDMA core allows only for drivers that
+ * implement disassociate_ucontext (mlx4/mlx5, irdma, erdma >= 6.12, ...).
+ * The soft devices a VM can have (rxe, siw) do not, so without this module
+ * the real netns move, the per-netns visibility, the GID table following the
+ * netdev and the refund of devices to init_net when a netns dies could not
+ * be exercised on a real kernel.
+ *
+ * What it is: one RDMA device "simrdma0" with one RoCE v2 port bound to the
+ * netdev named by the "netdev" parameter (a virtio-net NIC in the VM). The
+ * port carries no MAD/CM capability, so ib_core's MAD, CM and SA clients
+ * skip it and nothing needs working queues. Every data-path verb answers
+ * -EOPNOTSUPP; the RDMA core keeps the GID table (from the netdev's
+ * addresses) and the netns membership itself. disassociate_ucontext is a
+ * no-op: the device has no user contexts to tear down (no alloc_ucontext).
+ */
+#include <linux/module.h>
+#include <linux/netdevice.h>
+#include <linux/rtnetlink.h>
+#include <linux/version.h>
+#include <net/addrconf.h>
+#include <rdma/ib_addr.h>
+#include <rdma/ib_verbs.h>
+
+MODULE_DESCRIPTION("movable RDMA test device for rdma-chain's VM tests (never shipped)");
+MODULE_LICENSE("Dual BSD/GPL");
+
+static char *netdev = "eth0";
+module_param(netdev, charp, 0444);
+MODULE_PARM_DESC(netdev, "name of the init_net netdev the RoCE port is bound to");
+
+struct simrdma_dev { struct ib_device ibdev; };
+struct simrdma_pd { struct ib_pd ibpd; };
+struct simrdma_cq { struct ib_cq ibcq; };
+struct simrdma_qp { struct ib_qp ibqp; };
+struct simrdma_uctx { struct ib_ucontext ibuc; };
+
+static struct ib_device *simrdma_ibdev;
+/*
+ * The bound netdev, held for the module's lifetime (ib_device_get_netdev is
+ * not exported on 6.1). A netns move keeps the reference valid; the test
+ * never removes the NIC while the module is loaded.
+ */
+static struct net_device *simrdma_ndev;
+
+static int sim_query_device(struct ib_device *ibdev, struct ib_device_attr *attr,
+			    struct ib_udata *udata)
+{
+	if (udata && (udata->inlen || udata->outlen))
+		return -EINVAL;
+	memset(attr, 0, sizeof(*attr));
+	attr->sys_image_guid = ibdev->node_guid;
+	attr->vendor_id = 0xffffff;
+	attr->max_mr_size = ~0ULL;
+	attr->page_size_cap = PAGE_SIZE;
+	attr->max_pkeys = 1;
+	return 0;
+}
+
+static int sim_query_port(struct ib_device *ibdev, u32 port, struct ib_port_attr *attr)
+{
+	struct net_device *ndev = simrdma_ndev;
+	bool up = netif_running(ndev) && netif_carrier_ok(ndev);
+
+	/* ib_query_port() zeroed attr already. */
+	attr->active_mtu = iboe_get_mtu(ndev->mtu);
+	attr->state = up ? IB_PORT_ACTIVE : IB_PORT_DOWN;
+	attr->phys_state = up ? IB_PORT_PHYS_STATE_LINK_UP : IB_PORT_PHYS_STATE_DISABLED;
+	attr->max_mtu = IB_MTU_4096;
+	attr->gid_tbl_len = 32;
+	attr->ip_gids = 1;
+	attr->max_msg_sz = 1 << 20;
+	attr->pkey_tbl_len = 1;
+	attr->active_width = IB_WIDTH_1X;
+	attr->active_speed = IB_SPEED_SDR;
+	return 0;
+}
+
+static int sim_get_port_immutable(struct ib_device *ibdev, u32 port,
+				  struct ib_port_immutable *im)
+{
+	struct ib_port_attr attr;
+	int err = ib_query_port(ibdev, port, &attr);
+
+	if (err)
+		return err;
+	im->pkey_tbl_len = attr.pkey_tbl_len;
+	im->gid_tbl_len = attr.gid_tbl_len;
+	/* RoCE v2 only, no MAD/CM/SA: max_mad_size stays 0. */
+	im->core_cap_flags = RDMA_CORE_CAP_PROT_ROCE_UDP_ENCAP;
+	im->max_mad_size = 0;
+	return 0;
+}
+
+/*
+ * get_netdev, as mlx5 and erdma have: the smc module learns a port's netdev
+ * only through it (smc_ib.c), ib_core uses it for ib_device_get_netdev().
+ */
+static struct net_device *sim_get_netdev(struct ib_device *ibdev, u32 port)
+{
+	dev_hold(simrdma_ndev);
+	return simrdma_ndev;
+}
+
+static int sim_query_pkey(struct ib_device *ibdev, u32 port, u16 index, u16 *pkey)
+{
+	if (index)
+		return -EINVAL;
+	*pkey = 0xffff;
+	return 0;
+}
+
+static void sim_disassociate_ucontext(struct ib_ucontext *uctx) { }
+
+static int sim_alloc_pd(struct ib_pd *pd, struct ib_udata *udata) { return -EOPNOTSUPP; }
+static int sim_dealloc_pd(struct ib_pd *pd, struct ib_udata *udata) { return 0; }
+
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 10, 0)
+static int sim_create_cq(struct ib_cq *cq, const struct ib_cq_init_attr *attr,
+			 struct uverbs_attr_bundle *attrs)
+#else
+static int sim_create_cq(struct ib_cq *cq, const struct ib_cq_init_attr *attr,
+			 struct ib_udata *udata)
+#endif
+{
+	return -EOPNOTSUPP;
+}
+
+static int sim_destroy_cq(struct ib_cq *cq, struct ib_udata *udata) { return 0; }
+static int sim_poll_cq(struct ib_cq *cq, int n, struct ib_wc *wc) { return 0; }
+static int sim_req_notify_cq(struct ib_cq *cq, enum ib_cq_notify_flags flags) { return -EOPNOTSUPP; }
+
+static int sim_create_qp(struct ib_qp *qp, struct ib_qp_init_attr *attr, struct ib_udata *udata)
+{
+	return -EOPNOTSUPP;
+}
+
+static int sim_modify_qp(struct ib_qp *qp, struct ib_qp_attr *attr, int mask,
+			 struct ib_udata *udata)
+{
+	return -EOPNOTSUPP;
+}
+
+static int sim_destroy_qp(struct ib_qp *qp, struct ib_udata *udata) { return 0; }
+
+static int sim_post_send(struct ib_qp *qp, const struct ib_send_wr *wr,
+			 const struct ib_send_wr **bad)
+{
+	*bad = wr;
+	return -EOPNOTSUPP;
+}
+
+static int sim_post_recv(struct ib_qp *qp, const struct ib_recv_wr *wr,
+			 const struct ib_recv_wr **bad)
+{
+	*bad = wr;
+	return -EOPNOTSUPP;
+}
+
+static struct ib_mr *sim_get_dma_mr(struct ib_pd *pd, int access)
+{
+	return ERR_PTR(-EOPNOTSUPP);
+}
+
+static struct ib_mr *sim_reg_user_mr(struct ib_pd *pd, u64 start, u64 len, u64 virt,
+				     int access, struct ib_udata *udata)
+{
+	return ERR_PTR(-EOPNOTSUPP);
+}
+
+static int sim_dereg_mr(struct ib_mr *mr, struct ib_udata *udata) { return 0; }
+
+static const struct ib_device_ops simrdma_ops = {
+	.owner = THIS_MODULE,
+	.driver_id = RDMA_DRIVER_UNKNOWN,
+	.query_device = sim_query_device,
+	.query_port = sim_query_port,
+	.get_port_immutable = sim_get_port_immutable,
+	.query_pkey = sim_query_pkey,
+	.get_netdev = sim_get_netdev,
+	.disassociate_ucontext = sim_disassociate_ucontext,
+	.alloc_pd = sim_alloc_pd,
+	.dealloc_pd = sim_dealloc_pd,
+	.create_cq = sim_create_cq,
+	.destroy_cq = sim_destroy_cq,
+	.poll_cq = sim_poll_cq,
+	.req_notify_cq = sim_req_notify_cq,
+	.create_qp = sim_create_qp,
+	.modify_qp = sim_modify_qp,
+	.destroy_qp = sim_destroy_qp,
+	.post_send = sim_post_send,
+	.post_recv = sim_post_recv,
+	.get_dma_mr = sim_get_dma_mr,
+	.reg_user_mr = sim_reg_user_mr,
+	.dereg_mr = sim_dereg_mr,
+	INIT_RDMA_OBJ_SIZE(ib_pd, simrdma_pd, ibpd),
+	INIT_RDMA_OBJ_SIZE(ib_cq, simrdma_cq, ibcq),
+	INIT_RDMA_OBJ_SIZE(ib_qp, simrdma_qp, ibqp),
+	INIT_RDMA_OBJ_SIZE(ib_ucontext, simrdma_uctx, ibuc),
+};
+
+static int __init simrdma_init(void)
+{
+	struct net_device *ndev;
+	struct simrdma_dev *sdev;
+	struct ib_device *ibdev;
+	int err;
+
+	ndev = dev_get_by_name(&init_net, netdev);
+	if (!ndev) {
+		pr_err("simrdma: netdev %s not found in init_net\n", netdev);
+		return -ENODEV;
+	}
+	sdev = ib_alloc_device(simrdma_dev, ibdev);
+	if (!sdev) {
+		dev_put(ndev);
+		return -ENOMEM;
+	}
+	ibdev = &sdev->ibdev;
+	ibdev->node_type = RDMA_NODE_IB_CA;
+	ibdev->phys_port_cnt = 1;
+	ibdev->num_comp_vectors = 1;
+	ibdev->local_dma_lkey = 0;
+	strscpy(ibdev->node_desc, "simrdma", sizeof(ibdev->node_desc));
+	/* EUI-64 of the MAC, as erdma derives its node GUID. */
+	addrconf_addr_eui48((unsigned char *)&ibdev->node_guid, ndev->dev_addr);
+	ib_set_device_ops(ibdev, &simrdma_ops);
+
+	simrdma_ndev = ndev;
+	err = ib_device_set_netdev(ibdev, ndev, 1);
+	if (err) {
+		pr_err("simrdma: bind port 1 to %s: %d\n", netdev, err);
+		goto out_free;
+	}
+	/* NULL DMA device: ib_core's virtual DMA (CONFIG_INFINIBAND_VIRT_DMA). */
+	err = ib_register_device(ibdev, "simrdma%d", NULL);
+	if (err) {
+		pr_err("simrdma: ib_register_device: %d\n", err);
+		goto out_free;
+	}
+	simrdma_ibdev = ibdev;
+	pr_info("simrdma: %s registered on %s\n", dev_name(&ibdev->dev), netdev);
+	return 0;
+
+out_free:
+	ib_dealloc_device(ibdev);
+	dev_put(ndev);
+	return err;
+}
+
+static void __exit simrdma_exit(void)
+{
+	ib_unregister_device(simrdma_ibdev);
+	ib_dealloc_device(simrdma_ibdev);
+	dev_put(simrdma_ndev);
+}
+
+module_init(simrdma_init);
+module_exit(simrdma_exit);
