@@ -39,3 +39,13 @@ func cniError(code uint, msg string, err error) error {
 func cniErrorf(code uint, format string, args ...any) error {
 	return types.NewError(code, fmt.Sprintf(format, args...), "")
 }
+
+// Codes lists every CNI error code the plugin returns, its own and the CNI
+// library's; the README's error table lists exactly these (a test checks
+// both the table and the code that returns them).
+var Codes = []uint{
+	types.ErrIncompatibleCNIVersion, types.ErrInvalidEnvironmentVariables, types.ErrIOFailure, types.ErrDecodingFailure, types.ErrInvalidNetworkConfig,
+	types.ErrInvalidNetNS, types.ErrTryAgainLater, CodeNotAvailable,
+	CodeNoRDMA, CodeModeMismatch, CodeMoveUnsupported, CodeNoDevice, CodeLinkSetup,
+	CodeState, CodeCheckFailed, CodeIPAM, CodeSMC,
+}

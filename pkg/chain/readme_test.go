@@ -1,0 +1,78 @@
+package chain
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/containernetworking/cni/pkg/types"
+
+	"github.com/rdma-chain/rdma-chain/internal/testenv"
+)
+
+// The README's error table lists exactly the codes in Codes.
+func TestREADMEErrorTable(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, ok := strings.Cut(string(data), "## CNI error codes")
+	if !ok {
+		t.Fatal("README has no CNI error codes section")
+	}
+	table, _, _ = strings.Cut(table, "\n\n\n")
+	var documented []uint
+	for _, m := range regexp.MustCompile(`(?m)^\| (\d+) \|`).FindAllStringSubmatch(table, -1) {
+		n, _ := strconv.Atoi(m[1])
+		documented = append(documented, uint(n))
+	}
+	want := slices.Clone(Codes)
+	slices.Sort(want)
+	slices.Sort(documented)
+	if !slices.Equal(documented, want) {
+		t.Errorf("README documents codes %v, the plugin returns %v", documented, want)
+	}
+}
+
+// libraryCodes maps the CNI library's code names to their values.
+var libraryCodes = map[string]uint{
+	"ErrUnknown": types.ErrUnknown, "ErrIncompatibleCNIVersion": types.ErrIncompatibleCNIVersion,
+	"ErrUnsupportedField": types.ErrUnsupportedField, "ErrUnknownContainer": types.ErrUnknownContainer,
+	"ErrInvalidEnvironmentVariables": types.ErrInvalidEnvironmentVariables, "ErrIOFailure": types.ErrIOFailure,
+	"ErrDecodingFailure": types.ErrDecodingFailure, "ErrInvalidNetworkConfig": types.ErrInvalidNetworkConfig,
+	"ErrInvalidNetNS": types.ErrInvalidNetNS, "ErrTryAgainLater": types.ErrTryAgainLater, "ErrInternal": types.ErrInternal,
+}
+
+// Every types.Err* the plugin's packages name in non-test code is in Codes.
+func TestCodesCoverTheCode(t *testing.T) {
+	for _, dir := range []string{"pkg/chain", "pkg/config"} {
+		fset := token.NewFileSet()
+		pkgs, err := parser.ParseDir(fset, filepath.Join(testenv.RepoRoot(), dir), func(fi os.FileInfo) bool {
+			return !strings.HasSuffix(fi.Name(), "_test.go")
+		}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pkgs {
+			ast.Inspect(p, func(n ast.Node) bool {
+				sel, ok := n.(*ast.SelectorExpr)
+				if !ok {
+					return true
+				}
+				if x, ok := sel.X.(*ast.Ident); ok && x.Name == "types" {
+					if code, ok := libraryCodes[sel.Sel.Name]; ok && !slices.Contains(Codes, code) {
+						t.Errorf("%s: types.%s (code %d) is returned but not in Codes/README", fset.Position(sel.Pos()), sel.Sel.Name, code)
+					}
+				}
+				return true
+			})
+		}
+	}
+}
