@@ -163,7 +163,7 @@ func (e *execIPAM) find(r Request) (string, error) {
 		path, err = invoke.FindInPath(r.PluginType, dirs)
 	}
 	if err != nil {
-		return "", fmt.Errorf("find ipam plugin %q in CNI_PATH %q: %w", r.PluginType, r.Path, err)
+		return "", fmt.Errorf("find IPAM plugin %q in CNI_PATH %q: %w", r.PluginType, r.Path, err)
 	}
 	return path, nil
 }
@@ -185,10 +185,10 @@ func buildArgs(cmd string, r Request) *invoke.Args {
 func delegateConf(netconf []byte, valid []types.GCAttachment, gc bool) ([]byte, error) {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(netconf, &m); err != nil {
-		return nil, fmt.Errorf("decode ipam netconf: %w", err)
+		return nil, fmt.Errorf("decode IPAM netconf: %w", err)
 	}
 	if m == nil {
-		return nil, errors.New("ipam netconf is null, want a JSON object")
+		return nil, errors.New("IPAM netconf is null, want a JSON object")
 	}
 	delete(m, "prevResult")
 	if gc {
@@ -203,7 +203,7 @@ func delegateConf(netconf []byte, valid []types.GCAttachment, gc bool) ([]byte, 
 	}
 	out, err := json.Marshal(m)
 	if err != nil {
-		return nil, fmt.Errorf("encode ipam netconf: %w", err)
+		return nil, fmt.Errorf("encode IPAM netconf: %w", err)
 	}
 	return out, nil
 }
