@@ -43,7 +43,10 @@ type fakeKubelet struct {
 func (f *fakeKubelet) List(ctx context.Context, _ *prv1.ListPodResourcesRequest) (*prv1.ListPodResourcesResponse, error) {
 	f.lists.Add(1)
 	if f.hang {
+		// Like kubelet's server, a hung call ends with its context's error,
+		// never with a late success.
 		<-ctx.Done()
+		return nil, ctx.Err()
 	}
 	return &prv1.ListPodResourcesResponse{PodResources: f.pods}, nil
 }
@@ -51,6 +54,7 @@ func (f *fakeKubelet) List(ctx context.Context, _ *prv1.ListPodResourcesRequest)
 func (f *fakeKubelet) Get(ctx context.Context, req *prv1.GetPodResourcesRequest) (*prv1.GetPodResourcesResponse, error) {
 	if f.hang {
 		<-ctx.Done()
+		return nil, ctx.Err()
 	}
 	switch f.get {
 	case getUnimpl:
@@ -221,12 +225,36 @@ func TestUnavailable(t *testing.T) {
 	}
 }
 
+// Probe asks Get for a pod that cannot exist and lists only when kubelet
+// does not serve Get.
 func TestProbe(t *testing.T) {
-	for _, mode := range []getMode{getOK, getUnimpl} {
-		f := &fakeKubelet{pods: testPods(), get: mode}
-		if err := New(serve(t, f), 0).Probe(context.Background()); err != nil {
-			t.Errorf("get mode %d: Probe = %v", mode, err)
-		}
+	tests := []struct {
+		name      string
+		get       getMode
+		wantLists int32
+		wantErr   bool
+	}{
+		{name: "get answers not found", get: getOK},
+		{name: "get answers NotFound code", get: getNotFound},
+		{name: "unimplemented lists", get: getUnimpl, wantLists: 1},
+		{name: "disabled lists", get: getGateOff, wantLists: 1},
+		{name: "other get error", get: getBroken, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := &fakeKubelet{pods: testPods(), get: tt.get}
+			sock := serve(t, f)
+			err := New(sock, 0).Probe(context.Background())
+			if tt.wantErr != (err != nil) || errors.Is(err, ErrUnavailable) {
+				t.Fatalf("Probe = %v, want error %v (never ErrUnavailable)", err, tt.wantErr)
+			}
+			if err != nil && !strings.Contains(err.Error(), sock) {
+				t.Errorf("error %q does not name %s", err, sock)
+			}
+			if n := f.lists.Load(); n != tt.wantLists {
+				t.Errorf("List called %d times, want %d", n, tt.wantLists)
+			}
+		})
 	}
 }
 
