@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/containernetworking/cni/pkg/types"
 )
@@ -46,7 +47,7 @@ var (
 func ParseArgs(args string) (Pod, error) {
 	var a k8sArgs
 	if err := types.LoadArgs(args, &a); err != nil {
-		return Pod{}, types.NewError(types.ErrInvalidNetworkConfig, "invalid CNI_ARGS", err.Error())
+		return Pod{}, types.NewError(types.ErrInvalidNetworkConfig, "invalid CNI_ARGS", truncateLong(strings.TrimPrefix(err.Error(), "ARGS: ")))
 	}
 	var pod Pod
 	for _, v := range []struct {

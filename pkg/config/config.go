@@ -106,11 +106,21 @@ type NetConf struct {
 // configuration, 6 for prevResult, 1 for an unsupported cniVersion.
 func Parse(stdin []byte) (*NetConf, []string, error) {
 	w := &warnings{}
-	conf, err := parseConf(stdin, w)
+	conf, err := parseConf(stdin, w, true)
 	return conf, w.list(), err
 }
 
-func parseConf(stdin []byte, w *warnings) (*NetConf, error) {
+// ParseWithoutPrevResult is Parse for the verbs that never read prevResult
+// (DEL, GC, STATUS): the prevResult is dropped, with a warning when it is
+// invalid, so that a bad result from the previous plugin, which the runtime
+// resends on every retry, cannot make a DEL fail forever.
+func ParseWithoutPrevResult(stdin []byte) (*NetConf, []string, error) {
+	w := &warnings{}
+	conf, err := parseConf(stdin, w, false)
+	return conf, w.list(), err
+}
+
+func parseConf(stdin []byte, w *warnings, withPrev bool) (*NetConf, error) {
 	top, err := decodeObject(stdin)
 	if err != nil {
 		return nil, invalid("", "cannot decode network configuration: %v", err)
@@ -124,7 +134,13 @@ func parseConf(stdin []byte, w *warnings) (*NetConf, error) {
 		return nil, err
 	}
 	if err := conf.parsePrevResult(conf.known["prevResult"], w); err != nil {
-		return nil, asCNI(types.ErrDecodingFailure, err)
+		if withPrev {
+			return nil, asCNI(types.ErrDecodingFailure, err)
+		}
+		w.add("prevResult ignored: %v", err)
+	}
+	if !withPrev {
+		conf.PrevResult, conf.RawPrevResult = nil, nil
 	}
 	conf.applyDefaults()
 	if err := conf.validate(); err != nil {
@@ -217,6 +233,14 @@ func absPath(field, p string, optional bool) error {
 		return invalid(field, "must be a clean absolute path, got %q", truncate(p))
 	}
 	return nil
+}
+
+// truncateLong shortens a message part that may quote a whole input.
+func truncateLong(s string) string {
+	if len(s) > 256 {
+		return s[:256] + "..."
+	}
+	return s
 }
 
 // truncate shortens a value quoted in a message.
