@@ -1,15 +1,16 @@
 // Command rdma-chain is a chained CNI plugin that gives Kubernetes pods RDMA:
 // it moves or shares the node's RDMA devices into the pod's netns after the
-// primary plugin has run, and gives them back on DEL.
+// primary plugin has run, and gives them back on DEL. Started without
+// CNI_COMMAND, it runs the operator commands (inspect, validate, install,
+// reconcile).
 package main
 
 import (
+	"os"
 	"runtime"
 
-	"github.com/containernetworking/cni/pkg/skel"
-	"github.com/containernetworking/cni/pkg/version"
-
 	"github.com/rdma-chain/rdma-chain/pkg/chain"
+	"github.com/rdma-chain/rdma-chain/pkg/ops"
 )
 
 // buildVersion is stamped by the Makefile with -ldflags.
@@ -21,12 +22,8 @@ func init() {
 }
 
 func main() {
-	p := chain.New(chain.KernelEnv())
-	skel.PluginMainFuncs(skel.CNIFuncs{
-		Add:    p.Add,
-		Del:    p.Del,
-		Check:  p.Check,
-		GC:     p.GC,
-		Status: p.Status,
-	}, version.PluginSupports("0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"), "rdma-chain "+buildVersion)
+	if os.Getenv("CNI_COMMAND") == "" {
+		os.Exit(ops.Main(os.Args[1:], buildVersion, ops.IO{Stdout: os.Stdout, Stderr: os.Stderr}))
+	}
+	os.Exit(chain.Main(chain.New(chain.KernelEnv()), "rdma-chain "+buildVersion))
 }
