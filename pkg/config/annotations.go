@@ -16,6 +16,8 @@ func (c *NetConf) SMCRRequested() (bool, string) {
 	if !ok {
 		return false, ""
 	}
+	// strings.ToLower, not EqualFold: Unicode folding would take "falſe"
+	// (long s) for "false"; no rune lowers to an ASCII letter of these words.
 	switch strings.ToLower(v) {
 	case "true":
 		return true, ""
