@@ -1,10 +1,11 @@
 // Package fakekubelet serves kubelet's pod-resources v1 API on a unix socket
-// from a fixed list of pods, for the integration tiers (netns and VM) where
-// no kubelet runs.
+// from a fixed list of pods, for the integration tiers (netns and VM) and the
+// benchmark, where no kubelet runs.
 package fakekubelet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -21,21 +22,39 @@ type Pod struct {
 	Resources map[string][]string `json:"resources"`
 }
 
+// Options changes how the fake answers.
+type Options struct {
+	// GetDisabled answers Get as kubelet does with the KubeletPodResourcesGet
+	// feature gate off, so clients fall back to List.
+	GetDisabled bool
+}
+
 // Server is a running fake kubelet.
 type Server struct {
 	podresv1.UnimplementedPodResourcesListerServer
-	pods []Pod
+	opts Options
+	pods []*podresv1.PodResources // built once: kubelet answers from memory too
 	grpc *grpc.Server
 }
 
 // Start listens on socket (replacing a stale file) and serves until Stop.
 func Start(socket string, pods []Pod) (*Server, error) {
-	_ = os.Remove(socket)
+	return StartWith(socket, pods, Options{})
+}
+
+// StartWith is Start with options.
+func StartWith(socket string, pods []Pod, opts Options) (*Server, error) {
+	if err := os.Remove(socket); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("remove stale kubelet socket %s: %w", socket, err)
+	}
 	l, err := net.Listen("unix", socket)
 	if err != nil {
-		return nil, fmt.Errorf("fakekubelet: listen %s: %w", socket, err)
+		return nil, fmt.Errorf("listen on kubelet socket %s: %w", socket, err)
 	}
-	s := &Server{pods: pods, grpc: grpc.NewServer()}
+	s := &Server{opts: opts, grpc: grpc.NewServer()}
+	for _, p := range pods {
+		s.pods = append(s.pods, p.resources())
+	}
 	podresv1.RegisterPodResourcesListerServer(s.grpc, s)
 	go func() { _ = s.grpc.Serve(l) }()
 	return s, nil
@@ -45,19 +64,25 @@ func Start(socket string, pods []Pod) (*Server, error) {
 func (s *Server) Stop() { s.grpc.Stop() }
 
 // List returns every pod, as kubelet's List does.
-func (s *Server) List(context.Context, *podresv1.ListPodResourcesRequest) (*podresv1.ListPodResourcesResponse, error) {
-	resp := &podresv1.ListPodResourcesResponse{}
-	for _, p := range s.pods {
-		resp.PodResources = append(resp.PodResources, p.resources())
+func (s *Server) List(ctx context.Context, _ *podresv1.ListPodResourcesRequest) (*podresv1.ListPodResourcesResponse, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
-	return resp, nil
+	return &podresv1.ListPodResourcesResponse{PodResources: s.pods}, nil
 }
 
-// Get returns one pod, with kubelet's error text for an unknown pod.
-func (s *Server) Get(_ context.Context, req *podresv1.GetPodResourcesRequest) (*podresv1.GetPodResourcesResponse, error) {
+// Get returns one pod, with kubelet's error texts for an unknown pod and for
+// the feature gate off.
+func (s *Server) Get(ctx context.Context, req *podresv1.GetPodResourcesRequest) (*podresv1.GetPodResourcesResponse, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if s.opts.GetDisabled {
+		return nil, errors.New("PodResources API Get method disabled")
+	}
 	for _, p := range s.pods {
 		if p.Namespace == req.PodNamespace && p.Name == req.PodName {
-			return &podresv1.GetPodResourcesResponse{PodResources: p.resources()}, nil
+			return &podresv1.GetPodResourcesResponse{PodResources: p}, nil
 		}
 	}
 	return nil, fmt.Errorf("pod %s in namespace %s not found", req.PodName, req.PodNamespace)
