@@ -1,0 +1,270 @@
+//go:build privileged
+
+package netns
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/rdma-chain/rdma-chain/internal/testenv"
+)
+
+// crashBuild is the plugin built with -tags failpoint, once per test binary.
+var crashBuild struct {
+	once     sync.Once
+	dir, bin string
+	err      error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if crashBuild.dir != "" {
+		_ = os.RemoveAll(crashBuild.dir)
+	}
+	os.Exit(code)
+}
+
+// failpointPlugin builds ./integration/netns/crash_plugin (rdma-chain over a
+// fake RDMA subsystem) with the failpoints compiled in.
+func failpointPlugin(t *testing.T) string {
+	t.Helper()
+	crashBuild.once.Do(func() {
+		crashBuild.dir, crashBuild.err = os.MkdirTemp("", "rdma-chain-failpoint-")
+		if crashBuild.err != nil {
+			return
+		}
+		crashBuild.bin = filepath.Join(crashBuild.dir, "rdma-chain")
+		gobin, err := exec.LookPath("go")
+		if err != nil {
+			gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		}
+		cmd := exec.Command(gobin, "build", "-tags", "failpoint", "-o", crashBuild.bin, "./integration/netns/crash_plugin")
+		cmd.Dir = testenv.RepoRoot()
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			crashBuild.err = fmt.Errorf("build with -tags failpoint: %v\n%s", err, out)
+		}
+	})
+	if crashBuild.err != nil {
+		t.Fatal(crashBuild.err)
+	}
+	return crashBuild.bin
+}
+
+// crashScenario is one path through the plugin this kernel can run.
+type crashScenario struct {
+	name  string
+	mode  string         // the fake RDMA subsystem's netns mode
+	entry map[string]any // extra keys of the rdma-chain entry
+	ipam  bool
+	// must: substrings that some discovered ADD and DEL failpoint must contain.
+	must []string
+}
+
+var crashScenarios = []crashScenario{
+	{name: "shared-macvlan", mode: "shared", entry: map[string]any{"sharedLink": map[string]string{"type": "macvlan"}}, must: []string{"child"}},
+	{name: "shared-macvlan-ipam", mode: "shared", entry: map[string]any{"sharedLink": map[string]string{"type": "macvlan"}}, ipam: true, must: []string{"child", "ipam"}},
+	{name: "exclusive", mode: "exclusive", must: []string{"netdev", "rdma"}},
+	{name: "exclusive-ipam", mode: "exclusive", ipam: true, must: []string{"netdev", "rdma", "ipam"}},
+}
+
+// crashTally counts runs and leaks over the whole matrix.
+type crashTally struct {
+	mu                sync.Mutex
+	failpoints, runs  int
+	leaks             []string
+	addPoints, delPts map[string][]string
+}
+
+func (c *crashTally) leak(format string, args ...any) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.leaks = append(c.leaks, fmt.Sprintf(format, args...))
+}
+
+// For every failpoint a normal run reaches: ADD killed there, then DEL (and,
+// separately, GC) returns the node to its exact prior state; DEL killed
+// there, then DEL again, likewise.
+func TestCrashFailpoints(t *testing.T) {
+	testenv.RequireRoot(t)
+	bin := failpointPlugin(t)
+	tally := &crashTally{addPoints: map[string][]string{}, delPts: map[string][]string{}}
+	for _, sc := range crashScenarios {
+		t.Run(sc.name, func(t *testing.T) { runCrashScenario(t, bin, sc, tally) })
+	}
+	t.Logf("failpoints discovered (distinct per scenario): %d, crash runs: %d, leaks: %d", tally.failpoints, tally.runs, len(tally.leaks))
+	for _, sc := range crashScenarios {
+		t.Logf("%s: ADD %v; DEL %v", sc.name, tally.addPoints[sc.name], tally.delPts[sc.name])
+	}
+	for _, l := range tally.leaks {
+		t.Logf("leak: %s", l)
+	}
+}
+
+func runCrashScenario(t *testing.T, bin string, sc crashScenario, tally *crashTally) {
+	n := newCrashNode(t, bin, sc)
+	addPoints, delPoints := n.discover(sc)
+	tally.mu.Lock()
+	tally.addPoints[sc.name], tally.delPts[sc.name] = addPoints, delPoints
+	tally.failpoints += len(addPoints) + len(delPoints)
+	tally.mu.Unlock()
+	for _, fp := range addPoints {
+		for _, after := range []string{"DEL", "GC"} {
+			t.Run("ADD-"+fp+"-then-"+after, func(t *testing.T) {
+				tally.mu.Lock()
+				tally.runs++
+				tally.mu.Unlock()
+				if d := n.crashAdd(t, fp, after); d != "" {
+					tally.leak("%s: ADD killed at %s, then %s:\n%s", sc.name, fp, after, d)
+					t.Errorf("node differs from before ADD:\n%s", d)
+				}
+			})
+		}
+	}
+	for _, fp := range delPoints {
+		t.Run("DEL-"+fp+"-then-DEL", func(t *testing.T) {
+			tally.mu.Lock()
+			tally.runs++
+			tally.mu.Unlock()
+			if d := n.crashDel(t, fp); d != "" {
+				tally.leak("%s: DEL killed at %s, then DEL:\n%s", sc.name, fp, d)
+				t.Errorf("node differs from before ADD:\n%s", d)
+			}
+		})
+	}
+}
+
+// discover runs one normal ADD and DEL with a trace and returns the
+// failpoints each reached, in order, without repeats. The normal cycle must
+// itself leave the node as it found it.
+func (n *crashNode) discover(sc crashScenario) (add, del []string) {
+	t := n.t
+	t.Helper()
+	p := n.newPod("trace")
+	before := n.snapshot(p)
+	addTrace, delTrace := filepath.Join(n.dir, "add.trace"), filepath.Join(n.dir, "del.trace")
+	prev := n.primaryAdd(p)
+	if r := n.execPlugin("ADD", p, prev, "RDMA_CHAIN_FAILPOINT_TRACE="+addTrace); r.err != nil {
+		t.Fatalf("normal ADD: %s", r)
+	}
+	if r := n.execPlugin("DEL", p, nil, "RDMA_CHAIN_FAILPOINT_TRACE="+delTrace); r.err != nil {
+		t.Fatalf("normal DEL: %s", r)
+	}
+	if err := n.primaryDel(p); err != nil {
+		t.Fatalf("ptp DEL: %v", err)
+	}
+	// The first use creates the state and IPAM folders and their locks;
+	// every later run is compared with everything.
+	after := n.snapshot(p)
+	after.Files = slices.DeleteFunc(after.Files, func(f string) bool {
+		return strings.HasSuffix(f, " d---------") || strings.HasSuffix(f, "/lock ----------")
+	})
+	if d := before.diff(after); d != "" {
+		t.Fatalf("a normal ADD+DEL does not restore the node:\n%s", d)
+	}
+	add, del = readTrace(t, addTrace), readTrace(t, delTrace)
+	t.Logf("ADD failpoints %v; DEL failpoints %v", add, del)
+	for _, m := range sc.must {
+		if !containsSub(add, m) || !containsSub(del, m) {
+			t.Errorf("no failpoint containing %q in ADD %v / DEL %v", m, add, del)
+		}
+	}
+	return add, del
+}
+
+func readTrace(t *testing.T, path string) []string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("trace: %v (is the plugin built with -tags failpoint?)", err)
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, l := range strings.Fields(string(b)) {
+		if !seen[l] {
+			seen[l] = true
+			out = append(out, l)
+		}
+	}
+	if len(out) == 0 {
+		t.Fatalf("trace %s is empty", path)
+	}
+	return out
+}
+
+func containsSub(list []string, sub string) bool {
+	for _, s := range list {
+		if strings.Contains(s, sub) {
+			return true
+		}
+	}
+	return false
+}
+
+// crashAdd kills ADD at fp, then runs the runtime's clean-up (after: DEL of
+// the whole chain, or rdma-chain's GC followed by the primary's DEL) and
+// returns how the node differs from before the ADD.
+func (n *crashNode) crashAdd(t *testing.T, fp, after string) string {
+	defer n.use(t)()
+	p := n.newPod("crash")
+	before := n.snapshot(p)
+	prev := n.primaryAdd(p)
+	mid := n.snapshot(p)
+	r := n.execPlugin("ADD", p, prev, "RDMA_CHAIN_FAILPOINT="+fp)
+	if !r.killed {
+		t.Fatalf("ADD was not killed at %s: %s", fp, r)
+	}
+	// The failpoint follows a change: the crash left something to undo,
+	// which the snapshot sees.
+	if mid.diff(n.snapshot(p)) == "" {
+		t.Errorf("ADD killed at %s left nothing to undo: is it after a host change?", fp)
+	}
+	switch after {
+	case "DEL":
+		if err := n.fullDel(p); err != nil {
+			t.Errorf("DEL after the crash: %v", err)
+		}
+	case "GC":
+		if r := n.execPlugin("GC", p, nil); r.err != nil {
+			t.Errorf("GC after the crash: %s", r)
+		}
+		if err := n.primaryDel(p); err != nil {
+			t.Errorf("ptp DEL: %v", err)
+		}
+	}
+	return before.diff(n.snapshot(p))
+}
+
+// crashDel runs a good ADD, kills rdma-chain's DEL at fp, then runs the
+// runtime's DEL of the whole chain.
+func (n *crashNode) crashDel(t *testing.T, fp string) string {
+	defer n.use(t)()
+	p := n.newPod("crashdel")
+	before := n.snapshot(p)
+	prev := n.primaryAdd(p)
+	if r := n.execPlugin("ADD", p, prev); r.err != nil {
+		t.Fatalf("ADD: %s", r)
+	}
+	if r := n.execPlugin("DEL", p, nil, "RDMA_CHAIN_FAILPOINT="+fp); !r.killed {
+		t.Fatalf("DEL was not killed at %s: %s", fp, r)
+	}
+	if err := n.fullDel(p); err != nil {
+		t.Errorf("DEL after the crashed DEL: %v", err)
+	}
+	return before.diff(n.snapshot(p))
+}
+
+// use makes the node's helpers report to t (a subtest) until the returned
+// function restores the previous test.
+func (n *crashNode) use(t *testing.T) func() {
+	prev := n.t
+	n.t = t
+	return func() { n.t = prev }
+}
