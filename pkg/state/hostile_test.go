@@ -168,3 +168,33 @@ func TestForeignOwner(t *testing.T) {
 		}
 	}
 }
+
+// TestRecordLinkReplacedNotFollowed: Put over a link at the record path
+// replaces the link, and Delete removes the link; its target is untouched.
+func TestRecordLinkReplacedNotFollowed(t *testing.T) {
+	for _, op := range []string{"Put", "Delete"} {
+		t.Run(op, func(t *testing.T) {
+			s := New(t.TempDir())
+			if err := s.ensureAttachDir(); err != nil {
+				t.Fatal(err)
+			}
+			target := filepath.Join(t.TempDir(), "target")
+			writeFile(t, target, "keep")
+			path := s.path(fullRecord().Key())
+			symlink(t, target, path)
+			if err := runOp(s, op); err != nil {
+				t.Fatalf("%s: %v", op, err)
+			}
+			if data, err := os.ReadFile(target); err != nil || string(data) != "keep" {
+				t.Errorf("link target now %q, %v", data, err)
+			}
+			fi, err := os.Lstat(path)
+			switch {
+			case op == "Put" && (err != nil || !fi.Mode().IsRegular()):
+				t.Errorf("record path after Put: %v, %v; want a regular file", fi, err)
+			case op == "Delete" && !os.IsNotExist(err):
+				t.Errorf("record path after Delete: %v, %v; want nothing", fi, err)
+			}
+		})
+	}
+}

@@ -18,6 +18,7 @@ func fullRecord() *Record {
 		ContainerID: "abc123",
 		IfName:      "net1",
 		NetNS:       "/var/run/netns/cni-1",
+		NetNSIno:    4026532281,
 		Pod:         Pod{Namespace: "ns", Name: "pod", UID: "uid-1"},
 		Mode:        "exclusive",
 		CNIVersion:  "1.1.0",

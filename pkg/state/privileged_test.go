@@ -1,0 +1,81 @@
+//go:build privileged
+
+package state
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rdma-chain/rdma-chain/internal/netnstest"
+	"github.com/rdma-chain/rdma-chain/internal/testenv"
+	"golang.org/x/sys/unix"
+)
+
+// TestLockReadOnlyParent: a state directory that is missing under a
+// read-only mount cannot exist, which Lock reports as ErrNoStateDir; an
+// existing one on the same mount is not ErrNoStateDir.
+func TestLockReadOnlyParent(t *testing.T) {
+	testenv.RequireRoot(t)
+	mnt := t.TempDir()
+	if err := unix.Mount("tmpfs", mnt, "tmpfs", 0, "mode=0755"); err != nil {
+		t.Fatalf("mount tmpfs: %v", err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(mnt, unix.MNT_DETACH) })
+	if err := os.Mkdir(filepath.Join(mnt, "existing"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("", mnt, "", unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil {
+		t.Fatalf("remount read-only: %v", err)
+	}
+	for _, tt := range []struct {
+		dir   string
+		noDir bool
+	}{
+		{filepath.Join(mnt, "state"), true},
+		{filepath.Join(mnt, "a", "state"), true},
+		{filepath.Join(mnt, "existing"), false},
+	} {
+		unlock, err := New(tt.dir).Lock(time.Second)
+		if err == nil {
+			unlock()
+		}
+		if err == nil || errors.Is(err, ErrNoStateDir) != tt.noDir {
+			t.Errorf("Lock(%s) = %v, want an error, ErrNoStateDir %v", tt.dir, err, tt.noDir)
+		}
+	}
+}
+
+// TestNetnsInodeBindMounts tells two bind-mounted netns apart, and a path
+// recreated after its netns was removed from the original.
+func TestNetnsInodeBindMounts(t *testing.T) {
+	testenv.RequireRoot(t)
+	a, b := netnstest.NewNS(t), netnstest.NewNS(t)
+	inoA, err := NetnsInode(a.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	inoB, err := NetnsInode(b.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(a.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inoA != fi.Sys().(*syscall.Stat_t).Ino || inoA == inoB {
+		t.Errorf("inodes %d and %d (stat %d): want distinct, matching stat", inoA, inoB, fi.Sys().(*syscall.Stat_t).Ino)
+	}
+	path := a.Path()
+	netnstest.Delete(a)
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(path)
+	if ino, err := NetnsInode(path); err == nil {
+		t.Errorf("NetnsInode of a file recreated at %s = %d, want an error", path, ino)
+	}
+}
