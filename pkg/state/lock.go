@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -38,8 +39,11 @@ func (s *Store) Lock(timeout time.Duration) (unlock func(), err error) {
 		return nil, err
 	}
 	if err := flockWithin(f, timeout); err != nil {
-		f.Close()
+		defer f.Close()
 		if errors.Is(err, unix.EWOULDBLOCK) {
+			if pids := lockHolders(f); len(pids) > 0 {
+				return nil, fmt.Errorf("%w %s after %v (held by pid %s)", ErrLockTimeout, name, timeout, strings.Join(pids, ", "))
+			}
 			return nil, fmt.Errorf("%w %s after %v", ErrLockTimeout, name, timeout)
 		}
 		return nil, fmt.Errorf("lock %s: %w", name, err)

@@ -111,10 +111,10 @@ func TestLockExcludes(t *testing.T) {
 }
 
 // holder takes the node lock of dir by other means than Store.Lock and
-// returns its release function.
-type holder func(t *testing.T, dir string) func()
+// returns its release function and the pid /proc/locks shows for it.
+type holder func(t *testing.T, dir string) (release func(), pid int)
 
-func holdInProcess(t *testing.T, dir string) func() {
+func holdInProcess(t *testing.T, dir string) (func(), int) {
 	f, err := os.OpenFile(filepath.Join(dir, lockFileName), os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -122,10 +122,10 @@ func holdInProcess(t *testing.T, dir string) func() {
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		t.Fatal(err)
 	}
-	return func() { f.Close() }
+	return func() { f.Close() }, os.Getpid()
 }
 
-func holdInChild(t *testing.T, dir string) func() {
+func holdInChild(t *testing.T, dir string) (func(), int) {
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), holdLockEnv+"="+filepath.Join(dir, lockFileName))
 	stdin, err := cmd.StdinPipe()
@@ -148,7 +148,7 @@ func holdInChild(t *testing.T, dir string) func() {
 		if err := cmd.Wait(); err != nil {
 			t.Errorf("holder process: %v", err)
 		}
-	}
+	}, cmd.Process.Pid
 }
 
 func TestLockTimeout(t *testing.T) {
@@ -169,12 +169,15 @@ func TestLockTimeout(t *testing.T) {
 				t.Fatal(err)
 			}
 			unlock()
-			release := tt.hold(t, s.dir)
+			release, pid := tt.hold(t, s.dir)
 			start := time.Now()
 			_, err = s.Lock(tt.timeout)
 			waited := time.Since(start)
 			if !errors.Is(err, ErrLockTimeout) || !strings.Contains(err.Error(), filepath.Join(s.dir, lockFileName)) {
 				t.Errorf("Lock = %v, want ErrLockTimeout naming the lock file", err)
+			}
+			if want := fmt.Sprintf("held by pid %d)", pid); err != nil && !strings.Contains(err.Error(), want) {
+				t.Errorf("Lock = %v, want it to say %q", err, want)
 			}
 			if waited < tt.timeout || waited > tt.timeout+time.Second {
 				t.Errorf("Lock gave up after %v, want %v", waited, tt.timeout)
