@@ -3,6 +3,7 @@ package state
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -136,5 +137,32 @@ func assertCorrupt(t *testing.T, op string, err error, path string) {
 	}
 	if errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), path) {
 		t.Errorf("%s error %q: ErrNotFound, or the path is not named", op, err)
+	}
+}
+
+func TestCorruptPaths(t *testing.T) {
+	s := New(t.TempDir())
+	if err := s.Put(fullRecord()); err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, id := range []string{"a", "b", "c"} {
+		p := s.path(Key{"n", id, "eth0"})
+		writeFile(t, p, "garbage")
+		want = append(want, p)
+	}
+	_, err := s.List()
+	if got := CorruptPaths(err); strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("CorruptPaths(List) = %v, want %v", got, want)
+	}
+	_, err = s.Get(Key{"n", "b", "eth0"})
+	wrapped := fmt.Errorf("context: %w", err)
+	if got := CorruptPaths(wrapped); len(got) != 1 || got[0] != want[1] {
+		t.Errorf("CorruptPaths(wrapped Get) = %v, want [%s]", got, want[1])
+	}
+	for _, err := range []error{nil, ErrNotFound, errors.New("x"), errors.Join(ErrNotFound, nil)} {
+		if got := CorruptPaths(err); len(got) != 0 {
+			t.Errorf("CorruptPaths(%v) = %v, want none", err, got)
+		}
 	}
 }

@@ -13,59 +13,7 @@ import (
 // paths and checks that every operation refuses them with ErrUnsafePath and
 // that nothing is created or changed through a link.
 func TestHostileLayouts(t *testing.T) {
-	tests := []struct {
-		name string
-		// plant builds the layout under root (the state dir is root/state)
-		// and returns the directory a link points into (must stay as is).
-		plant func(t *testing.T, root, target string)
-		ops   []string // operations that must fail with ErrUnsafePath
-	}{
-		{"state dir is a link to a directory", func(t *testing.T, root, target string) {
-			symlink(t, target, filepath.Join(root, "state"))
-		}, allOps},
-		{"state dir is a dangling link", func(t *testing.T, root, target string) {
-			symlink(t, filepath.Join(target, "missing"), filepath.Join(root, "state"))
-		}, allOps},
-		{"lock is a link to a missing file", func(t *testing.T, root, target string) {
-			mkdir(t, filepath.Join(root, "state"))
-			symlink(t, filepath.Join(target, "created"), filepath.Join(root, "state", "lock"))
-		}, []string{"Lock"}},
-		{"lock is a link to a file", func(t *testing.T, root, target string) {
-			writeFile(t, filepath.Join(target, "file"), "keep")
-			mkdir(t, filepath.Join(root, "state"))
-			symlink(t, filepath.Join(target, "file"), filepath.Join(root, "state", "lock"))
-		}, []string{"Lock"}},
-		{"lock is a directory", func(t *testing.T, root, target string) {
-			mkdir(t, filepath.Join(root, "state", "lock"))
-		}, []string{"Lock"}},
-		{"attachments is a link to a directory", func(t *testing.T, root, target string) {
-			writeFile(t, filepath.Join(target, fileName(fullRecord().Key())), "{}")
-			mkdir(t, filepath.Join(root, "state"))
-			symlink(t, target, filepath.Join(root, "state", "attachments"))
-		}, recordOps},
-		{"attachments is a dangling link", func(t *testing.T, root, target string) {
-			mkdir(t, filepath.Join(root, "state"))
-			symlink(t, filepath.Join(target, "missing"), filepath.Join(root, "state", "attachments"))
-		}, recordOps},
-		{"attachments is a file", func(t *testing.T, root, target string) {
-			mkdir(t, filepath.Join(root, "state"))
-			writeFile(t, filepath.Join(root, "state", "attachments"), "")
-		}, recordOps},
-		{"quarantine is a link to a directory", func(t *testing.T, root, target string) {
-			mkdir(t, filepath.Join(root, "state", "attachments", fileName(badKey)))
-			symlink(t, target, filepath.Join(root, "state", "quarantine"))
-		}, []string{"Quarantine"}},
-		{"state dir writable by everyone", func(t *testing.T, root, target string) {
-			chmod(t, filepath.Join(root, "state"), 0o777)
-		}, allOps},
-		{"state dir writable by everyone, sticky", func(t *testing.T, root, target string) {
-			chmod(t, filepath.Join(root, "state"), 0o777|os.ModeSticky)
-		}, allOps},
-		{"attachments writable by everyone", func(t *testing.T, root, target string) {
-			chmod(t, filepath.Join(root, "state", "attachments"), 0o777)
-		}, recordOps},
-	}
-	for _, tt := range tests {
+	for _, tt := range hostileLayouts {
 		t.Run(tt.name, func(t *testing.T) {
 			root, target := t.TempDir(), t.TempDir()
 			tt.plant(t, root, target)
@@ -81,6 +29,60 @@ func TestHostileLayouts(t *testing.T) {
 			}
 		})
 	}
+}
+
+// hostileLayouts plant a layout under root (the state dir is root/state),
+// with links pointing into target, which must stay as it is; ops must then
+// fail with ErrUnsafePath.
+var hostileLayouts = []struct {
+	name  string
+	plant func(t *testing.T, root, target string)
+	ops   []string
+}{
+	{"state dir is a link to a directory", func(t *testing.T, root, target string) {
+		symlink(t, target, filepath.Join(root, "state"))
+	}, allOps},
+	{"state dir is a dangling link", func(t *testing.T, root, target string) {
+		symlink(t, filepath.Join(target, "missing"), filepath.Join(root, "state"))
+	}, allOps},
+	{"lock is a link to a missing file", func(t *testing.T, root, target string) {
+		mkdir(t, filepath.Join(root, "state"))
+		symlink(t, filepath.Join(target, "created"), filepath.Join(root, "state", "lock"))
+	}, []string{"Lock"}},
+	{"lock is a link to a file", func(t *testing.T, root, target string) {
+		writeFile(t, filepath.Join(target, "file"), "keep")
+		mkdir(t, filepath.Join(root, "state"))
+		symlink(t, filepath.Join(target, "file"), filepath.Join(root, "state", "lock"))
+	}, []string{"Lock"}},
+	{"lock is a directory", func(t *testing.T, root, target string) {
+		mkdir(t, filepath.Join(root, "state", "lock"))
+	}, []string{"Lock"}},
+	{"attachments is a link to a directory", func(t *testing.T, root, target string) {
+		writeFile(t, filepath.Join(target, fileName(fullRecord().Key())), "{}")
+		mkdir(t, filepath.Join(root, "state"))
+		symlink(t, target, filepath.Join(root, "state", "attachments"))
+	}, recordOps},
+	{"attachments is a dangling link", func(t *testing.T, root, target string) {
+		mkdir(t, filepath.Join(root, "state"))
+		symlink(t, filepath.Join(target, "missing"), filepath.Join(root, "state", "attachments"))
+	}, recordOps},
+	{"attachments is a file", func(t *testing.T, root, target string) {
+		mkdir(t, filepath.Join(root, "state"))
+		writeFile(t, filepath.Join(root, "state", "attachments"), "")
+	}, recordOps},
+	{"quarantine is a link to a directory", func(t *testing.T, root, target string) {
+		mkdir(t, filepath.Join(root, "state", "attachments", fileName(badKey)))
+		symlink(t, target, filepath.Join(root, "state", "quarantine"))
+	}, []string{"Quarantine"}},
+	{"state dir writable by everyone", func(t *testing.T, root, target string) {
+		chmod(t, filepath.Join(root, "state"), 0o777)
+	}, allOps},
+	{"state dir writable by everyone, sticky", func(t *testing.T, root, target string) {
+		chmod(t, filepath.Join(root, "state"), 0o777|os.ModeSticky)
+	}, allOps},
+	{"attachments writable by everyone", func(t *testing.T, root, target string) {
+		chmod(t, filepath.Join(root, "state", "attachments"), 0o777)
+	}, recordOps},
 }
 
 var (

@@ -140,3 +140,20 @@ func readRegular(path string) ([]byte, error) {
 	}
 	return data, nil
 }
+
+// CorruptPaths returns the paths of every *CorruptError in err's tree (as
+// List returns them, joined), for the caller to Quarantine.
+func CorruptPaths(err error) []string {
+	var paths []string
+	switch e := err.(type) {
+	case *CorruptError:
+		return []string{e.Path}
+	case interface{ Unwrap() []error }:
+		for _, sub := range e.Unwrap() {
+			paths = append(paths, CorruptPaths(sub)...)
+		}
+	case interface{ Unwrap() error }:
+		paths = CorruptPaths(e.Unwrap())
+	}
+	return paths
+}

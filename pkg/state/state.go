@@ -9,9 +9,10 @@
 // below the configured state directory and never creates a file through one:
 //
 //   - the state directory itself must be a real directory, owned by the
-//     plugin's user and not writable by others; a symbolic link there is
-//     refused (ErrUnsafePath), never resolved. A missing directory is created
-//     (0700, with its parents) and checked again after creation;
+//     plugin's user and not writable by every user (another user could
+//     plant records or hold the lock file); a symbolic link there is refused
+//     (ErrUnsafePath), never resolved. A missing directory is created (0700,
+//     with its parents) and checked again after creation;
 //   - attachments/ and quarantine/ are held to the same rule;
 //   - the lock file and every record are opened with O_NOFOLLOW, temporary
 //     files with O_CREAT|O_EXCL|O_NOFOLLOW. A link, directory or other
@@ -27,7 +28,9 @@
 // # Locking
 //
 // Lock is bounded: it polls a non-blocking flock until its timeout and then
-// fails with ErrLockTimeout, so a stuck holder never blocks a verb forever.
+// fails with ErrLockTimeout naming the holders' pids, so a stuck holder never
+// blocks a verb forever. When the state directory is missing and cannot be
+// created, Lock fails with ErrNoStateDir: no state can exist then.
 // Every writer writes only while holding the lock; Sweep, called under the
 // lock, therefore removes every temporary file left by a killed writer.
 //
