@@ -53,12 +53,12 @@ func TestStack(t *testing.T) {
 func TestRollback(t *testing.T) {
 	cause, undoErr := errors.New("step failed"), errors.New("undo failed")
 	var s Stack
-	if err := s.Rollback(cause); err != cause {
-		t.Errorf("empty Rollback = %v, want the cause itself", err)
+	if err := s.Rollback(cause); !errors.Is(err, cause) || err.Error() != cause.Error() {
+		t.Errorf("empty Rollback = %v, want the cause alone", err)
 	}
 	s.Push(func() error { return nil })
-	if err := s.Rollback(cause); err != cause {
-		t.Errorf("clean Rollback = %v, want the cause itself", err)
+	if err := s.Rollback(cause); !errors.Is(err, cause) || err.Error() != cause.Error() {
+		t.Errorf("clean Rollback = %v, want the cause alone", err)
 	}
 	s.Push(func() error { return undoErr })
 	err := s.Rollback(cause)
