@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/containernetworking/cni/pkg/types"
 
@@ -236,7 +237,9 @@ func (v *validator) hasAnnotations(e *jnode) bool {
 	return c != nil && string(v.data[c.off:c.end]) == "true"
 }
 
-var pluginNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+// Compiled on first use: this package is linked into the plugin, whose
+// start-up runs for every pod.
+var pluginNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`) })
 
 func (v *validator) checkIPAMBinary(e *jnode) {
 	ipam, _ := e.get("ipam")
@@ -244,9 +247,8 @@ func (v *validator) checkIPAMBinary(e *jnode) {
 	if v.binDir == "" || t == nil || !t.isStr {
 		return
 	}
-	if !pluginNameRE.MatchString(t.str) {
-		v.add(off, "ipam.type %q is not a plugin name", t.str)
-		return
+	if !pluginNameRE().MatchString(t.str) {
+		return // not a plugin name: the parser's check reports it
 	}
 	st, err := os.Stat(filepath.Join(v.binDir, t.str))
 	switch {
@@ -322,11 +324,11 @@ func (v *validator) addParseError(e *jnode, err error) string {
 	return field
 }
 
-var fieldRE = regexp.MustCompile(`field "((?:[^"\\]|\\.)*)"`)
+var fieldRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`field "((?:[^"\\]|\\.)*)"`) })
 
 // fieldOf extracts the field path a config error names.
 func fieldOf(msg string) string {
-	m := fieldRE.FindStringSubmatch(msg)
+	m := fieldRE().FindStringSubmatch(msg)
 	if m == nil {
 		return ""
 	}
