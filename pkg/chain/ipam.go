@@ -22,7 +22,7 @@ const ipamTimeout = 30 * time.Second
 // container, netns, CNI_ARGS and CNI_PATH, the plugin's own conf as stdin.
 func ipamRequest(c *call, ifName string) addr.Request {
 	return addr.Request{
-		PluginType: c.conf.IPAM.Type, NetConf: c.args.StdinData,
+		PluginType: c.conf.IPAM.Type, NetConf: c.ipamStdin,
 		ContainerID: c.args.ContainerID, NetNS: c.args.Netns, IfName: ifName,
 		Args: c.args.Args, Path: c.args.Path,
 	}
@@ -139,7 +139,7 @@ func (p *Plugin) gcLeases(c *call, kept []*state.Record) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), ipamTimeout)
 	defer cancel()
-	req := addr.Request{PluginType: c.conf.IPAM.Type, NetConf: c.args.StdinData, Path: c.args.Path}
+	req := addr.Request{PluginType: c.conf.IPAM.Type, NetConf: c.ipamStdin, Path: c.args.Path}
 	if err := p.env.IPAM.GC(ctx, req, valid); err != nil {
 		return fmt.Errorf("IPAM %s GC: %w", req.PluginType, err)
 	}

@@ -110,6 +110,8 @@ type call struct {
 	quarantined bool
 	// recorded: this ADD has written its record.
 	recorded bool
+	// ipamStdin is the conf the delegated IPAM gets.
+	ipamStdin []byte
 	// reclaimed: stranded attachments whose leases are still to release.
 	reclaimed []*state.Record
 }
@@ -153,7 +155,13 @@ func (p *Plugin) refuseOwnNetns(verb, path string) error {
 // serve parses the input, runs fn and logs one line for the verb.
 func (p *Plugin) serve(verb string, args *skel.CmdArgs, fn func(*call) error) error {
 	start := time.Now()
-	conf, warnings, err := config.Parse(args.StdinData)
+	parse := config.Parse
+	if verb == "DEL" || verb == "GC" || verb == "STATUS" {
+		// They never read prevResult: a bad one the runtime resends on
+		// every retry must not make them fail forever.
+		parse = config.ParseWithoutPrevResult
+	}
+	conf, warnings, err := parse(args.StdinData)
 	log, closeLog := newLogger(conf, p.env.Stderr)
 	defer closeLog()
 	for _, w := range warnings {
@@ -169,6 +177,13 @@ func (p *Plugin) serve(verb string, args *skel.CmdArgs, fn func(*call) error) er
 	}
 	if err == nil {
 		err = p.refuseOwnNetns(verb, args.Netns)
+	}
+	if err == nil && conf.HasIPAM() {
+		// The IPAM gets only the keys the plugin itself used.
+		c.ipamStdin, err = conf.IPAMStdin()
+		if err != nil {
+			err = cniError(types.ErrInvalidNetworkConfig, "cannot build the IPAM plugin's configuration", err)
+		}
 	}
 	if err == nil {
 		c.store = state.New(conf.DataDir)

@@ -11,6 +11,7 @@ import (
 
 	types100 "github.com/containernetworking/cni/pkg/types/100"
 
+	"github.com/rdma-chain/rdma-chain/pkg/config"
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
@@ -34,8 +35,6 @@ var (
 	// syntheticRE: device-plugin IDs that name no device (Terway's eni-N,
 	// the shared plugin's numbers).
 	syntheticRE = regexp.MustCompile(`^(eni-)?[0-9]+$`)
-	// deviceIDRE: what any device ID may look like at all.
-	deviceIDRE = regexp.MustCompile(`^[A-Za-z0-9_.:/-]+$`)
 )
 
 // selectDevices picks the pod's devices: explicit IDs first (runtime
@@ -75,7 +74,7 @@ func selectDevices(req *request, in selectInput) ([]rdma.Device, error) {
 // mapID maps one device ID to an offered device; ok=false means the ID is
 // synthetic and any offered device serves it.
 func mapID(id string, offered []rdma.Device) (rdma.Device, bool, error) {
-	if len(id) > 64 || !deviceIDRE.MatchString(id) {
+	if !config.ValidDeviceID(id) {
 		return rdma.Device{}, false, cniErrorf(CodeNoDevice, "device ID %q is malformed", truncate(id))
 	}
 	if len(id) <= 10 && syntheticRE.MatchString(id) {
