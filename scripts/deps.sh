@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the build and the test tiers need, pinned, into project-local
-# folders (.tools/). Debian packages come from apt-get. Idempotent: a second
-# run with everything present does nothing.
+# folders (.tools/). Debian packages come from apt-get through scripts/apt.sh
+# (lists refreshed when a package cannot be resolved). Idempotent: a second
+# run with everything present does nothing. DEPS_LINT=0 skips golangci-lint.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TOOLS="$PWD/.tools"
@@ -15,23 +16,11 @@ APT_PACKAGES="iproute2 ca-certificates"
 export PATH="/usr/local/go/bin:$PATH"
 export CGO_ENABLED=0 GOFLAGS=-mod=mod
 
-# A fresh machine may have no package lists yet; apt-cache look-ups (the VM
-# tier resolves kernel versions with them) need them too.
-if ! ls /var/lib/apt/lists/*_Packages* >/dev/null 2>&1; then
-	echo "deps: apt-get update"
-	apt-get update -qq
-fi
-
-need_apt=()
-for p in $APT_PACKAGES ${EXTRA_APT_PACKAGES:-}; do
-	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need_apt+=("$p")
-done
-if [ ${#need_apt[@]} -gt 0 ]; then
-	echo "deps: apt-get install ${need_apt[*]}"
-	export DEBIAN_FRONTEND=noninteractive
-	apt-get update -qq
-	apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
-fi
+# shellcheck source=scripts/apt.sh
+APT_PREFIX=deps
+. scripts/apt.sh
+# shellcheck disable=SC2086
+apt_install $APT_PACKAGES ${EXTRA_APT_PACKAGES:-}
 
 install_go() { # dir pkg@version binary
 	local dir=$1 pkg=$2 bin=$3 stamp
