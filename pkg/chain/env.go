@@ -13,6 +13,7 @@ import (
 	"github.com/rdma-chain/rdma-chain/pkg/netdev"
 	"github.com/rdma-chain/rdma-chain/pkg/podres"
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
+	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
 // KernelEnv returns the seams over the real kernel and kubelet.
@@ -32,26 +33,16 @@ func KernelEnv() Env {
 	}
 }
 
-// netnsInode stats the netns at path: a bind mount (/run/netns/X) or a
-// /proc/PID/ns/net link, which only resolves by following it (nothing is
-// written through it). A missing path, or one that is not an nsfs mount (a
-// runtime may leave the plain mount point behind), is a netns that is gone.
+// netnsInode is state.NetnsInode with a gone netns told apart from an error.
 func netnsInode(path string) (uint64, bool, error) {
-	var fs unix.Statfs_t
-	if err := unix.Statfs(path, &fs); err != nil {
-		if errors.Is(err, unix.ENOENT) {
-			return 0, false, nil
-		}
-		return 0, false, fmt.Errorf("statfs %s: %w", path, err)
-	}
-	if fs.Type != unix.NSFS_MAGIC {
+	ino, err := state.NetnsInode(path)
+	switch {
+	case errors.Is(err, state.ErrNetnsGone):
 		return 0, false, nil
+	case err != nil:
+		return 0, false, err
 	}
-	var st unix.Stat_t
-	if err := unix.Stat(path, &st); err != nil {
-		return 0, false, fmt.Errorf("stat %s: %w", path, err)
-	}
-	return st.Ino, true, nil
+	return ino, true, nil
 }
 
 // ownNetns reports whether path is the netns the plugin runs in.

@@ -1,11 +1,16 @@
 package state
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 
 	"golang.org/x/sys/unix"
 )
+
+// ErrNetnsGone: the path no longer names a namespace: it is missing, or a
+// plain file or directory a runtime left after unmounting the netns.
+var ErrNetnsGone = errors.New("netns gone")
 
 // NetnsInode returns the inode number of the network namespace at path, to
 // be stored in Record.NetNSIno and compared later: a path recreated for
@@ -17,6 +22,9 @@ import (
 // namespace on nsfs is refused.
 func NetnsInode(path string) (uint64, error) {
 	fd, err := unix.Open(path, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOENT) {
+		return 0, fmt.Errorf("open netns %s: %w: %w", path, ErrNetnsGone, err)
+	}
 	if err != nil {
 		return 0, fmt.Errorf("open netns %s: %w", path, err)
 	}
@@ -26,7 +34,7 @@ func NetnsInode(path string) (uint64, error) {
 		return 0, fmt.Errorf("statfs netns %s: %w", path, err)
 	}
 	if fs.Type != unix.NSFS_MAGIC {
-		return 0, fmt.Errorf("netns %s is not a namespace (filesystem type %#x)", path, fs.Type)
+		return 0, fmt.Errorf("netns %s is not a namespace (filesystem type %#x): %w", path, fs.Type, ErrNetnsGone)
 	}
 	// An nsfs inode can be opened without side effects; the ioctl needs a
 	// real descriptor.

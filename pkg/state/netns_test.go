@@ -1,6 +1,7 @@
 package state
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,13 +22,14 @@ func TestNetnsInode(t *testing.T) {
 	tests := []struct {
 		name, path string
 		wantErr    string // "" for own
+		gone       bool   // the error says the netns is gone
 	}{
-		{"own netns", "/proc/self/ns/net", ""},
-		{"link to it", link, ""},
-		{"mount namespace", "/proc/self/ns/mnt", "not a network namespace"},
-		{"regular file", file, "not a namespace"},
-		{"directory", t.TempDir(), "not a namespace"},
-		{"missing", filepath.Join(t.TempDir(), "none"), "no such file"},
+		{"own netns", "/proc/self/ns/net", "", false},
+		{"link to it", link, "", false},
+		{"mount namespace", "/proc/self/ns/mnt", "not a network namespace", false},
+		{"regular file", file, "not a namespace", true},
+		{"directory", t.TempDir(), "not a namespace", true},
+		{"missing", filepath.Join(t.TempDir(), "none"), "no such file", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -37,6 +39,9 @@ func TestNetnsInode(t *testing.T) {
 					t.Errorf("NetnsInode = %d, %v; want %d", ino, err, own)
 				}
 				return
+			}
+			if errors.Is(err, ErrNetnsGone) != tt.gone {
+				t.Errorf("errors.Is(%v, ErrNetnsGone) != %v", err, tt.gone)
 			}
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !strings.Contains(err.Error(), tt.path) {
 				t.Errorf("NetnsInode = %d, %v; want an error naming the path with %q", ino, err, tt.wantErr)
