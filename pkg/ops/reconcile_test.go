@@ -1,0 +1,187 @@
+package ops
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/containernetworking/cni/pkg/skel"
+
+	"github.com/rdma-chain/rdma-chain/pkg/ops/cri"
+	"github.com/rdma-chain/rdma-chain/pkg/state"
+)
+
+var now = time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+
+// fakeNode is a state dir with records and a fake runtime and kernel.
+type fakeNode struct {
+	dir       string
+	out       bytes.Buffer
+	sandboxes []cri.Sandbox
+	criErr    error
+	gone      map[string]bool
+	delErr    map[string]error
+	deleted   []string
+	stdins    []string
+}
+
+func newFakeNode(t *testing.T, recs ...*state.Record) *fakeNode {
+	n := &fakeNode{dir: t.TempDir(), gone: map[string]bool{}, delErr: map[string]error{}}
+	for _, r := range recs {
+		if err := state.New(n.dir).Put(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return n
+}
+
+func rec(network, cid, netns string, age time.Duration) *state.Record {
+	return &state.Record{Network: network, ContainerID: cid, IfName: "eth0", NetNS: netns, Mode: "shared",
+		Pod:   state.Pod{Namespace: "default", Name: "pod-" + cid, UID: "uid-" + cid},
+		Links: []state.Link{{Device: "rxe0", Kind: "ipvlan", Step: "done"}}, CreatedAt: now.Add(-age)}
+}
+
+func (n *fakeNode) reconciler(criSocket string) *reconciler {
+	return &reconciler{
+		nets:      []network{{name: "rdmanet", dataDir: n.dir, stdin: []byte(`{"name":"rdmanet"}`)}},
+		criSocket: criSocket, cniPath: "/opt/cni/bin", minAge: time.Minute, out: &n.out,
+		listSandboxes: func(context.Context, string) ([]cri.Sandbox, error) { return n.sandboxes, n.criErr },
+		netnsGone: func(p string) (bool, error) {
+			if p == "/run/netns/broken" {
+				return false, errors.New("permission denied")
+			}
+			return n.gone[p], nil
+		},
+		del: func(a *skel.CmdArgs) error {
+			if err := n.delErr[a.ContainerID]; err != nil {
+				return err
+			}
+			n.deleted = append(n.deleted, a.ContainerID)
+			n.stdins = append(n.stdins, string(a.StdinData)+" "+a.Args+" "+a.Path+" netns="+a.Netns+" if="+a.IfName)
+			return nil
+		},
+		now: func() time.Time { return now },
+	}
+}
+
+func TestReconcileNetnsLiveness(t *testing.T) {
+	n := newFakeNode(t,
+		rec("rdmanet", "live", "/run/netns/live", time.Hour),
+		rec("rdmanet", "dead", "/run/netns/dead", time.Hour),
+		rec("rdmanet", "young-dead", "/run/netns/young", time.Second),
+		rec("rdmanet", "broken", "/run/netns/broken", time.Hour),
+		rec("othernet", "other", "/run/netns/dead", time.Hour),
+		rec("rdmanet", "fails", "/run/netns/dead2", time.Hour),
+	)
+	n.gone["/run/netns/dead"], n.gone["/run/netns/young"], n.gone["/run/netns/dead2"] = true, true, true
+	n.delErr["fails"] = errors.New("boom")
+	problems := n.reconciler("").pass(context.Background())
+	slices.Sort(n.deleted)
+	if want := []string{"dead", "young-dead"}; !slices.Equal(n.deleted, want) {
+		t.Errorf("released %v, want %v", n.deleted, want)
+	}
+	if problems != 2 { // broken netns, failed DEL
+		t.Errorf("problems %d, want 2\n%s", problems, n.out.String())
+	}
+	out := n.out.String()
+	for _, want := range []string{
+		"reconcile: released rdmanet/dead/eth0 (pod default/pod-dead, shared, ipvlan rxe0): netns /run/netns/dead is gone",
+		"reconcile: keeping rdmanet/broken/eth0 (pod default/pod-broken, shared, ipvlan rxe0): permission denied",
+		"reconcile: FAILED to release rdmanet/fails/eth0",
+		"reconcile: 2 released, 2 kept, 2 problems (liveness: netns)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if want := `{"name":"rdmanet"} IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=pod-dead;K8S_POD_UID=uid-dead /opt/cni/bin netns= if=eth0`; !slices.Contains(n.stdins, want) {
+		t.Errorf("DEL args %q, want %q", n.stdins, want)
+	}
+}
+
+func TestReconcileCRI(t *testing.T) {
+	n := newFakeNode(t,
+		rec("rdmanet", "listed", "/run/netns/a", time.Hour),
+		rec("rdmanet", "notready", "/run/netns/b", time.Hour),
+		rec("rdmanet", "gone-live-netns", "/run/netns/c", time.Hour),
+		rec("rdmanet", "starting", "/run/netns/d", 10*time.Second),
+	)
+	n.sandboxes = []cri.Sandbox{{ID: "listed"}, {ID: "notready", State: cri.StateNotReady}, {ID: "unrelated"}}
+	if problems := n.reconciler("/run/containerd/containerd.sock").pass(context.Background()); problems != 0 {
+		t.Errorf("problems %d\n%s", problems, n.out.String())
+	}
+	if want := []string{"gone-live-netns"}; !slices.Equal(n.deleted, want) {
+		t.Errorf("released %v, want %v\n%s", n.deleted, want, n.out.String())
+	}
+	if !strings.Contains(n.out.String(), "keeping rdmanet/starting/eth0 (pod default/pod-starting, shared, ipvlan rxe0): not listed by CRI but only 10s old") {
+		t.Errorf("output:\n%s", n.out.String())
+	}
+}
+
+func TestReconcileCRIUnreachableReleasesNothing(t *testing.T) {
+	n := newFakeNode(t, rec("rdmanet", "x", "/run/netns/x", time.Hour))
+	n.gone["/run/netns/x"] = true
+	n.criErr = errors.New("connection refused")
+	if problems := n.reconciler("/run/cri.sock").pass(context.Background()); problems != 1 || len(n.deleted) != 0 {
+		t.Errorf("problems %d, released %v", problems, n.deleted)
+	}
+}
+
+func TestPodArgs(t *testing.T) {
+	for _, tt := range []struct {
+		pod  state.Pod
+		want string
+	}{
+		{state.Pod{Namespace: "ns", Name: "p", UID: "u"}, "IgnoreUnknown=1;K8S_POD_NAMESPACE=ns;K8S_POD_NAME=p;K8S_POD_UID=u"},
+		{state.Pod{Name: "p"}, "IgnoreUnknown=1;K8S_POD_NAME=p"},
+		{state.Pod{Namespace: "ns", Name: "p;K8S_POD_NAME=q"}, "IgnoreUnknown=1"},
+	} {
+		if got := podArgs(tt.pod); got != tt.want {
+			t.Errorf("podArgs(%+v) = %q, want %q", tt.pod, got, tt.want)
+		}
+	}
+}
+
+func TestNetworkFromConflist(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "10.conflist")
+	list := `{"cniVersion":"0.4.0","name":"terway-chainer","plugins":[{"type":"terway"},
+  {"type":"rdma-chain","dataDir":"/var/lib/cni/x","ipam":{"type":"host-local","ranges":[[{"subnet":"fd00::/64"}]]}}]}`
+	if err := os.WriteFile(path, []byte(list), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	n, err := networkFromConflist(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"cniVersion": "0.4.0", "name": "terway-chainer", "type": "rdma-chain", "dataDir": "/var/lib/cni/x", "ipam": {"type":"host-local","ranges":[[{"subnet":"fd00::/64"}]]}}`
+	if n.name != "terway-chainer" || n.dataDir != "/var/lib/cni/x" || string(n.stdin) != want {
+		t.Errorf("network %q %q\n%s", n.name, n.dataDir, n.stdin)
+	}
+	if _, err := networkFromConflist(filepath.Join(dir, "missing")); err == nil {
+		t.Error("missing conflist: no error")
+	}
+}
+
+func TestReconcileCommandNetns(t *testing.T) {
+	// The command end to end over the real plugin DEL, with a record whose
+	// netns path never existed: a pass-through-like record with no links.
+	dir := t.TempDir()
+	r := &state.Record{Network: "n1", ContainerID: "c1", IfName: "eth0", NetNS: filepath.Join(dir, "no-such-netns")}
+	if err := state.New(dir).Put(r); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := run("reconcile", "--net-name", "n1", "--data-dir", dir, "--once")
+	if code != ExitOK || !strings.Contains(out, "reconcile: released n1/c1/eth0 (pod unknown, pass-through)") {
+		t.Fatalf("code %d\n%s%s", code, out, errOut)
+	}
+	if recs, err := state.New(dir).List(); err != nil || len(recs) != 0 {
+		t.Errorf("records left: %v %v", recs, err)
+	}
+}
