@@ -2,7 +2,15 @@ package chain
 
 import (
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/containernetworking/cni/pkg/skel"
 
 	"github.com/rdma-chain/rdma-chain/pkg/podres"
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
@@ -65,5 +73,97 @@ func BenchmarkSelectDevices(b *testing.B) {
 		if _, err := selectDevices(req, in); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// ADD latency with 0, 50 and 200 attachment records on the node (shared
+// mode, kernel faked, real state files with fsync): the records a call reads
+// must not make every ADD slower. Rows go to RC_BENCH_OUT for scripts/bench.sh;
+// run with -benchtime=1x, the benchmark takes its own samples.
+func BenchmarkAddRecords(b *testing.B) {
+	const samples = 40
+	for range b.N {
+		var base []float64
+		for _, records := range []int{0, 50, 200} {
+			w := &world{mode: rdma.ModeShared, devices: []rdma.Device{rxe("rxe0", "veth0")},
+				allocs: []podres.Allocation{{ResourceName: "rdma/hca", DeviceIDs: []string{"1"}}}}
+			p := w.plugin()
+			dir := b.TempDir()
+			addOne := func(id string) *skel.CmdArgs {
+				args := cmd(dir, "", prevResult100)
+				args.ContainerID = id
+				w.stdout.Reset()
+				w.calls = w.calls[:0]
+				if err := p.Add(args); err != nil {
+					b.Fatal(err)
+				}
+				return args
+			}
+			for i := range records {
+				addOne(fmt.Sprintf("node-%d", i))
+			}
+			if n := countRecords(b, dir); n != records {
+				b.Fatalf("%d records on the node, want %d", n, records)
+			}
+			var v []float64
+			for i := range samples {
+				start := time.Now()
+				args := addOne(fmt.Sprintf("probe-%d", i))
+				v = append(v, float64(time.Since(start))/1e6)
+				if err := p.Del(args); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if records == 0 {
+				base = v
+			}
+			benchRow(b, fmt.Sprintf("ADD with %d records on the node (shared, faked kernel)", records), v, base)
+		}
+	}
+}
+
+// countRecords counts the attachment records under dataDir.
+func countRecords(b *testing.B, dataDir string) int {
+	b.Helper()
+	n := 0
+	err := filepath.WalkDir(dataDir, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(path, ".json") && strings.Contains(path, "attach") {
+			n++
+		}
+		return err
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return n
+}
+
+func benchRow(b *testing.B, measure string, v, base []float64) {
+	b.Helper()
+	q := func(v []float64, p float64) float64 {
+		s := slices.Clone(v)
+		slices.Sort(s)
+		return s[int(p*float64(len(s)-1)+0.5)]
+	}
+	med, baseMed := q(v, 0.5), max(q(base, 0.5), 1e-9)
+	met := "met"
+	if med/baseMed > 1.1 {
+		met = "**missed**"
+	}
+	line := fmt.Sprintf("| %s | %.3g ms | %.3g ms | 0 records %.3g ms | %.2fx | <= 1.1x | %s | |\n",
+		measure, med, q(v, 0.95), baseMed, med/baseMed, met)
+	b.ReportMetric(med, "median-ms")
+	path := os.Getenv("RC_BENCH_OUT")
+	if path == "" {
+		b.Log(line)
+		return
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(line); err != nil {
+		b.Fatal(err)
 	}
 }
