@@ -38,8 +38,12 @@ import (
 
 // A boot runs several scenarios in one VM; they share the RDMA netns mode.
 // exclusive switches the mode, which needs a boot without any earlier netns.
+// A boot with simrdma gets a second NIC (virtio-net, qemu user networking
+// with restrict=on: nothing leaves qemu) and the simrdma test module bound
+// to it (integration/vm/simrdma, loaded by init.sh on rc.simrdma=eth0).
 type bootGroup struct {
 	name      string
+	simrdma   bool
 	scenarios []scenario
 }
 
@@ -50,9 +54,10 @@ type scenario struct {
 }
 
 var bootGroups = []bootGroup{
-	{"shared-mode", []scenario{{"smoke", false, false}, {"shared", true, false}, {"podres", true, false},
+	{"shared-mode", false, []scenario{{"smoke", false, false}, {"shared", true, false}, {"podres", true, false},
 		{"ipv6", true, false}, {"smc", true, false}, {"demo", true, true}}},
-	{"exclusive-mode", []scenario{{"exclusive", true, false}}},
+	{"exclusive-mode", false, []scenario{{"exclusive", true, false}}},
+	{"exclusive-simrdma", true, []scenario{{"exclusive-rdma", true, false}}},
 }
 
 // selected reports whether scenario s runs: RC_VM_SCENARIOS names it, or it
@@ -74,6 +79,7 @@ type prepared struct {
 	root    string
 	qemu    string
 	kernels map[string]string // "6.1" -> kernel tree
+	simrdma map[string]string // "6.1" -> simrdma.ko built for it (absent: not built)
 	binDir  string            // static guest binaries (fakekubelet, cnicall, rdma-chain)
 	plugin  bool              // rdma-chain is among them
 	why     string            // why it is not
@@ -108,7 +114,7 @@ func TestVM(t *testing.T) {
 			}
 			initrd := filepath.Join(t.TempDir(), "initrd.cpio.gz")
 			start := time.Now()
-			out, err := runCmd(p.root, []string{"RC_BIN_DIR=" + p.binDir},
+			out, err := runCmd(p.root, []string{"RC_BIN_DIR=" + p.binDir, "SIMRDMA_KO=" + p.simrdma[k]},
 				filepath.Join(p.root, "scripts/vm/initramfs.sh"), kdir, initrd,
 				filepath.Join(p.root, "integration/vm/scenarios"))
 			if err != nil {
@@ -136,7 +142,12 @@ func TestVM(t *testing.T) {
 						testenv.Unavailable(t, "every scenario of %s needs the plugin: %s", g.name, p.why)
 						return
 					}
-					con := boot(t, p, kdir, initrd, run, timeout)
+					if g.simrdma && p.simrdma[k] == "" {
+						testenv.Unavailable(t, "no simrdma module built for kernel %s: run scripts/vm/prepare.sh "+
+							"(it installs linux-headers and builds integration/vm/simrdma)", k)
+						return
+					}
+					con := boot(t, p, kdir, initrd, run, g.simrdma, timeout)
 					for _, s := range sel {
 						t.Run(s.name, func(t *testing.T) {
 							if s.needsPlugin && !p.plugin {
@@ -178,12 +189,15 @@ func setup(t *testing.T) prepared {
 	if st, err := os.Stat(qemu); qemu == "" || err != nil || st.IsDir() {
 		testenv.Unavailable(t, "qemu-system-x86_64 missing (%q): run scripts/vm/prepare.sh", qemu)
 	}
-	kernels := map[string]string{}
+	kernels, simrdma := map[string]string{}, map[string]string{}
 	for k, v := range map[string]string{"6.1": env["KERNEL_6_1"], "6.12": env["KERNEL_6_12"]} {
 		if _, err := os.Stat(filepath.Join(v, ".done")); v == "" || err != nil {
 			testenv.Unavailable(t, "kernel %s not prepared (%q): run scripts/vm/prepare.sh", k, v)
 		}
 		kernels[k] = v
+		if ko := env["SIMRDMA_"+strings.ReplaceAll(k, ".", "_")]; ko != "" && fileExists(ko) {
+			simrdma[k] = ko
+		}
 	}
 	if _, err := os.Stat(filepath.Join(env["ROOTFS"], ".done")); err != nil {
 		testenv.Unavailable(t, "guest userland not prepared: run scripts/vm/prepare.sh")
@@ -199,7 +213,7 @@ func setup(t *testing.T) prepared {
 		t.Fatal(prepErr)
 	}
 	p := prep
-	p.qemu, p.kernels = qemu, kernels
+	p.qemu, p.kernels, p.simrdma = qemu, kernels, simrdma
 	if !p.plugin {
 		t.Logf("rdma-chain plugin not available (%s): only plugin-free scenarios run", p.why)
 	}
@@ -294,15 +308,21 @@ func (c *console) add(line string) {
 }
 
 // boot runs one VM and streams its console into the test log.
-func boot(t *testing.T, p prepared, kdir, initrd string, scenarios []string, timeout time.Duration) *console {
+func boot(t *testing.T, p prepared, kdir, initrd string, scenarios []string, simrdma bool, timeout time.Duration) *console {
 	t.Helper()
 	c := &console{steps: map[string]bool{}, passed: map[string]bool{}, failed: map[string]string{}}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, p.qemu, "-accel", envOr("RC_VM_ACCEL", "tcg,thread=single"), "-m", "1024", "-smp", "2",
-		"-nographic", "-no-reboot",
-		"-kernel", filepath.Join(kdir, "vmlinuz"), "-initrd", initrd,
-		"-append", strings.TrimSpace("console=ttyS0 panic=-1 quiet rc.scenario="+strings.Join(scenarios, ",")+" "+os.Getenv("RC_VM_APPEND")))
+	cmdline := "console=ttyS0 panic=-1 quiet rc.scenario=" + strings.Join(scenarios, ",")
+	args := []string{"-accel", envOr("RC_VM_ACCEL", "tcg,thread=single"), "-m", "1024", "-smp", "2",
+		"-nographic", "-no-reboot", "-kernel", filepath.Join(kdir, "vmlinuz"), "-initrd", initrd}
+	if simrdma {
+		// restrict=on: the guest reaches neither the host nor anything beyond.
+		args = append(args, "-netdev", "user,id=n1,restrict=on,ipv6=off", "-device", "virtio-net-pci,netdev=n1")
+		cmdline += " rc.simrdma=eth0"
+	}
+	args = append(args, "-append", strings.TrimSpace(cmdline+" "+os.Getenv("RC_VM_APPEND")))
+	cmd := exec.CommandContext(ctx, p.qemu, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second

@@ -15,6 +15,11 @@
 #                fakekubelet); rdma-chain is also installed in /opt/cni/bin
 #   CNI_BIN_DIR  reference plugins -> /opt/cni/bin   (.tools/cni/bin)
 #   CNITOOL      cnitool -> /usr/local/bin           (.tools/bin/cnitool)
+#   SIMRDMA_KO   optional: the simrdma test module built for this kernel by
+#                prepare.sh -> /lib/modules/KVER/simrdma.ko
+# The virtio-net modules (load-nic) and simrdma.ko are loaded only in a boot
+# whose kernel command line has rc.simrdma=NETDEV (init.sh), so boots without
+# a second NIC are unchanged.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 [ $# -ge 3 ] || { echo "usage: $0 KERNEL_DIR OUT.cpio.gz SCENARIO_DIR..." >&2; exit 2; }
@@ -44,6 +49,10 @@ ib_cm iw_cm rdma_cm rdma_ucm smc smc_diag veth macvlan ipvlan llc stp bridge dum
 # (vishvananda/netlink's NewHandle() without families opens XFRM and NETFILTER
 # sockets too, which fails without these).
 OPTIONAL="xfrm_user nfnetlink"
+# The virtio-net NIC simrdma binds to, in load order (on 6.12 virtio and
+# virtio_pci are built in and left out by resolve).
+NIC="virtio_ring virtio virtio_pci_legacy_dev virtio_pci_modern_dev virtio_pci failover net_failover virtio_net"
+SIMRDMA_KO=${SIMRDMA_KO:-}
 
 STAGE=$(mktemp -d)
 trap 'rm -rf "$STAGE"' EXIT
@@ -89,8 +98,15 @@ while read -r n p; do
 	[ -z "${PATHOF[$n]:-}" ] || continue
 	ORDER+=("$n"); PATHOF[$n]=$p
 done < <(resolve $WANT $OPTIONAL)
+NOPT=${#ORDER[@]}
+while read -r n p; do
+	[ "$n" != MISSING ] || die "module $p not found in $KVER"
+	[ -z "${PATHOF[$n]:-}" ] || continue
+	ORDER+=("$n"); PATHOF[$n]=$p
+done < <(resolve $WANT $OPTIONAL $NIC)
 : >"$STAGE/lib/modules/load-order"
 : >"$STAGE/lib/modules/load-optional"
+: >"$STAGE/lib/modules/load-nic"
 i=0
 for n in "${ORDER[@]}"; do
 	src="$MDIR/${PATHOF[$n]}"
@@ -103,12 +119,18 @@ for n in "${ORDER[@]}"; do
 	esac
 	if [ $i -lt $NWANT ]; then
 		echo "$n" >>"$STAGE/lib/modules/load-order"
-	else
+	elif [ $i -lt $NOPT ]; then
 		echo "$n" >>"$STAGE/lib/modules/load-optional"
+	else
+		echo "$n" >>"$STAGE/lib/modules/load-nic"
 	fi
 	i=$((i + 1))
 done
 echo "$KVER" >"$STAGE/lib/modules/kver"
+if [ -n "$SIMRDMA_KO" ]; then
+	[ -f "$SIMRDMA_KO" ] || die "SIMRDMA_KO=$SIMRDMA_KO missing"
+	cp "$SIMRDMA_KO" "$STAGE/lib/modules/$KVER/simrdma.ko"
+fi
 
 # --- binaries ---
 install_bin() { # src dst-dir [name]

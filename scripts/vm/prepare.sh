@@ -5,6 +5,10 @@
 #     linux-image-amd64 points at, and the newest 6.12 series
 #   - a guest userland tree ("rootfs"): busybox, ip, rdma, rping, their
 #     libraries, the rxe verbs provider
+#   - the test-only RDMA module integration/vm/simrdma built for each kernel
+#     (gcc and Debian's linux-headers-KVER, installed with apt-get), cached
+#     per kernel version and module source hash. A kernel it cannot be built
+#     for gets no SIMRDMA_* line; under CI=true that is an error.
 # Each piece lives in a folder named after the package versions it came from,
 # so a second run with the same versions only checks and prints.
 # Writes .cache/vm/env (KEY=VALUE lines) and prints it.
@@ -18,13 +22,44 @@ export DEBIAN_FRONTEND=noninteractive LC_ALL=C
 log() { echo "vm-prepare: $*" >&2; }
 die() { echo "vm-prepare: ERROR: $*" >&2; exit 1; }
 
+# apt_run NAME CMD...: runs an apt command, its output kept in
+# $CACHE/apt-NAME.log; on failure prints the command and the log's last lines.
+apt_run() {
+	local out="$CACHE/apt-$1.log"
+	shift
+	local rc=0
+	"$@" >"$out" 2>&1 || rc=$?
+	[ $rc -ne 0 ] || return 0
+	echo "vm-prepare: FAILED (exit $rc): $*" >&2
+	tail -n 25 "$out" | sed 's/^/vm-prepare:   | /' >&2
+	echo "vm-prepare:   (full output: $out)" >&2
+	return 1
+}
+# apt_install PKG...: apt-get install; when it fails (a package that cannot
+# be resolved from stale lists, most often), apt-get update and retry once.
+apt_install() {
+	log "apt-get install $*"
+	apt_run install apt-get install -y --no-install-recommends "$@" && return 0
+	log "retrying once after apt-get update"
+	apt_run update apt-get update ||
+		die "apt-get update failed (output above): fix the machine's apt sources or network, then rerun $0"
+	apt_run install apt-get install -y --no-install-recommends "$@" ||
+		die "apt-get install $* failed after apt-get update (output above): install them by hand or fix apt, then rerun $0"
+}
+SIMRDMA_SRC="$ROOT/integration/vm/simrdma"
+SIMRDMA_HASH=$(cat "$SIMRDMA_SRC/Kbuild" "$SIMRDMA_SRC/Makefile" "$SIMRDMA_SRC/simrdma.c" | sha256sum | cut -c1-12)
+
 # Fast path: nothing changed since the last run (same script, same apt lists,
 # all trees present) -> print the env and stop. VM_PREPARE_FORCE=1 re-checks.
-STAMP="script=$(sha256sum "$0" | cut -c1-16) lists=$(stat -c %Y /var/lib/apt/lists 2>/dev/null || echo 0)"
+STAMP="script=$(sha256sum "$0" | cut -c1-16) simrdma=$SIMRDMA_HASH lists=$(stat -c %Y /var/lib/apt/lists 2>/dev/null || echo 0)"
 if [ "${VM_PREPARE_FORCE:-0}" != 1 ] && [ -f "$CACHE/env" ] && grep -qxF "STAMP=$STAMP" "$CACHE/env"; then
 	ok=1
 	for d in $(awk -F= '/^(ROOTFS|KERNEL_6_1|KERNEL_6_12)=/ {print $2}' "$CACHE/env"); do
 		[ -f "$d/.done" ] || ok=0
+	done
+	for k in 6_1 6_12; do # a module that could not be built is retried
+		f=$(awk -F= -v k="SIMRDMA_$k" '$1==k {print $2}' "$CACHE/env")
+		[ -n "$f" ] && [ -f "$f" ] || ok=0
 	done
 	command -v qemu-system-x86_64 >/dev/null || ok=0
 	if [ $ok = 1 ]; then cat "$CACHE/env"; exit 0; fi
@@ -39,10 +74,10 @@ fi
 command -v cpio >/dev/null || need+=(cpio)
 command -v xz >/dev/null || need+=(xz-utils)
 command -v depmod >/dev/null || [ -x /sbin/depmod ] || need+=(kmod)
+command -v gcc >/dev/null || need+=(gcc)
+command -v make >/dev/null || need+=(make)
 if [ ${#need[@]} -gt 0 ]; then
-	log "apt-get install ${need[*]}"
-	apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null ||
-		{ apt-get update -qq && apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null; }
+	apt_install "${need[@]}"
 fi
 QEMU=$(command -v qemu-system-x86_64)
 BUSYBOX=/bin/busybox
@@ -68,7 +103,8 @@ download() {
 	f=$(ls "$CACHE/debs/${pkg}_${ver//:/%3a}_"*.deb 2>/dev/null | head -1 || true)
 	if [ -z "$f" ]; then
 		log "apt-get download $pkg=$ver"
-		(cd "$CACHE/debs" && apt-get download -qq -o APT::Sandbox::User=root "$pkg=$ver" >/dev/null) || die "apt-get download $pkg=$ver failed"
+		(cd "$CACHE/debs" && apt_run download apt-get download -o APT::Sandbox::User=root "$pkg=$ver") ||
+			die "apt-get download $pkg=$ver failed (output above): check apt sources/network, or run apt-get update, then rerun $0"
 		f=$(ls "$CACHE/debs/${pkg}_${ver//:/%3a}_"*.deb | head -1)
 	fi
 	echo "$f"
@@ -120,6 +156,51 @@ USER_PKGS="rdmacm-utils ibverbs-providers libibverbs1 librdmacm1 libnl-3-200 lib
 load_candidates "$K61_PKG" "$K612_PKG" $USER_PKGS
 K61=$(kernel "$K61_PKG")
 K612=$(kernel "$K612_PKG")
+
+# ---- the simrdma test module ------------------------------------------------
+# simrdma KERNEL_DIR -> prints the path of simrdma.ko built for that kernel,
+# or fails (the reason on stderr).
+simrdma() {
+	local kdir=$1 kver hdr out b
+	kver=$(cat "$kdir/kver")
+	out="$CACHE/simrdma-$kver-$SIMRDMA_HASH"
+	if [ -f "$out/simrdma.ko" ]; then echo "$out/simrdma.ko"; return 0; fi
+	hdr="linux-headers-$kver"
+	if ! dpkg-query -W -f='${Status}' "$hdr" 2>/dev/null | grep -q "install ok installed"; then
+		# The 6.12 headers package depends on its linux-image package: apt
+		# installs that kernel on this machine too (it is never booted here).
+		apt_install "$hdr"
+	fi
+	[ -d "/usr/src/$hdr" ] || { echo "vm-prepare: $hdr installed but /usr/src/$hdr missing" >&2; return 1; }
+	b=$(mktemp -d)
+	cp "$SIMRDMA_SRC/Kbuild" "$SIMRDMA_SRC/Makefile" "$SIMRDMA_SRC/simrdma.c" "$b/"
+	log "building simrdma.ko for $kver"
+	if ! make -C "/usr/src/$hdr" M="$b" modules >"$b/build.log" 2>&1; then
+		echo "vm-prepare: FAILED: make -C /usr/src/$hdr M=$b modules" >&2
+		tail -n 25 "$b/build.log" | sed 's/^/vm-prepare:   | /' >&2
+		return 1
+	fi
+	local vm
+	vm=$(PATH="$PATH:/sbin:/usr/sbin" modinfo -F vermagic "$b/simrdma.ko" 2>&1) || true
+	case "$vm" in "$kver "*) ;; *) echo "vm-prepare: simrdma.ko for $kver has vermagic '$vm'" >&2; return 1 ;; esac
+	mkdir -p "$out"
+	cp "$b/simrdma.ko" "$out/simrdma.ko"
+	rm -rf "$b"
+	echo "$out/simrdma.ko"
+}
+SIMRDMA_ENV=
+for pair in "6_1:$K61" "6_12:$K612"; do
+	if ko=$(simrdma "${pair#*:}"); then
+		SIMRDMA_ENV+="SIMRDMA_${pair%%:*}=$ko"$'\n'
+	elif [ "${CI:-}" = true ]; then
+		die "cannot build the simrdma test module for $(cat "${pair#*:}/kver") (see above); the exclusive-mode VM tier needs it"
+	else
+		log "WARNING: no simrdma module for $(cat "${pair#*:}/kver"): the exclusive-rdma VM scenario will be unavailable"
+	fi
+done
+for old in "$CACHE"/simrdma-*; do # builds of older module sources
+	case "$old" in *"-$SIMRDMA_HASH") ;; *) [ -e "$old" ] && rm -rf "$old" ;; esac
+done
 
 # ---- guest userland ---------------------------------------------------------
 key_src="busybox-static=$(dpkg-query -W -f='${Version}' busybox-static)"
@@ -187,7 +268,7 @@ KERNEL_6_1=$K61
 KERNEL_6_1_PKG=$K61_PKG
 KERNEL_6_12=$K612
 KERNEL_6_12_PKG=$K612_PKG
-STAMP=$STAMP
+${SIMRDMA_ENV}STAMP=$STAMP
 EOF
 mv "$CACHE/env.tmp" "$CACHE/env"
 cat "$CACHE/env"

@@ -4,8 +4,10 @@
 #   scripts/vm/run-scenario.sh KERNEL SCENARIO[,SCENARIO...]
 #
 # KERNEL: 6.1 or 6.12. SCENARIO: a script name under integration/vm/scenarios
-# (smoke, shared, podres, ipv6, smc, exclusive; opt-in: demo); several share one boot when joined by
-# commas (exclusive needs its own boot). Steps: prepare.sh (cached), build the
+# (smoke, shared, podres, ipv6, smc, exclusive, exclusive-rdma; opt-in: demo); several share one
+# boot when joined by commas (exclusive and exclusive-rdma need their own boots). A boot with
+# exclusive-rdma gets a second NIC (virtio-net, qemu user networking with restrict=on: nothing
+# leaves qemu) and the simrdma test module bound to it (rc.simrdma=eth0). Steps: prepare.sh (cached), build the
 # static binaries, build the initramfs, boot qemu (TCG) with a hard timeout
 # (VM_TIMEOUT, default 180 s). VM_APPEND adds kernel command line words
 # (rc.load=optional also loads xfrm_user and nfnetlink). Exit status 0 only on "RC-RESULT pass".
@@ -22,6 +24,15 @@ key="KERNEL_${KERNEL//./_}"
 KDIR=$(awk -F= -v k="$key" '$1==k {print $2}' "$ENV")
 [ -n "$KDIR" ] || { echo "unknown kernel $KERNEL (6.1 or 6.12)" >&2; exit 2; }
 QEMU=$(awk -F= '$1=="QEMU" {print $2}' "$ENV")
+SIMRDMA_KO=$(awk -F= -v k="SIMRDMA_${KERNEL//./_}" '$1==k {print $2}' "$ENV")
+NIC=()
+case ",$SCEN," in
+*,exclusive-rdma,*)
+	[ -n "$SIMRDMA_KO" ] || { echo "no simrdma module for $KERNEL in $ENV (see scripts/vm/prepare.sh output)" >&2; exit 1; }
+	NIC=(-netdev user,id=n1,restrict=on,ipv6=off -device virtio-net-pci,netdev=n1)
+	VM_APPEND="rc.simrdma=eth0 ${VM_APPEND:-}"
+	;;
+esac
 
 [ -x "$ROOT/.tools/bin/cnitool" ] && [ -x "$ROOT/.tools/cni/bin/ptp" ] || "$ROOT/scripts/deps.sh"
 
@@ -45,14 +56,14 @@ else
 fi
 
 INITRD="$WORK/initrd-$KERNEL.cpio.gz"
-RC_BIN_DIR="$BIN" "$ROOT/scripts/vm/initramfs.sh" "$KDIR" "$INITRD" "$ROOT/integration/vm/scenarios"
+SIMRDMA_KO="$SIMRDMA_KO" RC_BIN_DIR="$BIN" "$ROOT/scripts/vm/initramfs.sh" "$KDIR" "$INITRD" "$ROOT/integration/vm/scenarios"
 
 LOG="$WORK/console-$KERNEL-${SCEN//,/+}.log"
 echo "booting $KERNEL ($(cat "$KDIR/kver")) with rc.scenario=$SCEN; console also in $LOG" >&2
 start=$(date +%s.%N)
 set +e
 timeout -k 5 "$TIMEOUT" "$QEMU" -accel "${VM_ACCEL:-tcg,thread=single}" -m 1024 -smp 2 -nographic -no-reboot \
-	-kernel "$KDIR/vmlinuz" -initrd "$INITRD" \
+	-kernel "$KDIR/vmlinuz" -initrd "$INITRD" "${NIC[@]}" \
 	-append "console=ttyS0 panic=-1 quiet rc.scenario=$SCEN ${VM_APPEND:-}" </dev/null 2>&1 | tr -d '\r' | tee "$LOG"
 rc=${PIPESTATUS[0]}
 set -e

@@ -3,7 +3,9 @@
 # Mounts the pseudo file systems, loads the modules in /lib/modules/load-order,
 # runs the scenarios named by rc.scenario=a,b,... on the kernel command line
 # (each /scenarios/NAME.sh in its own shell; rc.load=optional also loads the
-# modules in /lib/modules/load-optional), prints the verdict as
+# modules in /lib/modules/load-optional; rc.simrdma=NETDEV loads the
+# virtio-net modules of /lib/modules/load-nic and then the simrdma test
+# module bound to NETDEV), prints the verdict as
 # "RC-RESULT pass|fail" and powers off.
 /bin/busybox --install -s /bin
 export PATH=/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
@@ -26,6 +28,19 @@ for m in $mods; do
 		echo "RC-INFO insmod $m: $out"
 	fi
 done
+# The movable test RDMA device (integration/vm/simrdma) on the second NIC.
+simnic=$(sed -n 's/.*rc\.simrdma=\([^ ]*\).*/\1/p' /proc/cmdline)
+if [ -n "$simnic" ]; then
+	for m in $(cat /lib/modules/load-nic); do
+		out=$(insmod "/lib/modules/$KVER/$m.ko" 2>&1) || echo "RC-INFO insmod $m: $out"
+	done
+	i=0
+	while [ ! -e "/sys/class/net/$simnic" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+	if ! out=$(insmod "/lib/modules/$KVER/simrdma.ko" "netdev=$simnic" 2>&1); then
+		echo "RC-FAIL init/simrdma: insmod simrdma.ko netdev=$simnic: $out; $(ls /sys/class/net | tr '\n' ' ')"
+		echo init/simrdma >>/run/rc-fails
+	fi
+fi
 grep -q " /sys/kernel/config " /proc/mounts || mount -t configfs configfs /sys/kernel/config 2>/dev/null
 # Kernel messages would cut marker lines in two; they are shown at the end on failure.
 dmesg -n 1

@@ -3,6 +3,12 @@
 //
 //	smcctl pnet [NETNS_PATH]          one line per pnet entry: PNETID eth=NAME ib=DEV port=N
 //	smcctl ueids                      one line per UEID of the global table
+//	smcctl pnet-add NETNS_PATH|- PNETID eth=NAME|ib=DEV[:PORT]
+//	                                  one raw SMC_PNETID_ADD in that netns (- : the
+//	                                  caller's); prints "ok" or the kernel's error
+//	smcctl pnet-del NETNS_PATH|- PNETID   SMC_PNETID_DEL of PNETID in that netns
+//	smcctl devices [NETNS_PATH]       one line per SMC-R device port: DEV port=N pnetid=P
+//	                                  user=0|1 netdev=NAME|ifindex active=0|1 links=N
 //	smcctl fallback [NETNS_PATH]      totals, then server|client reason=0x%08x count=N lines
 //	smcctl tcp-server ADDR:PORT       AF_SMC listener: accepts one connection, echoes, exits 0
 //	smcctl tcp-client ADDR:PORT       AF_SMC client: sends a few bytes, wants them back, exits 0
@@ -23,6 +29,7 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -62,6 +69,12 @@ func main() {
 		err = pnet(arg)
 	case "ueids":
 		err = ueids()
+	case "pnet-add":
+		err = pnetAdd(os.Args[2:])
+	case "pnet-del":
+		err = pnetDel(os.Args[2:])
+	case "devices":
+		err = smc.Do(arg, printDevices)
 	case "fallback":
 		err = fallback(arg)
 	case "tcp-server":
@@ -77,7 +90,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: smcctl pnet [NETNS_PATH] | ueids | fallback [NETNS_PATH] | tcp-server ADDR:PORT | tcp-client ADDR:PORT")
+	fmt.Fprintln(os.Stderr, "usage: smcctl pnet [NETNS_PATH] | pnet-add NETNS_PATH|- PNETID eth=NAME|ib=DEV[:PORT] | pnet-del NETNS_PATH|- PNETID | ueids | devices [NETNS_PATH] | fallback [NETNS_PATH] | tcp-server ADDR:PORT | tcp-client ADDR:PORT")
 	os.Exit(2)
 }
 
@@ -126,6 +139,79 @@ func printUEIDs(c *smc.Client) error {
 	}
 	for _, u := range list {
 		fmt.Println(u)
+	}
+	return nil
+}
+
+// pnetAdd sends one SMC_PNETID_ADD, for measuring what the kernel keeps.
+func pnetAdd(args []string) error {
+	if len(args) != 3 {
+		usage()
+	}
+	e := smc.PnetEntry{PnetID: args[1]}
+	switch k, v, _ := strings.Cut(args[2], "="); k {
+	case "eth":
+		e.EthName = v
+	case "ib":
+		dev, port, ok := strings.Cut(v, ":")
+		e.IBName, e.IBPort = dev, 1
+		if ok {
+			p, err := strconv.Atoi(port)
+			if err != nil || p < 1 || p > 2 {
+				return fmt.Errorf("bad IB port %q", port)
+			}
+			e.IBPort = uint8(p)
+		}
+	default:
+		usage()
+	}
+	ns := args[0]
+	if ns == "-" {
+		ns = ""
+	}
+	if err := smc.Do(ns, func(c *smc.Client) error { return c.PnetAdd(e) }); err != nil {
+		return err
+	}
+	fmt.Println("ok")
+	return nil
+}
+
+// pnetDel removes the entries of one PNETID.
+func pnetDel(args []string) error {
+	if len(args) != 2 {
+		usage()
+	}
+	ns := args[0]
+	if ns == "-" {
+		ns = ""
+	}
+	if err := smc.Do(ns, func(c *smc.Client) error { return c.PnetDel(args[1]) }); err != nil {
+		return err
+	}
+	fmt.Println("ok")
+	return nil
+}
+
+// printDevices prints the SMC-R device ports the smc module knows; the
+// netdev name is resolved in the Client's netns (ifindex otherwise).
+func printDevices(c *smc.Client) error {
+	devs, err := c.SMCRDevices()
+	if err != nil {
+		return err
+	}
+	b := func(v bool) int {
+		if v {
+			return 1
+		}
+		return 0
+	}
+	for _, d := range devs {
+		nd := d.NetdevName
+		if nd == "" {
+			nd = "ifindex" + strconv.Itoa(d.NetdevIndex)
+		}
+		fmt.Printf("%s port=%d pnetid=%s user=%d netdev=%s active=%d links=%d\n",
+			d.Name, d.Port, na(d.PnetID), b(d.PnetByUser), nd, b(d.Active), d.LinkCount)
 	}
 	return nil
 }
