@@ -175,22 +175,18 @@ func (in *inspector) readRDMA() {
 
 func (in *inspector) readSMC() {
 	in.r.SMC.Pnet = []PnetRow{}
-	err := in.k.SMC("", func(c *smc.Client) error {
-		in.r.SMC.Available = true
-		pnet, err := c.PnetDump()
-		if err != nil {
-			in.unreadable("init_net pnet table", err)
-		}
-		in.r.SMC.Pnet = pnetRows(pnet)
-		if in.r.SMC.UEIDs, err = c.UEIDs(); err != nil {
-			in.unreadable("SMC UEIDs", err)
-		}
-		return nil
-	})
+	pnet, err := in.k.Pnet("")
 	if errors.Is(err, smc.ErrUnavailable) {
 		in.r.SMC.Reason = err.Error()
-	} else if err != nil {
-		in.unreadable("SMC", err)
+		return
+	}
+	in.r.SMC.Available = true
+	if err != nil {
+		in.unreadable("init_net pnet table", err)
+	}
+	in.r.SMC.Pnet = pnetRows(pnet)
+	if in.r.SMC.UEIDs, err = in.k.UEIDs(); err != nil {
+		in.unreadable("SMC UEIDs", err)
 	}
 }
 

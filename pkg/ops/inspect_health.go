@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/rdma-chain/rdma-chain/pkg/smc"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
@@ -101,12 +100,8 @@ func (in *inspector) checkSMC(rec *state.Record) []string {
 		}
 	}
 	if s.PodEntry {
-		var rows []PnetRow
-		err := in.k.SMC(rec.NetNS, func(c *smc.Client) error {
-			list, err := c.PnetDump()
-			rows = pnetRows(list)
-			return err
-		})
+		list, err := in.k.Pnet(rec.NetNS)
+		rows := pnetRows(list)
 		switch {
 		case err != nil:
 			probs = append(probs, fmt.Sprintf("pod pnet table: %v", err))

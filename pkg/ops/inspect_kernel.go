@@ -25,7 +25,9 @@ type reader interface {
 	GIDs() ([]GID, error)
 	InNetns(dev, nsPath string) (bool, error)
 	NetnsGone(nsPath string) (bool, error)
-	SMC(nsPath string, fn func(*smc.Client) error) error
+	Pnet(nsPath string) ([]smc.PnetEntry, error)
+	UEIDs() ([]string, error)
+	Fallbacks(nsPath string) (smc.FallbackReport, error)
 	Interfaces(nsPath string) ([]Iface, error)
 	SMCSysctls(nsPath string) (map[string]string, error)
 }
@@ -72,8 +74,30 @@ func (k *kernelReader) InNetns(dev, nsPath string) (bool, error) {
 }
 func (k *kernelReader) NetnsGone(nsPath string) (bool, error) { return netnsGone(nsPath) }
 
-func (k *kernelReader) SMC(nsPath string, fn func(*smc.Client) error) error {
-	return smc.Do(nsPath, fn)
+func (k *kernelReader) Pnet(nsPath string) (list []smc.PnetEntry, err error) {
+	err = smc.Do(nsPath, func(c *smc.Client) (err error) {
+		list, err = c.PnetDump()
+		return err
+	})
+	return list, err
+}
+
+func (k *kernelReader) UEIDs() (list []string, err error) {
+	err = smc.Do("", func(c *smc.Client) (err error) {
+		list, err = c.UEIDs()
+		return err
+	})
+	return list, err
+}
+
+// Fallbacks reads the netns's SMC fallback statistics (smc.FallbackStats is
+// FallbackReport without the totals).
+func (k *kernelReader) Fallbacks(nsPath string) (r smc.FallbackReport, err error) {
+	err = smc.Do(nsPath, func(c *smc.Client) (err error) {
+		r, err = c.FallbackReport()
+		return err
+	})
+	return r, err
 }
 
 func (k *kernelReader) ibPath(parts ...string) string {

@@ -1,7 +1,6 @@
 package ops
 
 import (
-	"errors"
 	"net"
 	"slices"
 	"strings"
@@ -53,24 +52,20 @@ func (e constErr) Error() string { return string(e) }
 const errExclusiveGIDs = constErr("in exclusive mode a moved device's sysfs is visible only inside that netns")
 
 func (in *inspector) readNetnsSMC(path string, nr *NetnsReport) {
-	err := in.k.SMC(path, func(c *smc.Client) error {
-		list, err := c.PnetDump()
-		if err != nil {
-			in.unreadable("pnet table of "+path, err)
-		}
-		nr.Pnet = pnetRows(list)
-		fb, err := c.FallbackReport()
-		if err != nil {
-			in.unreadable("SMC fallback statistics of "+path, err)
-		} else {
-			nr.Fallbacks = &fb
-		}
-		return nil
-	})
-	if err != nil && !errors.Is(err, smc.ErrUnavailable) {
-		in.unreadable("SMC in "+path, err)
+	if !in.r.SMC.Available {
+		return // said once for the node
 	}
-	if nr.SMCSysctls, err = in.k.SMCSysctls(path); err != nil && in.r.SMC.Available {
+	list, err := in.k.Pnet(path)
+	if err != nil {
+		in.unreadable("pnet table of "+path, err)
+	}
+	nr.Pnet = pnetRows(list)
+	if fb, err := in.k.Fallbacks(path); err != nil {
+		in.unreadable("SMC fallback statistics of "+path, err)
+	} else {
+		nr.Fallbacks = &fb
+	}
+	if nr.SMCSysctls, err = in.k.SMCSysctls(path); err != nil {
 		in.unreadable("net.smc sysctls of "+path, err)
 	}
 }
