@@ -63,9 +63,9 @@ func (f *fakeReader) Devices() ([]rdma.Device, error) {
 func (f *fakeReader) Ports(string) ([]Port, error) {
 	return []Port{{Port: 1, State: "ACTIVE", PhysState: "LINK_UP", GIDs: 3}}, nil
 }
-func (f *fakeReader) GIDs() ([]GID, error)                  { return f.gids, nil }
+func (f *fakeReader) GIDs() ([]GID, error)                 { return f.gids, nil }
 func (f *fakeReader) InNetns(string, string) (bool, error) { return true, nil }
-func (f *fakeReader) NetnsGone(p string) (bool, error)      { return f.gone[p], nil }
+func (f *fakeReader) NetnsGone(p string) (bool, error)     { return f.gone[p], nil }
 func (f *fakeReader) Pnet(p string) ([]smc.PnetEntry, error) {
 	if f.smcErr != nil {
 		return nil, f.smcErr
@@ -194,7 +194,7 @@ func TestKernelReaderSysfs(t *testing.T) {
 	files := map[string]string{
 		"state": "4: ACTIVE\n", "phys_state": "5: LinkUp\n",
 		"gids/0": "fe80:0000:0000:0000:5054:00ff:fe12:3456\n", "gids/1": zeroGID + "\n",
-		"gids/2": "0000:0000:0000:0000:0000:ffff:0a01:0005\n",
+		"gids/2":            "0000:0000:0000:0000:0000:ffff:0a01:0005\n",
 		"gid_attrs/ndevs/0": "eth1\n", "gid_attrs/ndevs/2": "eth1\n",
 		"gid_attrs/types/0": "IB/RoCE v1\n", "gid_attrs/types/2": "RoCE v2\n",
 	}
