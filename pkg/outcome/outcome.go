@@ -77,7 +77,12 @@ func Record(dataDir string, e Entry) error {
 		return fmt.Errorf("record outcome: %w", err)
 	}
 	name := filepath.Join(dataDir, FileName)
-	f, err := openLocked(name, unix.LOCK_SH)
+	dir, err := openDir(dataDir)
+	if err != nil {
+		return fmt.Errorf("record outcome: %w", err)
+	}
+	defer dir.Close()
+	f, err := openLocked(dir, unix.LOCK_SH)
 	if err != nil {
 		return fmt.Errorf("record outcome in %s: %w", name, err)
 	}
@@ -90,25 +95,55 @@ func Record(dataDir string, e Entry) error {
 		return fmt.Errorf("record outcome in %s: %w", name, err)
 	}
 	if size >= compactAt {
-		return compact(name)
+		return compact(dir)
 	}
 	return nil
 }
 
-// openLocked opens name for appending with flock how held, re-opening when
-// a compaction replaced the file between the open and the lock.
-func openLocked(name string, how int) (*os.File, error) {
+// openDir opens the state directory without following a symlink and
+// refuses one that another user owns or every user can write: the log's
+// files are then only opened relative to it.
+func openDir(path string) (*os.File, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open state directory %s: %w", path, err)
+	}
+	dir := os.NewFile(uintptr(fd), path)
+	var st unix.Stat_t
+	err = unix.Fstat(fd, &st)
+	switch {
+	case err != nil:
+	case st.Mode&0o002 != 0:
+		err = fmt.Errorf("state directory %s is writable by every user", path)
+	case int(st.Uid) != os.Geteuid():
+		err = fmt.Errorf("state directory %s is owned by uid %d, not %d", path, st.Uid, os.Geteuid())
+	}
+	if err != nil {
+		dir.Close()
+		return nil, err
+	}
+	return dir, nil
+}
+
+// openLocked opens the log in dir for appending with flock how held,
+// re-opening when a compaction replaced the file between the open and the
+// lock.
+func openLocked(dir *os.File, how int) (*os.File, error) {
 	for range 10 {
-		fd, err := unix.Open(name, unix.O_WRONLY|unix.O_APPEND|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+		fd, err := unix.Openat(int(dir.Fd()), FileName, unix.O_WRONLY|unix.O_APPEND|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0o600)
 		if err != nil {
 			return nil, err
 		}
-		f := os.NewFile(uintptr(fd), name)
+		f := os.NewFile(uintptr(fd), FileName)
+		if err := regular(f); err != nil {
+			f.Close()
+			return nil, err
+		}
 		if err := flock(fd, how); err != nil {
 			f.Close()
 			return nil, err
 		}
-		if same, err := samePath(f, name); err != nil || same {
+		if same, err := samePath(f, dir); err != nil || same {
 			if err != nil {
 				f.Close()
 			}
@@ -127,35 +162,44 @@ func flock(fd, how int) error {
 	return err
 }
 
-// samePath reports whether f is still the file at name.
-func samePath(f *os.File, name string) (bool, error) {
-	a, err := f.Stat()
-	if err != nil {
+// regular refuses anything but a regular file (a FIFO would block).
+func regular(f *os.File) error {
+	st, err := f.Stat()
+	if err == nil && !st.Mode().IsRegular() {
+		err = fmt.Errorf("%s is not a regular file", f.Name())
+	}
+	return err
+}
+
+// samePath reports whether f is still the log file in dir.
+func samePath(f, dir *os.File) (bool, error) {
+	var a, b unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &a); err != nil {
 		return false, err
 	}
-	b, err := os.Lstat(name)
-	if errors.Is(err, os.ErrNotExist) {
+	err := unix.Fstatat(int(dir.Fd()), FileName, &b, unix.AT_SYMLINK_NOFOLLOW)
+	if errors.Is(err, unix.ENOENT) {
 		return false, nil
 	}
 	if err != nil {
 		return false, err
 	}
-	return os.SameFile(a, b), nil
+	return a.Dev == b.Dev && a.Ino == b.Ino, nil
 }
 
 // compact rewrites the file with what Read returns. It runs only when no
 // other process holds the file (an append in flight): the next one retries.
-func compact(name string) error {
-	fd, err := unix.Open(name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+func compact(dir *os.File) error {
+	fd, err := unix.Openat(int(dir.Fd()), FileName, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
 	if err != nil {
-		return fmt.Errorf("compact %s: %w", name, err)
+		return fmt.Errorf("compact outcomes in %s: %w", dir.Name(), err)
 	}
-	f := os.NewFile(uintptr(fd), name)
+	f := os.NewFile(uintptr(fd), FileName)
 	defer f.Close()
 	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		return nil // busy: someone appends right now
 	}
-	if same, err := samePath(f, name); err != nil || !same {
+	if same, err := samePath(f, dir); err != nil || !same {
 		return err
 	}
 	if st, err := f.Stat(); err != nil || st.Size() < compactAt {
@@ -163,10 +207,10 @@ func compact(name string) error {
 	}
 	entries, err := decode(f)
 	if err != nil {
-		return fmt.Errorf("compact %s: %w", name, err)
+		return fmt.Errorf("compact outcomes in %s: %w", dir.Name(), err)
 	}
-	if err := writeAtomic(name, encodeBounded(Keep(entries), compactAt/2)); err != nil {
-		return fmt.Errorf("compact %s: %w", name, err)
+	if err := replace(dir, encodeBounded(Keep(entries), compactAt/2)); err != nil {
+		return fmt.Errorf("compact outcomes in %s: %w", dir.Name(), err)
 	}
 	return nil
 }
@@ -188,20 +232,24 @@ func encodeBounded(entries []Entry, limit int) []byte {
 	return bytes.Join(lines, nil)
 }
 
-func writeAtomic(name string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(name), ".outcomes-*.tmp")
+// replace writes data to a new temp file in dir and renames it over the log.
+func replace(dir *os.File, data []byte) error {
+	dfd := int(dir.Fd())
+	tmp := fmt.Sprintf(".outcomes-%d-%d.tmp", os.Getpid(), time.Now().UnixNano())
+	fd, err := unix.Openat(dfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return err
 	}
-	_, err = tmp.Write(data)
+	f := os.NewFile(uintptr(fd), tmp)
+	_, err = f.Write(data)
 	if err == nil {
-		err = tmp.Sync()
+		err = f.Sync()
 	}
-	if err = errors.Join(err, tmp.Close()); err == nil {
-		err = os.Rename(tmp.Name(), name)
+	if err = errors.Join(err, f.Close()); err == nil {
+		err = unix.Renameat(dfd, tmp, dfd, FileName)
 	}
 	if err != nil {
-		_ = os.Remove(tmp.Name())
+		_ = unix.Unlinkat(dfd, tmp, 0)
 	}
 	return err
 }
@@ -212,7 +260,15 @@ func writeAtomic(name string, data []byte) error {
 // reported in the error next to the entries.
 func Read(dataDir string) ([]Entry, error) {
 	name := filepath.Join(dataDir, FileName)
-	fd, err := unix.Open(name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	dir, err := openDir(dataDir)
+	if errors.Is(err, unix.ENOENT) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read outcomes: %w", err)
+	}
+	defer dir.Close()
+	fd, err := unix.Openat(int(dir.Fd()), FileName, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
 	if errors.Is(err, unix.ENOENT) {
 		return nil, nil
 	}
@@ -221,6 +277,9 @@ func Read(dataDir string) ([]Entry, error) {
 	}
 	f := os.NewFile(uintptr(fd), name)
 	defer f.Close()
+	if err := regular(f); err != nil {
+		return nil, fmt.Errorf("read outcomes: %w", err)
+	}
 	entries, err := decode(f)
 	if err != nil {
 		err = fmt.Errorf("read outcomes %s: %w", name, err)

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -119,6 +120,48 @@ func TestRefusesSymlink(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(target); len(b) != 0 {
 		t.Fatalf("symlink target written: %q", b)
+	}
+}
+
+func TestRefusesSymlinkedDir(t *testing.T) {
+	target := t.TempDir()
+	link := filepath.Join(t.TempDir(), "state")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	if err := Record(link, Entry{Verb: "ADD"}); err == nil {
+		t.Fatal("Record followed a symlinked state directory")
+	}
+	if _, err := os.Stat(filepath.Join(target, FileName)); !os.IsNotExist(err) {
+		t.Fatalf("written through the symlink: %v", err)
+	}
+	if _, err := Read(link); err == nil {
+		t.Fatal("Read followed a symlinked state directory")
+	}
+}
+
+func TestRefusesWorldWritableDir(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := Record(dir, Entry{Verb: "ADD"}); err == nil || !strings.Contains(err.Error(), "writable by every user") {
+		t.Fatalf("err %v", err)
+	}
+}
+
+func TestRefusesFIFO(t *testing.T) {
+	dir := t.TempDir()
+	if err := syscall.Mkfifo(filepath.Join(dir, FileName), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Without a reader the open fails (ENXIO) instead of blocking; with
+	// one it would be refused as not a regular file.
+	if err := Record(dir, Entry{Verb: "ADD"}); err == nil {
+		t.Fatal("Record wrote into a FIFO")
+	}
+	if _, err := Read(dir); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Fatal("Read opened a FIFO")
 	}
 }
 
