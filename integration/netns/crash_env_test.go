@@ -138,20 +138,30 @@ type pluginRun struct {
 	stdout, stderr string
 	err            error
 	killed         bool // died of SIGKILL
+	took           time.Duration
 }
 
 // execPlugin runs rdma-chain's verb for p in the node netns, with prev as
 // prevResult (ADD) and the extra environment (failpoint, trace).
 func (n *crashNode) execPlugin(verb string, p *crashPod, prev []byte, extraEnv ...string) pluginRun {
+	var extra map[string]any
+	if verb == "GC" {
+		extra = map[string]any{"cni.dev/valid-attachments": []any{}}
+	}
+	return n.execPluginConf(verb, p, prev, extra, extraEnv...)
+}
+
+// execPluginConf is execPlugin with extra keys in the conf.
+func (n *crashNode) execPluginConf(verb string, p *crashPod, prev []byte, extra map[string]any, extraEnv ...string) pluginRun {
 	conf := map[string]any{"cniVersion": crashCNIVersion, "name": netName}
 	for k, v := range n.entry {
 		conf[k] = v
 	}
+	for k, v := range extra {
+		conf[k] = v
+	}
 	if prev != nil {
 		conf["prevResult"] = json.RawMessage(prev)
-	}
-	if verb == "GC" {
-		conf["cni.dev/valid-attachments"] = []any{}
 	}
 	stdin, _ := json.Marshal(conf)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -162,7 +172,9 @@ func (n *crashNode) execPlugin(verb string, p *crashPod, prev []byte, extraEnv .
 		"RDMA_CHAIN_FAKE_RDMA=" + n.fakeDir}, extraEnv...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = bytes.NewReader(stdin), &stdout, &stderr
+	start := time.Now()
 	r := pluginRun{err: n.inNode(cmd.Run)}
+	r.took = time.Since(start)
 	r.stdout, r.stderr = stdout.String(), stderr.String()
 	if cmd.ProcessState != nil {
 		ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
