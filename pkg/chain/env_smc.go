@@ -6,6 +6,7 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 
 	"github.com/rdma-chain/rdma-chain/pkg/smc"
+	"github.com/rdma-chain/rdma-chain/pkg/smc/hook"
 )
 
 // kernelSMC opens an SMC netlink client per call in the netns asked for.
@@ -45,3 +46,17 @@ func (kernelSMC) EnsureUEID(ueid string) error {
 }
 
 func (kernelSMC) TCP2SMC(nsPath string) (bool, error) { return smc.TCP2SMC(nsPath) }
+
+func (kernelSMC) HookSupported(dir string) error { return hook.Hook{Dir: dir}.Supported() }
+
+func (kernelSMC) HookAdd(dir string, ino uint64) error {
+	return hook.Hook{Dir: dir}.Add(uint32(ino))
+}
+
+func (kernelSMC) HookRemove(dir string, ino uint64) error {
+	return hook.Hook{Dir: dir}.Remove(uint32(ino))
+}
+
+func (kernelSMC) HookListed(dir string, ino uint64) (bool, error) {
+	return hook.Hook{Dir: dir}.Listed(uint32(ino))
+}

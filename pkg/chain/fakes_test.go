@@ -69,7 +69,41 @@ func (f *fakeSMC) PnetEntries(ns string) ([]smc.PnetEntry, error) {
 
 func (f *fakeSMC) EnsureUEID(ueid string) error { return f.w().record("EnsureUEID %s", ueid) }
 
-func (f *fakeSMC) TCP2SMC(ns string) (bool, error) { return false, f.w().record("TCP2SMC %s", ns) }
+func (f *fakeSMC) TCP2SMC(ns string) (bool, error) {
+	err := f.w().record("TCP2SMC %s", ns)
+	return f.tcp2smc && err == nil, err
+}
+
+func (f *fakeSMC) HookSupported(dir string) error { return f.w().record("HookSupported %s", dir) }
+
+func (f *fakeSMC) HookAdd(dir string, ino uint64) error {
+	if err := f.w().record("HookAdd %d", ino); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.hooked == nil {
+		f.hooked = map[uint64]bool{}
+	}
+	f.hooked[ino] = true
+	return nil
+}
+
+func (f *fakeSMC) HookRemove(dir string, ino uint64) error {
+	if err := f.w().record("HookRemove %d", ino); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.hooked, ino)
+	return nil
+}
+
+func (f *fakeSMC) HookListed(dir string, ino uint64) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.hooked[ino], nil
+}
 
 // world is a fake node: it records every seam call in order and fails the
 // call whose name is in failOn.
@@ -87,6 +121,8 @@ type world struct {
 	pnet    map[string][]smc.PnetEntry // SMC pnet tables by netns ("" = host)
 	gone    map[string]bool            // pod netns paths that no longer exist
 	onIPAM  func()                     // runs inside every IPAM ADD
+	tcp2smc bool                       // the kernel has net.smc.tcp2smc
+	hooked  map[uint64]bool            // netns inodes listed in the SMC socket hook
 	stdout  syncBuffer
 	stderr  syncBuffer
 }

@@ -68,6 +68,12 @@ type SMC interface {
 	PnetEntries(nsPath string) ([]smc.PnetEntry, error)
 	EnsureUEID(ueid string) error
 	TCP2SMC(nsPath string) (bool, error)
+	// The socket hook (pins under dir) that turns the TCP sockets of the
+	// listed netns (by inode) into SMC sockets.
+	HookSupported(dir string) error
+	HookAdd(dir string, netnsIno uint64) error
+	HookRemove(dir string, netnsIno uint64) error
+	HookListed(dir string, netnsIno uint64) (bool, error)
 }
 
 // Env holds the plugin's seams and I/O.

@@ -44,7 +44,7 @@ func (p *Plugin) setupSMC(c *call, rec *state.Record, devs []rdma.Device, podNS 
 	if err := p.save(c, rec); err != nil {
 		return err
 	}
-	return p.smcExtras(c, podNS.Path())
+	return p.smcExtras(c, rec, podNS.Path(), undo)
 }
 
 // ensureHostPnet makes the init_net entry exist and registers the release
@@ -102,14 +102,11 @@ func (p *Plugin) existingHostPnet(want smc.PnetEntry) (*smc.PnetEntry, error) {
 	return nil, nil
 }
 
-// smcExtras turns on tcp2smc where the kernel has it and adds the UEID.
-func (p *Plugin) smcExtras(c *call, podNS string) error {
-	on, err := p.env.SMC.TCP2SMC(podNS)
-	switch {
-	case err != nil:
-		c.log.Warn("cannot set net.smc.tcp2smc in the pod", "error", err)
-	case !on:
-		c.log.Info("net.smc.tcp2smc absent on this kernel: applications need AF_SMC, IPPROTO_SMC or an SMC preload library", "container", c.args.ContainerID)
+// smcExtras switches the pod's sockets to SMC (smcr.transparent) and adds
+// the UEID.
+func (p *Plugin) smcExtras(c *call, rec *state.Record, podNS string, u *undo.Stack) error {
+	if err := p.smcTransparent(c, rec, podNS, u); err != nil {
+		return err
 	}
 	if c.conf.SMCR.UEID == "" {
 		return nil
@@ -125,6 +122,9 @@ func (p *Plugin) smcExtras(c *call, podNS string) error {
 func (p *Plugin) releaseSMC(c *call, rec *state.Record, nsPath string) error {
 	if rec.SMC == nil {
 		return nil
+	}
+	if err := p.releaseTransparent(c, rec); err != nil {
+		return err
 	}
 	if rec.SMC.PodEntry && nsPath != "" {
 		err := p.env.SMC.RemovePnet(nsPath, smc.PnetEntry{PnetID: rec.SMC.PnetID, EthName: rec.SMC.PodIfName})
@@ -185,6 +185,9 @@ func hostPnetRefs(store *state.Store, rec *state.Record) ([]*state.Record, error
 func (p *Plugin) checkSMC(c *call, rec *state.Record) error {
 	if rec.SMC == nil {
 		return nil
+	}
+	if err := p.checkTransparent(c, rec); err != nil {
+		return err
 	}
 	want := []struct {
 		ns    string

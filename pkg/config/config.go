@@ -64,7 +64,21 @@ type SMCR struct {
 	PnetID        string `json:"pnetId,omitempty"`
 	UEID          string `json:"ueid,omitempty"`
 	OnUnsupported string `json:"onUnsupported,omitempty"`
+	// Transparent picks how an annotated pod's TCP sockets become SMC
+	// sockets: auto | tcp2smc | bpf | off.
+	Transparent string `json:"transparent,omitempty"`
+	// BPFFSDir is the bpffs directory of the socket hook's pins.
+	BPFFSDir string `json:"bpffsDir,omitempty"`
 }
+
+// How an annotated pod's TCP sockets become SMC sockets.
+const (
+	TransparentAuto    = "auto"    // tcp2smc where the sysctl exists, else bpf where the kernel can, else none
+	TransparentTCP2SMC = "tcp2smc" // Alibaba Cloud Linux 3's net.smc.tcp2smc
+	TransparentBPF     = "bpf"     // IPPROTO_SMC through the update_socket_protocol hook
+	TransparentOff     = "off"
+	DefaultBPFFSDir    = "/sys/fs/bpf/rdma-chain"
+)
 
 // RuntimeConfig holds the capability arguments the runtime injects.
 type RuntimeConfig struct {
@@ -176,6 +190,8 @@ func (c *NetConf) applyDefaults() {
 		setDefault(&c.SharedLink.Mode, "bridge")
 	}
 	setDefault(&c.SMCR.OnUnsupported, "warn")
+	setDefault(&c.SMCR.Transparent, TransparentAuto)
+	setDefault(&c.SMCR.BPFFSDir, DefaultBPFFSDir)
 	setDefault(&c.DataDir, DefaultDataDir)
 	setDefault(&c.LogLevel, "info")
 }

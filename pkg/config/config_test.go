@@ -26,7 +26,7 @@ func TestDefaults(t *testing.T) {
 		"IfName": "rdma", "DataDir": DefaultDataDir, "LogLevel": "info", "LogFile": "",
 		"ResourceNames": []string{"aliyun/erdma", "rdma/hca"}, "Devices": []string(nil),
 		"SharedLink": SharedLink{Type: "ipvlan", Mode: "l2"},
-		"SMCR":       SMCR{OnUnsupported: "warn"},
+		"SMCR":       SMCR{OnUnsupported: "warn", Transparent: TransparentAuto, BPFFSDir: DefaultBPFFSDir},
 	}
 	v := reflect.ValueOf(conf).Elem()
 	for field, w := range want {
@@ -83,6 +83,8 @@ func TestInvalid(t *testing.T) {
 		{"pnetId long", `,"smcr":{"pnetId":"ABCDEFGHIJKLMNOPQ"}`, "smcr.pnetId"},
 		{"ueid", `,"smcr":{"ueid":"-X"}`, "smcr.ueid"},
 		{"onUnsupported", `,"smcr":{"onUnsupported":"ignore"}`, "smcr.onUnsupported"},
+		{"transparent", `,"smcr":{"transparent":"ebpf"}`, "smcr.transparent"},
+		{"bpffsDir", `,"smcr":{"bpffsDir":"rdma-chain"}`, "smcr.bpffsDir"},
 		{"dataDir", `,"dataDir":"/var/../etc"`, "dataDir"},
 		{"logFile", `,"logFile":"log.txt"`, "logFile"},
 		{"logLevel", `,"logLevel":"trace"`, "logLevel"},

@@ -51,6 +51,8 @@ func (c *NetConf) smcrFields() []field {
 		{"pnetId", plain(&c.SMCR.PnetID)},
 		{"ueid", plain(&c.SMCR.UEID)},
 		{"onUnsupported", plain(&c.SMCR.OnUnsupported)},
+		{"transparent", plain(&c.SMCR.Transparent)},
+		{"bpffsDir", plain(&c.SMCR.BPFFSDir)},
 	}
 }
 

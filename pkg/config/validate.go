@@ -112,7 +112,10 @@ func (c *NetConf) validateSMCR() error {
 	if !oneOf(c.SMCR.OnUnsupported, "fail", "warn") {
 		return invalid("smcr.onUnsupported", "must be fail or warn, got %q", truncate(c.SMCR.OnUnsupported))
 	}
-	return nil
+	if !oneOf(c.SMCR.Transparent, TransparentAuto, TransparentTCP2SMC, TransparentBPF, TransparentOff) {
+		return invalid("smcr.transparent", "must be auto, tcp2smc, bpf or off, got %q", truncate(c.SMCR.Transparent))
+	}
+	return absPath("smcr.bpffsDir", c.SMCR.BPFFSDir, false)
 }
 
 func (c *NetConf) validatePaths() error {

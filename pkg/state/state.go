@@ -131,6 +131,10 @@ type SMC struct {
 	HostEntry bool   `json:"hostEntry,omitempty"` // the init_net entry is ensured (counts toward its references)
 	HostOwned bool   `json:"hostOwned,omitempty"` // the plugin wrote the init_net entry (removes it with its last reference)
 	PodEntry  bool   `json:"podEntry,omitempty"`  // the pod-netns entry is written
+	// Transparent is "bpf" while the pod's netns is listed in the SMC
+	// socket hook (keyed by Record.NetNSIno), "tcp2smc" when the sysctl
+	// was set, "" otherwise.
+	Transparent string `json:"transparent,omitempty"`
 }
 
 // Key returns the attachment key of the record.

@@ -1,0 +1,96 @@
+package chain
+
+import (
+	"fmt"
+
+	"github.com/rdma-chain/rdma-chain/internal/failpoint"
+	"github.com/rdma-chain/rdma-chain/internal/undo"
+	"github.com/rdma-chain/rdma-chain/pkg/config"
+	"github.com/rdma-chain/rdma-chain/pkg/state"
+)
+
+// smcTransparent makes an annotated pod's TCP sockets SMC sockets the way
+// smcr.transparent picks: the tcp2smc sysctl (Alibaba Cloud Linux 3), or
+// the node's BPF socket hook with the pod's netns listed (Linux >= 6.11),
+// or, in auto mode where neither exists, nothing but a log line
+// (applications then need AF_SMC, IPPROTO_SMC or a preload library).
+func (p *Plugin) smcTransparent(c *call, rec *state.Record, podNS string, u *undo.Stack) error {
+	mode := c.conf.SMCR.Transparent
+	if mode == config.TransparentOff {
+		return nil
+	}
+	if mode == config.TransparentAuto || mode == config.TransparentTCP2SMC {
+		on, err := p.env.SMC.TCP2SMC(podNS)
+		if err != nil {
+			c.log.Warn("cannot set net.smc.tcp2smc in the pod", "error", err)
+		}
+		if on {
+			rec.SMC.Transparent = config.TransparentTCP2SMC
+			return p.save(c, rec)
+		}
+		if mode == config.TransparentTCP2SMC {
+			return p.smcUnsupported(c, "net.smc.tcp2smc is absent on this kernel")
+		}
+	}
+	dir := c.conf.SMCR.BPFFSDir
+	if err := p.env.SMC.HookSupported(dir); err != nil {
+		if mode == config.TransparentAuto {
+			c.log.Info("no net.smc.tcp2smc and no SMC socket hook on this kernel: applications need AF_SMC, IPPROTO_SMC or an SMC preload library",
+				"container", c.args.ContainerID, "hook", err.Error())
+			return nil
+		}
+		return p.smcUnsupported(c, "the SMC socket hook cannot run: "+err.Error())
+	}
+	if rec.NetNSIno == 0 {
+		return cniErrorf(CodeSMC, "cannot list the pod's netns %s in the SMC socket hook: its inode is unknown", podNS)
+	}
+	// Recorded before the change: DEL after a crash unlists it.
+	rec.SMC.Transparent = config.TransparentBPF
+	if err := p.save(c, rec); err != nil {
+		return err
+	}
+	u.Push(func() error { return p.env.SMC.HookRemove(dir, rec.NetNSIno) })
+	if err := p.env.SMC.HookAdd(dir, rec.NetNSIno); err != nil {
+		return cniError(CodeSMC, fmt.Sprintf("cannot list the pod's netns %s in the SMC socket hook", podNS), err)
+	}
+	failpoint.Hit("add-smc-hook-listed")
+	return p.save(c, rec)
+}
+
+// smcUnsupported fails with 108 under onUnsupported: fail, else logs.
+func (p *Plugin) smcUnsupported(c *call, reason string) error {
+	if c.conf.SMCR.OnUnsupported == "fail" {
+		return cniErrorf(CodeSMC, "smcr.transparent %s: %s", c.conf.SMCR.Transparent, reason)
+	}
+	c.log.Warn("SMC-R pod keeps plain TCP sockets: "+reason, "container", c.args.ContainerID, "transparent", c.conf.SMCR.Transparent)
+	return nil
+}
+
+// releaseTransparent unlists the pod's netns from the socket hook (the last
+// one detaches the program).
+func (p *Plugin) releaseTransparent(c *call, rec *state.Record) error {
+	if rec.SMC == nil || rec.SMC.Transparent != config.TransparentBPF {
+		return nil
+	}
+	if err := p.env.SMC.HookRemove(c.conf.SMCR.BPFFSDir, rec.NetNSIno); err != nil {
+		return fmt.Errorf("unlist netns %s from the SMC socket hook: %w", rec.NetNS, err)
+	}
+	failpoint.Hit("del-smc-hook-unlisted")
+	rec.SMC.Transparent = ""
+	return nil
+}
+
+// checkTransparent verifies the pod's netns is still listed in the hook.
+func (p *Plugin) checkTransparent(c *call, rec *state.Record) error {
+	if rec.SMC.Transparent != config.TransparentBPF {
+		return nil
+	}
+	listed, err := p.env.SMC.HookListed(c.conf.SMCR.BPFFSDir, rec.NetNSIno)
+	if err != nil {
+		return err
+	}
+	if !listed {
+		return fmt.Errorf("netns %s (inode %d) is not listed in the SMC socket hook", rec.NetNS, rec.NetNSIno)
+	}
+	return nil
+}

@@ -1,0 +1,212 @@
+// Package hook switches the TCP sockets of listed network namespaces to SMC
+// without changing the application and without a daemon: one BPF fmod_ret
+// program on the kernel's update_socket_protocol() (Linux >= 6.6) returns
+// IPPROTO_SMC (Linux >= 6.11) for AF_INET stream sockets created in a netns
+// listed in a map. The program is loaded and attached once per node, and
+// the link and the map are pinned in bpffs, so every later plugin call only
+// opens the pinned map, adds or removes a netns, and exits. The last netns
+// removed detaches the program and removes the pins.
+//
+// Callers serialise Add and Remove (the plugin holds its node lock).
+package hook
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+)
+
+//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -cc clang -cflags "-O2 -g -Wall -Werror" -target bpfel -go-package hook smcHook bpf/smc_hook.c -- -I/usr/include/x86_64-linux-gnu
+
+// DefaultDir is where the pins live unless configured otherwise.
+const DefaultDir = "/sys/fs/bpf/rdma-chain"
+
+const (
+	mapPin  = "smc_netns"
+	linkPin = "smc_link"
+)
+
+// Hook is the pinned program of one node.
+type Hook struct {
+	Dir string // bpffs directory of the pins; "" means DefaultDir
+}
+
+func (h Hook) dir() string {
+	if h.Dir == "" {
+		return DefaultDir
+	}
+	return h.Dir
+}
+
+// Add lists the netns with inode number ino, loading, attaching and pinning
+// the program first when no pinned link exists.
+func (h Hook) Add(ino uint32) error {
+	m, err := h.openMap()
+	if errors.Is(err, os.ErrNotExist) {
+		m, err = h.attach()
+	}
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	if err := m.Put(ino, uint8(1)); err != nil {
+		return fmt.Errorf("list netns %d in the SMC socket hook: %w", ino, err)
+	}
+	return nil
+}
+
+// Remove unlists ino; with the last netns gone it detaches the program and
+// removes the pins. Nothing pinned is nothing to remove.
+func (h Hook) Remove(ino uint32) error {
+	m, err := h.openMap()
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	if err := m.Delete(ino); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return fmt.Errorf("unlist netns %d from the SMC socket hook: %w", ino, err)
+	}
+	var key uint32
+	if err := m.NextKey(nil, &key); err == nil {
+		return nil // other pods still listed
+	} else if !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return fmt.Errorf("read the SMC socket hook's netns list: %w", err)
+	}
+	return h.detach(m)
+}
+
+// Listed reports whether ino is listed and the program attached.
+func (h Hook) Listed(ino uint32) (bool, error) {
+	if _, err := os.Lstat(filepath.Join(h.dir(), linkPin)); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return false, nil
+		}
+		return false, err
+	}
+	m, err := h.openMap()
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer m.Close()
+	var v uint8
+	err = m.Lookup(ino, &v)
+	if errors.Is(err, ebpf.ErrKeyNotExist) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// State returns whether the program is attached and the listed netns.
+func (h Hook) State() (attached bool, listed []uint32, err error) {
+	if _, err := os.Lstat(filepath.Join(h.dir(), linkPin)); err == nil {
+		attached = true
+	}
+	m, err := h.openMap()
+	if errors.Is(err, os.ErrNotExist) {
+		return attached, nil, nil
+	}
+	if err != nil {
+		return attached, nil, err
+	}
+	defer m.Close()
+	var k uint32
+	var v uint8
+	it := m.Iterate()
+	for it.Next(&k, &v) {
+		listed = append(listed, k)
+	}
+	return attached, listed, it.Err()
+}
+
+func (h Hook) openMap() (*ebpf.Map, error) {
+	m, err := ebpf.LoadPinnedMap(filepath.Join(h.dir(), mapPin), nil)
+	if err != nil {
+		return nil, fmt.Errorf("open the SMC socket hook's pinned netns map: %w", err)
+	}
+	return m, nil
+}
+
+// attach loads the program, attaches it to update_socket_protocol and pins
+// the link and the map; on failure nothing stays pinned or attached.
+func (h Hook) attach() (m *ebpf.Map, err error) {
+	if err := ensureDir(h.dir()); err != nil {
+		return nil, err
+	}
+	var objs smcHookObjects
+	if err := loadSmcHookObjects(&objs, nil); err != nil {
+		return nil, fmt.Errorf("load the SMC socket hook: %w", err)
+	}
+	defer objs.SmcSocketProtocol.Close()
+	defer func() {
+		if err != nil {
+			objs.SmcNetns.Close()
+			h.unpin()
+		}
+	}()
+	l, err := link.AttachTracing(link.TracingOptions{Program: objs.SmcSocketProtocol, AttachType: ebpf.AttachModifyReturn})
+	if err != nil {
+		return nil, fmt.Errorf("attach the SMC socket hook to update_socket_protocol: %w", err)
+	}
+	defer l.Close()
+	if err := objs.SmcNetns.Pin(filepath.Join(h.dir(), mapPin)); err != nil {
+		return nil, fmt.Errorf("pin the SMC socket hook's map: %w", err)
+	}
+	if err := l.Pin(filepath.Join(h.dir(), linkPin)); err != nil {
+		return nil, fmt.Errorf("pin the SMC socket hook's link: %w", err)
+	}
+	return objs.SmcNetns, nil
+}
+
+// detach unpins the link (the program detaches with its last reference)
+// and the map, and removes the pin directory.
+func (h Hook) detach(m *ebpf.Map) error {
+	l, err := link.LoadPinnedLink(filepath.Join(h.dir(), linkPin), nil)
+	if err == nil {
+		err = l.Unpin()
+		l.Close()
+	} else if errors.Is(err, os.ErrNotExist) {
+		err = nil
+	}
+	if err != nil {
+		return fmt.Errorf("detach the SMC socket hook: %w", err)
+	}
+	if err := m.Unpin(); err != nil {
+		return fmt.Errorf("unpin the SMC socket hook's map: %w", err)
+	}
+	if err := os.Remove(h.dir()); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove %s: %w", h.dir(), err)
+	}
+	return nil
+}
+
+func (h Hook) unpin() {
+	for _, p := range []string{linkPin, mapPin} {
+		_ = os.Remove(filepath.Join(h.dir(), p))
+	}
+	_ = os.Remove(h.dir())
+}
+
+// ensureDir creates the pin directory 0700 on a bpffs, refusing a symlink.
+func ensureDir(dir string) error {
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("create bpffs directory %s: %w", dir, err)
+	}
+	st, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("bpffs path %s is not a directory (symlink?)", dir)
+	}
+	return nil
+}

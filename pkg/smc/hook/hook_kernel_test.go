@@ -1,0 +1,144 @@
+//go:build smchook
+
+// The kernel tests of the hook need a kernel that lets root load tracing
+// programs and has update_socket_protocol (>= 6.6) and IPPROTO_SMC
+// (>= 6.11): the VM tier builds them with -tags smchook and runs them in
+// its Debian 6.12 guest (scenario smc-hook).
+
+package hook
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/containernetworking/plugins/pkg/ns"
+	"golang.org/x/sys/unix"
+
+	"github.com/rdma-chain/rdma-chain/internal/netnstest"
+	"github.com/rdma-chain/rdma-chain/internal/testenv"
+)
+
+// requireHookKernel stops t unless this kernel can run the hook.
+func requireHookKernel(t *testing.T) {
+	t.Helper()
+	testenv.RequireRoot(t)
+	mountBPFFS(t)
+	if err := Supported(); err != nil && !errors.Is(err, ErrNoIPPROTOSMC) {
+		testenv.Unavailable(t, "kernel cannot run the SMC socket hook: %v", err)
+	}
+}
+
+// mountBPFFS mounts a bpffs at /sys/fs/bpf where none is (as systemd
+// does on a node).
+func mountBPFFS(t *testing.T) {
+	t.Helper()
+	var fs unix.Statfs_t
+	if unix.Statfs("/sys/fs/bpf", &fs) == nil && fs.Type == unix.BPF_FS_MAGIC {
+		return
+	}
+	if err := unix.Mount("bpf", "/sys/fs/bpf", "bpf", 0, "mode=0700"); err != nil {
+		testenv.Unavailable(t, "cannot mount bpffs: %v", err)
+	}
+}
+
+func testDir(t *testing.T) Hook {
+	t.Helper()
+	dir := filepath.Join("/sys/fs/bpf/rdma-chain-test", t.Name())
+	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(filepath.Dir(dir)) })
+	return Hook{Dir: dir}
+}
+
+func inode(t *testing.T, n ns.NetNS) uint32 {
+	t.Helper()
+	var st unix.Stat_t
+	if err := unix.Stat(n.Path(), &st); err != nil {
+		t.Fatal(err)
+	}
+	return uint32(st.Ino)
+}
+
+// socketIn creates and closes a TCP socket (the way Go's net package does)
+// inside n and returns the protocol the kernel gave it, or the error.
+func socketIn(t *testing.T, n ns.NetNS, family int) (int, error) {
+	t.Helper()
+	var proto int
+	err := n.Do(func(ns.NetNS) error {
+		fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		proto, err = unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_PROTOCOL)
+		return err
+	})
+	return proto, err
+}
+
+// On the real kernel: a listed netns's AF_INET stream sockets are created
+// as IPPROTO_SMC (or refused where SMC is not loaded: the protocol was
+// switched all the same), an unlisted netns and AF_INET6 are untouched;
+// the last Remove detaches the program and removes the pins.
+func TestHookSwitchesListedNetns(t *testing.T) {
+	requireHookKernel(t)
+	h := testDir(t)
+	listed, plain := netnstest.NewNS(t), netnstest.NewNS(t)
+	smcLoaded := Supported() == nil
+	if err := h.Add(inode(t, listed)); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := h.Listed(inode(t, listed)); !ok || err != nil {
+		t.Fatalf("Listed = %v, %v", ok, err)
+	}
+	proto, err := socketIn(t, listed, unix.AF_INET)
+	switch {
+	case smcLoaded && (err != nil || proto != ipprotoSMC):
+		t.Errorf("listed netns: socket protocol %d, %v; want IPPROTO_SMC", proto, err)
+	case !smcLoaded && !errors.Is(err, unix.EPROTONOSUPPORT):
+		t.Errorf("listed netns without SMC in the kernel: %d, %v; want EPROTONOSUPPORT (protocol switched)", proto, err)
+	}
+	if proto, err := socketIn(t, plain, unix.AF_INET); err != nil || proto != unix.IPPROTO_TCP {
+		t.Errorf("plain netns: protocol %d, %v; want TCP", proto, err)
+	}
+	if proto, err := socketIn(t, listed, unix.AF_INET6); err != nil || proto != unix.IPPROTO_TCP {
+		t.Errorf("listed netns, AF_INET6: protocol %d, %v; want TCP", proto, err)
+	}
+	if err := h.Remove(inode(t, listed)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(h.Dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("pins left in %s: %v", h.Dir, err)
+	}
+	if proto, err := socketIn(t, listed, unix.AF_INET); err != nil || proto != unix.IPPROTO_TCP {
+		t.Errorf("after detach: protocol %d, %v; want TCP", proto, err)
+	}
+}
+
+// A second Add reuses the pinned program; Remove of one of two keeps it.
+func TestHookReusesPins(t *testing.T) {
+	requireHookKernel(t)
+	h := testDir(t)
+	a, b := netnstest.NewNS(t), netnstest.NewNS(t)
+	for _, n := range []ns.NetNS{a, b} {
+		if err := h.Add(inode(t, n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := h.Remove(inode(t, a)); err != nil {
+		t.Fatal(err)
+	}
+	attached, list, err := h.State()
+	if err != nil || !attached || len(list) != 1 || list[0] != inode(t, b) {
+		t.Errorf("State = %v %v %v; want attached with only b", attached, list, err)
+	}
+	if err := h.Remove(inode(t, b)); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Remove(inode(t, b)); err != nil {
+		t.Errorf("Remove with nothing pinned: %v", err)
+	}
+}
