@@ -34,8 +34,9 @@ const (
 	dirMode = 0o700
 )
 
-// Entry is one outcome of one CNI call. Code is the CNI error code, 0 for
-// success.
+// Entry is one outcome of one CNI call. A failure has its message in Msg
+// and its CNI error code in Code (0 when the error carried none); a success
+// has neither.
 type Entry struct {
 	Time        time.Time `json:"time"`
 	Verb        string    `json:"verb"`
@@ -48,7 +49,7 @@ type Entry struct {
 }
 
 // Failed reports whether the entry is a failure.
-func (e Entry) Failed() bool { return e.Code != 0 }
+func (e Entry) Failed() bool { return e.Code != 0 || e.Msg != "" }
 
 // key groups entries of one pod: its namespace/name, else its container.
 func (e Entry) key() string {

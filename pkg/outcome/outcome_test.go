@@ -47,6 +47,7 @@ func TestKeep(t *testing.T) {
 		{"last and last failure per pod", []Entry{e("a", "ADD", 7), e("a", "ADD", 103), e("a", "DEL", 0), e("b", "ADD", 0), e("b", "DEL", 0)},
 			"a/ADD/103 a/DEL/0 b/DEL/0"},
 		{"failure is the last", []Entry{e("a", "ADD", 0), e("a", "CHECK", 106)}, "a/CHECK/106"},
+		{"failure without a code", []Entry{{Verb: "ADD", Pod: "a", Msg: "boom"}, e("a", "DEL", 0)}, "a/ADD/0 a/DEL/0"},
 		{"empty", nil, ""},
 	}
 	for _, tt := range tests {
