@@ -17,6 +17,7 @@ import (
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/plugins/pkg/ns"
+	"golang.org/x/sys/unix"
 
 	"github.com/rdma-chain/rdma-chain/internal/netnstest"
 	"github.com/rdma-chain/rdma-chain/internal/testenv"
@@ -101,6 +102,13 @@ type crashPod struct {
 
 func (n *crashNode) newPod(name string) *crashPod {
 	pns := netnstest.NewNS(n.t)
+	// The kernel flushes a netns' pnet table with the netns: so does the
+	// fake's, or a later netns reusing the inode would inherit it.
+	var st unix.Stat_t
+	if err := unix.Stat(pns.Path(), &st); err != nil {
+		n.t.Fatal(err)
+	}
+	n.t.Cleanup(func() { _ = os.Remove(filepath.Join(n.fakeDir, "pnet", fmt.Sprintf("%d.json", st.Ino))) })
 	return &crashPod{ns: pns, rt: &libcni.RuntimeConf{ContainerID: "ctr-" + name, NetNS: pns.Path(), IfName: "eth0",
 		Args: [][2]string{{"IgnoreUnknown", "1"}, {"K8S_POD_NAMESPACE", "default"}, {"K8S_POD_NAME", name}}}}
 }

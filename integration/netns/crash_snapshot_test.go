@@ -21,7 +21,7 @@ import (
 // node netns (names, kinds, MTUs, MACs, aliases, up state, addresses, the
 // routes through them in every table), the links of the pod netns, the IPAM
 // leases, the plugin's records, quarantine and temp files, and the fake RDMA
-// subsystem's moved devices.
+// subsystem's moved devices and pnet tables.
 type nodeSnapshot struct {
 	Node  []string
 	Pod   []string
@@ -38,7 +38,7 @@ func (n *crashNode) snapshot(p *crashPod) nodeSnapshot {
 	if err = p.ns.Do(func(ns.NetNS) (err error) { s.Pod, err = linkState(false); return err }); err != nil {
 		n.t.Fatalf("pod links: %v", err)
 	}
-	for _, root := range []string{n.dataDir, n.ipamDir, filepath.Join(n.fakeDir, "moved")} {
+	for _, root := range []string{n.dataDir, n.ipamDir, filepath.Join(n.fakeDir, "moved"), filepath.Join(n.fakeDir, "pnet")} {
 		files, err := fileState(root)
 		if err != nil {
 			n.t.Fatalf("files under %s: %v", root, err)

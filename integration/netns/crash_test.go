@@ -71,6 +71,10 @@ type crashScenario struct {
 var crashScenarios = []crashScenario{
 	{name: "shared-macvlan", mode: "shared", entry: map[string]any{"sharedLink": map[string]string{"type": "macvlan"}}, must: []string{"child"}},
 	{name: "shared-macvlan-ipam", mode: "shared", entry: map[string]any{"sharedLink": map[string]string{"type": "macvlan"}}, ipam: true, must: []string{"child", "ipam"}},
+	{name: "shared-macvlan-smc", mode: "shared", entry: map[string]any{"sharedLink": map[string]string{"type": "macvlan"},
+		"smcr":          map[string]string{"onUnsupported": "fail"},
+		"runtimeConfig": map[string]any{"io.kubernetes.cri.pod-annotations": map[string]string{"network.alibabacloud.com/erdma-smcr": "true"}}},
+		must: []string{"child", "smc"}},
 	{name: "exclusive", mode: "exclusive", must: []string{"netdev", "rdma"}},
 	{name: "exclusive-ipam", mode: "exclusive", ipam: true, must: []string{"netdev", "rdma", "ipam"}},
 }

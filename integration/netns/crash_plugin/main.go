@@ -7,7 +7,8 @@
 // RDMA_CHAIN_FAKE_RDMA names a folder holding config.json
 // ({"mode":"shared"|"exclusive","devices":[{"name":…,"netdev":…}]}); a device
 // moved into a pod netns is the file moved/<name> holding that netns' inode,
-// so a device left in a pod is visible to the tests as a file.
+// so a device left in a pod is visible to the tests as a file. The SMC-R
+// pnet tables are files likewise (smc.go).
 package main
 
 import (
@@ -34,7 +35,9 @@ func init() {
 
 func main() {
 	env := chain.KernelEnv()
-	env.RDMA = fakeRDMA{dir: os.Getenv("RDMA_CHAIN_FAKE_RDMA")}
+	dir := os.Getenv("RDMA_CHAIN_FAKE_RDMA")
+	env.RDMA = fakeRDMA{dir: dir}
+	env.SMC = fakeSMC{SMC: env.SMC, dir: dir}
 	os.Exit(chain.Main(chain.New(env), "rdma-chain crash-test build (fake RDMA subsystem)"))
 }
 
