@@ -1,0 +1,138 @@
+#!/bin/sh
+# ops: the operator commands on a shared-mode node with soft-RoCE and SMC.
+# validate and install on the scenario's conflist; a pod with SMC-R (ipvlan
+# child with IPv6 from host-local, pnet entries), a pod whose ADD fails
+# (deviceID naming no offered device, code 103), a third pod; `inspect` and
+# `inspect --netns` show them (their output is printed as RC-INFO lines);
+# the third pod's netns is deleted behind the plugin's back and
+# `reconcile --once` without CRI releases its attachment (record and IPv6
+# lease) and keeps the others.
+. /scenarios/lib.sh
+
+UEID=RDMACHAIN-OPS
+NETDIR=/etc/cni/net.d-ops
+DATADIR=/run/rdma-chain-ops
+V6IPAM=/run/ipam-ops-rdma
+ANN_TRUE='{"io.kubernetes.cri.pod-annotations":{"network.alibabacloud.com/erdma-smcr":"true"}}'
+BAD_DEVICE='{"deviceID":"mlx5_9"}'
+
+check setup-rxe setup_rxe
+check smc-module test -d /sys/module/smc
+
+mkdir -p $NETDIR
+cat >$NETDIR/rdmanet.conflist <<CONF
+{"cniVersion":"1.0.0","name":"rdmanet","plugins":[
+ {"type":"ptp","ipMasq":false,"ipam":{"type":"host-local","ranges":[[{"subnet":"10.98.0.0/24"}]],"dataDir":"/run/ipam-ops"}},
+ {"type":"rdma-chain","mode":"shared","devices":["rxe0"],"podSelection":"all","dataDir":"$DATADIR",
+  "sharedLink":{"type":"ipvlan"},"smcr":{"ueid":"$UEID"},
+  "ipam":{"type":"host-local","ranges":[[{"subnet":"fd00:78::/64"}]],"dataDir":"$V6IPAM"},
+  "capabilities":{"io.kubernetes.cri.pod-annotations":true,"deviceID":true}}
+]}
+CONF
+info "conflist: $(tr -d '\n' <$NETDIR/rdmanet.conflist)"
+
+# print_info LABEL CMD...: run CMD, print every output line as RC-INFO, keep
+# the output in $OUT and the status in $RC.
+print_info() {
+	_label=$1
+	shift
+	OUT=$("$@" 2>&1)
+	RC=$?
+	info "$_label: \$ $* (exit $RC)"
+	echo "$OUT" | while IFS= read -r _l; do info "$_label: $_l"; done
+}
+# has TEXT: $OUT contains TEXT
+has() { case "$OUT" in *"$1"*) return 0 ;; *) return 1 ;; esac; }
+# expect NAME TEXT...: $OUT contains every TEXT
+expect() {
+	_n=$1
+	shift
+	step "$_n"
+	for _t in "$@"; do
+		has "$_t" || { fail "output lacks '$_t'"; return; }
+	done
+	pass
+}
+
+# validate and install
+print_info validate rdma-chain validate $NETDIR/rdmanet.conflist --cni-bin-dir /opt/cni/bin
+check validate-ok test "$RC" = 0
+printf '{"cniVersion":"1.0.0","name":"n","plugins":[\n  {"type":"ptp"}\n]}\n' >/tmp/ops-install.conflist
+SET='{"mode":"shared","sharedLink":{"type":"none"}}'
+print_info install rdma-chain install --conflist /tmp/ops-install.conflist --after ptp --set "$SET"
+expect install-inserted "rdma-chain entry inserted"
+print_info install-again rdma-chain install --conflist /tmp/ops-install.conflist --after ptp --set "$SET"
+expect install-idempotent "unchanged"
+print_info validate-installed rdma-chain validate /tmp/ops-install.conflist
+check validate-installed test "$RC" = 0
+printf '{"cniVersion":"1.0.0","name":"n","plugins":[{"type":"ptp"},{"type":"rdma-chain","Mode":"shared"}]}\n' >/tmp/ops-bad.conflist
+print_info validate-bad rdma-chain validate /tmp/ops-bad.conflist
+expect validate-bad-key '/tmp/ops-bad.conflist:1:81: unknown key "Mode": did you mean "mode"?'
+
+# pods
+# addpod POD CAP_ARGS|"": a netns and cnicall ADD
+addpod() {
+	ip netns add $1
+	if [ -n "$2" ]; then export CAP_ARGS="$2"; else unset CAP_ARGS; fi
+	cni cnicall add $1
+	unset CAP_ARGS
+}
+addpod ops-smc "$ANN_TRUE"
+expect_ok add-ops-smc
+SMC_V6=$(result_ip fd00:78:)
+info "ops-smc rdma0 $SMC_V6"
+addpod ops-fail "$BAD_DEVICE"
+expect_code add-ops-fail 103 mlx5_9
+addpod ops-stale ""
+expect_ok add-ops-stale
+STALE_V6=$(result_ip fd00:78:)
+info "ops-stale rdma0 $STALE_V6"
+check stale-lease test -f "$V6IPAM/rdmanet/$STALE_V6"
+
+print_info inspect rdma-chain inspect --data-dir $DATADIR
+expect inspect-node "RDMA netns mode: shared" "  rxe0  driver rdma_rxe  netdev veth0  netns host  port 1 ACTIVE" \
+	"SMC: available; UEIDs: $UEID" " ib rxe0 port 1"
+expect inspect-smc-pod "pod default/ops-smc  shared  netns /var/run/netns/ops-smc" \
+	"link rxe0 ipvlan as rdma0 (host veth0) ips fd00:78:" "SMC-R pnetid "
+expect inspect-failure "  default/ops-fail  ADD  code 103  at " "mlx5_9"
+step inspect-all-healthy
+if has PROBLEM || [ "$RC" != 0 ]; then fail "exit $RC"; else pass; fi
+
+step gid-ops-smc # rxe adds the child's GID on a netdev event
+if wait_until 20 gid_row "$(expand6 "$SMC_V6")" rdma0; then pass; else fail "no GID for $SMC_V6 on rdma0"; fi
+print_info inspect-netns rdma-chain inspect --data-dir $DATADIR --netns /var/run/netns/ops-smc
+expect inspect-netns "Netns /var/run/netns/ops-smc:" "  rdma0 ipvlan up" "[RDMA]" "    GID rxe0 port 1 index " \
+	"RoCE v2" " eth eth0" "  net.smc:" "SMC fallbacks to TCP:"
+
+print_info inspect-json rdma-chain inspect --data-dir $DATADIR --json
+expect inspect-json '"mode": "shared"' '"healthy": true' '"lastFailures": [' '"code": 103'
+
+# The stale pod: its netns goes behind the plugin's back.
+ip netns del ops-stale
+print_info inspect-stale rdma-chain inspect --data-dir $DATADIR
+expect inspect-stale "PROBLEM: netns /var/run/netns/ops-stale is gone"
+check inspect-stale-exit test "$RC" = 1
+
+N0=$(state_count)
+print_info reconcile rdma-chain reconcile --conflist $NETDIR/rdmanet.conflist --cni-bin-dir /opt/cni/bin --once
+expect reconcile-released "reconcile: released rdmanet/" \
+	"(pod default/ops-stale, shared, ipvlan rxe0 as rdma0): netns /var/run/netns/ops-stale is gone" \
+	"reconcile: 1 released, 1 kept, 0 problems (liveness: netns)"
+check reconcile-exit test "$RC" = 0
+check reconcile-record-gone test "$(state_count)" = $((N0 - 1))
+check reconcile-lease-gone test ! -e "$V6IPAM/rdmanet/$STALE_V6"
+check reconcile-kept-pod has_rdma0 ops-smc
+print_info reconcile-again rdma-chain reconcile --conflist $NETDIR/rdmanet.conflist --cni-bin-dir /opt/cni/bin --once
+expect reconcile-idempotent "reconcile: 0 released, 1 kept, 0 problems"
+
+print_info inspect-after rdma-chain inspect --data-dir $DATADIR
+step inspect-after-healthy
+if has PROBLEM || [ "$RC" != 0 ]; then fail "exit $RC"; else pass; fi
+
+for p in ops-smc ops-fail; do
+	cni cnitool del $p
+	expect_ok del-$p
+	ip netns del $p
+done
+check no-records-left test "$(state_count)" = 0
+exit 0
