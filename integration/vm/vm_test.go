@@ -3,7 +3,11 @@
 // Package vm is the VM test tier: it boots Debian kernels (6.1 and 6.12)
 // under qemu (TCG) with soft-RoCE, runs the guest scenarios under
 // integration/vm/scenarios through the real chain (cnitool, ptp, host-local,
-// rdma-chain) and turns the guest's marker lines into test results.
+// rdma-chain) and turns the guest's marker lines into test results. The
+// exclusive-rdma scenario boots with a second NIC and the simrdma test
+// module (integration/vm/simrdma, built by prepare.sh against Debian's
+// linux-headers), a movable RDMA device; without that module the scenario is
+// unavailable, which fails under CI=true.
 //
 //	scripts/vm/prepare.sh                      # once; cached in .cache/vm
 //	go test -tags vm -v ./integration/vm/

@@ -79,6 +79,23 @@ if wait_until 10 sh -c "sh /run/sim_gids | grep -q '^$V6GID eth0 RoCE v2' && sh 
 else
 	fail "simrdma0 GIDs lack the NIC's addresses: $(sim_gids | tr '\n' ';')"
 fi
+# settled: no tentative IPv6 address on eth0 (the kernel adds the local
+# route of an address when its DAD ends)
+settled() { wait_until 10 sh -c "! /usr/sbin/ip -6 addr show dev eth0 | grep -q tentative"; }
+# refund_order: after a pod netns with the device and the NIC is deleted,
+# which of the two the kernel gave back to init_net first (polled)
+refund_order() {
+	_i=0 _d= _m=
+	while [ $_i -lt 200 ] && { [ -z "$_d" ] || [ -z "$_m" ]; }; do
+		[ -z "$_d" ] && rdma dev | grep -q ': simrdma0:' && _d=$_i
+		[ -z "$_m" ] && ip -o link | grep -q "link/ether $MAC" && _m=$_i
+		sleep 0.05
+		_i=$((_i + 1))
+	done
+	echo "device back after ${_d:-never} polls, NIC after ${_m:-never} polls (50 ms each)"
+	[ -n "$_d" ] && [ -n "$_m" ]
+}
+check nic-settled settled
 BASE_NIC=$(nic_view eth0)
 BASE_GIDS=$(sim_gids)
 MAC=$(cat /sys/class/net/eth0/address)
@@ -91,6 +108,7 @@ info "simrdma0 GIDs before any pod: $(echo "$BASE_GIDS" | tr '\n' ';')"
 host_restored() {
 	_hr=$1
 	step $_hr-nic-restored
+	settled
 	_v=$(nic_view eth0)
 	if [ "$_v" = "$BASE_NIC" ]; then pass; else fail "eth0 differs from before: $(delta "$BASE_NIC" "$_v")"; fi
 	check $_hr-device-in-init-net sh -c "/usr/sbin/rdma dev | grep -q ': simrdma0:'"
@@ -192,10 +210,9 @@ for V in 0.4.0 1.0.0; do
 	expect_ok gone-netns-add
 	ip link add rdma0 type dummy
 	ip netns del pod2
-	step gone-netns-kernel-refunds-device
-	if wait_until 20 sh -c "/usr/sbin/rdma dev | grep -q ': simrdma0:'"; then pass; else fail "simrdma0 not back: $(rdma dev)"; fi
-	step gone-netns-kernel-refunds-nic
-	if wait_until 20 sh -c "/usr/sbin/ip -o link | grep -q 'link/ether $MAC'"; then pass; else fail "NIC $MAC not back: $(ip -o link)"; fi
+	step gone-netns-kernel-refunds-device-and-nic
+	if o=$(refund_order); then pass; else fail "$o; rdma dev: $(rdma dev); ip link: $(ip -o link)"; fi
+	info "gone-netns: $o"
 	info "gone-netns: the kernel returned the NIC as '$(ip -o link | grep "link/ether $MAC" | sed 's/^[0-9]*: \([^:]*\):.*/\1/')' (rdma0 taken in init_net); rdma link: $(rdma link | tr '\n' ';')"
 	ip link del rdma0
 	cni cnicall del pod2
@@ -210,7 +227,7 @@ for V in 0.4.0 1.0.0; do
 	REC_A=$(state_files)
 	ip netns del poda
 	[ "$V" = 1.0.0 ] && ip netns add poda
-	wait_until 20 sh -c "/usr/sbin/rdma dev | grep -q ': simrdma0:'"
+	info "stranded: poda's netns $([ "$V" = 1.0.0 ] && echo 'replaced by a new netns at the same path' || echo 'path gone'); $(refund_order)"
 	views stranded-before-B
 	add podb
 	expect_ok stranded-add-B-reclaims
@@ -255,11 +272,14 @@ for V in 0.4.0 1.0.0; do
 	gone pod5
 	# the IPAM plugin does not even exist (its DEL fails too)
 	write_conflist "$NETDIR" "$V" "$BASE,\"ipam\":{\"type\":\"no-such-ipam\"}"
-	add pod5
+	add pod9
 	expect_code failed-ipam-missing-107 107
 	host_restored failed-ipam-missing
-	gone pod5
-	rm -rf "$DATADIR/attachments"/* # a record left by that ADD would hold the device
+	cni cnicall del pod9
+	info "failed-ipam-missing: DEL with the same conf -> exit $CNI_RC code $(cni_code)"
+	# a record left behind would hold the device: DEL with a working IPAM
+	write_conflist "$NETDIR" "$V" "$BASE,$IPAM"
+	gone pod9
 
 	# ---- failed ADD after the move: rdma0 taken in the pod ----
 	write_conflist "$NETDIR" "$V" "$BASE,$IPAM"
@@ -281,26 +301,34 @@ for V in 0.4.0 1.0.0; do
 	check shared-pod-has-no-rdma0 sh -c "! /usr/sbin/ip -n pod7 link show rdma0 >/dev/null 2>&1"
 	gone pod7
 
-	# ---- SMC: an annotated pod in exclusive mode (measured, then checked) ----
+	# ---- SMC with the RDMA device in a pod netns ----
+	# (a) the kernel alone: a pod without the annotation holds the device;
+	# raw SMC_PNETID_ADDs in init_net and in the pod, then the dumps.
+	M=M${V%%.*}X
 	write_conflist "$NETDIR" "$V" "$BASE,$IPAM,\"capabilities\":{\"io.kubernetes.cri.pod-annotations\":true}"
+	add pod8
+	expect_ok smc-raw-add
+	info "smc-raw: SMC-R devices seen from init_net [$(smcctl devices 2>&1 | tr '\n' ';')] from pod8 [$(smcctl devices /var/run/netns/pod8 2>&1 | tr '\n' ';')]"
+	info "smc-raw: init_net ADD{$M ib=simrdma0 port 1} (device in pod8) -> $(smcctl pnet-add - $M ib=simrdma0:1 2>&1)"
+	info "smc-raw: pod8 ADD{$M eth=rdma0} -> $(smcctl pnet-add /var/run/netns/pod8 $M eth=rdma0 2>&1)"
+	info "smc-raw: pod8 ADD{${M}P ib=simrdma0 port 1} -> $(smcctl pnet-add /var/run/netns/pod8 ${M}P ib=simrdma0:1 2>&1)"
+	info "smc-raw: pnet init_net [$(smcctl pnet 2>&1 | tr '\n' ';')] pod8 [$(smcctl pnet /var/run/netns/pod8 2>&1 | tr '\n' ';')]; devices [$(smcctl devices /var/run/netns/pod8 2>&1 | tr '\n' ';')]"
+	info "smc-raw: deletes init_net $(smcctl pnet-del - $M 2>&1) pod8 $(smcctl pnet-del /var/run/netns/pod8 $M 2>&1)"
+	gone pod8
+	expect_ok smc-raw-del
+	# (b) the plugin with an annotated pod
 	info "smc: before ADD: devices [$(smcctl devices 2>&1 | tr '\n' ';')] init_net pnet [$(smcctl pnet 2>&1 | tr '\n' ';')]"
 	ip netns add pod8
 	export CAP_ARGS='{"io.kubernetes.cri.pod-annotations":{"network.alibabacloud.com/erdma-smcr":"true"}}'
 	cni cnicall add pod8
 	unset CAP_ARGS
 	expect_ok smc-add
-	info "smc: plugin ADD of annotated pod8 -> exit $CNI_RC; log: $(echo "$CNI_OUT" | grep -i smc | tr '\n' ';' | cut -c1-600)"
-	info "smc: device in pod8: devices from init_net [$(smcctl devices 2>&1 | tr '\n' ';')] from pod8 [$(smcctl devices /var/run/netns/pod8 2>&1 | tr '\n' ';')]"
-	info "smc: after plugin ADD: init_net pnet [$(smcctl pnet 2>&1 | tr '\n' ';')] pod8 pnet [$(smcctl pnet /var/run/netns/pod8 2>&1 | tr '\n' ';')]"
-	# Raw kernel answers, independent of the plugin.
-	info "smc: raw init_net ADD{MEAS$V, ib=simrdma0:1} -> $(smcctl pnet-add - MEAS${V%%.*}X ib=simrdma0:1 2>&1)"
-	info "smc: raw pod8 ADD{MEAS$V, eth=rdma0} -> $(smcctl pnet-add /var/run/netns/pod8 MEAS${V%%.*}X eth=rdma0 2>&1)"
-	info "smc: raw pod8 ADD{PODIB$V, ib=simrdma0:1} -> $(smcctl pnet-add /var/run/netns/pod8 PODIB${V%%.*}X ib=simrdma0:1 2>&1)"
-	info "smc: after raw adds: init_net pnet [$(smcctl pnet 2>&1 | tr '\n' ';')] pod8 pnet [$(smcctl pnet /var/run/netns/pod8 2>&1 | tr '\n' ';')] devices [$(smcctl devices 2>&1 | tr '\n' ';')]"
-	info "smc: raw deletes: init_net $(smcctl pnet-del - MEAS${V%%.*}X 2>&1), pod8 $(smcctl pnet-del /var/run/netns/pod8 MEAS${V%%.*}X 2>&1) $(smcctl pnet-del /var/run/netns/pod8 PODIB${V%%.*}X 2>&1)"
+	info "smc: annotated pod8 ADD -> exit $CNI_RC; SMC log lines: $(echo "$CNI_OUT" | grep -i smc | tr '\n' ';' | cut -c1-500)"
+	info "smc: pnet init_net [$(smcctl pnet 2>&1 | tr '\n' ';')] pod8 [$(smcctl pnet /var/run/netns/pod8 2>&1 | tr '\n' ';')]; devices from pod8 [$(smcctl devices /var/run/netns/pod8 2>&1 | tr '\n' ';')]"
 	cni cnicall del pod8
 	expect_ok smc-del
-	info "smc: after DEL: init_net pnet [$(smcctl pnet 2>&1 | tr '\n' ';')] devices [$(smcctl devices 2>&1 | tr '\n' ';')]"
+	check smc-del-init-net-pnet-empty no_output smcctl pnet
+	info "smc: after DEL: devices [$(smcctl devices 2>&1 | tr '\n' ';')]"
 	ip netns del pod8
 	host_restored smc
 	rm -rf "$DATADIR"
