@@ -19,16 +19,19 @@ const netName = "rdmanet"
 // cniDirs are the CNI folders the test's containerd uses.
 type cniDirs struct {
 	bin, conf, ipam, state, log, socket string
+	version                             string // the conflist's cniVersion
 }
 
 // setupCNI fills a bin dir with symlinks to ptp, host-local, loopback and
-// rdma-chain and writes the conflist [ptp + host-local, rdma-chain].
-func setupCNI(t *testing.T, dir string) cniDirs {
+// rdma-chain and writes the conflist [ptp + host-local, rdma-chain] at
+// cniVersion with smcr.onUnsupported "warn".
+func setupCNI(t *testing.T, dir, cniVersion string) cniDirs {
 	t.Helper()
 	d := cniDirs{
 		bin: filepath.Join(dir, "cni-bin"), conf: filepath.Join(dir, "net.d"),
 		ipam: filepath.Join(dir, "ipam"), state: filepath.Join(dir, "state"),
 		log: filepath.Join(dir, "rdma-chain.log"), socket: filepath.Join(dir, "kubelet.sock"),
+		version: cniVersion,
 	}
 	for _, p := range []string{d.bin, d.conf} {
 		if err := os.MkdirAll(p, 0o755); err != nil {
@@ -45,15 +48,27 @@ func setupCNI(t *testing.T, dir string) cniDirs {
 	for _, p := range []string{"ptp", "host-local", "loopback"} {
 		symlink(t, testenv.RequireBinary(t, p, tools), filepath.Join(d.bin, p))
 	}
-	writeFile(t, filepath.Join(d.conf, "10-rdmanet.conflist"), d.conflist(t))
+	d.writeConflist(t, "warn")
 	return d
 }
 
-// conflist is the chain at cniVersion 1.0.0.
-func (d cniDirs) conflist(t *testing.T) []byte {
+// writeConflist (re)writes the conflist with smcr.onUnsupported; containerd
+// reloads conf_dir when it changes. Written aside and renamed, so containerd
+// never reads half a file.
+func (d cniDirs) writeConflist(t *testing.T, onUnsupported string) {
+	t.Helper()
+	tmp := filepath.Join(d.conf, ".10-rdmanet.tmp")
+	writeFile(t, tmp, d.conflist(t, onUnsupported))
+	if err := os.Rename(tmp, filepath.Join(d.conf, "10-rdmanet.conflist")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// conflist is the chain at the dirs' cniVersion.
+func (d cniDirs) conflist(t *testing.T, onUnsupported string) []byte {
 	t.Helper()
 	list := map[string]any{
-		"cniVersion": "1.0.0", "name": netName,
+		"cniVersion": d.version, "name": netName,
 		"plugins": []any{
 			map[string]any{"type": "ptp", "ipMasq": false, "ipam": map[string]any{
 				"type": "host-local", "dataDir": d.ipam,
@@ -62,6 +77,7 @@ func (d cniDirs) conflist(t *testing.T) []byte {
 			map[string]any{
 				"type": "rdma-chain", "podSelection": "requested", "resourceNames": []string{"rdma/hca"},
 				"podResourcesSocket": d.socket, "dataDir": d.state, "logFile": d.log, "logLevel": "debug",
+				"smcr":         map[string]string{"onUnsupported": onUnsupported},
 				"capabilities": map[string]bool{"io.kubernetes.cri.pod-annotations": true},
 			},
 		},
@@ -98,7 +114,8 @@ func (d cniDirs) attachments(t *testing.T) []string {
 	return names
 }
 
-// leases lists host-local's lease files (named by IP) holding containerID.
+// leases lists host-local's lease files (named by IP) holding containerID,
+// or all of them for "".
 func (d cniDirs) leases(t *testing.T, containerID string) []string {
 	t.Helper()
 	dir := filepath.Join(d.ipam, netName)
@@ -108,6 +125,9 @@ func (d cniDirs) leases(t *testing.T, containerID string) []string {
 	}
 	var held []string
 	for _, e := range entries {
+		if e.Name() == "lock" || strings.HasPrefix(e.Name(), "last_reserved_ip") {
+			continue
+		}
 		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
 		if err == nil && strings.Contains(string(b), containerID) {
 			held = append(held, e.Name())

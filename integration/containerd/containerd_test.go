@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -15,18 +16,23 @@ import (
 
 // daemon is the containerd child process this test started.
 type daemon struct {
+	rt     runtimeKind
 	cmd    *exec.Cmd
 	dir    string
+	cfg    string
+	netns  string // the netns containerd runs in (ptp's host side lives there)
 	socket string
 	log    string
 	done   chan error
 }
 
-// configTOML is containerd's config v2: its own root, state and sockets under
-// dir, and a CRI plugin that runs runc sandboxes from localhost/pause:test on
-// the native snapshotter with the test's CNI folders. restrict_oom_score_adj
-// is needed because the test machine lacks CAP_SYS_RESOURCE.
-const configTOML = `version = 2
+// configV2 is containerd 1.6's config (version 2): its own root, state and
+// sockets under dir, and a CRI plugin that runs runc sandboxes from
+// localhost/pause:test on the native snapshotter with the test's CNI
+// folders, pod netns mounted under its state dir (so runs in parallel tell
+// their netns apart). restrict_oom_score_adj is needed because the test machine lacks
+// CAP_SYS_RESOURCE.
+const configV2 = `version = 2
 root = "{{dir}}/root"
 state = "{{dir}}/run"
 disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs",
@@ -42,6 +48,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = "localhost/pause:test"
   restrict_oom_score_adj = true
+  netns_mounts_under_state_dir = true
   [plugins."io.containerd.grpc.v1.cri".containerd]
     snapshotter = "native"
     default_runtime_name = "runc"
@@ -53,37 +60,108 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
     max_conf_num = 1
 `
 
-// startContainerd writes the config and starts containerd in a network
-// namespace of its own (loopback up), so ptp's host-side veths and routes
-// land there and not in the machine's netns. Cleanup stops it by its PID.
-func startContainerd(t *testing.T, bin, dir, cniBin, cniConf string) *daemon {
+// configV3 is the same for containerd 2.x (config version 3, where the CRI
+// plugin is split into images and runtime plugins).
+const configV3 = `version = 3
+root = "{{dir}}/root"
+state = "{{dir}}/run"
+disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.devmapper",
+  "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.erofs"]
+
+[grpc]
+  address = "{{dir}}/containerd.sock"
+[ttrpc]
+  address = "{{dir}}/containerd.sock.ttrpc"
+
+[plugins."io.containerd.transfer.v1.local"]
+  [[plugins."io.containerd.transfer.v1.local".unpack_config]]
+    platform = "linux/{{arch}}"
+    snapshotter = "native"
+[plugins."io.containerd.cri.v1.images"]
+  snapshotter = "native"
+  [plugins."io.containerd.cri.v1.images".pinned_images]
+    sandbox = "localhost/pause:test"
+[plugins."io.containerd.cri.v1.runtime"]
+  restrict_oom_score_adj = true
+  netns_mounts_under_state_dir = true
+  [plugins."io.containerd.cri.v1.runtime".containerd]
+    default_runtime_name = "runc"
+    [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      snapshotter = "native"
+  [plugins."io.containerd.cri.v1.runtime".cni]
+    bin_dirs = ["{{bin}}"]
+    conf_dir = "{{conf}}"
+    max_conf_num = 1
+`
+
+// startContainerd writes the config and starts containerd in netns (a
+// network namespace of the test's, loopback up), so ptp's host-side veths
+// and routes land there and not in the machine's netns, and survive a
+// restart. Cleanup stops it by its PID.
+func startContainerd(t *testing.T, rt runtimeKind, dir, netns, cniBin, cniConf string) *daemon {
 	t.Helper()
-	d := &daemon{dir: dir, socket: filepath.Join(dir, "containerd.sock"), log: filepath.Join(dir, "containerd.log")}
-	cfg := strings.NewReplacer("{{dir}}", dir, "{{bin}}", cniBin, "{{conf}}", cniConf).Replace(configTOML)
+	d := &daemon{rt: rt, dir: dir, netns: netns, socket: filepath.Join(dir, "containerd.sock"), log: filepath.Join(dir, "containerd.log")}
+	tmpl := configV2
+	if rt.major >= 2 {
+		tmpl = configV3
+	}
+	cfg := strings.NewReplacer("{{dir}}", dir, "{{bin}}", cniBin, "{{conf}}", cniConf, "{{arch}}", runtime.GOARCH).Replace(tmpl)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	cfgPath := filepath.Join(dir, "config.toml")
-	writeFile(t, cfgPath, []byte(cfg))
-	logf, err := os.Create(d.log)
+	d.cfg = filepath.Join(dir, "config.toml")
+	writeFile(t, d.cfg, []byte(cfg))
+	d.start(t)
+	t.Cleanup(func() { d.stop(t) })
+	return d
+}
+
+// start runs containerd (nsenter and sh exec it, so the PID held is
+// containerd's) with its own binary directory first in PATH, so it finds
+// the shim of its own version.
+func (d *daemon) start(t *testing.T) {
+	t.Helper()
+	logf, err := os.OpenFile(d.log, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer logf.Close()
-	// sh execs containerd, so the PID we hold is containerd's.
-	d.cmd = exec.Command("/bin/sh", "-c", `ip link set lo up && exec "$0" "$@"`, bin, "--config", cfgPath)
+	d.cmd = exec.Command("nsenter", "--net="+d.netns, "--", "/bin/sh", "-c", `ip link set lo up && exec "$0" "$@"`,
+		filepath.Join(d.rt.binDir, "containerd"), "--config", d.cfg)
+	d.cmd.Env = append(os.Environ(), "PATH="+d.rt.binDir+":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
 	d.cmd.Stdout, d.cmd.Stderr = logf, logf
-	d.cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET, Pdeathsig: syscall.SIGKILL}
+	d.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := d.cmd.Start(); err != nil {
 		t.Fatalf("start containerd: %v", err)
 	}
 	d.done = make(chan error, 1)
-	go func() { d.done <- d.cmd.Wait() }()
-	t.Cleanup(func() { d.stop(t) })
+	go func(cmd *exec.Cmd, done chan error) { done <- cmd.Wait() }(d.cmd, d.done)
 	if err := d.waitSocket(30 * time.Second); err != nil {
 		t.Fatalf("%v\n%s", err, d.tail())
 	}
-	return d
+}
+
+// terminate sends SIGTERM to the PID this test started, then SIGKILL after
+// 10s. Shims of running sandboxes stay, as on a containerd restart.
+func (d *daemon) terminate(t *testing.T) {
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-d.done:
+	case <-time.After(10 * time.Second):
+		t.Errorf("containerd (pid %d) ignored SIGTERM: killing it", d.cmd.Process.Pid)
+		_ = d.cmd.Process.Kill()
+		<-d.done
+	}
+	_ = os.Remove(d.socket)
+}
+
+// restart stops containerd by its PID and starts it again on the same
+// state, as an upgrade or a crash-restart does.
+func (d *daemon) restart(t *testing.T) {
+	t.Helper()
+	d.terminate(t)
+	d.start(t)
 }
 
 // waitSocket waits until containerd's grpc socket exists or it exits.
@@ -103,18 +181,11 @@ func (d *daemon) waitSocket(limit time.Duration) error {
 	return fmt.Errorf("containerd socket %s did not appear in %s", d.socket, limit)
 }
 
-// stop sends SIGTERM to the PID this test started, then SIGKILL after 10s,
-// and kills any shim of this containerd left behind (by PID, found by its
-// -address argument, which names this test's socket).
+// stop terminates containerd and kills any shim of this containerd left
+// behind (by PID, found by its -address argument, which names this test's
+// socket): every sandbox should have been removed before.
 func (d *daemon) stop(t *testing.T) {
-	_ = d.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-d.done:
-	case <-time.After(10 * time.Second):
-		t.Errorf("containerd (pid %d) ignored SIGTERM: killing it", d.cmd.Process.Pid)
-		_ = d.cmd.Process.Kill()
-		<-d.done
-	}
+	d.terminate(t)
 	for _, pid := range shimPIDs(d.socket) {
 		t.Errorf("containerd shim pid %d outlived its sandboxes: killing it", pid)
 		_ = syscall.Kill(pid, syscall.SIGKILL)

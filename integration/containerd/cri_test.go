@@ -4,7 +4,10 @@ package containerd
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -17,8 +20,9 @@ const podNamespace = "rdma-e2e"
 
 // cri is a minimal CRI client: the pod sandbox calls kubelet makes.
 type cri struct {
-	conn *grpc.ClientConn
-	rt   runtimeapi.RuntimeServiceClient
+	conn     *grpc.ClientConn
+	rt       runtimeapi.RuntimeServiceClient
+	statuses atomic.Int64 // CRI Status calls made
 }
 
 // dialCRI connects to containerd's CRI service on its grpc socket.
@@ -35,7 +39,7 @@ func dialCRI(socket string) (*cri, error) {
 func (c *cri) waitReady(ctx context.Context) error {
 	var last string
 	for ctx.Err() == nil {
-		resp, err := c.rt.Status(ctx, &runtimeapi.StatusRequest{})
+		resp, err := c.runtimeStatus(ctx, false)
 		if err == nil && ready(resp.GetStatus()) {
 			return nil
 		}
@@ -43,6 +47,41 @@ func (c *cri) waitReady(ctx context.Context) error {
 		time.Sleep(100 * time.Millisecond)
 	}
 	return fmt.Errorf("CRI not ready: %s", last)
+}
+
+// runtimeStatus is CRI Status, as kubelet polls it; verbose adds the info
+// map (containerd puts its loaded CNI config under "cniconfig").
+func (c *cri) runtimeStatus(ctx context.Context, verbose bool) (*runtimeapi.StatusResponse, error) {
+	c.statuses.Add(1)
+	return c.rt.Status(ctx, &runtimeapi.StatusRequest{Verbose: verbose})
+}
+
+// networkCondition is the NetworkReady condition of a CRI Status answer.
+func networkCondition(resp *runtimeapi.StatusResponse) *runtimeapi.RuntimeCondition {
+	for _, c := range resp.GetStatus().GetConditions() {
+		if c.Type == runtimeapi.NetworkReady {
+			return c
+		}
+	}
+	return nil
+}
+
+// waitCNIConfig polls verbose Status until containerd's loaded CNI config
+// contains want (after the conflist was rewritten).
+func (c *cri) waitCNIConfig(ctx context.Context, want string) error {
+	var last string
+	escaped, _ := json.Marshal(want) // the conflist's source is a JSON string there
+	for ctx.Err() == nil {
+		resp, err := c.runtimeStatus(ctx, true)
+		if err == nil {
+			last = resp.GetInfo()["cniconfig"]
+			if strings.Contains(last, want) || strings.Contains(last, strings.Trim(string(escaped), `"`)) {
+				return nil
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("containerd did not load a CNI config containing %q; last: %.300s", want, last)
 }
 
 func ready(s *runtimeapi.RuntimeStatus) bool {
