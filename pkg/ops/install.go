@@ -32,18 +32,18 @@ func runInstall(o IO, args []string) int {
 	}
 	data, st, err := readNoFollow(*path)
 	if err != nil {
-		fmt.Fprintf(o.Stderr, "rdma-chain install: %v\n", err)
+		say(o.Stderr, "rdma-chain install: %v\n", err)
 		return ExitProblems
 	}
 	out, what, err := installEntry(data, *after, []byte(*set))
 	if err != nil {
-		fmt.Fprintf(o.Stderr, "rdma-chain install: %s: %v\n", *path, err)
+		say(o.Stderr, "rdma-chain install: %s: %v\n", *path, err)
 		return ExitProblems
 	}
 	if probs := validateConflist(out, ""); len(probs) > 0 {
-		fmt.Fprintf(o.Stderr, "rdma-chain install: %s: the result would not be valid, nothing written:\n", *path)
+		say(o.Stderr, "rdma-chain install: %s: the result would not be valid, nothing written:\n", *path)
 		for _, p := range probs {
-			fmt.Fprintln(o.Stderr, formatProblem(*path+" (result)", out, p))
+			sayln(o.Stderr, formatProblem(*path+" (result)", out, p))
 		}
 		return ExitProblems
 	}
@@ -52,14 +52,14 @@ func runInstall(o IO, args []string) int {
 		_, _ = o.Stdout.Write(out)
 		return ExitOK
 	case what == "":
-		fmt.Fprintf(o.Stdout, "%s: unchanged\n", *path)
+		say(o.Stdout, "%s: unchanged\n", *path)
 		return ExitOK
 	}
 	if err := writeFileAtomic(*path, out, st); err != nil {
-		fmt.Fprintf(o.Stderr, "rdma-chain install: %v\n", err)
+		say(o.Stderr, "rdma-chain install: %v\n", err)
 		return ExitProblems
 	}
-	fmt.Fprintf(o.Stdout, "%s: %s\n", *path, what)
+	say(o.Stdout, "%s: %s\n", *path, what)
 	return ExitOK
 }
 
@@ -191,8 +191,11 @@ func parseSet(set []byte) (*jnode, error) {
 		return &jnode{kind: '{'}, nil
 	}
 	n, err := parseJSON(set)
-	if err != nil || n.kind != '{' {
-		return nil, fmt.Errorf("--set must be a JSON object: %v", err)
+	if err != nil {
+		return nil, fmt.Errorf("--set must be a JSON object: %w", err)
+	}
+	if n.kind != '{' {
+		return nil, errors.New("--set must be a JSON object")
 	}
 	if t, _ := n.get("type"); t != nil && t.str != pluginType {
 		return nil, errors.New(`--set cannot change "type"`)

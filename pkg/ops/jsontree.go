@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"strconv"
 	"strings"
@@ -191,5 +190,5 @@ func describe(data []byte, n *jnode) string {
 	if len(s) > 40 {
 		s = s[:37] + "..."
 	}
-	return fmt.Sprintf("%s", s)
+	return s
 }

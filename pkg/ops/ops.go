@@ -50,7 +50,7 @@ func Main(args []string, version string, o IO) int {
 		usage(o.Stdout, version)
 		return ExitOK
 	case "--version", "version":
-		fmt.Fprintln(o.Stdout, "rdma-chain", version)
+		sayln(o.Stdout, "rdma-chain", version)
 		return ExitOK
 	}
 	for _, c := range commands() {
@@ -58,21 +58,21 @@ func Main(args []string, version string, o IO) int {
 			return c.run(o, args[1:])
 		}
 	}
-	fmt.Fprintf(o.Stderr, "rdma-chain: unknown command %q\n\n", args[0])
+	say(o.Stderr, "rdma-chain: unknown command %q\n\n", args[0])
 	usage(o.Stderr, version)
 	return ExitUsage
 }
 
 func usage(w io.Writer, version string) {
-	fmt.Fprintf(w, "rdma-chain %s: a chained CNI plugin that gives Kubernetes pods RDMA.\n\n", version)
-	fmt.Fprintln(w, "Run by the container runtime with CNI_COMMAND set, it serves the CNI verbs.")
-	fmt.Fprintln(w, "Run without CNI_COMMAND, it offers these commands:")
-	fmt.Fprintln(w)
+	say(w, "rdma-chain %s: a chained CNI plugin that gives Kubernetes pods RDMA.\n\n", version)
+	sayln(w, "Run by the container runtime with CNI_COMMAND set, it serves the CNI verbs.")
+	sayln(w, "Run without CNI_COMMAND, it offers these commands:")
+	sayln(w)
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
+		say(w, "  %-10s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintln(w, "\nrdma-chain COMMAND --help shows a command's options.")
-	fmt.Fprintln(w, "Exit codes: 0 ok, 1 problems found, 2 usage error.")
+	sayln(w, "\nrdma-chain COMMAND --help shows a command's options.")
+	sayln(w, "Exit codes: 0 ok, 1 problems found, 2 usage error.")
 }
 
 // newFlags returns a flag set for the command whose --help prints to
@@ -83,7 +83,7 @@ func newFlags(o IO, name string) *flag.FlagSet {
 	for _, c := range commands() {
 		if c.name == name {
 			fs.Usage = func() {
-				fmt.Fprintf(fs.Output(), "usage: rdma-chain %s %s\n\n%s.\n\nOptions:\n", c.name, c.args, c.summary)
+				say(fs.Output(), "usage: rdma-chain %s %s\n\n%s.\n\nOptions:\n", c.name, c.args, c.summary)
 				fs.PrintDefaults()
 			}
 		}
@@ -133,7 +133,7 @@ func parseHelp(o IO, fs *flag.FlagSet, args []string) error {
 
 // usageError prints msg and the command's usage to stderr.
 func usageError(fs *flag.FlagSet, format string, args ...any) int {
-	fmt.Fprintf(fs.Output(), "rdma-chain %s: %s\n", fs.Name(), fmt.Sprintf(format, args...))
+	say(fs.Output(), "rdma-chain %s: %s\n", fs.Name(), fmt.Sprintf(format, args...))
 	fs.Usage()
 	return ExitUsage
 }
@@ -143,3 +143,9 @@ type stringList []string
 
 func (s *stringList) String() string     { return strings.Join(*s, ",") }
 func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
+
+// say and sayln print a command's output; a failed write to stdout or
+// stderr is not something a command can report anywhere.
+func say(w io.Writer, format string, args ...any) { _, _ = fmt.Fprintf(w, format, args...) }
+
+func sayln(w io.Writer, args ...any) { _, _ = fmt.Fprintln(w, args...) }

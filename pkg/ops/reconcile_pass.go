@@ -16,7 +16,7 @@ import (
 func (r *reconciler) pass(ctx context.Context) int {
 	live, err := r.liveSandboxes(ctx)
 	if err != nil {
-		fmt.Fprintf(r.out, "reconcile: %v: nothing released\n", err)
+		say(r.out, "reconcile: %v: nothing released\n", err)
 		return 1
 	}
 	problems, released, kept := 0, 0, 0
@@ -25,7 +25,7 @@ func (r *reconciler) pass(ctx context.Context) int {
 		// DEL takes the node lock before it releases anything.
 		recs, err := state.New(n.dataDir).List()
 		if err != nil {
-			fmt.Fprintf(r.out, "reconcile: %s: %v\n", n.dataDir, err)
+			say(r.out, "reconcile: %s: %v\n", n.dataDir, err)
 			problems++
 		}
 		for _, rec := range recs {
@@ -45,7 +45,7 @@ func (r *reconciler) pass(ctx context.Context) int {
 			}
 		}
 	}
-	fmt.Fprintf(r.out, "reconcile: %d released, %d kept, %d problems (liveness: %s)\n", released, kept, problems, r.liveness())
+	say(r.out, "reconcile: %d released, %d kept, %d problems (liveness: %s)\n", released, kept, problems, r.liveness())
 	return problems
 }
 
@@ -83,18 +83,18 @@ func (r *reconciler) stale(rec *state.Record, live map[string]bool) (string, int
 			return "", 0
 		}
 		if age := r.now().Sub(rec.CreatedAt); age < r.minAge {
-			fmt.Fprintf(r.out, "reconcile: keeping %s: not listed by CRI but only %s old\n", describeRec(rec), age.Round(time.Second))
+			say(r.out, "reconcile: keeping %s: not listed by CRI but only %s old\n", describeRec(rec), age.Round(time.Second))
 			return "", 0
 		}
 		return "sandbox not listed by CRI", 0
 	}
 	if rec.NetNS == "" {
-		fmt.Fprintf(r.out, "reconcile: keeping %s: no netns recorded, liveness unknown without --cri-socket\n", describeRec(rec))
+		say(r.out, "reconcile: keeping %s: no netns recorded, liveness unknown without --cri-socket\n", describeRec(rec))
 		return "", 1
 	}
 	gone, err := r.netnsGone(rec.NetNS)
 	if err != nil {
-		fmt.Fprintf(r.out, "reconcile: keeping %s: %v\n", describeRec(rec), err)
+		say(r.out, "reconcile: keeping %s: %v\n", describeRec(rec), err)
 		return "", 1
 	}
 	if gone {
@@ -115,10 +115,10 @@ func (r *reconciler) release(n network, rec *state.Record, why string) bool {
 		StdinData:   n.stdin,
 	})
 	if err != nil {
-		fmt.Fprintf(r.out, "reconcile: FAILED to release %s (%s): %v\n", describeRec(rec), why, err)
+		say(r.out, "reconcile: FAILED to release %s (%s): %v\n", describeRec(rec), why, err)
 		return false
 	}
-	fmt.Fprintf(r.out, "reconcile: released %s: %s\n", describeRec(rec), why)
+	say(r.out, "reconcile: released %s: %s\n", describeRec(rec), why)
 	return true
 }
 

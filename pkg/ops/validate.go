@@ -46,13 +46,13 @@ func runValidate(o IO, args []string) int {
 	for _, name := range files {
 		data, err := os.ReadFile(name)
 		if err != nil {
-			fmt.Fprintf(o.Stdout, "%s: %v\n", name, err)
+			say(o.Stdout, "%s: %v\n", name, err)
 			bad++
 			continue
 		}
 		probs := validateConflist(data, *binDir)
 		for _, p := range probs {
-			fmt.Fprintln(o.Stdout, formatProblem(name, data, p))
+			sayln(o.Stdout, formatProblem(name, data, p))
 		}
 		bad += len(probs)
 	}
