@@ -151,8 +151,9 @@ func treeOf(t *testing.T, root string) []string {
 	return out
 }
 
-// netnsState reads the links, addresses and routes (all tables) of the
-// calling thread's netns.
+// netnsState reads the links, global addresses and the routes not made by
+// the kernel (all tables) of the calling thread's netns; link-local
+// addresses and kernel routes appear on their own after a link comes up.
 func netnsState() (any, error) {
 	links, err := netlink.LinkList()
 	if err != nil {
@@ -167,7 +168,9 @@ func netnsState() (any, error) {
 			return nil, err
 		}
 		for _, ad := range addrs {
-			out = append(out, fmt.Sprintf("addr %s %s", a.Name, ad.IPNet))
+			if ad.Scope == int(netlink.SCOPE_UNIVERSE) {
+				out = append(out, fmt.Sprintf("addr %s %s", a.Name, ad.IPNet))
+			}
 		}
 	}
 	routes, err := netlink.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_TABLE)
@@ -175,6 +178,9 @@ func netnsState() (any, error) {
 		return nil, err
 	}
 	for _, r := range routes {
+		if r.Protocol == unix.RTPROT_KERNEL || r.Table == unix.RT_TABLE_LOCAL {
+			continue // follows the addresses, on the kernel's own schedule
+		}
 		out = append(out, fmt.Sprintf("route %s via %s dev %d table %d metric %d", r.Dst, r.Gw, r.LinkIndex, r.Table, r.Priority))
 	}
 	sort.Strings(out)
