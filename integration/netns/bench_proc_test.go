@@ -3,12 +3,16 @@
 package netns
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/containernetworking/plugins/pkg/ns"
 
@@ -77,6 +81,10 @@ func BenchmarkProcess(b *testing.B) {
 			baseName: "tuning", base: ms(tuV, cpuMS), maxRatio: 1.0, target: "<= 1.0x"})
 		report(b, row{measure: "start-up wall (VERSION), rdma-chain", unit: "ms", v: ms(rcV, wallMS),
 			baseName: "tuning", base: ms(tuV, wallMS)})
+		inits := func(bin string) func() (sample, error) { return func() (sample, error) { return initSum(bin) } }
+		rcI, tuI := paired(b, n/2, inits(rc), inits(tuning))
+		report(b, row{measure: "package init (inittrace sum), rdma-chain", unit: "ms", v: ms(rcI, wallMS),
+			baseName: "tuning", base: ms(tuI, wallMS), maxAbs: 2.0, target: "<= 2 ms", remark: "GODEBUG=inittrace=1, VERSION"})
 		status := func() (sample, error) { return runProc(cniCmd(rc, "STATUS", p.conf("rdma-chain", false))) }
 		rcS, tuV2 := paired(b, n, status, version(tuning))
 		report(b, row{measure: "STATUS CPU (kubelet probe), rdma-chain", unit: "ms", v: ms(rcS, cpuMS),
@@ -99,9 +107,9 @@ func BenchmarkProcess(b *testing.B) {
 			}
 		}
 		rcR, tuR := paired(b, 10, peak(rc, "rdma-chain"), peak(tuning, "tuning"))
-		report(b, row{measure: "peak RSS of one ADD, rdma-chain", unit: "MB", v: ms(rcR, rssMB),
+		report(b, row{measure: "peak RSS of one ADD, rdma-chain", unit: "MiB", v: ms(rcR, rssMB),
 			baseName: "tuning ADD", base: ms(tuR, rssMB)})
-		report(b, row{measure: "binary size, rdma-chain", unit: "MB", v: []float64{fileMB(b, rc)},
+		report(b, row{measure: "binary size, rdma-chain", unit: "MiB", v: []float64{fileMB(b, rc)},
 			baseName: "tuning", base: []float64{fileMB(b, tuning)}})
 	}
 }
@@ -127,6 +135,33 @@ func peakRSS(b *testing.B, cmd *exec.Cmd) (sample, error) {
 		_, err = fmt.Sscan(string(raw), &s.maxRSSKB)
 	}
 	return s, err
+}
+
+// initSum runs bin's VERSION with GODEBUG=inittrace=1 and sums the clock
+// time of every package's initialisation (as the wall of the sample).
+func initSum(bin string) (sample, error) {
+	cmd := cniCmd(bin, "VERSION", nil, "GODEBUG=inittrace=1")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if _, err := runProc(cmd); err != nil {
+		return sample{}, err
+	}
+	var sum float64
+	for _, line := range strings.Split(stderr.String(), "\n") {
+		// init PKG @T ms, D ms clock, B bytes, A allocs
+		f := strings.Fields(line)
+		if len(f) >= 7 && f[0] == "init" && f[6] == "clock," {
+			d, err := strconv.ParseFloat(f[4], 64)
+			if err != nil {
+				return sample{}, fmt.Errorf("inittrace line %q: %w", line, err)
+			}
+			sum += d
+		}
+	}
+	if sum == 0 {
+		return sample{}, fmt.Errorf("%s printed no inittrace: %s", bin, stderr.String())
+	}
+	return sample{wall: time.Duration(sum * 1e6)}, nil
 }
 
 func fileMB(b *testing.B, path string) float64 {
