@@ -41,6 +41,9 @@ type Setup struct {
 	// binary, array, null, version (unknown version), dir (a directory at the
 	// record path), wrongkey (another attachment's record), wrongtypes.
 	Record string `json:"record"`
+	// RecordPatch sets keys of a valid record (placeholders replaced): a
+	// readable record that lies, e.g. names the node's own netns.
+	RecordPatch map[string]json.RawMessage `json:"recordPatch"`
 }
 
 // Expect is the exact outcome.

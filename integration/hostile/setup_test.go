@@ -39,10 +39,40 @@ func setup(t *testing.T, w *world, c *Case, repl *strings.Replacer) string {
 			t.Fatal(err)
 		}
 	}
-	if c.Setup.Record == "" {
+	if c.Setup.Record == "" && c.Setup.RecordPatch == nil {
 		return ""
 	}
-	return plantRecord(t, w.dataDir(), c.Setup.Record)
+	path := plantRecord(t, w.dataDir(), c.Setup.Record)
+	if c.Setup.RecordPatch != nil {
+		patchRecord(t, path, c.Setup.RecordPatch, repl)
+	}
+	return path
+}
+
+// patchRecord sets the keys of patch in the record at path.
+func patchRecord(t *testing.T, path string, patch map[string]json.RawMessage, repl *strings.Replacer) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	for k, raw := range patch {
+		v, err := decodeExpand(raw, repl)
+		if err != nil {
+			t.Fatalf("recordPatch %s: %v", k, err)
+		}
+		m[k] = v
+	}
+	if b, err = json.Marshal(m); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // plantRecord writes a valid record for the default attachment through the
@@ -92,7 +122,7 @@ func damaged(valid []byte, kind string) ([]byte, bool, error) {
 		return b, false, err
 	}
 	switch kind {
-	case "valid":
+	case "valid", "":
 		return valid, false, nil
 	case "truncated":
 		return valid[:len(valid)/2], false, nil
