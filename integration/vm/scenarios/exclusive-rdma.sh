@@ -225,8 +225,9 @@ for V in 0.4.0 1.0.0; do
 	add poda
 	expect_ok stranded-add-A
 	REC_A=$(state_files)
+	INO_A=$(stat -L -c %i /var/run/netns/poda)
 	ip netns del poda
-	[ "$V" = 1.0.0 ] && ip netns add poda
+	[ "$V" = 1.0.0 ] && ip netns add poda && info "stranded: netns inode at /var/run/netns/poda was $INO_A, the new netns there has $(stat -L -c %i /var/run/netns/poda)"
 	info "stranded: poda's netns $([ "$V" = 1.0.0 ] && echo 'replaced by a new netns at the same path' || echo 'path gone'); $(refund_order)"
 	views stranded-before-B
 	add podb
