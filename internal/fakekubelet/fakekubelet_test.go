@@ -1,0 +1,57 @@
+package fakekubelet
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"github.com/rdma-chain/rdma-chain/pkg/podres"
+)
+
+// The fake answers the project's client over kubelet's API, with Get and,
+// with Get disabled, through List.
+func TestServesPodResources(t *testing.T) {
+	pods := []Pod{
+		{Namespace: "default", Name: "web", Resources: map[string][]string{"rdma/hca": {"mlx5_0"}, "example.com/gpu": {"0"}}},
+		{Namespace: "other", Name: "web", Resources: map[string][]string{"rdma/hca": {"mlx5_1"}}},
+	}
+	tests := []struct {
+		name string
+		opts Options
+		pod  string
+		want []podres.Allocation
+	}{
+		{"get", Options{}, "web", []podres.Allocation{{ResourceName: "rdma/hca", DeviceIDs: []string{"mlx5_0"}}}},
+		{"get unknown pod", Options{}, "ghost", []podres.Allocation{}},
+		{"list", Options{GetDisabled: true}, "web", []podres.Allocation{{ResourceName: "rdma/hca", DeviceIDs: []string{"mlx5_0"}}}},
+		{"list unknown pod", Options{GetDisabled: true}, "ghost", []podres.Allocation{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir, err := os.MkdirTemp("", "fk")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.RemoveAll(dir) })
+			sock := filepath.Join(dir, "kubelet.sock")
+			s, err := StartWith(sock, pods, tt.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(s.Stop)
+			c := podres.New(sock, 0)
+			got, err := c.Allocated(context.Background(), "default", tt.pod, []string{"rdma/hca"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("got %+v, want %+v", got, tt.want)
+			}
+			if err := c.Probe(context.Background()); err != nil {
+				t.Errorf("Probe = %v", err)
+			}
+		})
+	}
+}
