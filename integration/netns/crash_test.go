@@ -95,7 +95,7 @@ func (c *crashTally) leak(format string, args ...any) {
 
 // For every failpoint a normal run reaches: ADD killed there, then DEL (and,
 // separately, GC) returns the node to its exact prior state; DEL killed
-// there, then DEL again, likewise.
+// there, then DEL again (or GC), likewise.
 func TestCrashFailpoints(t *testing.T) {
 	testenv.RequireRoot(t)
 	bin := failpointPlugin(t)
@@ -133,15 +133,17 @@ func runCrashScenario(t *testing.T, bin string, sc crashScenario, tally *crashTa
 		}
 	}
 	for _, fp := range delPoints {
-		t.Run("DEL-"+fp+"-then-DEL", func(t *testing.T) {
-			tally.mu.Lock()
-			tally.runs++
-			tally.mu.Unlock()
-			if d := n.crashDel(t, fp); d != "" {
-				tally.leak("%s: DEL killed at %s, then DEL:\n%s", sc.name, fp, d)
-				t.Errorf("node differs from before ADD:\n%s", d)
-			}
-		})
+		for _, after := range []string{"DEL", "GC"} {
+			t.Run("DEL-"+fp+"-then-"+after, func(t *testing.T) {
+				tally.mu.Lock()
+				tally.runs++
+				tally.mu.Unlock()
+				if d := n.crashDel(t, fp, after); d != "" {
+					tally.leak("%s: DEL killed at %s, then %s:\n%s", sc.name, fp, after, d)
+					t.Errorf("node differs from before ADD:\n%s", d)
+				}
+			})
+		}
 	}
 }
 
@@ -230,6 +232,13 @@ func (n *crashNode) crashAdd(t *testing.T, fp, after string) string {
 	if mid.diff(n.snapshot(p)) == "" {
 		t.Errorf("ADD killed at %s left nothing to undo: is it after a host change?", fp)
 	}
+	n.cleanUp(t, p, after)
+	return before.diff(n.snapshot(p))
+}
+
+// cleanUp is the runtime's reaction to a crashed verb: DEL of the whole
+// chain, or rdma-chain's GC (nothing valid) followed by the primary's DEL.
+func (n *crashNode) cleanUp(t *testing.T, p *crashPod, after string) {
 	switch after {
 	case "DEL":
 		if err := n.fullDel(p); err != nil {
@@ -243,12 +252,12 @@ func (n *crashNode) crashAdd(t *testing.T, fp, after string) string {
 			t.Errorf("ptp DEL: %v", err)
 		}
 	}
-	return before.diff(n.snapshot(p))
 }
 
 // crashDel runs a good ADD, kills rdma-chain's DEL at fp, then runs the
-// runtime's DEL of the whole chain.
-func (n *crashNode) crashDel(t *testing.T, fp string) string {
+// runtime's clean-up: DEL of the whole chain, or rdma-chain's GC followed by
+// the primary's DEL.
+func (n *crashNode) crashDel(t *testing.T, fp, after string) string {
 	defer n.use(t)()
 	p := n.newPod("crashdel")
 	before := n.snapshot(p)
@@ -259,9 +268,7 @@ func (n *crashNode) crashDel(t *testing.T, fp string) string {
 	if r := n.execPlugin("DEL", p, nil, "RDMA_CHAIN_FAILPOINT="+fp); !r.killed {
 		t.Fatalf("DEL was not killed at %s: %s", fp, r)
 	}
-	if err := n.fullDel(p); err != nil {
-		t.Errorf("DEL after the crashed DEL: %v", err)
-	}
+	n.cleanUp(t, p, after)
 	return before.diff(n.snapshot(p))
 }
 
