@@ -22,21 +22,32 @@ APT_PREFIX=deps
 # shellcheck disable=SC2086
 apt_install $APT_PACKAGES ${EXTRA_APT_PACKAGES:-}
 
-install_go() { # dir pkg@version binary
-	local dir=$1 pkg=$2 bin=$3 stamp
-	stamp="$dir/.$bin.version"
-	if [ -x "$dir/$bin" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$pkg" ]; then return 0; fi
-	echo "deps: go install $pkg"
+# install_go DIR PKG@VERSION...: installs, in one go install (packages of one
+# module at one version, compiled together), those whose binary in DIR is
+# missing or stamped with another version.
+install_go() {
+	local dir=$1 p bin todo=()
+	shift
+	for p in "$@"; do
+		bin=${p%@*}
+		bin=${bin##*/}
+		[ -x "$dir/$bin" ] && [ "$(cat "$dir/.$bin.version" 2>/dev/null)" = "$p" ] || todo+=("$p")
+	done
+	[ ${#todo[@]} -gt 0 ] || return 0
+	echo "deps: go install ${todo[*]}"
 	mkdir -p "$dir"
-	GOBIN="$dir" go install "$pkg"
-	echo "$pkg" >"$stamp"
+	GOBIN="$dir" go install "${todo[@]}"
+	for p in "${todo[@]}"; do
+		bin=${p%@*}
+		echo "$p" >"$dir/.${bin##*/}.version"
+	done
 }
 
-install_go "$TOOLS/bin" "github.com/containernetworking/cni/cnitool@$CNI_VERSION" cnitool
-for p in $PLUGINS; do
-	install_go "$TOOLS/cni/bin" "github.com/containernetworking/plugins/plugins/$p@$PLUGINS_VERSION" "${p##*/}"
-done
+install_go "$TOOLS/bin" "github.com/containernetworking/cni/cnitool@$CNI_VERSION"
+plugins=()
+for p in $PLUGINS; do plugins+=("github.com/containernetworking/plugins/plugins/$p@$PLUGINS_VERSION"); done
+install_go "$TOOLS/cni/bin" "${plugins[@]}"
 if [ "${DEPS_LINT:-1}" = 1 ]; then
-	CGO_ENABLED=1 install_go "$TOOLS/bin" "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$GOLANGCI_VERSION" golangci-lint
+	CGO_ENABLED=1 install_go "$TOOLS/bin" "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$GOLANGCI_VERSION"
 fi
 echo "deps: ok ($TOOLS)"

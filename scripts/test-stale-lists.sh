@@ -32,6 +32,12 @@ KERNEL_ERE='linux-image-6\.12\.[0-9]+\+deb[0-9]+-amd64'
 PKG=linux-image-6.12-amd64
 tmp=$(mktemp -d)
 trap '[ -n "${KEEP:-}" ] || rm -rf "$tmp"' EXIT
+# A machine with no lists, or stale ones, first gets what the set-up would
+# give it: refreshed lists (the copy needs a security suite to leave out).
+if ! ls "$LISTS" | grep -q -- '-security_.*_Packages'; then
+	say "the machine's lists have no security suite yet: refreshing them as the set-up would"
+	(APT_PREFIX=test-stale-lists && . scripts/apt.sh && apt_refresh) || fail "apt-get update failed"
+fi
 before=$(cd "$LISTS" && find . -maxdepth 1 -type f -printf '%f %s %T@\n' | sort | sha256sum)
 
 # ---- the stale copy -----------------------------------------------------------
