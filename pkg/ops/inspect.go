@@ -106,14 +106,25 @@ func runInspect(o IO, args []string) int {
 	fs := newFlags(o, "inspect")
 	nsPath := fs.String("netns", "", "also show this netns: its interfaces, addresses, GIDs, pnet table, net.smc.* and SMC fallbacks")
 	asJSON := fs.Bool("json", false, "print JSON for scripts instead of text")
-	var dirs stringList
+	var dirs, conflists stringList
 	fs.Var(&dirs, "data-dir", "state directory of a network (repeatable) (default "+config.DefaultDataDir+")")
+	fs.Var(&conflists, "conflist", "read the state directory from this conflist's rdma-chain entry (repeatable)")
 	pos, code, ok := parseFlags(o, fs, args)
 	if !ok {
 		return code
 	}
 	if len(pos) > 0 {
 		return usageError(fs, "unexpected argument %q", pos[0])
+	}
+	for _, c := range conflists {
+		n, err := networkFromConflist(c)
+		if err != nil {
+			say(o.Stderr, "rdma-chain inspect: %v\n", err)
+			return ExitProblems
+		}
+		if !slices.Contains(dirs, n.dataDir) {
+			dirs = append(dirs, n.dataDir)
+		}
 	}
 	if len(dirs) == 0 {
 		dirs = stringList{config.DefaultDataDir}

@@ -220,3 +220,25 @@ func TestKernelReaderSysfs(t *testing.T) {
 		t.Errorf("gidIP = %v", ip)
 	}
 }
+
+func TestInspectCommandDataDirFromConflist(t *testing.T) {
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	list := filepath.Join(dir, "10.conflist")
+	data := `{"cniVersion":"1.0.0","name":"n","plugins":[{"type":"ptp"},{"type":"rdma-chain","dataDir":"` + state + `"}]}`
+	if err := os.WriteFile(list, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := outcome.Record(state, outcome.Entry{Verb: "ADD", Pod: "ns/p", Code: 7, Msg: "bad"}); err != nil {
+		t.Fatal(err)
+	}
+	// The kernel parts differ between machines; the failure comes from the
+	// conflist's state directory.
+	_, out, _ := run("inspect", "--conflist", list)
+	if !strings.Contains(out, "  ns/p  ADD  code 7  at ") {
+		t.Errorf("output:\n%s", out)
+	}
+	if code, _, errOut := run("inspect", "--conflist", filepath.Join(dir, "none")); code != ExitProblems || !strings.Contains(errOut, "no such file") {
+		t.Errorf("missing conflist: %d %q", code, errOut)
+	}
+}

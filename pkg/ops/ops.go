@@ -32,7 +32,7 @@ type command struct {
 
 func commands() []command {
 	return []command{
-		{"inspect", "[--netns PATH] [--json] [--data-dir DIR]...", "show the node's RDMA devices, SMC-R tables, attachments and recent failures (read-only)", runInspect},
+		{"inspect", "[--netns PATH] [--json] [--data-dir DIR | --conflist FILE]...", "show the node's RDMA devices, SMC-R tables, attachments and recent failures (read-only)", runInspect},
 		{"validate", "FILE... [--cni-bin-dir DIR]", "check conflists strictly, one line per problem", runValidate},
 		{"install", "--conflist FILE [--after TYPE] [--set JSON] [--dry-run]", "insert or update the rdma-chain entry of a conflist atomically", runInstall},
 		{"reconcile", "[--conflist FILE | --net-name N --data-dir DIR] [--cri-socket PATH] [--once | --interval D]", "release attachments of pods that are gone (the GC runtimes behind Terway never send)", runReconcile},
