@@ -34,16 +34,18 @@ func (p *Plugin) setupSMC(c *call, rec *state.Record, devs []rdma.Device, podNS 
 		}
 		return cniError(CodeSMC, "cannot write the SMC-R pnet entry of "+devs[0].Name, err)
 	}
+	// Recorded before it is written: DEL after a crash in between removes
+	// it (removing an absent entry changes nothing).
 	podEntry := smc.PnetEntry{PnetID: rec.SMC.PnetID, EthName: rec.SMC.PodIfName}
-	if _, err := p.env.SMC.EnsurePnet(podNS.Path(), podEntry); err != nil {
-		return cniError(CodeSMC, "cannot write the pod's SMC-R pnet entry for "+podEntry.EthName, err)
-	}
-	failpoint.Hit("add-smc-pod-entry")
-	undo.Push(func() error { return p.env.SMC.RemovePnet(podNS.Path(), podEntry) })
 	rec.SMC.PodEntry = true
 	if err := p.save(c, rec); err != nil {
 		return err
 	}
+	undo.Push(func() error { return p.env.SMC.RemovePnet(podNS.Path(), podEntry) })
+	if _, err := p.env.SMC.EnsurePnet(podNS.Path(), podEntry); err != nil {
+		return cniError(CodeSMC, "cannot write the pod's SMC-R pnet entry for "+podEntry.EthName, err)
+	}
+	failpoint.Hit("add-smc-pod-entry")
 	return p.smcExtras(c, rec, podNS.Path(), undo)
 }
 
