@@ -16,11 +16,12 @@ const minCorpus = 100
 
 var pluginBin string
 
-// TestMain uses $RDMA_CHAIN_BIN (the Makefile's build) or builds the plugin.
+// TestMain uses $RDMA_CHAIN_BIN (the Makefile's build) when it exists, or
+// builds the plugin.
 func TestMain(m *testing.M) {
 	pluginBin = os.Getenv("RDMA_CHAIN_BIN")
 	cleanup := func() {}
-	if pluginBin == "" {
+	if _, err := os.Stat(pluginBin); pluginBin == "" || err != nil {
 		dir, err := os.MkdirTemp("", "rdma-chain-hostile-")
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
