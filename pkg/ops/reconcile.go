@@ -36,6 +36,7 @@ type reconciler struct {
 	cniPath   string
 	minAge    time.Duration
 	out       io.Writer
+	reload    func() error // nil: the networks never change
 	// seams for tests
 	listSandboxes func(ctx context.Context, socket string) ([]cri.Sandbox, error)
 	netnsGone     func(path string) (bool, error)
@@ -79,7 +80,18 @@ func runReconcile(o IO, args []string) int {
 	if *interval == 0 {
 		return r.passCode(context.Background())
 	}
-	return r.loop(*interval)
+	// A conflist may be rewritten (Terway regenerates its own): read it
+	// again before every pass, keeping the last good one.
+	r.reload = func() error {
+		nets, err := loadNetworks(conflists, *netName, *dataDir)
+		if err == nil {
+			r.nets = nets
+		}
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	return r.loop(ctx, *interval)
 }
 
 func (r *reconciler) useKernel(o IO) {
@@ -91,10 +103,14 @@ func (r *reconciler) useKernel(o IO) {
 	r.now = time.Now
 }
 
-func (r *reconciler) loop(interval time.Duration) int {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
+// loop runs a pass every interval until ctx ends (SIGTERM).
+func (r *reconciler) loop(ctx context.Context, interval time.Duration) int {
 	for {
+		if r.reload != nil {
+			if err := r.reload(); err != nil {
+				say(r.out, "reconcile: %v: using the configuration read before\n", err)
+			}
+		}
 		r.passCode(ctx)
 		select {
 		case <-ctx.Done():

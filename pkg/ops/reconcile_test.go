@@ -63,6 +63,13 @@ func (n *fakeNode) reconciler(criSocket string) *reconciler {
 				return err
 			}
 			n.deleted = append(n.deleted, a.ContainerID)
+			// As DEL does: the record goes.
+			recs, _ := state.New(n.dir).List()
+			for _, r := range recs {
+				if r.ContainerID == a.ContainerID && r.IfName == a.IfName {
+					_ = state.New(n.dir).Delete(r.Key())
+				}
+			}
 			n.stdins = append(n.stdins, string(a.StdinData)+" "+a.Args+" "+a.Path+" netns="+a.Netns+" if="+a.IfName)
 			return nil
 		},
@@ -183,5 +190,44 @@ func TestReconcileCommandNetns(t *testing.T) {
 	}
 	if recs, err := state.New(dir).List(); err != nil || len(recs) != 0 {
 		t.Errorf("records left: %v %v", recs, err)
+	}
+}
+
+// TestReconcileLoop: every pass reads the networks again (a rewritten
+// conflist is picked up, a broken one keeps the last good one), and the
+// loop ends with its context.
+func TestReconcileLoop(t *testing.T) {
+	n := newFakeNode(t, rec("rdmanet", "dead", "/run/netns/dead", time.Hour), rec("other", "dead2", "/run/netns/dead", time.Hour))
+	n.gone["/run/netns/dead"] = true
+	r := n.reconciler("")
+	ctx, cancel := context.WithCancel(context.Background())
+	reloads := 0
+	r.reload = func() error {
+		reloads++
+		switch reloads {
+		case 2:
+			return errors.New("conflist unreadable")
+		case 3:
+			r.nets = []network{{name: "other", dataDir: n.dir, stdin: []byte(`{"name":"other"}`)}}
+		case 4:
+			cancel()
+		}
+		return nil
+	}
+	done := make(chan int)
+	go func() { done <- r.loop(ctx, time.Millisecond) }()
+	select {
+	case code := <-done:
+		if code != ExitOK {
+			t.Errorf("loop exit %d", code)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("loop did not end with its context")
+	}
+	if want := []string{"dead", "dead2"}; !slices.Equal(n.deleted, want) {
+		t.Errorf("released %v, want %v\n%s", n.deleted, want, n.out.String())
+	}
+	if !strings.Contains(n.out.String(), "reconcile: conflist unreadable: using the configuration read before") {
+		t.Errorf("output:\n%s", n.out.String())
 	}
 }
