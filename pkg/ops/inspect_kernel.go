@@ -23,6 +23,7 @@ type reader interface {
 	Devices() ([]rdma.Device, error)
 	Ports(dev string) ([]Port, error)
 	GIDs() ([]GID, error)
+	GIDsIn(nsPath string) ([]GID, error)
 	InNetns(dev, nsPath string) (bool, error)
 	NetnsGone(nsPath string) (bool, error)
 	Pnet(nsPath string) ([]smc.PnetEntry, error)
@@ -181,6 +182,16 @@ func (k *kernelReader) GIDs() ([]GID, error) {
 		}
 	}
 	return out, nil
+}
+
+// GIDsIn lists the GIDs as the netns at nsPath sees them (exclusive mode:
+// the devices moved into it).
+func (k *kernelReader) GIDsIn(nsPath string) (gids []GID, err error) {
+	err = inNetnsSysfs(nsPath, func(sysRoot string) (err error) {
+		gids, err = (&kernelReader{sys: &rdma.System{SysRoot: sysRoot}}).GIDs()
+		return err
+	})
+	return gids, err
 }
 
 // Interfaces lists the netdevs of the netns at nsPath with their addresses.

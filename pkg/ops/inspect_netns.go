@@ -25,9 +25,14 @@ func (in *inspector) readNetns(path string) {
 		in.unreadable("interfaces of netns "+path, err)
 		return
 	}
+	// Shared mode: every device and its GIDs are visible here. Exclusive
+	// mode: a moved device only from inside its netns.
 	gids, gerr := in.k.GIDs()
+	if in.r.RDMA.Mode == "exclusive" {
+		gids, gerr = in.k.GIDsIn(path)
+	}
 	if gerr != nil {
-		in.unreadable("GID tables", gerr)
+		in.unreadable("GID tables seen from "+path, gerr)
 	}
 	recorded := in.recordedIfaces(path)
 	for _, i := range ifaces {
@@ -38,18 +43,8 @@ func (in *inspector) readNetns(path string) {
 		i.RDMA = recorded[i.Name] || len(i.GIDs) > 0
 		nr.Interfaces = append(nr.Interfaces, i)
 	}
-	if in.r.RDMA.Mode == "exclusive" {
-		in.unreadable("GIDs of RDMA devices moved into "+path,
-			errExclusiveGIDs)
-	}
 	in.readNetnsSMC(path, nr)
 }
-
-type constErr string
-
-func (e constErr) Error() string { return string(e) }
-
-const errExclusiveGIDs = constErr("in exclusive mode a moved device's sysfs is visible only inside that netns")
 
 func (in *inspector) readNetnsSMC(path string, nr *NetnsReport) {
 	if !in.r.SMC.Available {

@@ -63,7 +63,13 @@ func (f *fakeReader) Devices() ([]rdma.Device, error) {
 func (f *fakeReader) Ports(string) ([]Port, error) {
 	return []Port{{Port: 1, State: "ACTIVE", PhysState: "LINK_UP", GIDs: 3}}, nil
 }
-func (f *fakeReader) GIDs() ([]GID, error)                 { return f.gids, nil }
+func (f *fakeReader) GIDs() ([]GID, error) {
+	if f.mode == rdma.ModeExclusive {
+		return nil, nil // a moved device is not visible from the host
+	}
+	return f.gids, nil
+}
+func (f *fakeReader) GIDsIn(string) ([]GID, error)         { return f.gids, nil }
 func (f *fakeReader) InNetns(string, string) (bool, error) { return true, nil }
 func (f *fakeReader) NetnsGone(p string) (bool, error)     { return f.gone[p], nil }
 func (f *fakeReader) Pnet(p string) ([]smc.PnetEntry, error) {
@@ -161,6 +167,18 @@ func TestInspectReport(t *testing.T) {
 	b, err := json.Marshal(r)
 	if err != nil || !bytes.Contains(b, []byte(`"lastFailures":[{"time":"2026-11-23T09:00:00Z","verb":"ADD"`)) {
 		t.Errorf("json: %v %s", err, b)
+	}
+}
+
+// TestInspectExclusiveGIDs: in exclusive mode the pod's GIDs come from the
+// pod netns's own view.
+func TestInspectExclusiveGIDs(t *testing.T) {
+	f := newFakeReader()
+	f.mode = rdma.ModeExclusive
+	in := &inspector{k: f, dataDirs: []string{t.TempDir()}}
+	r := in.inspect("/run/netns/a")
+	if r.Netns == nil || len(r.Netns.Interfaces) < 2 || len(r.Netns.Interfaces[1].GIDs) != 1 || r.Netns.Interfaces[1].GIDs[0].Index != 4 {
+		t.Fatalf("netns %+v", r.Netns)
 	}
 }
 
