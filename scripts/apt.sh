@@ -120,9 +120,9 @@ apt_candidate() {
 apt_resolve() {
 	local what=$1 out
 	shift
-	out=$("$@")
+	out=$("$@") || true
 	if [ -z "$out" ] && apt_refresh; then
-		out=$("$@")
+		out=$("$@") || true
 	fi
 	if [ -z "$out" ]; then
 		APT_SHOW_OUT=0 apt__fail 1 "$@ (found no $what in the package lists)"
