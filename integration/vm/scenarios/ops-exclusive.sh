@@ -58,7 +58,12 @@ V6=$(result_ip fd00:99:)
 G=$(expand6 "$V6")
 info "xpod1 rdma0 $V6"
 step pod-gid # the GID of the pod's address, in the pod netns's own sysfs
-if wait_until 15 sh -c "ip netns exec xpod1 sh -c 'grep -l $G /sys/class/infiniband/simrdma0/ports/1/gids/*'"; then pass; else fail "no GID $G"; fi
+# (busybox's ip applet has no netns exec: the real one)
+if wait_until 15 /usr/sbin/ip netns exec xpod1 sh -c "grep -l '$G' /sys/class/infiniband/simrdma0/ports/1/gids/*"; then
+	pass
+else
+	fail "no GID $G"
+fi
 
 print_info inspect rdma-chain inspect --data-dir $DATADIR
 expect inspect-exclusive "RDMA netns mode: exclusive" "pod default/xpod1  exclusive  netns /var/run/netns/xpod1" \
