@@ -68,6 +68,11 @@ func (r *reconciler) liveSandboxes(ctx context.Context) (map[string]bool, error)
 	if err != nil {
 		return nil, err
 	}
+	if len(list) == 0 {
+		// A node that runs this command under Kubernetes has at least its
+		// own pod: an empty list means the wrong runtime, not a clean node.
+		return nil, fmt.Errorf("the runtime at %s lists no pod sandbox at all (is it the runtime that runs this network?)", r.criSocket)
+	}
 	live := make(map[string]bool, len(list))
 	for _, s := range list {
 		live[s.ID] = true

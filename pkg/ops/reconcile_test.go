@@ -140,6 +140,14 @@ func TestReconcileCRIUnreachableReleasesNothing(t *testing.T) {
 	}
 }
 
+func TestReconcileCRIEmptyListReleasesNothing(t *testing.T) {
+	n := newFakeNode(t, rec("rdmanet", "x", "/run/netns/x", time.Hour))
+	if problems := n.reconciler("/run/other.sock").pass(context.Background()); problems != 1 || len(n.deleted) != 0 ||
+		!strings.Contains(n.out.String(), "lists no pod sandbox at all") {
+		t.Errorf("problems %d, released %v\n%s", problems, n.deleted, n.out.String())
+	}
+}
+
 func TestPodArgs(t *testing.T) {
 	for _, tt := range []struct {
 		pod  state.Pod
