@@ -10,6 +10,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	types100 "github.com/containernetworking/cni/pkg/types/100"
 
+	"github.com/rdma-chain/rdma-chain/pkg/outcome"
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
@@ -233,4 +234,19 @@ func mustResult(t *testing.T, js string) *types100.Result {
 		t.Fatal(err)
 	}
 	return res
+}
+
+// Every verb leaves its outcome in the bounded log inspect reads; a
+// failure keeps its code and message.
+func TestOutcomeRecorded(t *testing.T) {
+	dir := t.TempDir()
+	w := &world{mode: rdma.ModeShared}
+	wantCode(t, w.plugin().Add(cmd(dir, `,"podSelection":"all"`, prevResult100)), CodeNoDevice, "")
+	entries, err := outcome.Read(dir)
+	if err != nil || len(entries) != 1 {
+		t.Fatalf("outcomes %v, %v", entries, err)
+	}
+	if e := entries[0]; e.Verb != "ADD" || e.Code != CodeNoDevice || e.Pod != "default/p1" || !e.Failed() {
+		t.Errorf("outcome %+v", e)
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/rdma-chain/rdma-chain/pkg/config"
+	"github.com/rdma-chain/rdma-chain/pkg/outcome"
 )
 
 // newLogger logs to stderr and, when configured, to logFile. It never writes
@@ -70,4 +71,27 @@ func logOutcome(log *slog.Logger, verb string, c *call, took time.Duration, err 
 		return
 	}
 	log.Info("done", append(attrs, "outcome", "ok")...)
+}
+
+// recordOutcome keeps the call's outcome in the bounded log under dataDir
+// that `rdma-chain inspect` shows (last outcome and last failure per pod).
+// A conf that did not parse names no dataDir and leaves nothing on disk.
+func recordOutcome(log *slog.Logger, verb string, c *call, err error) {
+	if c.conf == nil {
+		return
+	}
+	e := outcome.Entry{Verb: verb, Network: c.conf.Name, ContainerID: c.args.ContainerID, IfName: c.args.IfName}
+	if c.pod.Name != "" {
+		e.Pod = c.pod.String()
+	}
+	if err != nil {
+		e.Msg = err.Error()
+		var te *types.Error
+		if errors.As(err, &te) {
+			e.Code = te.Code
+		}
+	}
+	if rerr := outcome.Record(c.conf.DataDir, e); rerr != nil {
+		log.Warn("outcome log not written", "error", rerr)
+	}
 }

@@ -196,5 +196,8 @@ func (p *Plugin) serve(verb string, args *skel.CmdArgs, fn func(*call) error) er
 		err = fn(c)
 	}
 	logOutcome(log, verb, c, time.Since(start), err)
+	if verb != "STATUS" || err != nil { // STATUS comes every few seconds
+		recordOutcome(log, verb, c, err)
+	}
 	return err
 }

@@ -91,8 +91,7 @@ func (k *kernelReader) UEIDs() (list []string, err error) {
 	return list, err
 }
 
-// Fallbacks reads the netns's SMC fallback statistics (smc.FallbackStats is
-// FallbackReport without the totals).
+// Fallbacks reads the netns's SMC fallback statistics.
 func (k *kernelReader) Fallbacks(nsPath string) (r smc.FallbackReport, err error) {
 	err = smc.Do(nsPath, func(c *smc.Client) (err error) {
 		r, err = c.FallbackReport()

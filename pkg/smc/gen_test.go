@@ -183,7 +183,8 @@ func TestFallbackStatsAndDumpRetry(t *testing.T) {
 		return [][]byte{msg}, nil
 	})
 	c := newFakeClient(t, f)
-	got, err := c.FallbackStats()
+	report, err := c.FallbackReport()
+	got := report.Reasons
 	if err != nil || !reflect.DeepEqual(got, []FallbackStat{{Reason: 0x03030000, Count: 2}}) {
 		t.Fatalf("got %+v, %v", got, err)
 	}
@@ -191,7 +192,7 @@ func TestFallbackStatsAndDumpRetry(t *testing.T) {
 		t.Fatalf("calls %d sent %+v", calls, f.sent)
 	}
 	f.handle = func(sent) ([][]byte, error) { return nil, nl.ErrDumpInterrupted }
-	if _, err := c.FallbackStats(); !errors.Is(err, nl.ErrDumpInterrupted) {
+	if _, err := c.FallbackReport(); !errors.Is(err, nl.ErrDumpInterrupted) {
 		t.Fatalf("persistent interruption: %v", err)
 	}
 }

@@ -86,9 +86,3 @@ func (c *Client) FallbackReport() (FallbackReport, error) {
 	}
 	return decodeFallback(msgs)
 }
-
-// FallbackStats is FallbackReport without the totals.
-func (c *Client) FallbackStats() ([]FallbackStat, error) {
-	r, err := c.FallbackReport()
-	return r.Reasons, err
-}
