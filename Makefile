@@ -32,7 +32,8 @@ test: deps build test-setup test-unit test-fuzz test-netns test-containerd test-
 test-setup:
 	./scripts/test-stale-lists.sh
 
-test-unit:
+# The hostile corpus runs the built binary ($RDMA_CHAIN_BIN): build first.
+test-unit: build
 	$(GO) test -race -count=1 ./...
 
 # Every Fuzz target of the module, each for FUZZTIME (default 20s), from its
@@ -42,7 +43,7 @@ test-fuzz:
 
 # Privileged tier: real netns, veth, macvlan, real reference plugins, cnitool.
 test-netns: deps build
-	$(GO) test -tags privileged -count=1 -p 1 ./pkg/... ./integration/netns/...
+	$(GO) test -tags privileged -count=1 -p 1 ./pkg/... ./integration/netns/... ./integration/hostile/...
 
 # A real containerd (Debian's, with runc) runs the chain for CRI pod sandboxes.
 test-containerd: deps build

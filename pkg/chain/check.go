@@ -18,7 +18,7 @@ func (p *Plugin) check(c *call) error {
 	if c.conf.PrevResult == nil {
 		return cniErrorf(types.ErrInvalidNetworkConfig, "CHECK needs prevResult")
 	}
-	rec, err := p.readRecord(c)
+	rec, err := p.readRecord(c, false)
 	if err != nil || rec == nil {
 		return err
 	}

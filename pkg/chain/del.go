@@ -21,7 +21,7 @@ const stepReleased = "host-released"
 // back: no state, an empty or vanished netns, a second DEL, an unreadable
 // record (quarantined).
 func (p *Plugin) del(c *call) error {
-	rec, err := p.readRecord(c)
+	rec, err := p.readRecord(c, true)
 	if err != nil || rec == nil {
 		if err == nil && c.quarantined {
 			return p.releaseInferredLeases(c)
@@ -197,6 +197,7 @@ func (p *Plugin) staleRecords(c *call) (stale, kept []*state.Record, err error) 
 	for _, r := range recs {
 		switch {
 		case r.Network != c.conf.Name:
+		case p.impossible(c, r):
 		case valid[r.Key()]:
 			kept = append(kept, r)
 		default:

@@ -250,3 +250,58 @@ func TestOutcomeRecorded(t *testing.T) {
 		t.Errorf("outcome %+v", e)
 	}
 }
+
+// CHECK of an unreadable record cannot verify the attachment: 105, and the
+// record stays where it is for DEL.
+func TestCheckUnreadableRecord(t *testing.T) {
+	dir := t.TempDir()
+	w, result := added(t, dir, "c1")
+	files := stateFiles(t, dir)
+	if err := os.WriteFile(files[0], []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, w.plugin().Check(cmd(dir, `,"podSelection":"all"`, result)), CodeState, "")
+	if len(stateFiles(t, dir)) != 1 {
+		t.Error("CHECK moved the record")
+	}
+}
+
+// A record that names the plugin's own netns as the pod's is never acted
+// on: DEL and GC quarantine it and succeed.
+func TestRecordNamingOwnNetns(t *testing.T) {
+	for _, verb := range []string{"DEL", "GC"} {
+		dir := t.TempDir()
+		rec := &state.Record{Network: "rdmanet", ContainerID: "c1", IfName: "eth0", NetNS: "/proc/1/ns/net", Mode: "shared",
+			Links: []state.Link{{Device: "rxe0", Kind: "macvlan", Step: stepDone}}}
+		rec.Links[0].HostName, rec.Links[0].PodName = "eth0", "eth0"
+		if err := state.New(dir).Put(rec); err != nil {
+			t.Fatal(err)
+		}
+		w := &world{}
+		args := cmd(dir, "", "")
+		args.Netns = ""
+		var err error
+		if verb == "DEL" {
+			err = w.plugin().Del(args)
+		} else {
+			err = w.plugin().GC(args)
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", verb, err)
+		}
+		if len(w.calls) != 0 || len(stateFiles(t, dir)) != 0 {
+			t.Errorf("%s: calls %v, records %v", verb, w.calls, stateFiles(t, dir))
+		}
+	}
+}
+
+// A dataDir that is a regular file holds no state: DEL succeeds.
+func TestDelDataDirIsFile(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "state")
+	if err := os.WriteFile(file, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := (&world{}).plugin().Del(cmd(file, "", "")); err != nil {
+		t.Fatal(err)
+	}
+}

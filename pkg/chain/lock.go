@@ -2,6 +2,7 @@ package chain
 
 import (
 	"errors"
+	"os"
 	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
@@ -42,11 +43,13 @@ func (c *call) sweep() {
 
 // readRecord reads the call's record under a brief node lock. It returns a
 // nil record when there is none, when the state directory cannot even exist
-// (DEL then has nothing to undo), or when the record is unreadable: that one
-// is quarantined and logged, so no DEL is refused forever for it.
-func (p *Plugin) readRecord(c *call) (*state.Record, error) {
+// (DEL then has nothing to undo), or, with quarantine (DEL), when the record
+// is unreadable: that one is quarantined and logged, so no DEL is refused
+// forever for it; without (CHECK) an unreadable record is an error and
+// nothing moves. A record naming the plugin's own netns is quarantined too.
+func (p *Plugin) readRecord(c *call, quarantine bool) (*state.Record, error) {
 	unlock, err := c.store.Lock(lockTimeout)
-	if errors.Is(err, state.ErrNoStateDir) {
+	if errors.Is(err, state.ErrNoStateDir) || (errors.Is(err, state.ErrUnsafePath) && isRegularFile(c.conf.DataDir)) {
 		c.log.Info("state directory cannot exist: nothing recorded", "dataDir", c.conf.DataDir, "error", err)
 		return nil, nil
 	}
@@ -57,15 +60,40 @@ func (p *Plugin) readRecord(c *call) (*state.Record, error) {
 	c.sweep()
 	rec, err := c.store.Get(c.key())
 	switch {
+	case err == nil && quarantine && p.impossible(c, rec):
+		return nil, nil
 	case err == nil:
 		return rec, nil
 	case errors.Is(err, state.ErrNotFound):
 		return nil, nil
-	case errors.Is(err, state.ErrCorrupt):
+	case errors.Is(err, state.ErrCorrupt) && quarantine:
 		p.quarantine(c, err)
 		return nil, nil
 	}
 	return nil, cniError(CodeState, "cannot read attachment state", err)
+}
+
+// isRegularFile reports whether path is a regular file (not a link).
+func isRegularFile(path string) bool {
+	st, err := os.Lstat(path)
+	return err == nil && st.Mode().IsRegular()
+}
+
+// impossible reports whether rec names the plugin's own netns as its pod's:
+// such a record cannot be true, and acting on it would touch the host.
+// It is quarantined (under the lock) and logged.
+func (p *Plugin) impossible(c *call, rec *state.Record) bool {
+	if rec.NetNS == "" {
+		return false
+	}
+	own, err := p.env.OwnNetns(rec.NetNS)
+	if err != nil || !own {
+		return false
+	}
+	moved, qerr := c.store.QuarantineKey(rec.Key())
+	c.log.Error("attachment record names the plugin's own netns as the pod's: quarantined, nothing undone",
+		"container", rec.ContainerID, "netns", rec.NetNS, "quarantined", moved, "error", qerr)
+	return true
 }
 
 // quarantine moves every unreadable record named in err out of the way.

@@ -25,6 +25,11 @@ func Main(p *Plugin, about string) int {
 	if err != nil {
 		return printError(p.env.Stdout, types.NewError(types.ErrIOFailure, "cannot read the network configuration", err.Error()), "")
 	}
+	if os.Getenv("CNI_COMMAND") == "" {
+		// The library would only print its about line and exit 0.
+		e := types.NewError(types.ErrInvalidEnvironmentVariables, "required env variables [CNI_COMMAND] missing", "")
+		return printError(p.env.Stdout, e, confVersion(stdin))
+	}
 	funcs := skel.CNIFuncs{Add: p.Add, Del: p.Del, Check: p.Check, GC: p.GC, Status: p.Status}
 	if e := skel.PluginMainFuncsWithError(funcs, version.PluginSupports(config.SupportedVersions...), about); e != nil {
 		return printError(p.env.Stdout, e, confVersion(stdin))

@@ -51,6 +51,8 @@ func hostileConfigs() []hostileCase {
 		{"annotations not strings", confAt("1.0.0", `,"runtimeConfig":{"io.kubernetes.cri.pod-annotations":{"network.alibabacloud.com/erdma-smcr":true}}`), false, 7, `"runtimeConfig.io.kubernetes.cri.pod-annotations"`},
 		{"annotations list", confAt("1.0.0", `,"runtimeConfig":{"io.kubernetes.cri.pod-annotations":["a"]}`), false, 7, `"runtimeConfig.io.kubernetes.cri.pod-annotations"`},
 		{"runtime deviceID path", confAt("1.0.0", `,"runtimeConfig":{"deviceID":"../../etc passwd"}`), false, 7, `"runtimeConfig.deviceID"`},
+		{"deviceID traversal", confAt("1.0.0", `,"deviceID":"../../dev/mem"`), false, 7, `"deviceID"`},
+		{"deviceID two slashes", confAt("1.0.0", `,"deviceID":"erdma_0/1/2"`), false, 7, `"deviceID"`},
 		{"deviceID space", confAt("1.0.0", `,"deviceID":"a b"`), false, 7, `"deviceID"`},
 		{"deviceID long", confAt("1.0.0", `,"deviceID":"`+long+`"`), false, 7, `"deviceID"`},
 		{"deviceID newline", confAt("1.0.0", `,"deviceID":"mlx5_0\n"`), false, 7, `"deviceID"`},

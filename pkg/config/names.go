@@ -32,8 +32,9 @@ var (
 	// digits keeps the name within IFNAMSIZ.
 	ifPrefixRE = pattern(`^[A-Za-z0-9_-]+$`, 1, 12)
 	// deviceIDRE: what any device ID (a device name, a PCI address, a
-	// device plugin's ID such as erdma_0/17) may look like at all.
-	deviceIDRE = pattern(`^[A-Za-z0-9_.:/-]+$`, 1, 64)
+	// device plugin's ID such as erdma_0/17 or eni-3) may look like at all:
+	// a name that does not start with a dot, and at most one "/suffix".
+	deviceIDRE = pattern(`^[A-Za-z0-9_][A-Za-z0-9_.:-]*(/[A-Za-z0-9_-]+)?$`, 1, 64)
 	// pluginNameRE: a CNI plugin binary looked up in CNI_PATH; never a path.
 	pluginNameRE = pattern(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`, 1, 64)
 	// networkNameRE: the CNI spec's network names and container IDs.

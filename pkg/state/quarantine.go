@@ -104,3 +104,10 @@ func prune(qdir string, keep int) error {
 	}
 	return errors.Join(errs...)
 }
+
+// QuarantineKey quarantines the record of k: one that reads well but that
+// the caller found cannot be true (it names the plugin's own netns as a
+// pod's). The caller must hold the node lock.
+func (s *Store) QuarantineKey(k Key) (string, error) {
+	return s.Quarantine(s.path(k))
+}

@@ -22,8 +22,20 @@ func init() {
 }
 
 func main() {
-	if os.Getenv("CNI_COMMAND") == "" {
+	if os.Getenv("CNI_COMMAND") == "" && !runtimeCall() {
 		os.Exit(ops.Main(os.Args[1:], buildVersion, ops.IO{Stdout: os.Stdout, Stderr: os.Stderr}))
 	}
 	os.Exit(chain.Main(chain.New(chain.KernelEnv()), "rdma-chain "+buildVersion))
+}
+
+// runtimeCall reports whether a runtime called the plugin (it sets CNI_*
+// variables) but left CNI_COMMAND out: it gets the CNI library's error
+// (code 4), not the operator commands' usage.
+func runtimeCall() bool {
+	for _, v := range []string{"CNI_CONTAINERID", "CNI_NETNS", "CNI_IFNAME", "CNI_PATH", "CNI_ARGS"} {
+		if _, ok := os.LookupEnv(v); ok {
+			return true
+		}
+	}
+	return false
 }
