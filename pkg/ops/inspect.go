@@ -55,6 +55,15 @@ type SMCReport struct {
 	Reason    string    `json:"reason,omitempty"` // why not available
 	Pnet      []PnetRow `json:"pnet"`
 	UEIDs     []string  `json:"ueids,omitempty"`
+	// Hook is the transparent-SMC socket hook, when attached or pinned.
+	Hook *HookReport `json:"socketHook,omitempty"`
+}
+
+// HookReport is the BPF socket hook of smcr.transparent "bpf": whether its
+// program is attached and the netns (by inode) it switches to SMC.
+type HookReport struct {
+	Attached bool     `json:"attached"`
+	Netns    []uint32 `json:"netnsInodes"`
 }
 
 // Attachment is one recorded attachment and whether it is still whole.
@@ -198,6 +207,13 @@ func (in *inspector) readSMC() {
 	in.r.SMC.Pnet = pnetRows(pnet)
 	if in.r.SMC.UEIDs, err = in.k.UEIDs(); err != nil {
 		in.unreadable("SMC UEIDs", err)
+	}
+	attached, listed, err := in.k.SocketHook()
+	if err != nil {
+		in.unreadable("SMC socket hook pins", err)
+	}
+	if attached || len(listed) > 0 {
+		in.r.SMC.Hook = &HookReport{Attached: attached, Netns: listed}
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 	"github.com/rdma-chain/rdma-chain/pkg/smc"
+	"github.com/rdma-chain/rdma-chain/pkg/smc/hook"
 )
 
 // reader is what inspect reads from the node; the kernel's in production,
@@ -29,6 +30,8 @@ type reader interface {
 	Pnet(nsPath string) ([]smc.PnetEntry, error)
 	UEIDs() ([]string, error)
 	Fallbacks(nsPath string) (smc.FallbackReport, error)
+	// SocketHook reads the transparent-SMC hook's pins (hook.DefaultDir).
+	SocketHook() (attached bool, listed []uint32, err error)
 	Interfaces(nsPath string) ([]Iface, error)
 	SMCSysctls(nsPath string) (map[string]string, error)
 }
@@ -90,6 +93,8 @@ func (k *kernelReader) UEIDs() (list []string, err error) {
 	})
 	return list, err
 }
+
+func (k *kernelReader) SocketHook() (bool, []uint32, error) { return hook.Hook{}.State() }
 
 // Fallbacks reads the netns's SMC fallback statistics.
 func (k *kernelReader) Fallbacks(nsPath string) (r smc.FallbackReport, err error) {

@@ -27,6 +27,7 @@ type fakeReader struct {
 	ifaces  map[string][]Iface
 	gone    map[string]bool
 	gids    []GID
+	hooked  []uint32 // netns inodes in the SMC socket hook; nil: not attached
 }
 
 func newFakeReader() *fakeReader {
@@ -79,6 +80,8 @@ func (f *fakeReader) Pnet(p string) ([]smc.PnetEntry, error) {
 	return f.pnet[p], nil
 }
 func (f *fakeReader) UEIDs() ([]string, error) { return []string{"RDMACHAIN"}, nil }
+
+func (f *fakeReader) SocketHook() (bool, []uint32, error) { return f.hooked != nil, f.hooked, nil }
 func (f *fakeReader) Fallbacks(string) (smc.FallbackReport, error) {
 	return smc.FallbackReport{ClientTotal: 2, Reasons: []smc.FallbackStat{{Reason: 0x03030000, Count: 2}}}, nil
 }
@@ -131,7 +134,9 @@ func writeState(t *testing.T) string {
 
 func TestInspectReport(t *testing.T) {
 	dir := writeState(t)
-	in := &inspector{k: newFakeReader(), dataDirs: []string{dir}}
+	k := newFakeReader()
+	k.hooked = []uint32{4026532301}
+	in := &inspector{k: k, dataDirs: []string{dir}}
 	r := in.inspect("/run/netns/a")
 	var text bytes.Buffer
 	writeText(&text, r)
@@ -141,6 +146,7 @@ func TestInspectReport(t *testing.T) {
 		"  rxe0  driver rdma_rxe  netdev eth1  netns host  port 1 ACTIVE (LINK_UP) 3 GIDs\n",
 		"SMC: available; UEIDs: RDMACHAIN\n",
 		"    RXE0 ib rxe0 port 1\n",
+		"  socket hook (smcr.transparent bpf): attached, 1 netns listed [4026532301]\n",
 		"  rdmanet/aaaa/eth0  pod default/smc-pod  shared  netns /run/netns/a  since 2026-11-23T09:00:00Z\n" +
 			"    link rxe0 ipvlan as rdma0 (host eth1) ips fd00:77::10/64 step done\n" +
 			"    SMC-R pnetid RXE0: rxe0 port 1, pod eth0\n    healthy\n",

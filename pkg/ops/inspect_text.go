@@ -61,6 +61,13 @@ func writeSMCText(w io.Writer, s SMCReport) {
 	for _, p := range s.Pnet {
 		say(w, "    %s\n", pnetText(p))
 	}
+	if h := s.Hook; h != nil {
+		state := "attached"
+		if !h.Attached {
+			state = "NOT attached (pinned map only)"
+		}
+		say(w, "  socket hook (smcr.transparent bpf): %s, %d netns listed %v\n", state, len(h.Netns), h.Netns)
+	}
 }
 
 func pnetText(p PnetRow) string {
