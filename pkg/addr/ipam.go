@@ -163,10 +163,14 @@ func (e *execIPAM) find(r Request) (string, error) {
 		path, err = invoke.FindInPath(r.PluginType, dirs)
 	}
 	if err != nil {
-		return "", fmt.Errorf("find IPAM plugin %q in CNI_PATH %q: %w", r.PluginType, r.Path, err)
+		return "", fmt.Errorf("find IPAM plugin %q in CNI_PATH %q: %w: %w", r.PluginType, r.Path, ErrPluginNotFound, err)
 	}
 	return path, nil
 }
+
+// ErrPluginNotFound: the IPAM plugin's binary is not in CNI_PATH, so it
+// cannot have been run: it holds no lease of this call's.
+var ErrPluginNotFound = errors.New("IPAM plugin not found")
 
 // buildArgs maps r to explicit CNI arguments for command cmd.
 func buildArgs(cmd string, r Request) *invoke.Args {

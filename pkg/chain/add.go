@@ -93,11 +93,17 @@ func (p *Plugin) nodeDevices(conf *config.NetConf) (rdma.Mode, []rdma.Device, er
 	if conf.Mode != config.ModeAuto && conf.Mode != string(mode) {
 		return "", nil, cniErrorf(CodeModeMismatch, "configured mode %q differs from the kernel's RDMA netns mode %q (the plugin never switches it)", conf.Mode, mode)
 	}
+	offered, err := p.offered(conf)
+	return mode, offered, err
+}
+
+// offered lists the RDMA devices this conf offers.
+func (p *Plugin) offered(conf *config.NetConf) ([]rdma.Device, error) {
 	all, err := p.env.RDMA.Devices()
 	if err != nil {
-		return "", nil, cniError(CodeNoRDMA, "cannot list RDMA devices", err)
+		return nil, cniError(CodeNoRDMA, "cannot list RDMA devices", err)
 	}
-	return mode, offeredDevices(all, conf.Devices), nil
+	return offeredDevices(all, conf.Devices), nil
 }
 
 func hasIPv4(r *types100.Result) bool {

@@ -81,7 +81,13 @@ func (p *Plugin) attachLocked(c *call, rec *state.Record, req *request, offered 
 		return nil, nil, err
 	}
 	if rec.Mode == string(rdma.ModeExclusive) {
-		recs = p.reclaimStranded(c, recs)
+		var reclaimed bool
+		if recs, reclaimed = p.reclaimStranded(c, recs); reclaimed {
+			// Netdevs came back under new names: list the devices again.
+			if offered, err = p.offered(c.conf); err != nil {
+				return nil, nil, err
+			}
+		}
 	}
 	devs, err := selectDevices(req, selectInput{mode: rdma.Mode(rec.Mode), offered: offered,
 		busy: busyDevices(recs, c.conf.Devices), macs: resultMACs(result),
@@ -98,6 +104,11 @@ func (p *Plugin) attachLocked(c *call, rec *state.Record, req *request, offered 
 	}
 	if ino, alive, err := p.env.NetnsInode(c.args.Netns); err == nil && alive {
 		rec.NetNSIno = ino
+	}
+	if cookie, err := p.env.NetnsCookie(c.args.Netns); err == nil {
+		rec.NetNSCookie = cookie
+	} else {
+		c.log.Warn("cannot read the pod netns's cookie: a reused netns inode could hide its death", "netns", c.args.Netns, "error", err)
 	}
 	return devs, podNS, p.attachHost(c, rec, devs, podNS, tx)
 }

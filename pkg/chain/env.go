@@ -27,6 +27,7 @@ func KernelEnv() Env {
 		PodResources: func(socket string) PodResources { return podres.New(socket, podres.DefaultTimeout) },
 		OpenNS:       ns.GetNS,
 		NetnsInode:   netnsInode,
+		NetnsCookie:  netnsCookie,
 		OwnNetns:     ownNetns,
 		Stdout:       os.Stdout,
 		Stderr:       os.Stderr,
@@ -43,6 +44,34 @@ func netnsInode(path string) (uint64, bool, error) {
 		return 0, false, err
 	}
 	return ino, true, nil
+}
+
+// soNetnsCookie is SO_NETNS_COOKIE (include/uapi/asm-generic/socket.h,
+// Linux >= 5.14), which golang.org/x/sys/unix does not name.
+const soNetnsCookie = 71
+
+// netnsCookie is the kernel's id of the netns at path, which unlike its
+// inode number is never reused: SO_NETNS_COOKIE of a socket made inside it.
+func netnsCookie(path string) (uint64, error) {
+	n, err := ns.GetNS(path)
+	if err != nil {
+		return 0, err
+	}
+	defer n.Close()
+	var cookie uint64
+	err = n.Do(func(ns.NetNS) error {
+		fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		cookie, err = unix.GetsockoptUint64(fd, unix.SOL_SOCKET, soNetnsCookie)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("netns cookie of %s: %w", path, err)
+	}
+	return cookie, nil
 }
 
 // ownNetns reports whether path is the netns the plugin runs in.

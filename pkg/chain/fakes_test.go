@@ -108,23 +108,25 @@ func (f *fakeSMC) HookListed(dir string, ino uint64) (bool, error) {
 // world is a fake node: it records every seam call in order and fails the
 // call whose name is in failOn.
 type world struct {
-	mu      sync.Mutex
-	mode    rdma.Mode
-	modeErr error
-	devices []rdma.Device
-	allocs  []podres.Allocation
-	podErr  error
-	failOn  map[string]error
-	failNth map[string]int // fail only that call of failOn's name (1-based)
-	counts  map[string]int
-	calls   []string
-	pnet    map[string][]smc.PnetEntry // SMC pnet tables by netns ("" = host)
-	gone    map[string]bool            // pod netns paths that no longer exist
-	onIPAM  func()                     // runs inside every IPAM ADD
-	tcp2smc bool                       // the kernel has net.smc.tcp2smc
-	hooked  map[uint64]bool            // netns inodes listed in the SMC socket hook
-	stdout  syncBuffer
-	stderr  syncBuffer
+	mu         sync.Mutex
+	mode       rdma.Mode
+	modeErr    error
+	devices    []rdma.Device
+	allocs     []podres.Allocation
+	podErr     error
+	failOn     map[string]error
+	failNth    map[string]int // fail only that call of failOn's name (1-based)
+	counts     map[string]int
+	calls      []string
+	pnet       map[string][]smc.PnetEntry // SMC pnet tables by netns ("" = host)
+	gone       map[string]bool            // pod netns paths that no longer exist
+	cookieBump map[string]uint64          // a netns path now names another netns (same inode)
+	onIPAM     func()                     // runs inside every IPAM ADD
+	onRestore  func()                     // runs after every RestoreToHost
+	tcp2smc    bool                       // the kernel has net.smc.tcp2smc
+	hooked     map[uint64]bool            // netns inodes listed in the SMC socket hook
+	stdout     syncBuffer
+	stderr     syncBuffer
 }
 
 // syncBuffer is a bytes.Buffer that concurrent plugin calls may share.
@@ -196,7 +198,11 @@ func (w *world) MoveToPod(host string, podNS ns.NetNS, pod string) (netdev.HostL
 	return netdev.HostLink{HostName: host, PodName: pod, MAC: "02:00:00:00:00:01", MTU: 1500, WasUp: true}, err
 }
 func (w *world) RestoreToHost(l netdev.HostLink, nsPath string) error {
-	return w.record("RestoreToHost %s %s", l.HostName, nsPath)
+	err := w.record("RestoreToHost %s %s", l.HostName, nsPath)
+	if err == nil && w.onRestore != nil {
+		w.onRestore()
+	}
+	return err
 }
 func (w *world) AddChild(spec netdev.ChildSpec, _ ns.NetNS) (netdev.Child, error) {
 	err := w.record("AddChild %s %s %s %s", spec.Kind, spec.Mode, spec.Parent, spec.PodName)
@@ -256,6 +262,11 @@ func (w *world) plugin() *Plugin {
 			w.mu.Lock()
 			defer w.mu.Unlock()
 			return 4026532000, !w.gone[p], nil
+		},
+		NetnsCookie: func(p string) (uint64, error) {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			return 7 + w.cookieBump[p], nil
 		},
 		OwnNetns: func(p string) (bool, error) { return p == "/proc/1/ns/net", nil },
 		Stdout:   &w.stdout, Stderr: &w.stderr,

@@ -1,6 +1,7 @@
 package chain
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	types100 "github.com/containernetworking/cni/pkg/types/100"
 
+	"github.com/rdma-chain/rdma-chain/pkg/addr"
 	"github.com/rdma-chain/rdma-chain/pkg/outcome"
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
@@ -67,12 +69,53 @@ func TestStrandedNeedsDeadNetns(t *testing.T) {
 	b := cmd(dir, `,"podSelection":"all"`, prevResult100)
 	b.ContainerID, b.Netns = "podB", "/var/run/netns/b"
 	wantCode(t, w.plugin().Add(b), types.ErrTryAgainLater, "podA")
-	rec.NetNSIno++ // the recorded inode no longer matches the path's
-	if err := st.Put(rec); err != nil {
-		t.Fatal(err)
-	}
+	// The kernel reused the inode number for a new netns at the same
+	// path: only the cookie tells.
+	w.cookieBump = map[string]uint64{"/var/run/netns/pod": 1}
 	if err := w.plugin().Add(b); err != nil {
 		t.Fatalf("ADD after the holder's netns path was reused: %v", err)
+	}
+	_ = rec
+}
+
+// After a reclaim the devices are listed again: the kernel gave the
+// holder's netdev back under its pod name, and the reclaim renamed it.
+func TestReclaimRelistsDevices(t *testing.T) {
+	dir := t.TempDir()
+	w := &world{mode: rdma.ModeExclusive, devices: []rdma.Device{{Name: "mlx5_0", Driver: "mlx5_core", Netdev: "eth1"}}}
+	a := cmd(dir, `,"podSelection":"all"`, prevResult100)
+	a.ContainerID, a.Netns = "podA", "/var/run/netns/a"
+	if err := w.plugin().Add(a); err != nil {
+		t.Fatal(err)
+	}
+	w.gone = map[string]bool{"/var/run/netns/a": true}
+	w.devices = []rdma.Device{{Name: "mlx5_0", Driver: "mlx5_core", Netdev: "rdma0"}} // as the kernel returned it
+	w.onRestore = func() { w.devices = []rdma.Device{{Name: "mlx5_0", Driver: "mlx5_core", Netdev: "eth1"}} }
+	b := cmd(dir, `,"podSelection":"all"`, prevResult100)
+	b.ContainerID, b.Netns = "podB", "/var/run/netns/b"
+	w.calls = nil
+	if err := w.plugin().Add(b); err != nil {
+		t.Fatal(err)
+	}
+	if !contains(w.calls, "Describe eth1 rdma0") {
+		t.Errorf("pod B's netdev not the restored eth1: %v", w.calls)
+	}
+}
+
+// An IPAM plugin missing from CNI_PATH holds no lease: DEL goes on.
+func TestDelIPAMPluginMissing(t *testing.T) {
+	dir := t.TempDir()
+	w := &world{mode: rdma.ModeShared, devices: []rdma.Device{rxe("rxe0", "veth0")}}
+	conf := `,"podSelection":"all","ipam":{"type":"host-local"}`
+	if err := w.plugin().Add(cmd(dir, conf, prevResult100)); err != nil {
+		t.Fatal(err)
+	}
+	w.failOn = map[string]error{"IPAMDel": fmt.Errorf("find IPAM plugin: %w", addr.ErrPluginNotFound)}
+	if err := w.plugin().Del(cmd(dir, conf, "")); err != nil {
+		t.Fatal(err)
+	}
+	if len(stateFiles(t, dir)) != 0 {
+		t.Error("record left")
 	}
 }
 

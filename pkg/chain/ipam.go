@@ -66,10 +66,18 @@ func (p *Plugin) addressLink(c *call, link *state.Link, podNS ns.NetNS, tx *txn)
 	return nil
 }
 
+// releaseLease runs the IPAM's DEL for req. An IPAM plugin that is not in
+// CNI_PATH holds nothing it could release (an ADD that failed to find it
+// took nothing): that is logged, never an error that blocks DEL forever.
 func (p *Plugin) releaseLease(c *call, req addr.Request) error {
 	ctx, cancel := context.WithTimeout(context.Background(), ipamTimeout)
 	defer cancel()
-	return p.env.IPAM.Del(ctx, req)
+	err := p.env.IPAM.Del(ctx, req)
+	if errors.Is(err, addr.ErrPluginNotFound) {
+		c.log.Warn("IPAM plugin not found: nothing to release through it", "container", req.ContainerID, "ifname", req.IfName, "error", err)
+		return nil
+	}
+	return err
 }
 
 // releaseLeases releases, without the node lock, the IPAM leases rec holds

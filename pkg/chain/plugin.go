@@ -89,6 +89,9 @@ type Env struct {
 	// false when path no longer names a netns (missing, or a plain file a
 	// runtime left after unmounting it).
 	NetnsInode func(path string) (ino uint64, alive bool, err error)
+	// NetnsCookie returns the never-reused id of the netns at path (inode
+	// numbers are reused: measured in the VM tier).
+	NetnsCookie func(path string) (uint64, error)
 	// OwnNetns reports whether path is the netns the plugin runs in.
 	OwnNetns func(path string) (bool, error)
 	Stdout   io.Writer

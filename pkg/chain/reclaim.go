@@ -15,8 +15,7 @@ import (
 // hold its device forever. The host side is restored as DEL would; a
 // record whose IPAM leases remain is kept, marked released, and
 // finishReclaim releases them once the lock is given up.
-func (p *Plugin) reclaimStranded(c *call, recs []*state.Record) []*state.Record {
-	var out []*state.Record
+func (p *Plugin) reclaimStranded(c *call, recs []*state.Record) (out []*state.Record, reclaimed bool) {
 	for _, r := range recs {
 		if r.Mode != string(rdma.ModeExclusive) || !holdsDevice(r) || !p.netnsGone(c, r) {
 			out = append(out, r)
@@ -29,6 +28,7 @@ func (p *Plugin) reclaimStranded(c *call, recs []*state.Record) []*state.Record 
 			continue
 		}
 		failpoint.Hit("add-stranded-reclaimed")
+		reclaimed = true
 		if len(r.Links) == 0 && r.SMC == nil {
 			if err := c.store.Delete(r.Key()); err != nil {
 				c.log.Error("cannot drop the record of a reclaimed attachment", "holder", r.ContainerID, "error", err)
@@ -42,7 +42,7 @@ func (p *Plugin) reclaimStranded(c *call, recs []*state.Record) []*state.Record 
 			"holder", r.ContainerID, "pod", r.Pod.Namespace+"/"+r.Pod.Name, "netns", r.NetNS, "container", c.args.ContainerID)
 		out = append(out, r)
 	}
-	return out
+	return out, reclaimed
 }
 
 func holdsDevice(r *state.Record) bool {
@@ -54,8 +54,10 @@ func holdsDevice(r *state.Record) bool {
 	return false
 }
 
-// netnsGone reports whether r's pod netns no longer exists. An error while
-// looking counts as alive: a device is never taken from a live pod.
+// netnsGone reports whether r's pod netns no longer exists: the path names
+// no netns, or one with another inode or cookie than ADD recorded (the
+// kernel reuses inode numbers, never cookies). An error while looking
+// counts as alive: a device is never taken from a live pod.
 func (p *Plugin) netnsGone(c *call, r *state.Record) bool {
 	if r.NetNS == "" {
 		return false
@@ -65,7 +67,18 @@ func (p *Plugin) netnsGone(c *call, r *state.Record) bool {
 		c.log.Warn("cannot tell whether a holder's netns is alive: keeping it", "holder", r.ContainerID, "netns", r.NetNS, "error", err)
 		return false
 	}
-	return !alive || (r.NetNSIno != 0 && ino != r.NetNSIno)
+	if !alive || (r.NetNSIno != 0 && ino != r.NetNSIno) {
+		return true
+	}
+	if r.NetNSCookie == 0 {
+		return false
+	}
+	cookie, err := p.env.NetnsCookie(r.NetNS)
+	if err != nil {
+		c.log.Warn("cannot read a holder's netns cookie: keeping it", "holder", r.ContainerID, "netns", r.NetNS, "error", err)
+		return false
+	}
+	return cookie != r.NetNSCookie
 }
 
 // finishReclaim releases, without the node lock, the leases of the

@@ -113,13 +113,16 @@ type Record struct {
 	NetNS       string `json:"netns,omitempty"`
 	// NetNSIno is the inode of the pod netns at ADD (see NetnsInode): it
 	// tells the original netns from another one later found at NetNS.
-	NetNSIno   uint64    `json:"netnsIno,omitempty"`
-	Pod        Pod       `json:"pod"`
-	Mode       string    `json:"mode,omitempty"` // "exclusive" | "shared" | "" (pass-through)
-	CNIVersion string    `json:"cniVersion,omitempty"`
-	Links      []Link    `json:"links,omitempty"`
-	SMC        *SMC      `json:"smc,omitempty"`
-	CreatedAt  time.Time `json:"createdAt"`
+	NetNSIno uint64 `json:"netnsIno,omitempty"`
+	// NetNSCookie is the pod netns's SO_NETNS_COOKIE at ADD: unlike the
+	// inode number, the kernel never gives it to another netns.
+	NetNSCookie uint64    `json:"netnsCookie,omitempty"`
+	Pod         Pod       `json:"pod"`
+	Mode        string    `json:"mode,omitempty"` // "exclusive" | "shared" | "" (pass-through)
+	CNIVersion  string    `json:"cniVersion,omitempty"`
+	Links       []Link    `json:"links,omitempty"`
+	SMC         *SMC      `json:"smc,omitempty"`
+	CreatedAt   time.Time `json:"createdAt"`
 }
 
 // SMC is the SMC-R pnet table state of an annotated pod.
