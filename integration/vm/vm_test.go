@@ -62,6 +62,9 @@ var bootGroups = []bootGroup{
 		{"ipv6", true, false}, {"smc", true, false}, {"demo", true, true}}},
 	{"exclusive-mode", false, []scenario{{"exclusive", true, false}}},
 	{"exclusive-simrdma", true, []scenario{{"exclusive-rdma", true, false}}},
+	{"ops", false, []scenario{{"ops", true, false}}},
+	{"ops-exclusive-simrdma", true, []scenario{{"ops-exclusive", true, false}}},
+	{"smc-hook", false, []scenario{{"smc-hook", true, false}}},
 }
 
 // selected reports whether scenario s runs: RC_VM_SCENARIOS names it, or it
@@ -238,10 +241,16 @@ func buildBinaries(root string) (prepared, error) {
 		}
 		return nil
 	}
-	for _, g := range []string{"fakekubelet", "cnicall", "smcctl"} {
+	for _, g := range []string{"fakekubelet", "cnicall", "smcctl", "tcpproto"} {
 		if err := build(g, "./integration/vm/guest/"+g); err != nil {
 			return p, err
 		}
+	}
+	// The SMC socket hook's kernel tests run in the guest (this host may
+	// not let root load tracing programs).
+	if o, err := runCmd(root, []string{"CGO_ENABLED=0"}, "go", "test", "-c", "-tags", "smchook", "-ldflags=-s -w",
+		"-o", filepath.Join(dir, "hook.test"), "./pkg/smc/hook/"); err != nil {
+		return p, fmt.Errorf("go test -c ./pkg/smc/hook: %w\n%s", err, o)
 	}
 	switch plug := os.Getenv("RC_VM_PLUGIN"); {
 	case plug != "":

@@ -44,6 +44,8 @@ export CGO_ENABLED=0
 go build -ldflags '-s -w' -o "$BIN/fakekubelet" ./integration/vm/guest/fakekubelet
 go build -ldflags '-s -w' -o "$BIN/cnicall" ./integration/vm/guest/cnicall
 go build -ldflags '-s -w' -o "$BIN/smcctl" ./integration/vm/guest/smcctl
+go build -ldflags '-s -w' -o "$BIN/tcpproto" ./integration/vm/guest/tcpproto
+go test -c -tags smchook -ldflags '-s -w' -o "$BIN/hook.test" ./pkg/smc/hook/
 if [ -n "${RC_VM_PLUGIN:-}" ]; then
 	cp "$RC_VM_PLUGIN" "$BIN/rdma-chain"
 elif [ -d "$ROOT/plugins/meta/rdma-chain" ]; then

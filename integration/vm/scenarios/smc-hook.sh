@@ -1,0 +1,160 @@
+#!/bin/sh
+# smc-hook: transparent SMC through the node's BPF socket hook
+# (smcr.transparent). On a kernel with IPPROTO_SMC (6.12): the hook's own
+# kernel tests (pkg/smc/hook built with -tags smchook), then two pods
+# annotated network.alibabacloud.com/erdma-smcr and one plain pod chained
+# after ptp; an unmodified TCP program (tcpproto: Go's net package, i.e.
+# socket(AF_INET, SOCK_STREAM, 0)) gets SMC sockets (SO_PROTOCOL 256, and
+# SMC's own fallback counters move) in the annotated pods and TCP in the
+# plain one; DEL unlists a pod; the last DEL detaches the program and
+# removes the pins. Go >= 1.24 listens with MPTCP where the kernel has it
+# (IPPROTO_MPTCP, which the hook leaves alone): the scenario shows that and
+# runs its Go server with GODEBUG=multipathtcp=0, the knob such pods need. On a kernel without IPPROTO_SMC (6.1): auto logs and
+# goes on, bpf with onUnsupported fail is 108 naming what is missing.
+. /scenarios/lib.sh
+
+NETDIR=/etc/cni/net.d-smchook
+DATADIR=/run/rdma-chain-smchook
+PINS=/sys/fs/bpf/rdma-chain
+ANN='{"io.kubernetes.cri.pod-annotations":{"network.alibabacloud.com/erdma-smcr":"true"}}'
+
+grep -q ' /sys/fs/bpf bpf ' /proc/mounts || mount -t bpf bpf /sys/fs/bpf
+check setup-rxe setup_rxe
+check smc-module test -d /sys/module/smc
+
+# conf TRANSPARENT ONUNSUPPORTED: the conflist of this scenario
+conf() {
+	write_conflist "$NETDIR" 1.0.0 "\"mode\":\"shared\",\"devices\":[\"rxe0\"],\"podSelection\":\"all\",\"dataDir\":\"$DATADIR\",
+  \"sharedLink\":{\"type\":\"none\"},\"smcr\":{\"transparent\":\"$1\",\"onUnsupported\":\"$2\"},
+  \"capabilities\":{\"io.kubernetes.cri.pod-annotations\":true}"
+	info "conflist: $(tr -d '\n' <$NETDIR/rdmanet.conflist)"
+}
+
+# add TOOL POD ANNOTATED(0|1)
+add() {
+	ip netns add $2
+	if [ "$3" = 1 ]; then export CAP_ARGS="$ANN"; else unset CAP_ARGS; fi
+	cni "$1" add $2
+	unset CAP_ARGS
+}
+
+# created ROLE OUT: the protocol of the socket tcpproto created as ROLE
+created() { echo "$2" | sed -n "s/^$1 created proto=\([0-9]*\)/\1/p" | head -n1; }
+
+# probe POD: the protocol a new AF_INET stream socket gets in POD
+probe() { created probe "$(/usr/sbin/ip netns exec $1 tcpproto probe 2>&1)"; }
+
+# exchange SERVERPOD CLIENTPOD PORT [GODEBUG]: one tcpproto exchange; sets SRV, CLI
+exchange() {
+	_ip=$(ip -n $1 -4 -o addr show eth0 | sed -n 's/.* inet \([0-9.]*\)\/.*/\1/p')
+	GODEBUG=${4:-} timeout 60 /usr/sbin/ip netns exec $1 tcpproto server "$_ip:$3" >/tmp/tcpproto-srv.log 2>&1 &
+	_pid=$!
+	wait_until 10 grep -q 'listener created' /tmp/tcpproto-srv.log
+	CLI=$(/usr/sbin/ip netns exec $2 tcpproto client "$_ip:$3" 2>&1)
+	wait $_pid
+	SRV=$(cat /tmp/tcpproto-srv.log)
+	echo "  \$ tcpproto server $_ip:$3 in $1:"
+	echo "$SRV" | sed 's/^/  | /'
+	echo "  \$ tcpproto client $_ip:$3 in $2:"
+	echo "$CLI" | sed 's/^/  | /'
+}
+
+# fb_total POD: the SMC fallback total (client+server) counted in POD's netns
+fb_total() {
+	smcctl fallback /var/run/netns/$1 2>/dev/null |
+		awk '/^total/ {for (i = 2; i <= NF; i++) {split($i, a, "="); s += a[2]}} END {print s + 0}'
+}
+
+if ! awk 'BEGIN {split("'"$(uname -r)"'", v, "[.-]"); exit !(v[1] > 6 || (v[1] == 6 && v[2] >= 11))}'; then
+	info "kernel $(uname -r) has no IPPROTO_SMC"
+	conf auto warn
+	add cnicall pod1 1
+	expect_ok auto-without-hook-adds
+	step auto-logs-why
+	case "$CNI_OUT" in *"no SMC socket hook"*) pass ;; *) fail "no log line about the missing hook: $CNI_OUT" ;; esac
+	check auto-no-pins test ! -e $PINS
+	cni cnicall del pod1
+	expect_ok auto-del
+	conf bpf fail
+	export CAP_ARGS="$ANN"
+	cni cnicall add pod1
+	unset CAP_ARGS
+	expect_code bpf-fail-108 108 "update_socket_protocol"
+	check bpf-fail-no-pins test ! -e $PINS
+	step bpf-fail-no-record
+	if [ "$(state_count)" -eq 0 ]; then pass; else fail "records: $(state_files)"; fi
+	cni cnicall del pod1
+	expect_ok bpf-fail-del
+	ip netns del pod1
+	exit 0
+fi
+
+step hook-kernel-tests
+out=$(/usr/local/bin/hook.test -test.v -test.count=1 2>&1)
+rc=$?
+echo "$out" | sed 's/^/  | /'
+if [ $rc = 0 ] && echo "$out" | grep -q -- '--- PASS: TestHookSwitchesListedNetns'; then pass; else fail "hook.test exit $rc"; fi
+
+# What every socket() on the node pays: socket()+close() in an unlisted
+# netns with the program detached and attached, in one run.
+out=$(/usr/local/bin/hook.test -test.run '^$' -test.bench 'SocketClose' -test.benchtime 20000x -test.count 3 2>&1)
+echo "$out" | sed 's/^/  | /'
+ratio=$(echo "$out" | awk '/SocketClose\/detached/ {d += $3; nd++} /SocketClose\/attached/ {a += $3; na++}
+	END {if (nd && na) printf "%.3f (%.0f ns attached / %.0f ns detached)", (a/na)/(d/nd), a/na, d/nd}')
+info "socket()+close() with the hook attached / detached: ${ratio:-not measured}"
+
+conf bpf fail
+add cnitool pod1 1
+expect_ok add-pod1-annotated
+add cnitool pod2 1
+expect_ok add-pod2-annotated
+add cnitool pod3 0
+expect_ok add-pod3-plain
+show ls -la $PINS
+check pins-exist test -e $PINS/smc_link -a -e $PINS/smc_netns
+show rdma-chain inspect --data-dir $DATADIR
+
+exchange pod1 pod3 7000
+info "an unmodified Go server listens with protocol $(created listener "$SRV") (262 = MPTCP, Go >= 1.24's default where the kernel has MPTCP; the hook switches only 0/TCP)"
+
+fb0=$(fb_total pod2)
+exchange pod1 pod2 7001 multipathtcp=0
+step annotated-client-smc
+if [ "$(created client "$CLI")" = 256 ]; then pass; else fail "client in pod2: $CLI"; fi
+step annotated-listener-smc
+if [ "$(created listener "$SRV")" = 256 ]; then pass; else fail "listener in pod1: $SRV"; fi
+show smcctl fallback /var/run/netns/pod2
+show smcctl fallback /var/run/netns/pod1
+step smc-counters-moved
+fb1=$(fb_total pod2)
+if [ "$fb1" -gt "$fb0" ]; then pass; else fail "SMC fallback total in pod2 $fb0 -> $fb1: no SMC socket seen by SMC"; fi
+
+fb3=$(fb_total pod3)
+exchange pod1 pod3 7002 multipathtcp=0
+step plain-client-tcp
+if [ "$(created client "$CLI")" = 6 ]; then pass; else fail "client in pod3: $CLI"; fi
+step plain-counters-unmoved
+if [ "$(fb_total pod3)" = "$fb3" ]; then pass; else fail "SMC counters moved in the plain pod: $fb3 -> $(fb_total pod3)"; fi
+show rdma-chain inspect --data-dir $DATADIR
+
+cni cnitool check pod2
+expect_ok check-pod2
+cni cnitool del pod1
+expect_ok del-pod1
+check pins-kept-for-pod2 test -e $PINS/smc_link
+step deleted-pod-tcp-again
+if [ "$(probe pod1)" = 6 ]; then pass; else fail "new socket in pod1 after its DEL: $(probe pod1)"; fi
+step listed-pod-still-smc
+if [ "$(probe pod2)" = 256 ]; then pass; else fail "new socket in pod2: $(probe pod2)"; fi
+cni cnitool del pod2
+expect_ok del-pod2
+step last-del-detaches
+if [ ! -e $PINS ]; then pass; else fail "pins left: $(ls $PINS)"; fi
+step detached-tcp
+if [ "$(probe pod2)" = 6 ]; then pass; else fail "new socket in pod2 after detach: $(probe pod2)"; fi
+cni cnitool del pod3
+expect_ok del-pod3
+step no-records
+if [ "$(state_count)" -eq 0 ]; then pass; else fail "records: $(state_files)"; fi
+for p in pod1 pod2 pod3; do ip netns del $p; done
+exit 0
