@@ -2,7 +2,8 @@
 # Installs what the build and the test tiers need, pinned, into project-local
 # folders (.tools/). Debian packages come from apt-get through scripts/apt.sh
 # (lists refreshed when a package cannot be resolved). Idempotent: a second
-# run with everything present does nothing. DEPS_LINT=0 skips golangci-lint.
+# run with everything present does nothing. DEPS_LINT=0 skips golangci-lint
+# and the BPF toolchain (clang, llvm, libbpf-dev) that make lint needs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TOOLS="$PWD/.tools"
@@ -12,6 +13,8 @@ PLUGINS_VERSION=v1.9.1     # reference plugins
 GOLANGCI_VERSION=v2.15.0   # golangci-lint
 PLUGINS="main/ptp main/bridge main/host-device main/ipvlan main/macvlan main/loopback ipam/host-local meta/tuning"
 APT_PACKAGES="iproute2 ca-certificates"
+# make lint regenerates the BPF socket hook (scripts/check-generated.sh).
+[ "${DEPS_LINT:-1}" = 1 ] && APT_PACKAGES="$APT_PACKAGES clang llvm libbpf-dev"
 
 export PATH="/usr/local/go/bin:$PATH"
 export CGO_ENABLED=0 GOFLAGS=-mod=mod
