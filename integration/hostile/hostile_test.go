@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"testing"
 
 	"github.com/rdma-chain/rdma-chain/internal/testenv"
@@ -43,13 +42,13 @@ func TestMain(m *testing.M) {
 func build(out string) error {
 	gobin, err := exec.LookPath("go")
 	if err != nil {
-		gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		gobin = "/usr/local/go/bin/go"
 	}
 	cmd := exec.Command(gobin, "build", "-o", out, "./plugins/meta/rdma-chain")
 	cmd.Dir = testenv.RepoRoot()
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("build the plugin: %v\n%s", err, b)
+		return fmt.Errorf("build the plugin: %w\n%s", err, b)
 	}
 	return nil
 }

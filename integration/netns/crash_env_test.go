@@ -27,13 +27,13 @@ import (
 // RDMA device mlx5_0 of the fake RDMA subsystem; the chain is
 // [ptp + host-local, rdma-chain built with failpoints].
 type crashNode struct {
-	t                         *testing.T
-	dir, binDir, dataDir      string
-	ipamDir, fakeDir, cniPath string
-	node, peer                ns.NetNS
-	cni                       *libcni.CNIConfig
-	full, primary             *libcni.NetworkConfigList
-	entry                     map[string]any
+	t                    *testing.T
+	dir, binDir, dataDir string
+	ipamDir, fakeDir     string
+	node, peer           ns.NetNS
+	cni                  *libcni.CNIConfig
+	full, primary        *libcni.NetworkConfigList
+	entry                map[string]any
 }
 
 const crashCNIVersion = "1.1.0"

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -43,13 +42,13 @@ func failpointPlugin(t *testing.T) string {
 		crashBuild.bin = filepath.Join(crashBuild.dir, "rdma-chain")
 		gobin, err := exec.LookPath("go")
 		if err != nil {
-			gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
+			gobin = "/usr/local/go/bin/go"
 		}
 		cmd := exec.Command(gobin, "build", "-tags", "failpoint", "-o", crashBuild.bin, "./integration/netns/crash_plugin")
 		cmd.Dir = testenv.RepoRoot()
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
-			crashBuild.err = fmt.Errorf("build with -tags failpoint: %v\n%s", err, out)
+			crashBuild.err = fmt.Errorf("build with -tags failpoint: %w\n%s", err, out)
 		}
 	})
 	if crashBuild.err != nil {

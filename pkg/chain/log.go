@@ -29,7 +29,7 @@ func newLogger(conf *config.NetConf, stderr io.Writer) (*slog.Logger, func()) {
 			f, err := openLogFile(conf.LogFile)
 			if err != nil {
 				// A log problem never fails a verb; the runtime keeps stderr.
-				fmt.Fprintf(stderr, "rdma-chain: warning: logFile %s not used: %v\n", conf.LogFile, err)
+				_, _ = fmt.Fprintf(stderr, "rdma-chain: warning: logFile %s not used: %v\n", conf.LogFile, err)
 			} else {
 				out, closeFn = io.MultiWriter(stderr, f), func() { _ = f.Close() }
 			}

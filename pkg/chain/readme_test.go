@@ -54,14 +54,19 @@ var libraryCodes = map[string]uint{
 func TestCodesCoverTheCode(t *testing.T) {
 	for _, dir := range []string{"pkg/chain", "pkg/config"} {
 		fset := token.NewFileSet()
-		pkgs, err := parser.ParseDir(fset, filepath.Join(testenv.RepoRoot(), dir), func(fi os.FileInfo) bool {
-			return !strings.HasSuffix(fi.Name(), "_test.go")
-		}, 0)
+		files, err := filepath.Glob(filepath.Join(testenv.RepoRoot(), dir, "*.go"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, p := range pkgs {
-			ast.Inspect(p, func(n ast.Node) bool {
+		for _, name := range files {
+			if strings.HasSuffix(name, "_test.go") {
+				continue
+			}
+			f, err := parser.ParseFile(fset, name, nil, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ast.Inspect(f, func(n ast.Node) bool {
 				sel, ok := n.(*ast.SelectorExpr)
 				if !ok {
 					return true

@@ -105,7 +105,7 @@ func TestReturnToHost(t *testing.T) {
 			if tt.listErr != nil {
 				nl.listErrs = []error{tt.listErr}
 			}
-			if tt.listErr == syscall.EPROTONOSUPPORT {
+			if errors.Is(tt.listErr, syscall.EPROTONOSUPPORT) {
 				nl.modeErr = tt.listErr
 			}
 			if tt.afterSet != nil {

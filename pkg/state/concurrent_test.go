@@ -67,13 +67,13 @@ func round(s *Store, k Key) error {
 		return err
 	}
 	if r, err := s.Get(k); err != nil || r.Key() != k {
-		return fmt.Errorf("get %v: %v, %v", k, r, err)
+		return fmt.Errorf("get %v: %v, %w", k, r, err)
 	}
 	if err := s.Delete(k); err != nil {
 		return err
 	}
 	if _, err := s.Get(k); !errors.Is(err, ErrNotFound) {
-		return fmt.Errorf("get %v after delete: %v", k, err)
+		return fmt.Errorf("get %v after delete: %w", k, err)
 	}
 	return nil
 }

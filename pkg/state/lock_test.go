@@ -65,7 +65,7 @@ func TestWritableAndLockNeedDir(t *testing.T) {
 			if tt.wantErr == nil && err != nil || !errors.Is(err, tt.wantErr) {
 				t.Fatalf("Lock() = %v, want %v", err, tt.wantErr)
 			}
-			if tt.wantErr != ErrNoStateDir && errors.Is(err, ErrNoStateDir) {
+			if !errors.Is(tt.wantErr, ErrNoStateDir) && errors.Is(err, ErrNoStateDir) {
 				t.Errorf("Lock() = %v: ErrNoStateDir for an existing path", err)
 			}
 			if err == nil {

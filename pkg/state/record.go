@@ -145,9 +145,10 @@ func readRegular(path string) ([]byte, error) {
 // List returns them, joined), for the caller to Quarantine.
 func CorruptPaths(err error) []string {
 	var paths []string
-	switch e := err.(type) {
-	case *CorruptError:
-		return []string{e.Path}
+	if ce, ok := err.(*CorruptError); ok { //nolint:errorlint // walks the tree itself, level by level
+		return []string{ce.Path}
+	}
+	switch e := err.(type) { //nolint:errorlint // as above
 	case interface{ Unwrap() []error }:
 		for _, sub := range e.Unwrap() {
 			paths = append(paths, CorruptPaths(sub)...)

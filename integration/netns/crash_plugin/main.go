@@ -112,8 +112,10 @@ func (f fakeRDMA) movedTo(dev string) (uint64, bool, error) {
 }
 
 func (f fakeRDMA) MoveToNetns(dev string, nsFd int) error {
-	if _, moved, err := f.movedTo(dev); err != nil || moved {
-		return fmt.Errorf("move RDMA device %s: already moved (%v)", dev, err)
+	if _, moved, err := f.movedTo(dev); err != nil {
+		return fmt.Errorf("move RDMA device %s: %w", dev, err)
+	} else if moved {
+		return fmt.Errorf("move RDMA device %s: already moved", dev)
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(nsFd, &st); err != nil {
