@@ -183,3 +183,28 @@ gid_rows() {
 # counters: "sent=N rcvd=N" of rxe0 port 1
 rxe_sent() { cat /sys/class/infiniband/rxe0/ports/1/hw_counters/sent_pkts; }
 rxe_rcvd() { cat /sys/class/infiniband/rxe0/ports/1/hw_counters/rcvd_pkts; }
+
+# --- operator-command output (ops, ops-exclusive) ---
+
+# print_info LABEL CMD...: run CMD, print every output line as RC-INFO, keep
+# the output in $OUT and the status in $RC.
+print_info() {
+	_label=$1
+	shift
+	OUT=$("$@" 2>&1)
+	RC=$?
+	info "$_label: \$ $* (exit $RC)"
+	echo "$OUT" | while IFS= read -r _l; do info "$_label: $_l"; done
+}
+# has TEXT: $OUT contains TEXT
+has() { case "$OUT" in *"$1"*) return 0 ;; *) return 1 ;; esac; }
+# expect NAME TEXT...: $OUT contains every TEXT
+expect() {
+	_n=$1
+	shift
+	step "$_n"
+	for _t in "$@"; do
+		has "$_t" || { fail "output lacks '$_t'"; return; }
+	done
+	pass
+}

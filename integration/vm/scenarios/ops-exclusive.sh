@@ -26,28 +26,6 @@ IPAM='"ipam":{"type":"host-local","ranges":[[{"subnet":"fd00:99::/64"}]],"dataDi
 write_conflist "$NETDIR" 1.0.0 "\"mode\":\"exclusive\",\"devices\":[\"simrdma0\"],\"podSelection\":\"all\",\"dataDir\":\"$DATADIR\",$IPAM"
 info "conflist: $(tr -d '\n' <"$NETDIR/rdmanet.conflist")"
 
-# print_info LABEL CMD...: run CMD, print every output line as RC-INFO, keep
-# the output in $OUT and the status in $RC.
-print_info() {
-	_label=$1
-	shift
-	OUT=$("$@" 2>&1)
-	RC=$?
-	info "$_label: \$ $* (exit $RC)"
-	echo "$OUT" | while IFS= read -r _l; do info "$_label: $_l"; done
-}
-has() { case "$OUT" in *"$1"*) return 0 ;; *) return 1 ;; esac; }
-# expect NAME TEXT...: $OUT contains every TEXT
-expect() {
-	_n=$1
-	shift
-	step "$_n"
-	for _t in "$@"; do
-		has "$_t" || { fail "output lacks '$_t'"; return; }
-	done
-	pass
-}
-
 print_info validate rdma-chain validate "$NETDIR/rdmanet.conflist" --cni-bin-dir /opt/cni/bin
 check validate-ok test "$RC" = 0
 
