@@ -117,6 +117,7 @@ func BenchmarkConcurrentPassThrough(b *testing.B) {
 	for range b.N {
 		var mu sync.Mutex
 		var lat []float64
+		var failed int
 		var firstErr error
 		var wg sync.WaitGroup
 		start := time.Now()
@@ -131,8 +132,11 @@ func BenchmarkConcurrentPassThrough(b *testing.B) {
 					}
 					mu.Lock()
 					lat = append(lat, float64(time.Since(t0))/1e6)
-					if err != nil && firstErr == nil {
-						firstErr = err
+					if err != nil {
+						failed++
+						if firstErr == nil {
+							firstErr = err
+						}
 					}
 					mu.Unlock()
 				}
@@ -140,12 +144,15 @@ func BenchmarkConcurrentPassThrough(b *testing.B) {
 		}
 		wg.Wait()
 		took := time.Since(start)
+		// A failed cycle (a kubelet lookup past its 2 s bound under this
+		// load) is counted in the row, not hidden and not fatal.
 		if firstErr != nil {
-			b.Fatal(firstErr)
+			b.Logf("%d of %d cycles failed; first: %v", failed, len(lat), firstErr)
 		}
 		label := fmt.Sprintf("%d workers x %d pass-through ADD+DEL", workers, cycles)
-		report(b, row{measure: label + ", cycle latency", unit: "ms", v: lat,
-			remark: fmt.Sprintf("throughput %.0f cycles/s on %d CPUs", float64(len(lat))/took.Seconds(), nprocs())})
+		report(b, row{measure: label + ", cycle latency", unit: "ms", v: lat, target: "no failed cycle",
+			failed: &failed, remark: fmt.Sprintf("throughput %.1f cycles/s on %d CPUs; %d failed",
+				float64(len(lat)-failed)/took.Seconds(), nprocs(), failed)})
 	}
 }
 
@@ -157,3 +164,4 @@ func nprocs() int {
 	}
 	return n
 }
+

@@ -121,6 +121,7 @@ type row struct {
 	base           []float64
 	maxRatio       float64 // 0: no ratio target
 	maxAbs         float64 // 0: no absolute target
+	failed         *int    // set: the target is no failed sample
 	target, remark string
 }
 
@@ -143,6 +144,9 @@ func report(b *testing.B, r row) {
 	}
 	if r.maxAbs > 0 {
 		met = verdict(med <= r.maxAbs)
+	}
+	if r.failed != nil {
+		met = verdict(*r.failed == 0)
 	}
 	line := fmt.Sprintf("| %s | %.3g %s | %.3g %s | %s | %s | %s | %s | %s |\n",
 		r.measure, med, r.unit, p95, r.unit, base, ratio, r.target, met, r.remark)
