@@ -164,4 +164,3 @@ func nprocs() int {
 	}
 	return n
 }
-
