@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
 	"github.com/containernetworking/plugins/pkg/ns"
 	"golang.org/x/sys/unix"
 
@@ -141,4 +143,70 @@ func TestHookReusesPins(t *testing.T) {
 	if err := h.Remove(inode(t, b)); err != nil {
 		t.Errorf("Remove with nothing pinned: %v", err)
 	}
+}
+
+// BenchmarkSocketClose is what every socket() on the node pays for the hook:
+// socket(AF_INET, SOCK_STREAM, 0) + close() in a netns that is not listed,
+// with the program detached and attached (one other netns listed). The VM
+// tier's smc-hook scenario runs it and prints the ratio.
+func BenchmarkSocketClose(b *testing.B) {
+	testenv.RequireRoot(b)
+	h := Hook{Dir: "/sys/fs/bpf/rdma-chain-bench"}
+	listed := netnstest.NewNS(b)
+	var st unix.Stat_t
+	if err := unix.Stat(listed.Path(), &st); err != nil {
+		b.Fatal(err)
+	}
+	run := func(b *testing.B) {
+		for b.Loop() {
+			fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			unix.Close(fd)
+		}
+	}
+	b.Run("detached", run)
+	if err := h.Add(uint32(st.Ino)); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = h.Remove(uint32(st.Ino)) }()
+	// The kernel's own accounting of the program's run time (timing under
+	// emulation is noisy; this is the program's cost alone).
+	stats, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer stats.Close()
+	b.Run("attached", func(b *testing.B) {
+		before := programStats(b, h)
+		run(b)
+		after := programStats(b, h)
+		if n := after.RunCount - before.RunCount; n > 0 {
+			b.ReportMetric(float64(after.Runtime-before.Runtime)/float64(n), "prog-ns/call")
+		}
+	})
+}
+
+func programStats(b *testing.B, h Hook) *ebpf.ProgramStats {
+	b.Helper()
+	l, err := link.LoadPinnedLink(filepath.Join(h.Dir, linkPin), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	info, err := l.Info()
+	if err != nil {
+		b.Fatal(err)
+	}
+	prog, err := ebpf.NewProgramFromID(info.Program)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer prog.Close()
+	st, err := prog.Stats()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return st
 }

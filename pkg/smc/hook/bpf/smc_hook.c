@@ -52,8 +52,10 @@ int BPF_PROG(smc_socket_protocol, int family, int type, int protocol)
 	if (family != AF_INET || (type & SOCK_TYPE_MASK) != SOCK_STREAM ||
 	    (protocol != 0 && protocol != IPPROTO_TCP))
 		return protocol;
-	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
-	__u32 inum = BPF_CORE_READ(task, nsproxy, net_ns, ns.inum);
+	// A BTF pointer: the loads below are plain (fault-safe) loads the JIT
+	// inlines, not bpf_probe_read_kernel() calls.
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u32 inum = task->nsproxy->net_ns->ns.inum;
 	if (bpf_map_lookup_elem(&smc_netns, &inum))
 		return IPPROTO_SMC;
 	return protocol;
