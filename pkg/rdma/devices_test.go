@@ -6,6 +6,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/rdma-chain/rdma-chain/internal/nldump"
 	"github.com/vishvananda/netlink"
 )
 
@@ -105,7 +106,11 @@ func TestDevicesDumpInterrupted(t *testing.T) {
 	if err != nil || len(devs) != 1 {
 		t.Fatalf("Devices() = %+v, %v; want retry to succeed", devs, err)
 	}
-	nl = &fakeNL{listErrs: []error{netlink.ErrDumpInterrupted, netlink.ErrDumpInterrupted, netlink.ErrDumpInterrupted}}
+	always := make([]error, nldump.Attempts)
+	for i := range always {
+		always[i] = netlink.ErrDumpInterrupted
+	}
+	nl = &fakeNL{listErrs: always}
 	if _, err := f.system(nl).Devices(); !errors.Is(err, netlink.ErrDumpInterrupted) {
 		t.Fatalf("Devices() err = %v; want ErrDumpInterrupted after retries", err)
 	}

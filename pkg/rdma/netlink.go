@@ -8,6 +8,7 @@ import (
 
 	cnins "github.com/containernetworking/plugins/pkg/ns"
 
+	"github.com/rdma-chain/rdma-chain/internal/nldump"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
 	"github.com/vishvananda/netns"
@@ -18,7 +19,6 @@ import (
 // (include/uapi/rdma/rdma_netlink.h).
 const (
 	nldevCmdPortGet = 5 // RDMA_NLDEV_CMD_PORT_GET
-	dumpRetries     = 3 // attempts when a dump is interrupted
 	nldevAttrNdevNm = nl.RDMA_NLDEV_ATTR_NDEV_NAME
 )
 
@@ -130,15 +130,5 @@ func netnsGone(path string) bool {
 
 // listLinks dumps RDMA devices, retrying when the dump was interrupted.
 func listLinks(n Netlink) ([]*netlink.RdmaLink, error) {
-	var (
-		links []*netlink.RdmaLink
-		err   error
-	)
-	for range dumpRetries {
-		links, err = n.LinkList()
-		if !errors.Is(err, netlink.ErrDumpInterrupted) {
-			break
-		}
-	}
-	return links, err
+	return nldump.Retry(n.LinkList)
 }
