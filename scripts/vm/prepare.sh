@@ -22,36 +22,24 @@ export DEBIAN_FRONTEND=noninteractive LC_ALL=C
 log() { echo "vm-prepare: $*" >&2; }
 die() { echo "vm-prepare: ERROR: $*" >&2; exit 1; }
 
-# apt_run NAME CMD...: runs an apt command, its output kept in
-# $CACHE/apt-NAME.log; on failure prints the command and the log's last lines.
-apt_run() {
-	local out="$CACHE/apt-$1.log"
-	shift
-	local rc=0
-	"$@" >"$out" 2>&1 || rc=$?
-	[ $rc -ne 0 ] || return 0
-	echo "vm-prepare: FAILED (exit $rc): $*" >&2
-	tail -n 25 "$out" | sed 's/^/vm-prepare:   | /' >&2
-	echo "vm-prepare:   (full output: $out)" >&2
-	return 1
-}
-# apt_install PKG...: apt-get install; when it fails (a package that cannot
-# be resolved from stale lists, most often), apt-get update and retry once.
-apt_install() {
-	log "apt-get install $*"
-	apt_run install apt-get install -y --no-install-recommends "$@" && return 0
-	log "retrying once after apt-get update"
-	apt_run update apt-get update ||
-		die "apt-get update failed (output above): fix the machine's apt sources or network, then rerun $0"
-	apt_run install apt-get install -y --no-install-recommends "$@" ||
-		die "apt-get install $* failed after apt-get update (output above): install them by hand or fix apt, then rerun $0"
-}
+# apt_install, apt_candidate, apt_newest, apt_resolve, apt_download: wait for
+# a held apt lock, refresh the lists once when something cannot be resolved,
+# installed or downloaded, and report a failing step with its output.
+APT_PREFIX=vm-prepare
+# shellcheck source=scripts/apt.sh
+. "$ROOT/scripts/apt.sh"
 SIMRDMA_SRC="$ROOT/integration/vm/simrdma"
 SIMRDMA_HASH=$(cat "$SIMRDMA_SRC/Kbuild" "$SIMRDMA_SRC/Makefile" "$SIMRDMA_SRC/simrdma.c" | sha256sum | cut -c1-12)
 
 # Fast path: nothing changed since the last run (same script, same apt lists,
 # all trees present) -> print the env and stop. VM_PREPARE_FORCE=1 re-checks.
-STAMP="script=$(sha256sum "$0" | cut -c1-16) simrdma=$SIMRDMA_HASH lists=$(stat -c %Y /var/lib/apt/lists 2>/dev/null || echo 0)"
+# The lists are those apt uses (APT_CONFIG may point Dir::State::Lists elsewhere).
+stamp() {
+	local LISTS=/var/lib/apt/lists/
+	eval "$(apt-config shell LISTS Dir::State::Lists/d 2>/dev/null)"
+	echo "script=$(sha256sum "$0" | cut -c1-16) simrdma=$SIMRDMA_HASH lists=$(stat -c %Y "$LISTS" 2>/dev/null || echo 0)"
+}
+STAMP=$(stamp)
 if [ "${VM_PREPARE_FORCE:-0}" != 1 ] && [ -f "$CACHE/env" ] && grep -qxF "STAMP=$STAMP" "$CACHE/env"; then
 	ok=1
 	for d in $(awk -F= '/^(ROOTFS|KERNEL_6_1|KERNEL_6_12)=/ {print $2}' "$CACHE/env"); do
@@ -77,7 +65,7 @@ command -v depmod >/dev/null || [ -x /sbin/depmod ] || need+=(kmod)
 command -v gcc >/dev/null || need+=(gcc)
 command -v make >/dev/null || need+=(make)
 if [ ${#need[@]} -gt 0 ]; then
-	apt_install "${need[@]}"
+	apt_install "${need[@]}" || die "cannot install ${need[*]} (see above)"
 fi
 QEMU=$(command -v qemu-system-x86_64)
 BUSYBOX=/bin/busybox
@@ -88,26 +76,16 @@ declare -A CAND
 load_candidates() { # pkg...
 	local p v
 	while read -r p v; do CAND[$p]=$v; done < <(apt-cache policy "$@" 2>/dev/null |
-		awk '/^[^ ].*:$/ {sub(":$", "", $1); p=$1} /Candidate:/ {print p, $2}')
+		awk '/^[^ ].*:$/ {sub(":$", "", $1); p=$1} /Candidate:/ && $2 != "(none)" {print p, $2}')
 }
-candidate() { # pkg -> candidate version
-	[ -n "${CAND[$1]:-}" ] || load_candidates "$1"
-	echo "${CAND[$1]:-}"
+candidate() { # pkg -> candidate version (refreshes the lists if it has none)
+	[ -n "${CAND[$1]:-}" ] || CAND[$1]=$(apt_candidate "$1") || die "no candidate for $1 (see above)"
+	echo "${CAND[$1]}"
 }
 
-# download PKG into debs/, print the .deb path
+# download PKG into debs/ (a .deb already there is reused), print its path
 download() {
-	local pkg=$1 ver f
-	ver=$(candidate "$pkg")
-	[ -n "$ver" ] && [ "$ver" != "(none)" ] || die "no candidate for $pkg (apt-get update?)"
-	f=$(ls "$CACHE/debs/${pkg}_${ver//:/%3a}_"*.deb 2>/dev/null | head -1 || true)
-	if [ -z "$f" ]; then
-		log "apt-get download $pkg=$ver"
-		(cd "$CACHE/debs" && apt_run download apt-get download -o APT::Sandbox::User=root "$pkg=$ver") ||
-			die "apt-get download $pkg=$ver failed (output above): check apt sources/network, or run apt-get update, then rerun $0"
-		f=$(ls "$CACHE/debs/${pkg}_${ver//:/%3a}_"*.deb | head -1)
-	fi
-	echo "$f"
+	apt_download "$CACHE/debs" "$1" || die "cannot download $1 (see above)"
 }
 
 # ---- kernels ----------------------------------------------------------------
@@ -115,21 +93,16 @@ resolve_61() {
 	apt-cache depends linux-image-amd64 2>/dev/null |
 		awk '/Depends: linux-image-6\.1\.[0-9]+-[0-9]+-amd64$/ {print $2; exit}'
 }
-resolve_612() {
-	# The newest linux-image-6.12.N+debNN-amd64 (no dbg, rt, cloud, unsigned,
-	# signed-template or meta package).
-	apt-cache search --names-only '^linux-image-6\.12\.' 2>/dev/null | awk '{print $1}' |
-		grep -E '^linux-image-6\.12\.[0-9]+\+deb[0-9]+-amd64$' | sort -V | tail -1
-}
-
 # kernel PKG -> prints the extracted folder (has vmlinuz and lib/modules/KVER)
 kernel() {
 	local pkg=$1 ver dir deb
 	ver=$(candidate "$pkg")
-	[ -n "$ver" ] && [ "$ver" != "(none)" ] || die "no candidate for $pkg"
 	dir="$CACHE/kernel-${pkg#linux-image-}_${ver}"
 	if [ ! -f "$dir/.done" ]; then
 		deb=$(download "$pkg")
+		# apt_download resolves the version again after a refresh.
+		ver=$(dpkg-deb -f "$deb" Version) || die "cannot read the version of $deb"
+		dir="$CACHE/kernel-${pkg#linux-image-}_${ver}"
 		log "extracting $(basename "$deb")"
 		rm -rf "$dir" "$dir.tmp"
 		mkdir -p "$dir.tmp"
@@ -148,10 +121,25 @@ kernel() {
 	echo "$dir"
 }
 
-K61_PKG=$(resolve_61)
-[ -n "$K61_PKG" ] || die "cannot resolve the 6.1 kernel from linux-image-amd64"
-K612_PKG=$(resolve_612)
-[ -n "$K612_PKG" ] || die "cannot resolve a 6.12 kernel (apt-cache search linux-image-6.12)"
+# Resolved in this shell, not in $(...), so that a refresh of the lists is
+# known here (APT_REFRESHED) and not repeated by later steps. When a
+# resolution refreshed the lists, both are redone on the fresh ones (stale
+# lists may offer an older 6.1 kernel while lacking every 6.12 one).
+K_OUT="$CACHE/kernels.tmp"
+resolve_kernels() {
+	# The newest linux-image-6.12.N+debNN-amd64 (no dbg, rt, cloud,
+	# unsigned, signed-template or meta package).
+	apt_newest 'linux-image-6\.12\.[0-9]+\+deb[0-9]+-amd64' >"$K_OUT" ||
+		die "cannot resolve a 6.12 kernel (see above)"
+	K612_PKG=$(cat "$K_OUT")
+	apt_resolve "6.1 kernel linux-image-amd64 depends on" resolve_61 >"$K_OUT" ||
+		die "cannot resolve the 6.1 kernel (see above)"
+	K61_PKG=$(cat "$K_OUT")
+}
+refreshed=$APT_REFRESHED
+resolve_kernels
+[ "$APT_REFRESHED" = "$refreshed" ] || resolve_kernels
+rm -f "$K_OUT"
 USER_PKGS="rdmacm-utils ibverbs-providers libibverbs1 librdmacm1 libnl-3-200 libnl-route-3-200"
 load_candidates "$K61_PKG" "$K612_PKG" $USER_PKGS
 K61=$(kernel "$K61_PKG")
@@ -166,11 +154,9 @@ simrdma() {
 	out="$CACHE/simrdma-$kver-$SIMRDMA_HASH"
 	if [ -f "$out/simrdma.ko" ]; then echo "$out/simrdma.ko"; return 0; fi
 	hdr="linux-headers-$kver"
-	if ! dpkg-query -W -f='${Status}' "$hdr" 2>/dev/null | grep -q "install ok installed"; then
-		# The 6.12 headers package depends on its linux-image package: apt
-		# installs that kernel on this machine too (it is never booted here).
-		apt_install "$hdr"
-	fi
+	# The 6.12 headers package depends on its linux-image package: apt
+	# installs that kernel on this machine too (it is never booted here).
+	apt_install "$hdr" || return 1
 	[ -d "/usr/src/$hdr" ] || { echo "vm-prepare: $hdr installed but /usr/src/$hdr missing" >&2; return 1; }
 	b=$(mktemp -d)
 	cp "$SIMRDMA_SRC/Kbuild" "$SIMRDMA_SRC/Makefile" "$SIMRDMA_SRC/simrdma.c" "$b/"
@@ -261,6 +247,8 @@ for old in "$CACHE"/rootfs-*; do # trees of older package versions
 	[ "$old" = "$ROOTFS" ] || rm -rf "$old"
 done
 
+# The lists may have been refreshed during this run: stamp the refreshed ones.
+STAMP=$(stamp)
 cat >"$CACHE/env.tmp" <<EOF
 QEMU=$QEMU
 ROOTFS=$ROOTFS
