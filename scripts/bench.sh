@@ -48,7 +48,7 @@ done
 
 model=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)
 {
-	echo "rdma-chain $(git describe --tags --always --dirty 2>/dev/null || echo dev), $started;" \
+	echo "tree $(git describe --tags --always --dirty 2>/dev/null || echo dev), binary $RDMA_CHAIN_BIN, $started;" \
 		"machine: $(nproc) CPUs, ${model:-unknown CPU}, Linux $(uname -r), load average at start $load"
 	echo
 	echo "| measure | median | p95 | baseline (median) | ratio | target | verdict | note |"
