@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"testing"
 
 	"github.com/containernetworking/plugins/pkg/ns"
@@ -26,7 +25,7 @@ func fakeRDMABuild(b *testing.B) string {
 	bin := filepath.Join(b.TempDir(), "rdma-chain")
 	gobin, err := exec.LookPath("go")
 	if err != nil {
-		gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		gobin = "/usr/local/go/bin/go"
 	}
 	cmd := exec.Command(gobin, "build", "-trimpath", "-ldflags", "-s -w", "-o", bin, "./integration/netns/crash_plugin")
 	cmd.Dir = testenv.RepoRoot()

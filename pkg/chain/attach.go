@@ -76,22 +76,12 @@ func (p *Plugin) attachLocked(c *call, rec *state.Record, req *request, offered 
 		}
 		return nil, nil, cniError(CodeState, "cannot read attachment state", err)
 	}
-	recs, err := p.listRecords(c)
+	busy, offered, err := p.exclusiveHolders(c, rec, offered)
 	if err != nil {
 		return nil, nil, err
 	}
-	if rec.Mode == string(rdma.ModeExclusive) {
-		var reclaimed bool
-		if recs, reclaimed = p.reclaimStranded(c, recs); reclaimed {
-			// Netdevs came back under new names: list the devices again.
-			if offered, err = p.offered(c.conf); err != nil {
-				return nil, nil, err
-			}
-		}
-	}
 	devs, err := selectDevices(req, selectInput{mode: rdma.Mode(rec.Mode), offered: offered,
-		busy: busyDevices(recs, c.conf.Devices), macs: resultMACs(result),
-		needNetdev: c.conf.SharedLink.Type != config.LinkNone})
+		busy: busy, macs: resultMACs(result), needNetdev: c.conf.SharedLink.Type != config.LinkNone})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -111,6 +101,28 @@ func (p *Plugin) attachLocked(c *call, rec *state.Record, req *request, offered 
 		c.log.Warn("cannot read the pod netns's cookie: a reused netns inode could hide its death", "netns", c.args.Netns, "error", err)
 	}
 	return devs, podNS, p.attachHost(c, rec, devs, podNS, tx)
+}
+
+// exclusiveHolders maps, in exclusive mode, the devices other pods hold to
+// their holders, after reclaiming the stranded ones (and listing the devices
+// again when that renamed netdevs). Shared mode holds nothing: no record is
+// read, so ADD does not slow down with the number of pods on the node.
+func (p *Plugin) exclusiveHolders(c *call, rec *state.Record, offered []rdma.Device) (map[string]string, []rdma.Device, error) {
+	if rec.Mode != string(rdma.ModeExclusive) {
+		return nil, offered, nil
+	}
+	recs, err := p.listRecords(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	recs, reclaimed := p.reclaimStranded(c, recs)
+	if reclaimed {
+		// Netdevs came back under new names: list the devices again.
+		if offered, err = p.offered(c.conf); err != nil {
+			return nil, nil, err
+		}
+	}
+	return busyDevices(recs, c.conf.Devices), offered, nil
 }
 
 // attachHost makes the host changes for each device and records, before
