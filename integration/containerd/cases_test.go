@@ -91,6 +91,7 @@ func runCases(t *testing.T, e *env) {
 		{"SMCROnUnsupported", testSMCR},
 		{"RestartBetweenADDAndDEL", testRestart},
 		{"Concurrent8", testConcurrent},
+		{"ReconcileThroughCRI", testReconcile},
 	}
 	if e.rt.major >= 2 && e.cni.version == "1.1.0" {
 		cases = append(cases, struct {

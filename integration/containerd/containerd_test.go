@@ -132,11 +132,24 @@ func (d *daemon) start(t *testing.T) {
 	d.cmd.Env = append(os.Environ(), "PATH="+d.rt.binDir+":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
 	d.cmd.Stdout, d.cmd.Stderr = logf, logf
 	d.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := d.cmd.Start(); err != nil {
+	// Pdeathsig fires when the OS thread that started containerd exits, and
+	// Go ends a thread whenever a goroutine locked to it ends (the netns
+	// helpers of parallel tests do): start and wait on a thread of our own
+	// that lives exactly as long as containerd.
+	d.done = make(chan error, 1)
+	started := make(chan error, 1)
+	go func(cmd *exec.Cmd, done chan error) {
+		runtime.LockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		done <- cmd.Wait()
+	}(d.cmd, d.done)
+	if err := <-started; err != nil {
 		t.Fatalf("start containerd: %v", err)
 	}
-	d.done = make(chan error, 1)
-	go func(cmd *exec.Cmd, done chan error) { done <- cmd.Wait() }(d.cmd, d.done)
 	if err := d.waitSocket(30 * time.Second); err != nil {
 		t.Fatalf("%v\n%s", err, d.tail())
 	}
