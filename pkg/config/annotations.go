@@ -24,8 +24,9 @@ func (c *NetConf) SMCRRequested() (bool, string) {
 	case "false":
 		return false, ""
 	}
-	if len(v) > 32 {
-		v = v[:32] + "..."
+	// %q may show a byte as four characters: 16 bytes keep the warning short.
+	if len(v) > 16 {
+		v = v[:16] + "..."
 	}
 	return false, fmt.Sprintf("annotation %s=%q ignored: want \"true\" or \"false\"", AnnotationSMCR, v)
 }
