@@ -74,8 +74,8 @@ demo: deps-vm build
 demo-netns: deps build
 	./scripts/demo.sh
 
-# Speed and memory: the plugin's own cost over faked kernels, and a real pod
-# ADD+DEL cycle of [ptp+host-local] with and without rdma-chain (root).
+# Speed and memory against upstream tuning, host-device and macvlan, paired in
+# one run (scripts/bench.sh; root); the table is written to .cache/bench.md.
 bench: deps build
 	./scripts/bench.sh
 
