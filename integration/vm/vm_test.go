@@ -65,6 +65,7 @@ var bootGroups = []bootGroup{
 	{"ops", false, []scenario{{"ops", true, false}}},
 	{"ops-exclusive-simrdma", true, []scenario{{"ops-exclusive", true, false}}},
 	{"smc-hook", false, []scenario{{"smc-hook", true, false}}},
+	{"crash-simrdma", true, []scenario{{"crash-rdma", true, false}}},
 }
 
 // selected reports whether scenario s runs: RC_VM_SCENARIOS names it, or it
@@ -251,6 +252,12 @@ func buildBinaries(root string) (prepared, error) {
 	if o, err := runCmd(root, []string{"CGO_ENABLED=0"}, "go", "test", "-c", "-tags", "smchook", "-ldflags=-s -w",
 		"-o", filepath.Join(dir, "hook.test"), "./pkg/smc/hook/"); err != nil {
 		return p, fmt.Errorf("go test -c ./pkg/smc/hook: %w\n%s", err, o)
+	}
+	// The crash scenario's plugin: failpoints compiled in (test-only build),
+	// always from source, also when RC_VM_PLUGIN names the plugin to test.
+	if o, err := runCmd(root, []string{"CGO_ENABLED=0"}, "go", "build", "-tags", "failpoint", "-ldflags=-s -w",
+		"-o", filepath.Join(dir, "rdma-chain-fp"), "./plugins/meta/rdma-chain"); err != nil {
+		return p, fmt.Errorf("go build -tags failpoint ./plugins/meta/rdma-chain: %w\n%s", err, o)
 	}
 	switch plug := os.Getenv("RC_VM_PLUGIN"); {
 	case plug != "":

@@ -46,6 +46,7 @@ go build -ldflags '-s -w' -o "$BIN/cnicall" ./integration/vm/guest/cnicall
 go build -ldflags '-s -w' -o "$BIN/smcctl" ./integration/vm/guest/smcctl
 go build -ldflags '-s -w' -o "$BIN/tcpproto" ./integration/vm/guest/tcpproto
 go test -c -tags smchook -ldflags '-s -w' -o "$BIN/hook.test" ./pkg/smc/hook/
+go build -tags failpoint -ldflags '-s -w' -o "$BIN/rdma-chain-fp" ./plugins/meta/rdma-chain
 if [ -n "${RC_VM_PLUGIN:-}" ]; then
 	cp "$RC_VM_PLUGIN" "$BIN/rdma-chain"
 elif [ -d "$ROOT/plugins/meta/rdma-chain" ]; then
