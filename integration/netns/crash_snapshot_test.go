@@ -5,6 +5,7 @@ package netns
 import (
 	"errors"
 	"fmt"
+	"github.com/rdma-chain/rdma-chain/pkg/outcome"
 	"io/fs"
 	"net"
 	"os"
@@ -92,7 +93,8 @@ func linkState(full bool) ([]string, error) {
 
 // fileState lists every entry under root with the content of regular files,
 // except host-local's allocation cursor (last_reserved_ip.N), which is not a
-// lease and moves on with every ADD.
+// lease and moves on with every ADD, and the plugin's outcome log, which
+// grows with every call by design (inspect reads it).
 func fileState(root string) ([]string, error) {
 	var out []string
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
@@ -102,8 +104,8 @@ func fileState(root string) ([]string, error) {
 		if err != nil {
 			return err
 		}
-		if strings.HasPrefix(d.Name(), "last_reserved_ip.") {
-			return nil
+		if strings.HasPrefix(d.Name(), "last_reserved_ip.") || d.Name() == outcome.FileName {
+			return nil // a cursor, and the plugin's log of its own outcomes
 		}
 		line := fmt.Sprintf("%s %v", p, d.Type())
 		if d.Type().IsRegular() && d.Name() != "lock" {
