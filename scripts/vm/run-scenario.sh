@@ -4,7 +4,8 @@
 #   scripts/vm/run-scenario.sh KERNEL SCENARIO[,SCENARIO...]
 #
 # KERNEL: 6.1 or 6.12. SCENARIO: a script name under integration/vm/scenarios
-# (smoke, shared, podres, ipv6, smc, exclusive, exclusive-rdma; opt-in: demo); several share one
+# (smoke, shared, podres, ipv6, smc, exclusive, exclusive-rdma, ops, ops-exclusive, smc-hook,
+# crash-rdma; opt-in: demo); several share one
 # boot when joined by commas (exclusive and exclusive-rdma need their own boots). A boot with
 # exclusive-rdma gets a second NIC (virtio-net, qemu user networking with restrict=on: nothing
 # leaves qemu) and the simrdma test module bound to it (rc.simrdma=eth0). Steps: prepare.sh (cached), build the
@@ -27,7 +28,7 @@ QEMU=$(awk -F= '$1=="QEMU" {print $2}' "$ENV")
 SIMRDMA_KO=$(awk -F= -v k="SIMRDMA_${KERNEL//./_}" '$1==k {print $2}' "$ENV")
 NIC=()
 case ",$SCEN," in
-*,exclusive-rdma,*)
+*,exclusive-rdma,* | *,ops-exclusive,* | *,crash-rdma,*)
 	[ -n "$SIMRDMA_KO" ] || { echo "no simrdma module for $KERNEL in $ENV (see scripts/vm/prepare.sh output)" >&2; exit 1; }
 	NIC=(-netdev user,id=n1,restrict=on,ipv6=off -device virtio-net-pci,netdev=n1)
 	VM_APPEND="rc.simrdma=eth0 ${VM_APPEND:-}"
