@@ -24,13 +24,6 @@ export CAP_ARGS='{"io.kubernetes.cri.pod-annotations":{"network.alibabacloud.com
 step switch-to-exclusive
 if out=$(rdma system set netns exclusive 2>&1) && [ "$(netns_mode)" = exclusive ]; then pass; else fail "$out"; fi
 check simrdma0-on-eth0 sh -c "/usr/sbin/rdma link | grep -q 'simrdma0/1 .*netdev eth0'"
-setup_nic() {
-	ip link set eth0 mtu 1400 up &&
-		ip addr add 192.168.88.1/24 dev eth0 &&
-		ip addr add fd00:88::1/64 dev eth0 nodad &&
-		ip route add 10.88.0.0/16 via 192.168.88.254 dev eth0 &&
-		ip route add 10.89.0.0/16 dev eth0 table 100
-}
 check nic-setup setup_nic
 # rdma-chain in $FPBIN is a wrapper that records the real binary's exit
 # status (libcni's error drops it): 137 is death by SIGKILL.

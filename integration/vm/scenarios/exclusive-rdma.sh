@@ -25,15 +25,6 @@ touch /run/netns/host && mount --bind /proc/1/ns/net /run/netns/host
 check simrdma0-registered sh -c "/usr/sbin/rdma dev | grep -q ': simrdma0:'"
 check simrdma0-on-eth0 sh -c "/usr/sbin/rdma link | grep -q 'simrdma0/1 .*netdev eth0'"
 
-# The NIC as a node would have it: MTU, up, IPv4 + IPv6, a gateway route and
-# a route in another table.
-setup_nic() {
-	ip link set eth0 mtu 1400 up &&
-		ip addr add 192.168.88.1/24 dev eth0 &&
-		ip addr add fd00:88::1/64 dev eth0 nodad &&
-		ip route add 10.88.0.0/16 via 192.168.88.254 dev eth0 &&
-		ip route add 10.89.0.0/16 dev eth0 table 100
-}
 check nic-setup setup_nic
 check rxe0-on-veth0 setup_rxe # a device the confs never offer
 

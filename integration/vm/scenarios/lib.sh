@@ -208,3 +208,13 @@ expect() {
 	done
 	pass
 }
+
+# setup_nic: the simrdma boots' NIC (eth0) as a node would have it: MTU, up,
+# IPv4 + IPv6, a gateway route and a route in another table.
+setup_nic() {
+	ip link set eth0 mtu 1400 up &&
+		ip addr add 192.168.88.1/24 dev eth0 &&
+		ip addr add fd00:88::1/64 dev eth0 nodad &&
+		ip route add 10.88.0.0/16 via 192.168.88.254 dev eth0 &&
+		ip route add 10.89.0.0/16 dev eth0 table 100
+}

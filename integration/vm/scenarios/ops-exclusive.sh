@@ -15,12 +15,12 @@ DATADIR=/run/rdma-chain-opsx
 step switch-to-exclusive
 if out=$(rdma system set netns exclusive 2>&1) && [ "$(netns_mode)" = exclusive ]; then pass; else fail "$out"; fi
 check simrdma0-registered sh -c "/usr/sbin/rdma dev | grep -q ': simrdma0:'"
-setup_nic() {
+setup_ops_nic() {
 	ip link set eth0 up &&
 		ip addr add 192.168.88.1/24 dev eth0 &&
 		ip addr add fd00:88::1/64 dev eth0 nodad
 }
-check nic-setup setup_nic
+check nic-setup setup_ops_nic
 MAC=$(cat /sys/class/net/eth0/address)
 IPAM='"ipam":{"type":"host-local","ranges":[[{"subnet":"fd00:99::/64"}]],"dataDir":"/run/ipam-opsx"}'
 write_conflist "$NETDIR" 1.0.0 "\"mode\":\"exclusive\",\"devices\":[\"simrdma0\"],\"podSelection\":\"all\",\"dataDir\":\"$DATADIR\",$IPAM"
