@@ -93,20 +93,21 @@ func sortedNames(m map[string]*Case) []string {
 }
 
 // expand replaces the generators {"@repeat":X,"n":N} (an array of N copies of
-// X) and {"@string":S,"n":N} (S repeated N times) inside a decoded value.
+// X) and {"@string":S,"n":N} (S repeated N times) inside a value decoded
+// with UseNumber.
 func expand(v any) any {
 	switch x := v.(type) {
 	case map[string]any:
-		if n, ok := x["n"].(float64); ok && len(x) == 2 {
+		if n, ok := count(x); ok {
 			if elem, ok := x["@repeat"]; ok {
-				arr := make([]any, int(n))
+				arr := make([]any, n)
 				for i := range arr {
 					arr[i] = expand(elem)
 				}
 				return arr
 			}
 			if s, ok := x["@string"].(string); ok {
-				return strings.Repeat(s, int(n))
+				return strings.Repeat(s, n)
 			}
 		}
 		for k, e := range x {
@@ -128,28 +129,17 @@ func decodeExpand(raw json.RawMessage, repl *strings.Replacer) (any, error) {
 	if err := dec.Decode(&v); err != nil {
 		return nil, err
 	}
-	return expandNumbers(v), nil
+	return expand(v), nil
 }
 
-// expandNumbers expands generators whose count was decoded as json.Number.
-func expandNumbers(v any) any {
-	switch x := v.(type) {
-	case map[string]any:
-		if n, ok := x["n"].(json.Number); ok && len(x) == 2 {
-			if f, err := n.Float64(); err == nil {
-				x["n"] = f
-				return expand(x)
-			}
-		}
-		for k, e := range x {
-			x[k] = expandNumbers(e)
-		}
-	case []any:
-		for i, e := range x {
-			x[i] = expandNumbers(e)
-		}
+// count is a generator's N: it has exactly two keys, one of them "n".
+func count(x map[string]any) (int, bool) {
+	num, ok := x["n"].(json.Number)
+	if !ok || len(x) != 2 {
+		return 0, false
 	}
-	return v
+	n, err := num.Int64()
+	return int(n), err == nil
 }
 
 // stdin builds the bytes the plugin reads.

@@ -118,30 +118,23 @@ func runCrashScenario(t *testing.T, bin string, sc crashScenario, tally *crashTa
 	tally.addPoints[sc.name], tally.delPts[sc.name] = addPoints, delPoints
 	tally.failpoints += len(addPoints) + len(delPoints)
 	tally.mu.Unlock()
-	for _, fp := range addPoints {
-		for _, after := range []string{"DEL", "GC"} {
-			t.Run("ADD-"+fp+"-then-"+after, func(t *testing.T) {
-				tally.mu.Lock()
-				tally.runs++
-				tally.mu.Unlock()
-				if d := n.crashAdd(t, fp, after); d != "" {
-					tally.leak("%s: ADD killed at %s, then %s:\n%s", sc.name, fp, after, d)
-					t.Errorf("node differs from before ADD:\n%s", d)
-				}
-			})
-		}
-	}
-	for _, fp := range delPoints {
-		for _, after := range []string{"DEL", "GC"} {
-			t.Run("DEL-"+fp+"-then-"+after, func(t *testing.T) {
-				tally.mu.Lock()
-				tally.runs++
-				tally.mu.Unlock()
-				if d := n.crashDel(t, fp, after); d != "" {
-					tally.leak("%s: DEL killed at %s, then %s:\n%s", sc.name, fp, after, d)
-					t.Errorf("node differs from before ADD:\n%s", d)
-				}
-			})
+	for _, m := range []struct {
+		verb   string
+		points []string
+		crash  func(*testing.T, string, string) string
+	}{{"ADD", addPoints, n.crashAdd}, {"DEL", delPoints, n.crashDel}} {
+		for _, fp := range m.points {
+			for _, after := range []string{"DEL", "GC"} {
+				t.Run(m.verb+"-"+fp+"-then-"+after, func(t *testing.T) {
+					tally.mu.Lock()
+					tally.runs++
+					tally.mu.Unlock()
+					if d := m.crash(t, fp, after); d != "" {
+						tally.leak("%s: %s killed at %s, then %s:\n%s", sc.name, m.verb, fp, after, d)
+						t.Errorf("node differs from before ADD:\n%s", d)
+					}
+				})
+			}
 		}
 	}
 }
