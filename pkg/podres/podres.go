@@ -1,21 +1,19 @@
-// Package podres asks kubelet, over its pod-resources gRPC API, which devices
-// it allocated to a pod for given extended resource names.
+// Package podres asks kubelet, over its pod-resources gRPC API (v1), which
+// devices it allocated to a pod for given extended resource names. Each call
+// is one unary gRPC call on a new connection (internal/grpcunix); the
+// messages are encoded by hand from kubelet's api.proto (wire.go) and checked
+// against the generated types in the tests.
 package podres
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"slices"
 	"strings"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/status"
-	prv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
+	"github.com/rdma-chain/rdma-chain/internal/grpcunix"
 )
 
 // DefaultSocket is kubelet's pod-resources socket.
@@ -65,12 +63,7 @@ func (c *Client) Allocated(ctx context.Context, namespace, name string, resource
 	if namespace == "" || name == "" {
 		return nil, fmt.Errorf("ask kubelet for pod resources: pod namespace and name are required (got %q/%q)", namespace, name)
 	}
-	var pod *prv1.PodResources
-	err := c.call(ctx, func(ctx context.Context, cl prv1.PodResourcesListerClient) error {
-		var err error
-		pod, err = getPod(ctx, cl, namespace, name)
-		return err
-	})
+	pod, err := c.getPod(ctx, namespace, name)
 	if err != nil {
 		return nil, c.wrap(fmt.Sprintf("ask kubelet for the resources of pod %s/%s", namespace, name), err)
 	}
@@ -84,10 +77,7 @@ func (c *Client) Allocated(ctx context.Context, namespace, name string, resource
 // costs the same on a node with 1,000 pods as on an empty one. Only a kubelet
 // that does not serve Get is asked List, which Allocated then relies on.
 func (c *Client) Probe(ctx context.Context) error {
-	err := c.call(ctx, func(ctx context.Context, cl prv1.PodResourcesListerClient) error {
-		_, err := getPod(ctx, cl, probeNamespace, probeName)
-		return err
-	})
+	_, err := c.getPod(ctx, probeNamespace, probeName)
 	return c.wrap("probe kubelet pod-resources API", err)
 }
 
@@ -98,107 +88,84 @@ const (
 	probeName      = "rdma-chain_probe"
 )
 
-// call dials the socket, runs fn under the client timeout and closes the conn.
-// The target is never resolved: the passthrough scheme hands a placeholder
-// address to a dialer that opens the unix socket itself, and the channel has
-// no service config lookup and no retries; a refused or missing socket fails
-// the call at once with codes.Unavailable.
-func (c *Client) call(ctx context.Context, fn func(context.Context, prv1.PodResourcesListerClient) error) error {
-	conn, err := grpc.NewClient("passthrough:///localhost",
-		grpc.WithContextDialer(c.dial),
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDisableServiceConfig(),
-		grpc.WithDisableRetry(),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxRecvMsgSize)))
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	return fn(ctx, prv1.NewPodResourcesListerClient(conn))
-}
-
-func (c *Client) dial(ctx context.Context, _ string) (net.Conn, error) {
-	var d net.Dialer
-	return d.DialContext(ctx, "unix", c.socket)
-}
+// Method names of kubelet's v1 PodResourcesLister service.
+const (
+	getMethod  = "/v1.PodResourcesLister/Get"
+	listMethod = "/v1.PodResourcesLister/List"
+)
 
 // wrap names the socket in err and marks unreachable errors with ErrUnavailable.
 func (c *Client) wrap(what string, err error) error {
 	if err == nil {
 		return nil
 	}
-	switch status.Code(err) {
-	case codes.Unavailable, codes.DeadlineExceeded:
+	switch grpcunix.StatusOf(err).Code {
+	case grpcunix.Unavailable, grpcunix.DeadlineExceeded:
 		return fmt.Errorf("%s: %w at %s: %w", what, ErrUnavailable, c.socket, err)
 	}
 	return fmt.Errorf("%s via %s: %w", what, c.socket, err)
 }
 
 // getPod asks Get for the pod and falls back to List when kubelet does not
-// serve Get. It returns nil, nil when kubelet does not know the pod.
-func getPod(ctx context.Context, cl prv1.PodResourcesListerClient, namespace, name string) (*prv1.PodResources, error) {
-	resp, err := cl.Get(ctx, &prv1.GetPodResourcesRequest{PodName: name, PodNamespace: namespace})
+// serve Get. It returns nil, nil when kubelet does not know the pod. Both
+// calls share one deadline, the client timeout.
+func (c *Client) getPod(ctx context.Context, namespace, name string) (*podResources, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	reply, err := grpcunix.Call(ctx, c.socket, getMethod, encodeGetRequest(namespace, name), maxRecvMsgSize)
 	switch {
 	case err == nil:
-		return resp.GetPodResources(), nil
+		return decodeGetResponse(reply)
 	case getDisabled(err):
-		return listPod(ctx, cl, namespace, name)
+		return c.listPod(ctx, namespace, name)
 	case podNotFound(err):
 		return nil, nil
 	}
 	return nil, err
 }
 
-func listPod(ctx context.Context, cl prv1.PodResourcesListerClient, namespace, name string) (*prv1.PodResources, error) {
-	resp, err := cl.List(ctx, &prv1.ListPodResourcesRequest{})
+// listPod asks List (an empty request) and decodes only the pod asked for.
+func (c *Client) listPod(ctx context.Context, namespace, name string) (*podResources, error) {
+	reply, err := grpcunix.Call(ctx, c.socket, listMethod, nil, maxRecvMsgSize)
 	if err != nil {
 		return nil, err
 	}
-	for _, p := range resp.GetPodResources() {
-		if p.GetNamespace() == namespace && p.GetName() == name {
-			return p, nil
-		}
-	}
-	return nil, nil
+	return findInList(reply, namespace, name)
 }
 
 // getDisabled reports whether kubelet does not serve Get: an older kubelet
 // answers Unimplemented; one with the KubeletPodResourcesGet gate off answers
 // a plain error (code Unknown) "PodResources API Get method disabled".
 func getDisabled(err error) bool {
-	s := status.Convert(err)
-	return s.Code() == codes.Unimplemented ||
-		(s.Code() == codes.Unknown && strings.Contains(s.Message(), "Get method disabled"))
+	s := grpcunix.StatusOf(err)
+	return s.Code == grpcunix.Unimplemented ||
+		(s.Code == grpcunix.Unknown && strings.Contains(s.Message, "Get method disabled"))
 }
 
 // podNotFound reports whether Get failed because kubelet does not know the
 // pod: kubelet answers a plain error (code Unknown) "pod <name> in namespace
 // <ns> not found"; NotFound is accepted too should kubelet adopt it.
 func podNotFound(err error) bool {
-	s := status.Convert(err)
-	return s.Code() == codes.NotFound ||
-		(s.Code() == codes.Unknown && strings.HasSuffix(s.Message(), " not found"))
+	s := grpcunix.StatusOf(err)
+	return s.Code == grpcunix.NotFound ||
+		(s.Code == grpcunix.Unknown && strings.HasSuffix(s.Message, " not found"))
 }
 
 // collect merges the pod's container devices for resourceNames.
-func collect(pod *prv1.PodResources, resourceNames []string) []Allocation {
+func collect(pod *podResources, resourceNames []string) []Allocation {
 	out := []Allocation{}
 	for i, rn := range resourceNames {
 		if slices.Contains(resourceNames[:i], rn) {
 			continue
 		}
 		var ids []string
-		for _, ctr := range pod.GetContainers() {
-			for _, d := range ctr.GetDevices() {
-				if d.GetResourceName() != rn {
-					continue
-				}
-				for _, id := range d.GetDeviceIds() {
-					if !slices.Contains(ids, id) {
-						ids = append(ids, id)
-					}
+		for _, d := range pod.devices() {
+			if d.resourceName != rn {
+				continue
+			}
+			for _, id := range d.deviceIDs {
+				if !slices.Contains(ids, id) {
+					ids = append(ids, id)
 				}
 			}
 		}

@@ -1,19 +1,20 @@
 // Package cri lists a container runtime's pod sandboxes through the CRI
 // runtime v1 API (RuntimeService.ListPodSandbox) over its gRPC socket.
 //
-// The messages are encoded with protowire instead of the k8s.io/cri-api
-// generated types: that package registers the whole CRI descriptor at
-// program start, and this binary is also the CNI plugin, started for every
-// pod. The tests check the encoding against the generated types.
+// The messages are decoded by hand (internal/pbwire) and the call is one
+// unary gRPC call (internal/grpcunix) instead of the k8s.io/cri-api generated
+// types over a grpc-go ClientConn: this binary is also the CNI plugin,
+// started for every pod, and pays at each start for what it links. The tests
+// check the decoding against the generated types and the call against
+// grpc-go's server.
 package cri
 
 import (
 	"context"
 	"fmt"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/protobuf/encoding/protowire"
+	"github.com/rdma-chain/rdma-chain/internal/grpcunix"
+	"github.com/rdma-chain/rdma-chain/internal/pbwire"
 )
 
 // ListMethod is the full gRPC method name of ListPodSandbox.
@@ -39,54 +40,22 @@ type Sandbox struct {
 // List returns every pod sandbox the runtime at socket (a unix socket path)
 // knows, ready or not.
 func List(ctx context.Context, socket string) ([]Sandbox, error) {
-	conn, err := grpc.NewClient("unix://"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return nil, fmt.Errorf("CRI socket %s: %w", socket, err)
-	}
-	defer conn.Close()
-	var resp rawMsg
-	req := rawMsg{} // ListPodSandboxRequest without a filter: every sandbox
-	err = conn.Invoke(ctx, ListMethod, &req, &resp, grpc.ForceCodec(codec{}), grpc.MaxCallRecvMsgSize(maxRecv))
+	// An empty ListPodSandboxRequest: no filter, every sandbox.
+	resp, err := grpcunix.Call(ctx, socket, ListMethod, nil, maxRecv)
 	if err != nil {
 		return nil, fmt.Errorf("CRI ListPodSandbox on %s: %w", socket, err)
 	}
 	return DecodeList(resp)
 }
 
-// rawMsg is an already encoded protobuf message.
-type rawMsg []byte
-
-// codec passes encoded messages through; its name makes the content type
-// application/grpc+proto, as the runtime expects.
-type codec struct{}
-
-func (codec) Name() string { return "proto" }
-
-func (codec) Marshal(v any) ([]byte, error) {
-	m, ok := v.(*rawMsg)
-	if !ok {
-		return nil, fmt.Errorf("cannot encode %T", v)
-	}
-	return *m, nil
-}
-
-func (codec) Unmarshal(data []byte, v any) error {
-	m, ok := v.(*rawMsg)
-	if !ok {
-		return fmt.Errorf("cannot decode into %T", v)
-	}
-	*m = append((*m)[:0], data...)
-	return nil
-}
-
 // DecodeList decodes a ListPodSandboxResponse (items = 1).
 func DecodeList(b []byte) ([]Sandbox, error) {
 	var out []Sandbox
-	err := fields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-		if num != 1 || typ != protowire.BytesType {
+	err := pbwire.Fields(b, func(f pbwire.Field) error {
+		if f.Num != 1 || f.Type != pbwire.Bytes {
 			return nil
 		}
-		s, err := decodeSandbox(v)
+		s, err := decodeSandbox(f.Bytes)
 		if err != nil {
 			return err
 		}
@@ -102,14 +71,14 @@ func DecodeList(b []byte) ([]Sandbox, error) {
 // decodeSandbox decodes a PodSandbox: id = 1, metadata = 2, state = 3.
 func decodeSandbox(b []byte) (Sandbox, error) {
 	var s Sandbox
-	err := fields(b, func(num protowire.Number, typ protowire.Type, v []byte, n uint64) error {
+	err := pbwire.Fields(b, func(f pbwire.Field) error {
 		switch {
-		case num == 1 && typ == protowire.BytesType:
-			s.ID = string(v)
-		case num == 2 && typ == protowire.BytesType:
-			return decodeMetadata(v, &s)
-		case num == 3 && typ == protowire.VarintType:
-			s.State = int32(n)
+		case f.Num == 1 && f.Type == pbwire.Bytes:
+			s.ID = f.String()
+		case f.Num == 2 && f.Type == pbwire.Bytes:
+			return decodeMetadata(f.Bytes, &s)
+		case f.Num == 3 && f.Type == pbwire.Varint:
+			s.State = int32(f.Varint)
 		}
 		return nil
 	})
@@ -118,48 +87,18 @@ func decodeSandbox(b []byte) (Sandbox, error) {
 
 // decodeMetadata decodes PodSandboxMetadata: name = 1, uid = 2, namespace = 3.
 func decodeMetadata(b []byte, s *Sandbox) error {
-	return fields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-		if typ != protowire.BytesType {
+	return pbwire.Fields(b, func(f pbwire.Field) error {
+		if f.Type != pbwire.Bytes {
 			return nil
 		}
-		switch num {
+		switch f.Num {
 		case 1:
-			s.Name = string(v)
+			s.Name = f.String()
 		case 2:
-			s.UID = string(v)
+			s.UID = f.String()
 		case 3:
-			s.Namespace = string(v)
+			s.Namespace = f.String()
 		}
 		return nil
 	})
-}
-
-// fields walks the fields of one message; fn gets the bytes of a
-// length-delimited field or the value of a varint.
-func fields(b []byte, fn func(protowire.Number, protowire.Type, []byte, uint64) error) error {
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return protowire.ParseError(n)
-		}
-		b = b[n:]
-		var v []byte
-		var x uint64
-		switch typ {
-		case protowire.BytesType:
-			v, n = protowire.ConsumeBytes(b)
-		case protowire.VarintType:
-			x, n = protowire.ConsumeVarint(b)
-		default:
-			n = protowire.ConsumeFieldValue(num, typ, b)
-		}
-		if n < 0 {
-			return protowire.ParseError(n)
-		}
-		b = b[n:]
-		if err := fn(num, typ, v, x); err != nil {
-			return err
-		}
-	}
-	return nil
 }
