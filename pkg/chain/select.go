@@ -2,7 +2,6 @@ package chain
 
 import (
 	"net"
-	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -31,11 +30,13 @@ type selectInput struct {
 	needNetdev bool // shared mode with a child link: only devices with a netdev serve
 }
 
-var (
-	// syntheticRE: device-plugin IDs that name no device (Terway's eni-N,
-	// the shared plugin's numbers).
-	syntheticRE = regexp.MustCompile(`^(eni-)?[0-9]+$`)
-)
+// synthetic reports whether a device-plugin ID names no device: Terway's
+// eni-N or the shared plugin's numbers (^(eni-)?[0-9]+$; no regexp, whose
+// package-init compile every plugin start would pay).
+func synthetic(id string) bool {
+	digits := strings.TrimPrefix(id, "eni-")
+	return digits != "" && strings.Trim(digits, "0123456789") == ""
+}
 
 // selectDevices picks the pod's devices: explicit IDs first (runtime
 // deviceID or kubelet's), then the eRDMA MAC rule, then the offered devices.
@@ -77,7 +78,7 @@ func mapID(id string, offered []rdma.Device) (rdma.Device, bool, error) {
 	if !config.ValidDeviceID(id) {
 		return rdma.Device{}, false, cniErrorf(CodeNoDevice, "device ID %q is malformed", truncate(id))
 	}
-	if len(id) <= 10 && syntheticRE.MatchString(id) {
+	if len(id) <= 10 && synthetic(id) {
 		return rdma.Device{}, false, nil
 	}
 	name, _, _ := strings.Cut(id, "/") // erdma_0/17 -> erdma_0

@@ -34,9 +34,11 @@ type k8sArgs struct {
 }
 
 var (
-	// dnsRE: Kubernetes namespace and pod names (DNS-1123 subdomain).
-	dnsRE = pattern(`^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$`, 1, 253)
-	uidRE = pattern(`^[A-Za-z0-9-]+$`, 1, 64)
+	// dnsRE: Kubernetes namespace and pod names (DNS-1123 subdomain):
+	// ^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$
+	dnsRE = shape{first: lowerAlnum(""), middle: lowerAlnum(".-"), last: lowerAlnum(""), min: 1, max: 253}
+	// uidRE: ^[A-Za-z0-9-]+$
+	uidRE = same(alnum("-"), 1, 64)
 )
 
 // ParseArgs reads the pod identity from CNI_ARGS ("K=V;K=V") with the CNI
@@ -54,7 +56,7 @@ func ParseArgs(args string) (Pod, error) {
 		key string
 		val *types.UnmarshallableString
 		dst *string
-		re  bounded
+		re  shape
 	}{
 		{"K8S_POD_NAMESPACE", a.K8S_POD_NAMESPACE, &pod.Namespace, dnsRE},
 		{"K8S_POD_NAME", a.K8S_POD_NAME, &pod.Name, dnsRE},

@@ -4,15 +4,25 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 
 	"github.com/vishvananda/netlink"
 )
 
-// pciAddr matches a PCI address as the kernel names PCI devices.
-var pciAddr = regexp.MustCompile(`^[0-9a-f]{4,}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$`)
+// pciAddr reports whether s is a PCI address as the kernel names PCI
+// devices: ^[0-9a-f]{4,}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$ (checked without
+// a regexp, whose compile at package init every plugin start would pay).
+func pciAddr(s string) bool {
+	parts := strings.Split(s, ":")
+	if len(parts) != 3 || len(parts[0]) < 4 || len(parts[1]) != 2 || !lowerHex(parts[0]) || !lowerHex(parts[1]) {
+		return false
+	}
+	bus, fn, ok := strings.Cut(parts[2], ".")
+	return ok && len(bus) == 2 && lowerHex(bus) && len(fn) == 1 && fn[0] >= '0' && fn[0] <= '7'
+}
+
+func lowerHex(s string) bool { return strings.Trim(s, "0123456789abcdef") == "" }
 
 // Devices returns every RDMA device visible in this netns, sorted by name,
 // each mapped to its netdev. It returns an error wrapping ErrNoRDMA when the
@@ -79,7 +89,7 @@ func (s *System) nodeGUID(name string, link *netlink.RdmaLink) string {
 func (s *System) parent(name string) (pci, driver string) {
 	devLink := filepath.Join(s.ibPath(), name, "device")
 	if target, err := os.Readlink(devLink); err == nil {
-		if base := filepath.Base(target); pciAddr.MatchString(base) {
+		if base := filepath.Base(target); pciAddr(base) {
 			pci = base
 		}
 	}
