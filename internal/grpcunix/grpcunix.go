@@ -8,22 +8,19 @@
 // (GODEBUG=inittrace=1) and a ClientConn with its resolver, balancer and
 // transport goroutines about 5 ms per lookup, for one request on a local
 // socket. The wire protocol of a unary call is small: this package speaks it
-// with the ecosystem's HPACK (golang.org/x/net/http2/hpack) and is tested
-// against grpc-go's own server, which kubelet and containerd run.
+// (HPACK in hpack.go) and is tested against grpc-go's own server, which
+// kubelet and containerd run, and x/net's HPACK.
 package grpcunix
 
 import (
-	"bytes"
+	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"strconv"
 	"time"
-
-	"golang.org/x/net/http2/hpack"
 )
 
 // HTTP/2 frame types and flags (RFC 9113 section 6).
@@ -71,23 +68,15 @@ func Call(ctx context.Context, socket, method string, req []byte, maxReply int) 
 	if err := ctx.Err(); err != nil {
 		return nil, fromContext(err)
 	}
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "unix", socket)
+	conn, err := dialUnix(ctx, socket)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, fromContext(ctx.Err())
 		}
-		return nil, &Status{Code: Unavailable, Message: "connect: " + err.Error(), Err: err}
+		return nil, &Status{Code: Unavailable, Message: err.Error(), Err: err}
 	}
 	defer conn.Close()
-	if dl, ok := ctx.Deadline(); ok {
-		if err := conn.SetDeadline(dl); err != nil {
-			return nil, &Status{Code: Internal, Message: err.Error(), Err: err}
-		}
-	}
-	// Cancelling ctx ends a blocked read or write at once.
-	defer context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })()
-	c := &client{conn: conn, maxReply: maxReply}
+	c := &client{conn: conn, r: bufio.NewReaderSize(conn, 2*maxFrame), maxReply: maxReply}
 	if err = c.send(ctx, method, req); err == nil {
 		var reply []byte
 		if reply, err = c.receive(); err == nil {
@@ -126,7 +115,8 @@ func fromContext(err error) *Status {
 }
 
 type client struct {
-	conn     net.Conn
+	conn     *sock
+	r        *bufio.Reader // a read takes all the frames the server has sent
 	maxReply int
 	hdr      [9]byte
 	buf      []byte
@@ -168,33 +158,30 @@ func (c *client) send(ctx context.Context, method string, req []byte) error {
 // requestHeaders encodes the request's header block; grpc-timeout carries
 // ctx's deadline so the server gives up when the client does.
 func requestHeaders(ctx context.Context, method string) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := hpack.NewEncoder(&buf)
-	fields := []hpack.HeaderField{
-		{Name: ":method", Value: "POST"},
-		{Name: ":scheme", Value: "http"},
-		{Name: ":path", Value: method},
-		{Name: ":authority", Value: "localhost"},
-		{Name: "content-type", Value: "application/grpc"},
-		{Name: "te", Value: "trailers"},
-		{Name: "user-agent", Value: "rdma-chain"},
+	fields := []field{
+		{":method", "POST"},
+		{":scheme", "http"},
+		{":path", method},
+		{":authority", "localhost"},
+		{"content-type", "application/grpc"},
+		{"te", "trailers"},
+		{"user-agent", "rdma-chain"},
 	}
 	if dl, ok := ctx.Deadline(); ok {
 		// Rounded up: the server's deadline never comes before the client's.
 		ms := max((time.Until(dl)+time.Millisecond-1)/time.Millisecond, 1)
 		if ms < 1e8 {
-			fields = append(fields, hpack.HeaderField{Name: "grpc-timeout", Value: strconv.FormatInt(int64(ms), 10) + "m"})
+			fields = append(fields, field{"grpc-timeout", strconv.FormatInt(int64(ms), 10) + "m"})
 		}
 	}
+	var b []byte
 	for _, f := range fields {
-		if err := enc.WriteField(f); err != nil {
-			return nil, err
-		}
+		b = appendLiteral(b, f.name, f.value)
 	}
-	if buf.Len() > maxFrame {
+	if len(b) > maxFrame {
 		return nil, &Status{Code: Internal, Message: "request headers exceed one HTTP/2 frame"}
 	}
-	return buf.Bytes(), nil
+	return b, nil
 }
 
 func appendFrame(b []byte, typ, flags byte, stream uint32, payload ...byte) []byte {

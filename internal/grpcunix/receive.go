@@ -6,8 +6,6 @@ import (
 	"io"
 	"strconv"
 	"strings"
-
-	"golang.org/x/net/http2/hpack"
 )
 
 // frame is one HTTP/2 frame; payload is valid until the next read.
@@ -20,7 +18,7 @@ type frame struct {
 // readFrame reads the next frame; a frame larger than maxFrame is a protocol
 // error (the client never allows more).
 func (c *client) readFrame() (frame, error) {
-	if _, err := io.ReadFull(c.conn, c.hdr[:]); err != nil {
+	if _, err := io.ReadFull(c.r, c.hdr[:]); err != nil {
 		return frame{}, err
 	}
 	n := int(c.hdr[0])<<16 | int(c.hdr[1])<<8 | int(c.hdr[2])
@@ -31,7 +29,7 @@ func (c *client) readFrame() (frame, error) {
 		c.buf = make([]byte, maxFrame)
 	}
 	f := frame{typ: c.hdr[3], flags: c.hdr[4], stream: binary.BigEndian.Uint32(c.hdr[5:]) & (1<<31 - 1), payload: c.buf[:n]}
-	_, err := io.ReadFull(c.conn, f.payload)
+	_, err := io.ReadFull(c.r, f.payload)
 	return f, err
 }
 
@@ -46,8 +44,7 @@ type reply struct {
 
 // receive reads frames until the stream ends and returns its one message.
 func (c *client) receive() ([]byte, error) {
-	dec := hpack.NewDecoder(4096, nil)
-	dec.SetMaxStringLength(maxHeaderBlock)
+	dec := &decoder{maxSize: settingsTableSize}
 	var r reply
 	for {
 		f, err := c.readFrame()
@@ -64,7 +61,7 @@ func (c *client) receive() ([]byte, error) {
 			}
 			continue
 		}
-		fields, err := dec.DecodeFull(r.block)
+		fields, err := dec.decode(r.block)
 		if err != nil {
 			return nil, protocolError("decode response headers: %v", err)
 		}
@@ -220,7 +217,7 @@ func (r *reply) headerFrame(f frame) (bool, error) {
 // headerBlock handles a decoded header block: the response headers, the
 // trailers, or both at once (a trailers-only reply). It returns true, with
 // the call's status as the error, once the stream has ended.
-func (r *reply) headerBlock(fields []hpack.HeaderField) (bool, error) {
+func (r *reply) headerBlock(fields []field) (bool, error) {
 	first := !r.headers
 	r.headers = true
 	if !r.blockES {
@@ -231,7 +228,7 @@ func (r *reply) headerBlock(fields []hpack.HeaderField) (bool, error) {
 	}
 	if first {
 		if err := checkResponse(fields); err != nil {
-			if _, ok := field(fields, "grpc-status"); !ok {
+			if _, ok := lookup(fields, "grpc-status"); !ok {
 				return true, err
 			}
 		}
@@ -241,8 +238,8 @@ func (r *reply) headerBlock(fields []hpack.HeaderField) (bool, error) {
 
 // checkResponse checks the response headers as grpc-go does: HTTP 200 and
 // a gRPC content type; other HTTP statuses map to gRPC codes.
-func checkResponse(fields []hpack.HeaderField) error {
-	s, _ := field(fields, ":status")
+func checkResponse(fields []field) error {
+	s, _ := lookup(fields, ":status")
 	if s != "200" {
 		code := Unknown
 		switch s {
@@ -259,15 +256,15 @@ func checkResponse(fields []hpack.HeaderField) error {
 		}
 		return &Status{Code: code, Message: "unexpected HTTP status " + strconv.Quote(s)}
 	}
-	if ct, _ := field(fields, "content-type"); !strings.HasPrefix(ct, "application/grpc") {
+	if ct, _ := lookup(fields, "content-type"); !strings.HasPrefix(ct, "application/grpc") {
 		return &Status{Code: Unknown, Message: "unexpected content-type " + strconv.Quote(ct)}
 	}
 	return nil
 }
 
 // statusOf reads grpc-status and grpc-message; status 0 gives nil.
-func statusOf(fields []hpack.HeaderField) error {
-	s, ok := field(fields, "grpc-status")
+func statusOf(fields []field) error {
+	s, ok := lookup(fields, "grpc-status")
 	if !ok {
 		return &Status{Code: Internal, Message: "server sent no grpc-status"}
 	}
@@ -278,14 +275,14 @@ func statusOf(fields []hpack.HeaderField) error {
 	if code == uint64(OK) {
 		return nil
 	}
-	msg, _ := field(fields, "grpc-message")
+	msg, _ := lookup(fields, "grpc-message")
 	return &Status{Code: Code(code), Message: percentDecode(msg)}
 }
 
-func field(fields []hpack.HeaderField, name string) (string, bool) {
+func lookup(fields []field, name string) (string, bool) {
 	for _, f := range fields {
-		if f.Name == name {
-			return f.Value, true
+		if f.name == name {
+			return f.value, true
 		}
 	}
 	return "", false

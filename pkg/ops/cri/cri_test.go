@@ -5,6 +5,7 @@ import (
 	"net"
 	"path/filepath"
 	"reflect"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,11 +18,11 @@ import (
 type fakeRuntime struct {
 	runtimeapi.UnimplementedRuntimeServiceServer
 	items []*runtimeapi.PodSandbox
-	got   *runtimeapi.ListPodSandboxRequest
+	got   atomic.Pointer[runtimeapi.ListPodSandboxRequest]
 }
 
 func (f *fakeRuntime) ListPodSandbox(_ context.Context, req *runtimeapi.ListPodSandboxRequest) (*runtimeapi.ListPodSandboxResponse, error) {
-	f.got = req
+	f.got.Store(req)
 	return &runtimeapi.ListPodSandboxResponse{Items: f.items}, nil
 }
 
@@ -86,8 +87,8 @@ func TestListOverGRPC(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("listed %+v\nwant %+v", got, want)
 	}
-	if fake.got == nil || fake.got.Filter != nil {
-		t.Errorf("request %v: want no filter", fake.got)
+	if got := fake.got.Load(); got == nil || got.Filter != nil {
+		t.Errorf("request %v: want no filter", got)
 	}
 }
 
