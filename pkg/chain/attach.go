@@ -126,7 +126,8 @@ func (p *Plugin) exclusiveHolders(c *call, rec *state.Record, offered []rdma.Dev
 }
 
 // attachHost makes the host changes for each device and records, before
-// any lease is taken, which links will get one.
+// any lease is taken, which links will get one. Without a lease to take,
+// the record finishAttach writes is the next one.
 func (p *Plugin) attachHost(c *call, rec *state.Record, devs []rdma.Device, podNS ns.NetNS, tx *txn) error {
 	for i, d := range devs {
 		rec.Links = append(rec.Links, state.Link{Device: d.Name, Step: stepPlanned,
@@ -143,7 +144,20 @@ func (p *Plugin) attachHost(c *call, rec *state.Record, devs []rdma.Device, podN
 		}
 		link.IPAM = link.PodName != "" && c.conf.HasIPAM()
 	}
-	return p.save(c, rec)
+	if !holdsLease(rec) {
+		return nil
+	}
+	return p.saveDurable(c, rec)
+}
+
+// holdsLease reports whether a link of rec has (or is taking) an IPAM lease.
+func holdsLease(rec *state.Record) bool {
+	for _, l := range rec.Links {
+		if l.IPAM {
+			return true
+		}
+	}
+	return false
 }
 
 // addressLinks is ADD's second phase, without the node lock.
@@ -218,8 +232,9 @@ func (p *Plugin) attachExclusive(c *call, rec *state.Record, link *state.Link, d
 	} else {
 		link.PodName = ""
 	}
-	// Recorded before the move: a crash right after it still returns the
-	// device first on DEL (ReturnToHost of a device not in the pod is a no-op).
+	// Recorded before the move, with the netdev's move if there was one: a
+	// crash right after it still returns the device first on DEL
+	// (ReturnToHost of a device not in the pod is a no-op).
 	link.RDMAMoved = true
 	if err := p.save(c, rec); err != nil {
 		return err
@@ -233,13 +248,17 @@ func (p *Plugin) attachExclusive(c *call, rec *state.Record, link *state.Link, d
 		return cniError(CodeLinkSetup, "cannot move RDMA device "+d.Name+" into the pod", err)
 	}
 	failpoint.Hit("add-rdma-moved")
+	// The next record written (the next link's, the lease's or the final
+	// one) says so; until then DEL gives back the same with the one above.
 	link.Step = stepDone
-	return p.save(c, rec)
+	return nil
 }
 
 // moveNetdev records the netdev's host identity, then moves it into the pod.
 // The undo is registered first: RestoreToHost of a netdev that never left
-// the host changes nothing.
+// the host changes nothing. The move itself is recorded with the RDMA
+// device's (attachExclusive): until then the record names the netdev as
+// moving, which DEL restores from wherever it is.
 func (p *Plugin) moveNetdev(c *call, rec *state.Record, link *state.Link, podNS ns.NetNS, tx *txn) error {
 	hl, err := p.env.Links.Describe(link.HostName, link.PodName)
 	if err != nil {
@@ -256,7 +275,7 @@ func (p *Plugin) moveNetdev(c *call, rec *state.Record, link *state.Link, podNS 
 	}
 	failpoint.Hit("add-netdev-moved")
 	link.HostLink, link.Step = moved, stepNetdevMoved
-	return p.save(c, rec)
+	return nil
 }
 
 func (p *Plugin) attachShared(c *call, rec *state.Record, link *state.Link, podNS ns.NetNS, tx *txn) error {
@@ -265,7 +284,7 @@ func (p *Plugin) attachShared(c *call, rec *state.Record, link *state.Link, podN
 	if kind == config.LinkNone {
 		link.PodName = ""
 		link.Step = stepDone
-		return p.save(c, rec)
+		return nil // no host change: the final record is the first one
 	}
 	if link.HostName == "" {
 		return cniErrorf(CodeNoDevice, "RDMA device %s has no netdev to create a %s child of", link.Device, kind)
@@ -281,15 +300,31 @@ func (p *Plugin) attachShared(c *call, rec *state.Record, link *state.Link, podN
 	}
 	failpoint.Hit("add-child-created")
 	tx.host.Push(func() error { return p.env.Links.DelChild(podNS.Path(), child.Name, child.MAC) })
+	// Recorded with the next record: until then DEL deletes the child by
+	// name and kind, without its MAC.
 	link.MAC = child.MAC
 	link.Step = stepDone
-	return p.save(c, rec)
+	return nil
 }
 
-// save records rec; the call then owns a record that a failed ADD removes.
+// save records rec before a host change; the call then owns a record that
+// a failed ADD removes. The write is not synced: a killed call leaves it in
+// the page cache for the next one, and what it guards (netdevs, RDMA
+// devices, children, pnet entries, the socket hook) does not outlive a
+// power loss either.
 func (p *Plugin) save(c *call, rec *state.Record) error {
+	return p.put(c, rec, c.store.PutUnsynced)
+}
+
+// saveDurable records rec before an IPAM lease is taken: the lease (on
+// the IPAM's disk) outlives a power loss, so its record must too.
+func (p *Plugin) saveDurable(c *call, rec *state.Record) error {
+	return p.put(c, rec, c.store.Put)
+}
+
+func (p *Plugin) put(c *call, rec *state.Record, put func(*state.Record) error) error {
 	c.recorded = true
-	if err := c.store.Put(rec); err != nil {
+	if err := put(rec); err != nil {
 		return cniError(CodeState, "cannot record attachment state", err)
 	}
 	return nil

@@ -19,9 +19,13 @@ const stepReleased = "host-released"
 
 // del gives back what ADD took. It succeeds when there is nothing to give
 // back: no state, an empty or vanished netns, a second DEL, an unreadable
-// record (quarantined).
+// record (quarantined). A pod ADD passed through has no record: its DEL
+// ends after one look, without the node lock.
 func (p *Plugin) del(c *call) error {
-	rec, err := p.readRecord(c, true)
+	if found, err := c.store.Exists(c.key()); err == nil && !found {
+		return nil
+	}
+	rec, unlock, err := p.lockedRecord(c, true)
 	if err != nil || rec == nil {
 		if err == nil && c.quarantined {
 			return p.releaseInferredLeases(c)
@@ -32,6 +36,13 @@ func (p *Plugin) del(c *call) error {
 	if nsPath == "" {
 		nsPath = rec.NetNS
 	}
+	if !holdsLease(rec) {
+		// Nothing to do without the lock: give back the host side under
+		// the lock already held, from the record just read under it.
+		defer unlock()
+		return p.releaseHost(c, rec, nsPath, nil)
+	}
+	unlock()
 	return p.release(c, rec, nsPath)
 }
 
@@ -56,6 +67,13 @@ func (p *Plugin) release(c *call, rec *state.Record, nsPath string) error {
 		return cniError(CodeState, "cannot read attachment state", err)
 	}
 	copyLeaseProgress(cur, rec)
+	return p.releaseHost(c, cur, nsPath, leaseErr)
+}
+
+// releaseHost gives back, under the node lock, the host side of cur (the
+// record as it is on disk) and forgets it, or records the progress made
+// when that or the lease release (leaseErr) failed.
+func (p *Plugin) releaseHost(c *call, cur *state.Record, nsPath string, leaseErr error) error {
 	hostErr := p.detachHost(c, cur, nsPath)
 	if leaseErr != nil || hostErr != nil {
 		if serr := c.store.Put(cur); serr != nil {

@@ -200,6 +200,38 @@ func TestLockBounded(t *testing.T) {
 	}
 }
 
+// A DEL with no record to act on (a pod ADD passed through, a second DEL)
+// ends without the node lock: it succeeds while another call holds it.
+func TestDelWithoutRecordTakesNoLock(t *testing.T) {
+	old := lockTimeout
+	lockTimeout = 100 * time.Millisecond
+	defer func() { lockTimeout = old }()
+	for _, tt := range []struct {
+		name  string
+		setup func(t *testing.T, dir string)
+	}{
+		{"no state yet", func(*testing.T, string) {}},
+		{"another pod's record", func(t *testing.T, dir string) { added(t, dir, "c2") }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			tt.setup(t, dir)
+			unlock, err := state.New(dir).Lock(time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer unlock()
+			w := &world{}
+			if err := w.plugin().Del(cmd(dir, `,"podSelection":"all"`, "")); err != nil {
+				t.Fatalf("DEL = %v", err)
+			}
+			if len(w.calls) != 0 {
+				t.Errorf("calls %v, want none", w.calls)
+			}
+		})
+	}
+}
+
 // The node lock is not held while a delegated IPAM runs: another verb gets
 // it meanwhile.
 func TestLockNotHeldAcrossIPAM(t *testing.T) {

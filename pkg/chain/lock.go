@@ -15,8 +15,9 @@ import (
 // a stuck process: the runtime is told to try again.
 var lockTimeout = 10 * time.Second
 
-// lock takes the node lock and sweeps the temporary files a killed writer
-// left (every writer writes only under the lock).
+// lock takes the node lock and, the first time in this call, sweeps the
+// temporary files a killed writer left (every writer writes only under the
+// lock; one left while this call was between two locks is the next call's).
 func (c *call) lock() (func(), error) {
 	unlock, err := c.store.Lock(lockTimeout)
 	if err != nil {
@@ -34,6 +35,10 @@ func (c *call) lockError(err error) error {
 }
 
 func (c *call) sweep() {
+	if c.swept {
+		return
+	}
+	c.swept = true
 	if n, err := c.store.Sweep(); err != nil {
 		c.log.Warn("cannot remove stale temporary state files", "error", err)
 	} else if n > 0 {
@@ -41,36 +46,48 @@ func (c *call) sweep() {
 	}
 }
 
-// readRecord reads the call's record under a brief node lock. It returns a
-// nil record when there is none, when the state directory cannot even exist
-// (DEL then has nothing to undo), or, with quarantine (DEL), when the record
-// is unreadable: that one is quarantined and logged, so no DEL is refused
-// forever for it; without (CHECK) an unreadable record is an error and
-// nothing moves. A record naming the plugin's own netns is quarantined too.
+// readRecord reads the call's record under a brief node lock (see
+// lockedRecord).
 func (p *Plugin) readRecord(c *call, quarantine bool) (*state.Record, error) {
-	unlock, err := c.store.Lock(lockTimeout)
+	rec, unlock, err := p.lockedRecord(c, quarantine)
+	unlock()
+	return rec, err
+}
+
+// lockedRecord reads the call's record under the node lock and returns it
+// with the lock still held; unlock gives the lock up (it is a no-op when
+// the lock was not taken). It returns a nil record when there is none, when
+// the state directory cannot even exist (DEL then has nothing to undo), or,
+// with quarantine (DEL), when the record is unreadable: that one is
+// quarantined and logged, so no DEL is refused forever for it; without
+// (CHECK) an unreadable record is an error and nothing moves. A record
+// naming the plugin's own netns is quarantined too.
+func (p *Plugin) lockedRecord(c *call, quarantine bool) (rec *state.Record, unlock func(), err error) {
+	unlock, err = c.store.Lock(lockTimeout)
 	if errors.Is(err, state.ErrNoStateDir) || (errors.Is(err, state.ErrUnsafePath) && isRegularFile(c.conf.DataDir)) {
 		c.log.Info("state directory cannot exist: nothing recorded", "dataDir", c.conf.DataDir, "error", err)
-		return nil, nil
+		return nil, func() {}, nil
 	}
 	if err != nil {
-		return nil, c.lockError(err)
+		return nil, func() {}, c.lockError(err)
 	}
-	defer unlock()
 	c.sweep()
-	rec, err := c.store.Get(c.key())
+	rec, err = c.store.Get(c.key())
 	switch {
 	case err == nil && quarantine && p.impossible(c, rec):
-		return nil, nil
+		rec = nil
 	case err == nil:
-		return rec, nil
+		return rec, unlock, nil
 	case errors.Is(err, state.ErrNotFound):
-		return nil, nil
+		err = nil
 	case errors.Is(err, state.ErrCorrupt) && quarantine:
 		p.quarantine(c, err)
-		return nil, nil
+		err = nil
+	default:
+		err = cniError(CodeState, "cannot read attachment state", err)
 	}
-	return nil, cniError(CodeState, "cannot read attachment state", err)
+	unlock()
+	return nil, func() {}, err
 }
 
 // isRegularFile reports whether path is a regular file (not a link).

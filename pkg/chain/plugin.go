@@ -123,6 +123,8 @@ type call struct {
 	ipamStdin []byte
 	// reclaimed: stranded attachments whose leases are still to release.
 	reclaimed []*state.Record
+	// swept: the temporary files of killed writers were swept this call.
+	swept bool
 }
 
 func (c *call) key() state.Key {

@@ -35,15 +35,15 @@ func createExclusive(dir, prefix string) (*os.File, error) {
 	return nil, fmt.Errorf("create a unique file in %s: too many collisions", dir)
 }
 
-// writeTemp writes data to a new synced file dir/<prefix>* and returns its
-// name. On failure nothing is left behind.
-func writeTemp(dir, prefix string, data []byte) (string, error) {
+// writeTemp writes data to a new file dir/<prefix>*, synced to disk when
+// sync is set, and returns its name. On failure nothing is left behind.
+func writeTemp(dir, prefix string, data []byte, sync bool) (string, error) {
 	f, err := createExclusive(dir, prefix)
 	if err != nil {
 		return "", err
 	}
 	_, err = f.Write(data)
-	if err == nil {
+	if err == nil && sync {
 		err = f.Sync()
 	}
 	if err = errors.Join(err, f.Close()); err != nil {
@@ -53,16 +53,21 @@ func writeTemp(dir, prefix string, data []byte) (string, error) {
 	return f.Name(), nil
 }
 
-// writeAtomic replaces name with data via a synced temp file and rename.
-// A symbolic link at name is replaced, not followed.
-func writeAtomic(name string, data []byte) error {
-	tmp, err := writeTemp(filepath.Dir(name), tmpPrefix, data)
+// writeAtomic replaces name with data via a temp file and rename, so a
+// reader (or a killed writer) never leaves a partial file at name. With
+// sync, the file and then the directory are synced: the new content also
+// survives a power loss. A symbolic link at name is replaced, not followed.
+func writeAtomic(name string, data []byte, sync bool) error {
+	tmp, err := writeTemp(filepath.Dir(name), tmpPrefix, data, sync)
 	if err != nil {
 		return err
 	}
 	if err := os.Rename(tmp, name); err != nil {
 		_ = os.Remove(tmp)
 		return err
+	}
+	if !sync {
+		return nil
 	}
 	return syncDir(filepath.Dir(name))
 }
@@ -84,7 +89,7 @@ func (s *Store) Writable() error {
 	dir, err := s.ensureSubdir(attachDirName)
 	if err == nil {
 		var probe string
-		if probe, err = writeTemp(dir, probePrefix, []byte("{}\n")); err == nil {
+		if probe, err = writeTemp(dir, probePrefix, []byte("{}\n"), true); err == nil {
 			err = os.Remove(probe)
 		}
 	}

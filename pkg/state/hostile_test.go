@@ -86,8 +86,8 @@ var hostileLayouts = []struct {
 }
 
 var (
-	allOps    = []string{"Lock", "Put", "Get", "List", "Delete", "Writable", "Sweep", "Quarantine"}
-	recordOps = []string{"Put", "Get", "List", "Delete", "Writable", "Sweep", "Quarantine"}
+	allOps    = []string{"Lock", "Put", "PutUnsynced", "Get", "Exists", "List", "Delete", "Writable", "Sweep", "Quarantine"}
+	recordOps = []string{"Put", "PutUnsynced", "Get", "Exists", "List", "Delete", "Writable", "Sweep", "Quarantine"}
 )
 
 func runOp(s *Store, op string) error {
@@ -100,8 +100,13 @@ func runOp(s *Store, op string) error {
 		return err
 	case "Put":
 		return s.Put(fullRecord())
+	case "PutUnsynced":
+		return s.PutUnsynced(fullRecord())
 	case "Get":
 		_, err := s.Get(badKey)
+		return err
+	case "Exists":
+		_, err := s.Exists(fullRecord().Key())
 		return err
 	case "List":
 		_, err := s.List()

@@ -193,10 +193,20 @@ func sanitize(s string) string {
 
 // Put atomically writes r, setting r.Version to Version and r.CreatedAt to
 // the current time if it is zero. The file is written to a temporary file in
-// the same directory, synced, renamed into place, and the directory synced.
-// A record with an empty network, container ID or interface name is refused:
-// it could never be read back.
-func (s *Store) Put(r *Record) error {
+// the same directory, synced, renamed into place, and the directory synced:
+// the record survives a power loss. A record with an empty network,
+// container ID or interface name is refused: it could never be read back.
+func (s *Store) Put(r *Record) error { return s.put(r, true) }
+
+// PutUnsynced writes r atomically like Put but does not wait for the disk:
+// every later reader, including the next plugin call after this one was
+// killed, sees the new record at once (it is in the page cache), while a
+// power loss may bring back an older one or none. It is meant for records
+// that guard only kernel state (netdevs, RDMA devices, children, pnet
+// entries), which a power loss undoes as well.
+func (s *Store) PutUnsynced(r *Record) error { return s.put(r, false) }
+
+func (s *Store) put(r *Record, sync bool) error {
 	if r == nil {
 		return errors.New("put attachment state: nil record")
 	}
@@ -214,7 +224,7 @@ func (s *Store) Put(r *Record) error {
 	if err := s.ensureAttachDir(); err != nil {
 		return err
 	}
-	if err := writeAtomic(s.path(r.Key()), append(data, '\n')); err != nil {
+	if err := writeAtomic(s.path(r.Key()), append(data, '\n'), sync); err != nil {
 		return fmt.Errorf("write attachment record: %w", err)
 	}
 	return nil
@@ -242,20 +252,38 @@ func (s *Store) Get(k Key) (*Record, error) {
 }
 
 // Delete removes the record for k. Deleting an absent record is not an error.
-// A symbolic link at the record path is removed, not followed.
+// A symbolic link at the record path is removed, not followed. The removal
+// is not synced: a record that a power loss brings back names a pod netns
+// that died with the kernel, the stale attachment GC, reconcile and
+// exclusive mode's reclaim already release; its leases are released by
+// container ID, which no other pod has.
 func (s *Store) Delete(k Key) error {
 	exists, err := s.checkAttachDir()
 	if err != nil || !exists {
 		return err
 	}
 	err = os.Remove(s.path(k))
-	if err == nil {
-		err = syncDir(s.attachDir())
-	}
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("delete attachment record: %w", err)
 	}
 	return nil
+}
+
+// Exists reports, without the node lock, whether anything is at the path
+// of k's record (a record, or a file that would read as corrupt). It is
+// false, with no error, when the state directory or attachments/ is
+// missing. Only a false answer is final: a caller that finds something
+// reads it under the lock.
+func (s *Store) Exists(k Key) (bool, error) {
+	exists, err := s.checkAttachDir()
+	if err != nil || !exists {
+		return false, err
+	}
+	_, err = os.Lstat(s.path(k))
+	if absent(err) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // List returns all readable records sorted by file name. Files named like

@@ -44,20 +44,78 @@ func TestPutGetRoundTrip(t *testing.T) {
 		{"zero CreatedAt is set", &Record{Network: "n", ContainerID: "c", IfName: "i"}},
 	}
 	for _, tt := range tests {
+		for _, put := range []string{"Put", "PutUnsynced"} {
+			t.Run(tt.name+"/"+put, func(t *testing.T) {
+				s := New(t.TempDir())
+				rec := *tt.rec
+				roundTrip(t, s, &rec, put)
+			})
+		}
+	}
+}
+
+func roundTrip(t *testing.T, s *Store, rec *Record, put string) {
+	t.Helper()
+	write := s.Put
+	if put == "PutUnsynced" {
+		write = s.PutUnsynced
+	}
+	if err := write(rec); err != nil {
+		t.Fatalf("%s: %v", put, err)
+	}
+	if rec.Version != Version || rec.CreatedAt.IsZero() {
+		t.Errorf("%s left Version %d, CreatedAt %v", put, rec.Version, rec.CreatedAt)
+	}
+	got, err := s.Get(rec.Key())
+	if err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	if !reflect.DeepEqual(got, rec) {
+		t.Errorf("round trip mismatch:\n got %+v\nwant %+v", got, rec)
+	}
+	if tmp, _ := filepath.Glob(filepath.Join(s.attachDir(), tmpPrefix+"*")); len(tmp) != 0 {
+		t.Errorf("%s left temporary files %v", put, tmp)
+	}
+}
+
+// Exists answers false only when nothing can be at the record's path, and
+// true for anything there, a file that reads as corrupt included.
+func TestExists(t *testing.T) {
+	k := fullRecord().Key()
+	tests := []struct {
+		name  string
+		setup func(t *testing.T, s *Store)
+		want  bool
+	}{
+		{"no state directory", func(*testing.T, *Store) {}, false},
+		{"no attachments directory", func(t *testing.T, s *Store) { mkdir(t, s.dir) }, false},
+		{"other record only", func(t *testing.T, s *Store) {
+			if err := s.Put(&Record{Network: "n", ContainerID: "c", IfName: "i"}); err != nil {
+				t.Fatal(err)
+			}
+		}, false},
+		{"record", func(t *testing.T, s *Store) {
+			if err := s.PutUnsynced(fullRecord()); err != nil {
+				t.Fatal(err)
+			}
+		}, true},
+		{"corrupt file", func(t *testing.T, s *Store) {
+			mkdir(t, s.attachDir())
+			writeFile(t, s.path(k), "{")
+		}, true},
+		{"directory at the path", func(t *testing.T, s *Store) { mkdir(t, s.path(k)) }, true},
+		{"dangling link at the path", func(t *testing.T, s *Store) {
+			mkdir(t, s.attachDir())
+			symlink(t, filepath.Join(s.dir, "missing"), s.path(k))
+		}, true},
+	}
+	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := New(t.TempDir())
-			if err := s.Put(tt.rec); err != nil {
-				t.Fatalf("Put: %v", err)
-			}
-			if tt.rec.Version != Version || tt.rec.CreatedAt.IsZero() {
-				t.Errorf("Put left Version %d, CreatedAt %v", tt.rec.Version, tt.rec.CreatedAt)
-			}
-			got, err := s.Get(tt.rec.Key())
-			if err != nil {
-				t.Fatalf("Get: %v", err)
-			}
-			if !reflect.DeepEqual(got, tt.rec) {
-				t.Errorf("round trip mismatch:\n got %+v\nwant %+v", got, tt.rec)
+			s := New(filepath.Join(t.TempDir(), "state"))
+			tt.setup(t, s)
+			got, err := s.Exists(k)
+			if err != nil || got != tt.want {
+				t.Errorf("Exists = %v, %v; want %v, nil", got, err, tt.want)
 			}
 		})
 	}
