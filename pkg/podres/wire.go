@@ -51,7 +51,7 @@ func decodeGetResponse(b []byte) (*podResources, error) {
 			return nil
 		}
 		var err error
-		pod, err = decodePod(f.Bytes, true)
+		pod, err = decodePod(f.Bytes)
 		return err
 	})
 	if err != nil {
@@ -68,11 +68,11 @@ func findInList(b []byte, namespace, name string) (*podResources, error) {
 		if f.Num != 1 || f.Type != pbwire.Bytes || found != nil {
 			return nil
 		}
-		p, err := decodePod(f.Bytes, false)
-		if err != nil || p.namespace != namespace || p.name != name {
+		if is, err := podIs(f.Bytes, namespace, name); err != nil || !is {
 			return err
 		}
-		found, err = decodePod(f.Bytes, true)
+		var err error
+		found, err = decodePod(f.Bytes)
 		return err
 	})
 	if err != nil {
@@ -81,8 +81,25 @@ func findInList(b []byte, namespace, name string) (*podResources, error) {
 	return found, nil
 }
 
-// decodePod decodes a PodResources; its containers only when withDevices.
-func decodePod(b []byte, withDevices bool) (*podResources, error) {
+// podIs reports whether the PodResources b is the pod namespace/name,
+// without allocating: List walks every pod of the node.
+func podIs(b []byte, namespace, name string) (bool, error) {
+	var nsOK, nameOK bool
+	err := pbwire.Fields(b, func(f pbwire.Field) error {
+		switch {
+		case f.Type != pbwire.Bytes:
+		case f.Num == 1:
+			nameOK = string(f.Bytes) == name
+		case f.Num == 2:
+			nsOK = string(f.Bytes) == namespace
+		}
+		return nil
+	})
+	return nsOK && nameOK, err
+}
+
+// decodePod decodes a PodResources.
+func decodePod(b []byte) (*podResources, error) {
 	p := &podResources{}
 	err := pbwire.Fields(b, func(f pbwire.Field) error {
 		if f.Type != pbwire.Bytes {
@@ -94,9 +111,7 @@ func decodePod(b []byte, withDevices bool) (*podResources, error) {
 		case 2:
 			p.namespace = f.String()
 		case 3:
-			if withDevices {
-				return p.decodeContainer(f.Bytes)
-			}
+			return p.decodeContainer(f.Bytes)
 		}
 		return nil
 	})

@@ -2,6 +2,7 @@ package podres
 
 import (
 	"bytes"
+	"fmt"
 	"reflect"
 	"testing"
 
@@ -111,4 +112,23 @@ func FuzzDecodeReply(f *testing.F) {
 			t.Fatalf("findInList returned %s/%s", p.namespace, p.name)
 		}
 	})
+}
+
+// BenchmarkFindInList: one List reply of 1,000 pods, the pod asked for in
+// the middle.
+func BenchmarkFindInList(b *testing.B) {
+	var pods []*prv1.PodResources
+	for i := 0; i < 1000; i++ {
+		pods = append(pods, fullPod("default", fmt.Sprintf("pod-%d", i)))
+	}
+	list, err := proto.Marshal(&prv1.ListPodResourcesResponse{PodResources: pods})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(list)))
+	for b.Loop() {
+		if p, err := findInList(list, "default", "pod-500"); err != nil || p == nil {
+			b.Fatal(p, err)
+		}
+	}
 }
