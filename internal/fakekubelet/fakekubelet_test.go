@@ -2,12 +2,13 @@ package fakekubelet
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"reflect"
 	"testing"
 
 	"github.com/rdma-chain/rdma-chain/pkg/podres"
+
+	"github.com/rdma-chain/rdma-chain/internal/testenv"
 )
 
 // The fake answers the project's client over kubelet's API, with Get and,
@@ -30,12 +31,7 @@ func TestServesPodResources(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			dir, err := os.MkdirTemp("", "fk")
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { os.RemoveAll(dir) })
-			sock := filepath.Join(dir, "kubelet.sock")
+			sock := filepath.Join(testenv.SocketDir(t), "kubelet.sock")
 			s, err := StartWith(sock, pods, tt.opts)
 			if err != nil {
 				t.Fatal(err)

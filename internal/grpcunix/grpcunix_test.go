@@ -16,6 +16,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+
+	"github.com/rdma-chain/rdma-chain/internal/testenv"
 )
 
 // rawCodec passes messages through unencoded, so the handler sees the bytes
@@ -35,21 +37,11 @@ func (rawCodec) Unmarshal(b []byte, v any) error {
 // the reply or a status error out.
 type handler func(ctx context.Context, method string, req []byte) ([]byte, error)
 
-func shortDir(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "gu")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
-}
-
 // serveGRPC runs grpc-go's server (what kubelet and containerd run) with h
 // for every method, and returns its socket.
 func serveGRPC(t *testing.T, h handler, opts ...grpc.ServerOption) string {
 	t.Helper()
-	sock := filepath.Join(shortDir(t), "s.sock")
+	sock := filepath.Join(testenv.SocketDir(t), "s.sock")
 	lis, err := net.Listen("unix", sock)
 	if err != nil {
 		t.Fatal(err)
@@ -179,7 +171,7 @@ func TestCallCanceled(t *testing.T) {
 }
 
 func TestCallUnreachable(t *testing.T) {
-	dir := shortDir(t)
+	dir := testenv.SocketDir(t)
 	file := filepath.Join(dir, "file")
 	if err := os.WriteFile(file, nil, 0o600); err != nil {
 		t.Fatal(err)

@@ -11,13 +11,15 @@ import (
 	"time"
 
 	"golang.org/x/net/http2/hpack"
+
+	"github.com/rdma-chain/rdma-chain/internal/testenv"
 )
 
 // serveRaw answers every connection by reading the client's request (until
 // its END_STREAM) and writing reply verbatim, then closing.
 func serveRaw(t testing.TB, reply []byte) string {
 	t.Helper()
-	sock := filepath.Join(shortDir(t.(*testing.T)), "raw.sock")
+	sock := filepath.Join(testenv.SocketDir(t), "raw.sock")
 	lis, err := net.Listen("unix", sock)
 	if err != nil {
 		t.Fatal(err)

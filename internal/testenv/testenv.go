@@ -59,3 +59,16 @@ func RepoRoot() string {
 func ToolsDir(elem ...string) string {
 	return filepath.Join(append([]string{RepoRoot(), ".tools"}, elem...)...)
 }
+
+// SocketDir returns a new directory, removed after the test, whose path is
+// short enough for unix sockets (108 bytes): t.TempDir() paths, with the
+// test's name in them, can exceed it.
+func SocketDir(t testing.TB) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "sock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}

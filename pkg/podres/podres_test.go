@@ -17,6 +17,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	prv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
+
+	"github.com/rdma-chain/rdma-chain/internal/testenv"
 )
 
 // getMode selects how the fake kubelet serves Get.
@@ -75,21 +77,10 @@ func (f *fakeKubelet) Get(ctx context.Context, req *prv1.GetPodResourcesRequest)
 	return nil, fmt.Errorf("pod %s in namespace %s not found", req.PodName, req.PodNamespace)
 }
 
-// shortDir returns a temp dir short enough for a unix socket path.
-func shortDir(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "pr")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
-}
-
 // serve starts f on a unix socket and returns the socket path.
 func serve(t *testing.T, f *fakeKubelet) string {
 	t.Helper()
-	sock := filepath.Join(shortDir(t), "kubelet.sock")
+	sock := filepath.Join(testenv.SocketDir(t), "kubelet.sock")
 	lis, err := net.Listen("unix", sock)
 	if err != nil {
 		t.Fatal(err)
@@ -177,7 +168,7 @@ func TestAllocated(t *testing.T) {
 }
 
 func TestAllocatedInvalidInput(t *testing.T) {
-	c := New(filepath.Join(shortDir(t), "missing.sock"), 0)
+	c := New(filepath.Join(testenv.SocketDir(t), "missing.sock"), 0)
 	for _, in := range [][2]string{{"", "web"}, {"default", ""}} {
 		_, err := c.Allocated(context.Background(), in[0], in[1], resources)
 		if err == nil || errors.Is(err, ErrUnavailable) {
@@ -196,9 +187,9 @@ func TestUnavailable(t *testing.T) {
 		"probe": func(c *Client) error { return c.Probe(context.Background()) },
 	}
 	socks := map[string]func(t *testing.T) string{
-		"missing socket": func(t *testing.T) string { return filepath.Join(shortDir(t), "missing.sock") },
+		"missing socket": func(t *testing.T) string { return filepath.Join(testenv.SocketDir(t), "missing.sock") },
 		"not a socket": func(t *testing.T) string {
-			p := filepath.Join(shortDir(t), "file.sock")
+			p := filepath.Join(testenv.SocketDir(t), "file.sock")
 			if err := os.WriteFile(p, nil, 0o600); err != nil {
 				t.Fatal(err)
 			}
