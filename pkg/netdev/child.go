@@ -71,7 +71,7 @@ func AddChild(spec ChildSpec, podNS ns.NetNS) (c Child, err error) {
 	if err != nil {
 		return Child{}, err
 	}
-	defer func() { err = errors.Join(err, s.close()) }()
+	defer s.close()
 	if err = requireAbsent(s.pod, spec.PodName, "pod"); err != nil {
 		return Child{}, err
 	}

@@ -91,12 +91,22 @@ func hostHandles() (*netlink.Handle, netns.NsHandle, error) {
 	if err != nil {
 		return nil, netns.None(), fmt.Errorf("open current netns: %w", err)
 	}
-	h, err := netlink.NewHandleAt(cur, unix.NETLINK_ROUTE)
+	h, err := hostHandle()
 	if err != nil {
 		cur.Close()
-		return nil, netns.None(), fmt.Errorf("netlink handle in current netns: %w", err)
+		return nil, netns.None(), err
 	}
 	return h, cur, nil
+}
+
+// hostHandle opens a netlink handle in the calling thread's current netns
+// (the host), where the thread is: no switch of netns.
+func hostHandle() (*netlink.Handle, error) {
+	h, err := netlink.NewHandle(unix.NETLINK_ROUTE)
+	if err != nil {
+		return nil, fmt.Errorf("netlink handle in current netns: %w", err)
+	}
+	return h, nil
 }
 
 // handleAt opens a netlink handle bound to the netns behind fd.

@@ -72,13 +72,6 @@ func TestKeepAddr(t *testing.T) {
 	}
 }
 
-func TestUniqueName(t *testing.T) {
-	a, b := uniqueName("rescue"), uniqueName("rescue")
-	if a == b || validName(a) != nil || validName(uniqueName("averyverylongprefix")) != nil {
-		t.Errorf("uniqueName gave %q, %q", a, b)
-	}
-}
-
 func TestChildLinkValidation(t *testing.T) {
 	tests := []struct {
 		kind, mode string

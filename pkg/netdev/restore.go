@@ -1,13 +1,10 @@
 package netdev
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 
 	"github.com/vishvananda/netlink"
-
-	"github.com/rdma-chain/rdma-chain/internal/undo"
 )
 
 // childKinds are link types that share their parent's MAC or sit on top of
@@ -18,8 +15,9 @@ var childKinds = []string{"ipvlan", "ipvtap", "macvlan", "macvtap", "vlan", "bon
 // (the host): down, renamed to HostName, MTU, HostAddrs re-added, up if
 // WasUp, HostRoutes re-added;
 // the MAC is left unchanged. When podNSPath names a live netns holding the
-// netdev, it is moved out through a private temporary netns (rolled back
-// into the pod on failure). Otherwise (podNSPath "" or gone) the netdev is
+// netdev, it is moved out under HostName in one request (crossNetns); when
+// HostName is taken on the host, it stays in the pod, untouched, and the
+// error says so. Otherwise (podNSPath "" or gone) the netdev is
 // looked up in the host by name, alias (HostName) or MAC, because the kernel
 // returns a physical netdev to init_net, possibly renamed devN, when its netns
 // dies. A netdev found nowhere gives a wrapped ErrGone. Restoring an already
@@ -34,11 +32,10 @@ func RestoreToHost(l HostLink, podNSPath string) error {
 	if err := returnFromPod(l, podNSPath); err != nil {
 		return err
 	}
-	host, hostNS, err := hostHandles()
+	host, err := hostHandle()
 	if err != nil {
 		return err
 	}
-	defer hostNS.Close()
 	defer host.Close()
 	link, err := findInHost(host, l)
 	if err != nil {
@@ -49,7 +46,7 @@ func RestoreToHost(l HostLink, podNSPath string) error {
 
 // returnFromPod moves the netdev from the netns at podNSPath, if it is still
 // there, into the host under HostName. A missing netns or netdev is no error.
-func returnFromPod(l HostLink, podNSPath string) (err error) {
+func returnFromPod(l HostLink, podNSPath string) error {
 	podNS, gone, err := openNSPath(podNSPath)
 	if err != nil || gone {
 		return err
@@ -59,23 +56,24 @@ func returnFromPod(l HostLink, podNSPath string) (err error) {
 	if err != nil {
 		return err
 	}
-	defer func() { err = errors.Join(err, s.close()) }()
+	defer s.close()
 	pl, err := findInPod(s.pod, l)
 	if err != nil || pl == nil {
 		return err
 	}
-	if err = s.openTemp(); err != nil {
+	// The request would move it and then fail the rename: refuse first.
+	if err := requireAbsent(s.host, l.HostName, "host"); err != nil {
+		return fmt.Errorf("give %q back: %w", l.HostName, err)
+	}
+	if err := hook("out-to-host"); err != nil {
 		return err
 	}
-	var u undo.Stack
-	if err = runSteps(s.moveOutSteps(pl, l), &u); err != nil {
-		return u.Rollback(err)
-	}
-	return nil
+	return s.crossOut(pl, l)
 }
 
 // findInPod returns the netdev in the pod: PodName with the recorded MAC, or
-// any link with that MAC whose alias is HostName. nil, nil when absent.
+// any link with that MAC named or aliased HostName (a move that failed at
+// the rename leaves it under HostName). nil, nil when absent.
 func findInPod(h *netlink.Handle, l HostLink) (netlink.Link, error) {
 	pl, err := h.LinkByName(l.PodName)
 	if err == nil && sameMAC(linkMAC(pl), l.MAC) {
@@ -89,81 +87,23 @@ func findInPod(h *netlink.Handle, l HostLink) (netlink.Link, error) {
 		return nil, err
 	}
 	for _, x := range links {
-		if sameMAC(linkMAC(x), l.MAC) && x.Attrs().Alias == l.HostName {
+		a := x.Attrs()
+		if sameMAC(linkMAC(x), l.MAC) && !slices.Contains(childKinds, x.Type()) &&
+			(a.Alias == l.HostName || a.Name == l.HostName) {
 			return x, nil
 		}
 	}
 	return nil, nil
 }
 
-// moveOutSteps returns the steps pod → temporary netns → host.
-func (s *session) moveOutSteps(pl netlink.Link, l HostLink) []step {
-	var tl netlink.Link
-	return []step{
-		{"out-to-temp", func(u *undo.Stack) (err error) {
-			tl, err = s.podToTemp(pl, u)
-			return err
-		}},
-		{"out-rename", func(u *undo.Stack) error {
-			return renameIn(s.tmp, tl, l.HostName, u)
-		}},
-		{"out-alias", func(u *undo.Stack) error {
-			if tl.Attrs().Alias != l.HostName {
-				return nil
-			}
-			return setAliasIn(s.tmp, tl, "", u)
-		}},
-		{"out-to-host", func(*undo.Stack) error {
-			if err := s.tmp.LinkSetNsFd(tl, int(s.hostNS)); err != nil {
-				return fmt.Errorf("move %q to the host: %w", l.HostName, err)
-			}
-			return nil
-		}},
-	}
-}
-
-// podToTemp moves pl from the pod into the temporary netns; the undo moves it
-// back under its pod name and sets it up again if it was.
-func (s *session) podToTemp(pl netlink.Link, u *undo.Stack) (netlink.Link, error) {
-	name, wasUp := pl.Attrs().Name, isUp(pl)
-	if err := s.pod.LinkSetNsFd(pl, s.tmpFd()); err != nil {
-		return nil, fmt.Errorf("move %q out of the pod netns: %w", name, err)
-	}
-	u.Push(func() error { return s.tempToPodUp(name, wasUp) })
-	tl, err := s.tmp.LinkByName(name)
-	if err != nil {
-		return nil, fmt.Errorf("find %q in the temporary netns: %w", name, err)
-	}
-	return tl, nil
-}
-
-// tempToPodUp moves the link called name from the temporary netns into the
-// pod and sets it up if up.
-func (s *session) tempToPodUp(name string, up bool) error {
-	tl, err := s.tmp.LinkByName(name)
-	if err != nil {
-		return fmt.Errorf("find %q in the temporary netns: %w", name, err)
-	}
-	if err := s.tmp.LinkSetNsFd(tl, s.podFd); err != nil {
-		return fmt.Errorf("move %q back into the pod netns: %w", name, err)
-	}
-	if !up {
-		return nil
-	}
-	pl, err := s.pod.LinkByName(name)
-	if err == nil {
-		err = s.pod.LinkSetUp(pl)
-	}
-	if err != nil {
-		return fmt.Errorf("set %q up in the pod netns: %w", name, err)
-	}
-	return nil
-}
-
 // findInHost finds the netdev in the host among links with the recorded MAC
 // (children such as vlan or ipvlan excluded), preferring HostName, then the
 // alias HostName, then HostIndex, then the only candidate.
 func findInHost(h *netlink.Handle, l HostLink) (netlink.Link, error) {
+	// The usual case, one lookup: it is back under its own name.
+	if x, err := h.LinkByName(l.HostName); err == nil && sameMAC(linkMAC(x), l.MAC) && !slices.Contains(childKinds, x.Type()) {
+		return x, nil
+	}
 	links, err := listLinks(h)
 	if err != nil {
 		return nil, err

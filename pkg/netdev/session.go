@@ -1,14 +1,13 @@
 package netdev
 
 import (
-	"crypto/rand"
-	"encoding/hex"
-	"errors"
 	"fmt"
 
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 
 	"github.com/rdma-chain/rdma-chain/internal/undo"
 )
@@ -18,15 +17,12 @@ import (
 var testHook func(step string) error
 
 // session holds the netlink handles of one netns crossing: the host (the
-// caller's current netns), the pod, and optionally a private temporary netns
-// in which the netdev is renamed so that no name can clash on the way.
+// caller's current netns) and the pod.
 type session struct {
 	host   *netlink.Handle
 	hostNS netns.NsHandle
 	pod    *netlink.Handle
 	podFd  int
-	tmpNS  ns.NetNS
-	tmp    *netlink.Handle
 }
 
 // newSession opens handles for the current (host) netns and podNS.
@@ -37,86 +33,64 @@ func newSession(podNS ns.NetNS) (*session, error) {
 	}
 	s := &session{host: host, hostNS: hostNS, podFd: int(podNS.Fd())}
 	if s.pod, err = handleAt(podNS.Fd(), "pod"); err != nil {
-		_ = s.close()
+		s.close()
 		return nil, err
 	}
 	return s, nil
 }
 
-// openTemp creates the private temporary netns.
-func (s *session) openTemp() error {
-	tmpNS, err := ns.TempNetNS()
-	if err != nil {
-		return fmt.Errorf("create temporary netns: %w", err)
-	}
-	s.tmpNS = tmpNS
-	if s.tmp, err = handleAt(tmpNS.Fd(), "temporary"); err != nil {
-		return err
-	}
-	return nil
-}
-
-// tmpFd returns the temporary netns's fd.
-func (s *session) tmpFd() int { return int(s.tmpNS.Fd()) }
-
-// close releases all handles. A netdev still stranded in the temporary netns
-// (a failed rollback) is first moved to the host, so that closing the netns
-// neither destroys it (virtual) nor sends it to init_net (physical).
-func (s *session) close() error {
-	var err error
-	if s.tmp != nil {
-		err = s.evacuate()
-		s.tmp.Close()
-	}
-	if s.tmpNS != nil {
-		s.tmpNS.Close()
-	}
+// close releases all handles.
+func (s *session) close() {
 	if s.pod != nil {
 		s.pod.Close()
 	}
 	s.host.Close()
 	s.hostNS.Close()
+}
+
+// crossNetns moves the netdev with index idx from the netns of sock (nil:
+// the caller's) into the netns behind toFd, named name there, in one
+// RTM_SETLINK (what `ip link set DEV netns NS name NAME` sends): the kernel
+// moves it, under name instead of its old one if that one is taken there,
+// then renames it, all under one hold of the rtnl lock, so no name can
+// clash on the way and nothing sees it half way. alias, when not nil,
+// becomes its IFLA_IFALIAS ("" clears it). A name the kernel refuses only
+// at the rename (or one taken since it was checked) fails after the move:
+// the netdev is then in the target netns under its old name, where the
+// caller's undo finds it (moved in: findInPod).
+func crossNetns(sock *nl.NetlinkSocket, idx, toFd int, name string, alias *string) error {
+	req := nl.NewNetlinkRequest(unix.RTM_SETLINK, unix.NLM_F_ACK)
+	msg := nl.NewIfInfomsg(unix.AF_UNSPEC)
+	msg.Index = int32(idx)
+	req.AddData(msg)
+	req.AddData(nl.NewRtAttr(unix.IFLA_NET_NS_FD, nl.Uint32Attr(uint32(toFd))))
+	req.AddData(nl.NewRtAttr(unix.IFLA_IFNAME, nl.ZeroTerminated(name)))
+	if alias != nil {
+		req.AddData(nl.NewRtAttr(unix.IFLA_IFALIAS, []byte(*alias)))
+	}
+	if sock != nil {
+		req.Sockets = map[int]*nl.SocketHandle{unix.NETLINK_ROUTE: {Socket: sock}}
+	}
+	_, err := req.Execute(unix.NETLINK_ROUTE, 0)
 	return err
 }
 
-// evacuate moves every non-loopback link of the temporary netns to the host,
-// under a unique rescue name if its own name is taken there.
-func (s *session) evacuate() error {
-	links, err := listLinks(s.tmp)
+// crossOut moves pl from the pod into the host under l.HostName, clearing
+// the alias MoveToPod gave it.
+func (s *session) crossOut(pl netlink.Link, l HostLink) error {
+	sock, err := nl.GetNetlinkSocketAt(netns.NsHandle(s.podFd), s.hostNS, unix.NETLINK_ROUTE)
 	if err != nil {
-		return fmt.Errorf("check temporary netns: %w", err)
+		return fmt.Errorf("netlink socket in the pod netns: %w", err)
 	}
-	var errs []error
-	for _, l := range links {
-		if l.Attrs().EncapType == "loopback" || l.Attrs().Name == "lo" {
-			continue
-		}
-		if s.tmp.LinkSetNsFd(l, int(s.hostNS)) == nil {
-			continue
-		}
-		rescue := uniqueName("rescue")
-		if rerr := s.tmp.LinkSetName(l, rescue); rerr != nil {
-			errs = append(errs, fmt.Errorf("rename stranded %q: %w", l.Attrs().Name, rerr))
-			continue
-		}
-		if merr := s.tmp.LinkSetNsFd(l, int(s.hostNS)); merr != nil {
-			errs = append(errs, fmt.Errorf("rescue stranded %q: %w", l.Attrs().Name, merr))
-		} else {
-			errs = append(errs, fmt.Errorf("stranded %q rescued to the host as %q", l.Attrs().Name, rescue))
-		}
+	defer sock.Close()
+	var alias *string
+	if pl.Attrs().Alias == l.HostName {
+		alias = new(string)
 	}
-	return errors.Join(errs...)
-}
-
-// uniqueName returns prefix plus random hex, at most 15 bytes.
-func uniqueName(prefix string) string {
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	name := prefix + hex.EncodeToString(b)
-	if len(name) > 15 {
-		name = name[len(name)-15:]
+	if err := crossNetns(sock, pl.Attrs().Index, int(s.hostNS), l.HostName, alias); err != nil {
+		return fmt.Errorf("move %q from the pod netns to the host as %q: %w", pl.Attrs().Name, l.HostName, err)
 	}
-	return name
+	return nil
 }
 
 // step is one named change of a netns crossing.
