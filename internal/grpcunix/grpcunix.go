@@ -76,7 +76,7 @@ func Call(ctx context.Context, socket, method string, req []byte, maxReply int) 
 		return nil, &Status{Code: Unavailable, Message: err.Error(), Err: err}
 	}
 	defer conn.Close()
-	c := &client{conn: conn, r: bufio.NewReaderSize(conn, 2*maxFrame), maxReply: maxReply}
+	c := &client{conn: conn, r: bufio.NewReaderSize(conn, 4096), maxReply: maxReply}
 	if err = c.send(ctx, method, req); err == nil {
 		var reply []byte
 		if reply, err = c.receive(); err == nil {

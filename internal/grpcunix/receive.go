@@ -26,7 +26,7 @@ func (c *client) readFrame() (frame, error) {
 		return frame{}, protocolError("frame of %d bytes exceeds the maximum frame size %d", n, maxFrame)
 	}
 	if cap(c.buf) < n {
-		c.buf = make([]byte, maxFrame)
+		c.buf = make([]byte, n)
 	}
 	f := frame{typ: c.hdr[3], flags: c.hdr[4], stream: binary.BigEndian.Uint32(c.hdr[5:]) & (1<<31 - 1), payload: c.buf[:n]}
 	_, err := io.ReadFull(c.r, f.payload)
