@@ -269,12 +269,11 @@ func (p *Plugin) moveNetdev(c *call, rec *state.Record, link *state.Link, podNS 
 		return err
 	}
 	tx.host.Push(func() error { return p.env.Links.RestoreToHost(hl, podNS.Path()) })
-	moved, err := p.env.Links.MoveToPod(hl.HostName, podNS, hl.PodName)
-	if err != nil {
+	if err := p.env.Links.MoveToPod(hl, podNS); err != nil {
 		return cniError(CodeLinkSetup, fmt.Sprintf("cannot move netdev %s of %s into the pod", hl.HostName, link.Device), err)
 	}
 	failpoint.Hit("add-netdev-moved")
-	link.HostLink, link.Step = moved, stepNetdevMoved
+	link.Step = stepNetdevMoved
 	return nil
 }
 

@@ -125,8 +125,8 @@ func (kernelLinks) Describe(hostName, podName string) (netdev.HostLink, error) {
 	return netdev.Describe(hostName, podName)
 }
 
-func (kernelLinks) MoveToPod(hostName string, podNS ns.NetNS, podName string) (netdev.HostLink, error) {
-	return netdev.MoveToPod(hostName, podNS, podName)
+func (kernelLinks) MoveToPod(hl netdev.HostLink, podNS ns.NetNS) error {
+	return netdev.MoveDescribed(hl, podNS)
 }
 
 func (kernelLinks) RestoreToHost(l netdev.HostLink, podNSPath string) error {

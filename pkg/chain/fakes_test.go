@@ -193,9 +193,8 @@ func (w *world) Describe(host, pod string) (netdev.HostLink, error) {
 	return netdev.HostLink{HostName: host, PodName: pod, MAC: "02:00:00:00:00:01", MTU: 1500, WasUp: true}, err
 }
 
-func (w *world) MoveToPod(host string, podNS ns.NetNS, pod string) (netdev.HostLink, error) {
-	err := w.record("MoveToPod %s %s", host, pod)
-	return netdev.HostLink{HostName: host, PodName: pod, MAC: "02:00:00:00:00:01", MTU: 1500, WasUp: true}, err
+func (w *world) MoveToPod(hl netdev.HostLink, podNS ns.NetNS) error {
+	return w.record("MoveToPod %s %s", hl.HostName, hl.PodName)
 }
 func (w *world) RestoreToHost(l netdev.HostLink, nsPath string) error {
 	err := w.record("RestoreToHost %s %s", l.HostName, nsPath)

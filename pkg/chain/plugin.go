@@ -41,7 +41,8 @@ type RDMA interface {
 // Links is the seam over netdevs: exclusive-mode moves, shared-mode children.
 type Links interface {
 	Describe(hostName, podName string) (netdev.HostLink, error)
-	MoveToPod(hostName string, podNS ns.NetNS, podName string) (netdev.HostLink, error)
+	// MoveToPod moves the netdev Describe gave hl for into the pod.
+	MoveToPod(hl netdev.HostLink, podNS ns.NetNS) error
 	RestoreToHost(l netdev.HostLink, podNSPath string) error
 	AddChild(spec netdev.ChildSpec, podNS ns.NetNS) (netdev.Child, error)
 	DelChild(podNSPath, name, expectMAC string) error

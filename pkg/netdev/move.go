@@ -20,30 +20,46 @@ import (
 //
 // hostName and podName come from the plugin's validated configuration and
 // the kernel; they are not checked again here.
-func MoveToPod(hostName string, podNS ns.NetNS, podName string) (hl HostLink, err error) {
+func MoveToPod(hostName string, podNS ns.NetNS, podName string) (HostLink, error) {
+	hl, err := Describe(hostName, podName)
+	if err != nil {
+		return HostLink{}, err
+	}
+	if err := MoveDescribed(hl, podNS); err != nil {
+		return HostLink{}, err
+	}
+	return hl, nil
+}
+
+// MoveDescribed is MoveToPod for a netdev Describe has recorded, so that a
+// caller who wrote hl down before the move does not read the host twice.
+// The netdev must still be the one described (name, index and MAC); the
+// addresses and routes restored later are the described ones.
+func MoveDescribed(hl HostLink, podNS ns.NetNS) (err error) {
 	s, err := newSession(podNS)
 	if err != nil {
-		return HostLink{}, err
+		return err
 	}
 	defer s.close()
-	if err = requireAbsent(s.pod, podName, "pod"); err != nil {
-		return HostLink{}, err
+	if err = requireAbsent(s.pod, hl.PodName, "pod"); err != nil {
+		return err
 	}
-	link, err := s.host.LinkByName(hostName)
+	link, err := s.host.LinkByName(hl.HostName)
 	if err != nil {
-		return HostLink{}, fmt.Errorf("find host netdev %q: %w", hostName, err)
+		return fmt.Errorf("find host netdev %q: %w", hl.HostName, err)
 	}
-	if hl, err = recordHostLink(s.host, link, podName); err != nil {
-		return HostLink{}, err
+	if link.Attrs().Index != hl.HostIndex || !sameMAC(linkMAC(link), hl.MAC) {
+		return fmt.Errorf("host netdev %q changed since it was described: index %d, MAC %s; described %d, %s",
+			hl.HostName, link.Attrs().Index, linkMAC(link), hl.HostIndex, hl.MAC)
 	}
 	var u undo.Stack
 	if err = runSteps(s.moveInSteps(link, hl), &u); err == nil {
 		err = hook("done")
 	}
 	if err != nil {
-		return HostLink{}, u.Rollback(err)
+		return u.Rollback(err)
 	}
-	return hl, nil
+	return nil
 }
 
 // recordHostLink captures what RestoreToHost needs to put link back.

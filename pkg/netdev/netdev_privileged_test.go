@@ -226,3 +226,28 @@ func TestRestoreNameTakenOnHost(t *testing.T) {
 		t.Error("the other host rdma0 was disturbed")
 	}
 }
+
+// MoveDescribed moves only the netdev that was described: one whose MAC or
+// index differs is refused before anything changes.
+func TestMoveDescribedRefusesChangedNetdev(t *testing.T) {
+	for _, change := range []string{"mac", "index"} {
+		t.Run(change, func(t *testing.T) {
+			e := newEnv(t)
+			before := e.makeRDMA(t, true)
+			var hl HostLink
+			if err := e.inHost(func() (err error) { hl, err = Describe(rdmaName, podIf); return err }); err != nil {
+				t.Fatalf("Describe: %v", err)
+			}
+			if change == "mac" {
+				hl.MAC = "02:00:00:00:00:99"
+			} else {
+				hl.HostIndex++
+			}
+			if err := e.inHost(func() error { return MoveDescribed(hl, e.pod) }); err == nil {
+				t.Fatal("MoveDescribed moved a netdev that changed since it was described")
+			}
+			wantSame(t, "host netdev", before, snap(t, e.host, rdmaName))
+			wantAbsent(t, e.pod, podIf, "pod")
+		})
+	}
+}
