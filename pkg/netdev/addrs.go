@@ -50,6 +50,9 @@ func hostAddrs(h *netlink.Handle, l netlink.Link) ([]string, error) {
 // with IFA_F_NODAD: the host owned them a moment ago, and a tentative address
 // makes RDMA CM fail.
 func addAddrs(h *netlink.Handle, l netlink.Link, cidrs []string) error {
+	if len(cidrs) == 0 {
+		return nil // nothing to look up
+	}
 	have, err := hostAddrs(h, l)
 	if err != nil {
 		return err

@@ -91,20 +91,17 @@ func (s *session) moveInSteps(link netlink.Link, hl HostLink) []step {
 		{"to-pod", func(u *undo.Stack) error {
 			return s.hostToPod(link, hl, u)
 		}},
-		{"up", func(u *undo.Stack) error {
-			return s.upInPod(hl, u)
-		}},
 	}
 }
 
 // hostToPod moves link from the host into the pod as hl.PodName, aliased
-// hl.HostName. Its undo is registered first, as the request may fail after
-// the move (crossNetns).
+// hl.HostName, and sets it up there. Its undo is registered first, as the
+// request may fail after the move (crossNetns).
 func (s *session) hostToPod(link netlink.Link, hl HostLink, u *undo.Stack) error {
 	u.Push(func() error { return s.podToHost(hl) })
 	alias := hl.HostName
-	if err := crossNetns(nil, link.Attrs().Index, s.podFd, hl.PodName, &alias); err != nil {
-		return fmt.Errorf("move %q into the pod netns as %q: %w", hl.HostName, hl.PodName, err)
+	if err := crossNetns(nil, link.Attrs().Index, s.podFd, hl.PodName, &alias, true); err != nil {
+		return fmt.Errorf("move %q into the pod netns as %q and set it up: %w", hl.HostName, hl.PodName, err)
 	}
 	return nil
 }
@@ -125,22 +122,6 @@ func (s *session) podToHost(hl HostLink) error {
 		return fmt.Errorf("find %q back on the host: %w", hl.HostName, err)
 	}
 	return restoreHostState(s.host, link, hl)
-}
-
-// upInPod checks the moved netdev in the pod and sets it up; the undo sets it down.
-func (s *session) upInPod(hl HostLink, u *undo.Stack) error {
-	pl, err := s.pod.LinkByName(hl.PodName)
-	if err != nil {
-		return fmt.Errorf("find %q in the pod netns: %w", hl.PodName, err)
-	}
-	if !sameMAC(linkMAC(pl), hl.MAC) {
-		return fmt.Errorf("%q in the pod netns has MAC %s, want %s", hl.PodName, linkMAC(pl), hl.MAC)
-	}
-	if err := s.pod.LinkSetUp(pl); err != nil {
-		return fmt.Errorf("set %q up in the pod netns: %w", hl.PodName, err)
-	}
-	u.Push(func() error { return s.pod.LinkSetDown(pl) })
-	return nil
 }
 
 // Describe returns what MoveToPod would record for host netdev hostName

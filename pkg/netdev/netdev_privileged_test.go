@@ -149,7 +149,7 @@ func TestRestoreGoneWithPodNetns(t *testing.T) {
 // anything moves, and one with a ':', refused only at the rename after the
 // netdev has crossed into the pod under its host name.
 func TestMoveToPodRollback(t *testing.T) {
-	for _, step := range []string{"to-pod", "up", "done", "bad-name-long", "bad-name-rename"} {
+	for _, step := range []string{"to-pod", "done", "bad-name-long", "bad-name-rename"} {
 		t.Run(step, func(t *testing.T) {
 			e := newEnv(t)
 			before := e.makeRDMA(t, true)

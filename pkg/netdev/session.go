@@ -54,14 +54,18 @@ func (s *session) close() {
 // moves it, under name instead of its old one if that one is taken there,
 // then renames it, all under one hold of the rtnl lock, so no name can
 // clash on the way and nothing sees it half way. alias, when not nil,
-// becomes its IFLA_IFALIAS ("" clears it). A name the kernel refuses only
-// at the rename (or one taken since it was checked) fails after the move:
-// the netdev is then in the target netns under its old name, where the
-// caller's undo finds it (moved in: findInPod).
-func crossNetns(sock *nl.NetlinkSocket, idx, toFd int, name string, alias *string) error {
+// becomes its IFLA_IFALIAS ("" clears it); with up, the same request sets
+// it up last. A name the kernel refuses only at the rename (or one taken
+// since it was checked), or an up that fails, fails after the move: the
+// netdev is then in the target netns, possibly under its old name, where
+// the caller's undo finds it (moved in: findInPod).
+func crossNetns(sock *nl.NetlinkSocket, idx, toFd int, name string, alias *string, up bool) error {
 	req := nl.NewNetlinkRequest(unix.RTM_SETLINK, unix.NLM_F_ACK)
 	msg := nl.NewIfInfomsg(unix.AF_UNSPEC)
 	msg.Index = int32(idx)
+	if up {
+		msg.Flags, msg.Change = unix.IFF_UP, unix.IFF_UP
+	}
 	req.AddData(msg)
 	req.AddData(nl.NewRtAttr(unix.IFLA_NET_NS_FD, nl.Uint32Attr(uint32(toFd))))
 	req.AddData(nl.NewRtAttr(unix.IFLA_IFNAME, nl.ZeroTerminated(name)))
@@ -87,7 +91,7 @@ func (s *session) crossOut(pl netlink.Link, l HostLink) error {
 	if pl.Attrs().Alias == l.HostName {
 		alias = new(string)
 	}
-	if err := crossNetns(sock, pl.Attrs().Index, int(s.hostNS), l.HostName, alias); err != nil {
+	if err := crossNetns(sock, pl.Attrs().Index, int(s.hostNS), l.HostName, alias, false); err != nil {
 		return fmt.Errorf("move %q from the pod netns to the host as %q: %w", pl.Attrs().Name, l.HostName, err)
 	}
 	return nil
