@@ -38,6 +38,8 @@ import (
 	"time"
 
 	"github.com/rdma-chain/rdma-chain/internal/testenv"
+
+	"github.com/rdma-chain/rdma-chain/pkg/smc/hookcmd"
 )
 
 // A boot runs several scenarios in one VM; they share the RDMA netns mode.
@@ -259,6 +261,9 @@ func buildBinaries(root string) (prepared, error) {
 		"-o", filepath.Join(dir, "rdma-chain-fp"), "./plugins/meta/rdma-chain"); err != nil {
 		return p, fmt.Errorf("go build -tags failpoint ./plugins/meta/rdma-chain: %w\n%s", err, o)
 	}
+	if err := hookBinary(root, dir, build); err != nil {
+		return p, err
+	}
 	switch plug := os.Getenv("RC_VM_PLUGIN"); {
 	case plug != "":
 		if err := copyFile(plug, filepath.Join(dir, "rdma-chain")); err != nil {
@@ -284,6 +289,18 @@ func buildBinaries(root string) (prepared, error) {
 		p.why = "plugins/meta/rdma-chain does not exist and bin/rdma-chain is not built"
 	}
 	return p, nil
+}
+
+// hookBinary puts the SMC socket hook binary, which the plugin runs from its
+// own directory, into dir: the one beside RC_VM_PLUGIN, else built from
+// source.
+func hookBinary(root, dir string, build func(out, pkg string) error) error {
+	if plug := os.Getenv("RC_VM_PLUGIN"); plug != "" {
+		if beside := filepath.Join(filepath.Dir(plug), hookcmd.Binary); fileExists(beside) {
+			return copyFile(beside, filepath.Join(dir, hookcmd.Binary))
+		}
+	}
+	return build(hookcmd.Binary, "./cmd/rdma-chain-smc-hook")
 }
 
 // console is what one boot printed, parsed.

@@ -6,7 +6,7 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 
 	"github.com/rdma-chain/rdma-chain/pkg/smc"
-	"github.com/rdma-chain/rdma-chain/pkg/smc/hook"
+	"github.com/rdma-chain/rdma-chain/pkg/smc/hookcmd"
 )
 
 // kernelSMC opens an SMC netlink client per call in the netns asked for.
@@ -47,16 +47,16 @@ func (kernelSMC) EnsureUEID(ueid string) error {
 
 func (kernelSMC) TCP2SMC(nsPath string) (bool, error) { return smc.TCP2SMC(nsPath) }
 
-func (kernelSMC) HookSupported(dir string) error { return hook.Hook{Dir: dir}.Supported() }
+// The socket hook runs in its own binary beside the plugin
+// (rdma-chain-smc-hook): the plugin, started for every pod, does not link
+// cilium/ebpf.
 
-func (kernelSMC) HookAdd(dir string, ino uint64) error {
-	return hook.Hook{Dir: dir}.Add(uint32(ino))
-}
+func (kernelSMC) HookSupported(dir string) error { return hookcmd.Beside().Supported(dir) }
 
-func (kernelSMC) HookRemove(dir string, ino uint64) error {
-	return hook.Hook{Dir: dir}.Remove(uint32(ino))
-}
+func (kernelSMC) HookAdd(dir string, ino uint64) error { return hookcmd.Beside().Add(dir, ino) }
+
+func (kernelSMC) HookRemove(dir string, ino uint64) error { return hookcmd.Beside().Remove(dir, ino) }
 
 func (kernelSMC) HookListed(dir string, ino uint64) (bool, error) {
-	return hook.Hook{Dir: dir}.Listed(uint32(ino))
+	return hookcmd.Beside().Listed(dir, ino)
 }

@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/rdma-chain/rdma-chain/internal/testenv"
+
+	"github.com/rdma-chain/rdma-chain/pkg/smc/hookcmd"
 )
 
 func confDir() string { return filepath.Join(testenv.RepoRoot(), "conf") }
@@ -209,17 +211,22 @@ var buildOnce = sync.OnceValues(func() (string, error) {
 	if b := os.Getenv("RDMA_CHAIN_BIN"); b != "" {
 		return b, nil
 	}
-	out := filepath.Join(os.TempDir(), "rdma-chain-ops-test")
-	cmd := exec.Command("go", "build", "-o", out, "./plugins/meta/rdma-chain")
-	cmd.Dir = testenv.RepoRoot()
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", &exec.ExitError{Stderr: b}
+	dir, err := os.MkdirTemp("", "rdma-chain-ops-test")
+	if err != nil {
+		return "", err
 	}
-	return out, nil
+	for out, pkg := range map[string]string{"rdma-chain": "./plugins/meta/rdma-chain", hookcmd.Binary: "./cmd/rdma-chain-smc-hook"} {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, out), pkg)
+		cmd.Dir = testenv.RepoRoot()
+		if b, err := cmd.CombinedOutput(); err != nil {
+			return "", &exec.ExitError{Stderr: b}
+		}
+	}
+	return filepath.Join(dir, "rdma-chain"), nil
 })
 
 // pluginBinary is the built plugin: $RDMA_CHAIN_BIN (make sets it) or a
-// fresh build.
+// fresh build, with the SMC socket hook binary beside it.
 func pluginBinary(t *testing.T) string {
 	t.Helper()
 	b, err := buildOnce()
@@ -297,13 +304,15 @@ func installerEnv(t *testing.T, ic container, host, bin, install string) []strin
 
 func checkInstalled(t *testing.T, host, bin, conflist, orig string, wantEntry bool) {
 	t.Helper()
-	got, err := os.ReadFile(filepath.Join(host, "opt/cni/bin/rdma-chain"))
-	want, _ := os.ReadFile(bin)
-	if err != nil || !bytes.Equal(got, want) {
-		t.Errorf("binary not installed: %v", err)
-	}
-	if st, err := os.Stat(filepath.Join(host, "opt/cni/bin/rdma-chain")); err != nil || st.Mode().Perm() != 0o755 {
-		t.Errorf("binary mode %v %v", st, err)
+	for name, src := range map[string]string{"rdma-chain": bin, hookcmd.Binary: filepath.Join(filepath.Dir(bin), hookcmd.Binary)} {
+		got, err := os.ReadFile(filepath.Join(host, "opt/cni/bin", name))
+		want, werr := os.ReadFile(src)
+		if err != nil || werr != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s not installed: %v %v", name, err, werr)
+		}
+		if st, err := os.Stat(filepath.Join(host, "opt/cni/bin", name)); err != nil || st.Mode().Perm() != 0o755 {
+			t.Errorf("%s mode %v %v", name, st, err)
+		}
 	}
 	if left, _ := filepath.Glob(filepath.Join(host, "opt/cni/bin/.*")); len(left) != 0 {
 		t.Errorf("temp files left: %v", left)

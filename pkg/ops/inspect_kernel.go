@@ -12,9 +12,10 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/vishvananda/netlink"
 
+	"github.com/rdma-chain/rdma-chain/pkg/config"
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 	"github.com/rdma-chain/rdma-chain/pkg/smc"
-	"github.com/rdma-chain/rdma-chain/pkg/smc/hook"
+	"github.com/rdma-chain/rdma-chain/pkg/smc/hookcmd"
 )
 
 // reader is what inspect reads from the node; the kernel's in production,
@@ -30,7 +31,8 @@ type reader interface {
 	Pnet(nsPath string) ([]smc.PnetEntry, error)
 	UEIDs() ([]string, error)
 	Fallbacks(nsPath string) (smc.FallbackReport, error)
-	// SocketHook reads the transparent-SMC hook's pins (hook.DefaultDir).
+	// SocketHook reads the transparent-SMC hook's pins (config.DefaultBPFFSDir)
+	// through the hook binary beside this one.
 	SocketHook() (attached bool, listed []uint32, err error)
 	Interfaces(nsPath string) ([]Iface, error)
 	SMCSysctls(nsPath string) (map[string]string, error)
@@ -94,7 +96,9 @@ func (k *kernelReader) UEIDs() (list []string, err error) {
 	return list, err
 }
 
-func (k *kernelReader) SocketHook() (bool, []uint32, error) { return hook.Hook{}.State() }
+func (k *kernelReader) SocketHook() (bool, []uint32, error) {
+	return hookcmd.Beside().State(config.DefaultBPFFSDir)
+}
 
 // Fallbacks reads the netns's SMC fallback statistics.
 func (k *kernelReader) Fallbacks(nsPath string) (r smc.FallbackReport, err error) {

@@ -149,7 +149,10 @@ if [ -n "$RC_BIN_DIR" ]; then
 		[ -f "$b" ] && [ -x "$b" ] || continue
 		install_bin "$b" /usr/local/bin
 	done
-	[ -x "$RC_BIN_DIR/rdma-chain" ] && install_bin "$RC_BIN_DIR/rdma-chain" /opt/cni/bin
+	# The plugin runs the SMC socket hook binary from its own directory.
+	for b in rdma-chain rdma-chain-smc-hook; do
+		[ -x "$RC_BIN_DIR/$b" ] && install_bin "$RC_BIN_DIR/$b" /opt/cni/bin
+	done
 fi
 
 # --- scenarios and /init ---

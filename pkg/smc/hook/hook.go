@@ -143,6 +143,11 @@ func (h Hook) attach() (m *ebpf.Map, err error) {
 		return nil, err
 	}
 	var objs smcHookObjects
+	defer func() {
+		if err != nil {
+			h.unpin() // also the directory just created
+		}
+	}()
 	if err := loadSmcHookObjects(&objs, nil); err != nil {
 		return nil, fmt.Errorf("load the SMC socket hook: %w", err)
 	}
@@ -150,7 +155,6 @@ func (h Hook) attach() (m *ebpf.Map, err error) {
 	defer func() {
 		if err != nil {
 			objs.SmcNetns.Close()
-			h.unpin()
 		}
 	}()
 	l, err := link.AttachTracing(link.TracingOptions{Program: objs.SmcSocketProtocol, AttachType: ebpf.AttachModifyReturn})

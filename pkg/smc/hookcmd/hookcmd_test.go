@@ -1,0 +1,144 @@
+package hookcmd
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/rdma-chain/rdma-chain/internal/testenv"
+)
+
+func TestStateAndListedRoundTrip(t *testing.T) {
+	for _, tc := range []struct {
+		attached bool
+		listed   []uint32
+	}{{false, nil}, {true, nil}, {true, []uint32{4026531840, 1, 4294967295}}} {
+		a, l, err := ParseState(FormatState(tc.attached, tc.listed))
+		if err != nil || a != tc.attached || !reflect.DeepEqual(l, tc.listed) {
+			t.Errorf("round trip of %v %v: %v %v %v", tc.attached, tc.listed, a, l, err)
+		}
+	}
+	for _, bad := range []string{"", "attached 2\n", "attached 1\nx\n", "attached 1\n4294967296\n", "listed 1\n"} {
+		if _, _, err := ParseState(bad); err == nil {
+			t.Errorf("ParseState(%q): no error", bad)
+		}
+	}
+	for _, bad := range []string{"", "yes", "10"} {
+		if _, err := ParseListed(bad); err == nil {
+			t.Errorf("ParseListed(%q): no error", bad)
+		}
+	}
+}
+
+// script writes an executable shell script standing in for the binary.
+func script(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), Binary)
+	if err := os.WriteFile(p, []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestRunnerExec(t *testing.T) {
+	dir := t.TempDir()
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink(script(t, "echo 1"), link); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (Runner{Path: filepath.Join(dir, "absent")}).Listed("/sys/fs/bpf/x", 1); !errors.Is(err, ErrNotInstalled) {
+		t.Errorf("absent binary: %v, want ErrNotInstalled", err)
+	}
+	if err := (Runner{}).Supported("/sys/fs/bpf/x"); !errors.Is(err, ErrNotInstalled) {
+		t.Errorf("no path: %v, want ErrNotInstalled", err)
+	}
+	if _, err := (Runner{Path: link}).Listed("/sys/fs/bpf/x", 1); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Errorf("symlinked binary: %v, want a refusal", err)
+	}
+	err := Runner{Path: script(t, `echo "no BPF here: $1 $2 $3" >&2; exit 1`)}.Add("/sys/fs/bpf/x", 7)
+	if err == nil || !strings.Contains(err.Error(), "no BPF here: add /sys/fs/bpf/x 7") {
+		t.Errorf("failing binary: %v, want its stderr", err)
+	}
+	// The binary gets no environment (no CNI_* variables).
+	if l, err := (Runner{Path: script(t, `[ -z "$(env | grep -v '^PWD=\|^SHLVL=\|^_=')" ] && echo 1 || echo 0`)}).Listed("/d", 1); err != nil || !l {
+		t.Errorf("binary saw an environment: %v %v", l, err)
+	}
+}
+
+var built = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "hookcmd")
+	if err != nil {
+		return "", err
+	}
+	out := filepath.Join(dir, Binary)
+	cmd := exec.Command("go", "build", "-o", out, "./cmd/rdma-chain-smc-hook")
+	cmd.Dir = testenv.RepoRoot()
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", errors.New(string(b))
+	}
+	return out, nil
+})
+
+// The real binary on this kernel, with pins in a directory that holds
+// none: nothing attached, nothing listed, nothing to remove. Attaching
+// needs tracing programs on a bpffs, which the VM tier proves.
+func TestRealBinaryWithoutPins(t *testing.T) {
+	bin, err := built()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := Runner{Path: bin}
+	dir := filepath.Join(t.TempDir(), "pins")
+	if a, l, err := r.State(dir); err != nil || a || l != nil {
+		t.Errorf("State = %v %v %v, want nothing", a, l, err)
+	}
+	if l, err := r.Listed(dir, 4026531840); err != nil || l {
+		t.Errorf("Listed = %v %v, want false", l, err)
+	}
+	if err := r.Remove(dir, 4026531840); err != nil {
+		t.Errorf("Remove = %v, want nil", err)
+	}
+	// A temp dir is no bpffs: Supported names what is missing.
+	if err := r.Supported(dir); err == nil || !strings.Contains(err.Error(), "no ") {
+		t.Errorf("Supported = %v, want what the kernel or the directory lacks", err)
+	}
+}
+
+// Add on a bpffs: where the kernel refuses the program (this host refuses
+// tracing programs with EPERM) nothing stays behind, not even the pin
+// directory; where it accepts it, the netns is listed and Remove takes
+// every pin away again.
+func TestRealBinaryAddLeavesNothingOnFailure(t *testing.T) {
+	testenv.RequireRoot(t)
+	bin, err := built()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := Runner{Path: bin}
+	dir := filepath.Join("/sys/fs/bpf", fmt.Sprintf("rdma-chain-test-%d", os.Getpid()))
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	const ino = 4026531840
+	if err := r.Add(dir, ino); err != nil {
+		if _, serr := os.Lstat(dir); !errors.Is(serr, os.ErrNotExist) {
+			t.Fatalf("Add failed (%v) and left %s: %v", err, dir, serr)
+		}
+		t.Logf("Add failed and left nothing: %v", err)
+		return
+	}
+	if l, err := r.Listed(dir, ino); err != nil || !l {
+		t.Fatalf("after Add: Listed = %v %v", l, err)
+	}
+	if err := r.Remove(dir, ino); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("after the last Remove %s remains: %v", dir, err)
+	}
+}
