@@ -48,15 +48,15 @@ var hostileLayouts = []struct {
 	{"lock is a link to a missing file", func(t *testing.T, root, target string) {
 		mkdir(t, filepath.Join(root, "state"))
 		symlink(t, filepath.Join(target, "created"), filepath.Join(root, "state", "lock"))
-	}, []string{"Lock"}},
+	}, []string{"Lock", "Exists"}},
 	{"lock is a link to a file", func(t *testing.T, root, target string) {
 		writeFile(t, filepath.Join(target, "file"), "keep")
 		mkdir(t, filepath.Join(root, "state"))
 		symlink(t, filepath.Join(target, "file"), filepath.Join(root, "state", "lock"))
-	}, []string{"Lock"}},
+	}, []string{"Lock", "Exists"}},
 	{"lock is a directory", func(t *testing.T, root, target string) {
 		mkdir(t, filepath.Join(root, "state", "lock"))
-	}, []string{"Lock"}},
+	}, []string{"Lock", "Exists"}},
 	{"attachments is a link to a directory", func(t *testing.T, root, target string) {
 		writeFile(t, filepath.Join(target, fileName(fullRecord().Key())), "{}")
 		mkdir(t, filepath.Join(root, "state"))

@@ -273,8 +273,19 @@ func (s *Store) Delete(k Key) error {
 // of k's record (a record, or a file that would read as corrupt). It is
 // false, with no error, when the state directory or attachments/ is
 // missing. Only a false answer is final: a caller that finds something
-// reads it under the lock.
+// reads it under the lock. Like Lock, it fails with ErrUnsafePath when the
+// lock file is a symbolic link or of the wrong type, so that a caller that
+// ends on a false answer refuses the same layouts as one that locks.
 func (s *Store) Exists(k Key) (bool, error) {
+	if err := checkDir(s.dir); absent(err) {
+		return false, nil
+	} else if err != nil {
+		return false, fmt.Errorf("attachment state: %w", err)
+	}
+	lock := filepath.Join(s.dir, lockFileName)
+	if fi, err := os.Lstat(lock); err == nil && !fi.Mode().IsRegular() {
+		return false, fmt.Errorf("%w: lock file %s is not a regular file (%v)", ErrUnsafePath, lock, fi.Mode().Type())
+	}
 	exists, err := s.checkAttachDir()
 	if err != nil || !exists {
 		return false, err
