@@ -29,7 +29,7 @@ const usage = "usage: rdma-chain-smc-hook supported|state DIR | add|remove|liste
 func run(args []string, stdout, stderr io.Writer) int {
 	verb, h, ino, err := parseArgs(args)
 	if err != nil {
-		fmt.Fprintf(stderr, "%v\n%s\n", err, usage)
+		_, _ = fmt.Fprintf(stderr, "%v\n%s\n", err, usage)
 		return 2
 	}
 	switch verb {
@@ -52,7 +52,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if err != nil {
-		fmt.Fprintln(stderr, err)
+		_, _ = fmt.Fprintln(stderr, err)
 		return 1
 	}
 	return 0

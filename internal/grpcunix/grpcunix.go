@@ -75,7 +75,7 @@ func Call(ctx context.Context, socket, method string, req []byte, maxReply int) 
 		}
 		return nil, &Status{Code: Unavailable, Message: err.Error(), Err: err}
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }() // after the reply is read, close errors change nothing
 	c := &client{conn: conn, r: bufio.NewReaderSize(conn, 4096), maxReply: maxReply}
 	if err = c.send(ctx, method, req); err == nil {
 		var reply []byte

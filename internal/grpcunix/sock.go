@@ -51,7 +51,7 @@ func dialUnix(ctx context.Context, path string) (*sock, error) {
 	// A connect to a full backlog waits, bounded by the send timeout.
 	err = retryEINTR(func() error { return unix.Connect(fd, &unix.SockaddrUnix{Name: path}) })
 	if err != nil {
-		s.Close()
+		_ = s.Close()
 		return nil, os.NewSyscallError("connect", timeout(err))
 	}
 	return s, nil

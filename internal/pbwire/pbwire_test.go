@@ -92,7 +92,7 @@ func TestFieldsRefusesMalformed(t *testing.T) {
 			}
 		})
 	}
-	if err := Fields([]byte{0x08, 0x01, 0x08, 0x02}, func(Field) error { return stop }); err != stop {
+	if err := Fields([]byte{0x08, 0x01, 0x08, 0x02}, func(Field) error { return stop }); !errors.Is(err, stop) {
 		t.Errorf("Fields did not return fn's error: %v", err)
 	}
 }
