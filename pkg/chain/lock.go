@@ -75,7 +75,7 @@ func (p *Plugin) lockedRecord(c *call, quarantine bool) (rec *state.Record, unlo
 	rec, err = c.store.Get(c.key())
 	switch {
 	case err == nil && quarantine && p.impossible(c, rec):
-		rec = nil
+		// impossible quarantined it: nothing to undo.
 	case err == nil:
 		return rec, unlock, nil
 	case errors.Is(err, state.ErrNotFound):
