@@ -125,9 +125,9 @@ func (p *Plugin) exclusiveHolders(c *call, rec *state.Record, offered []rdma.Dev
 	return busyDevices(recs, c.conf.Devices), offered, nil
 }
 
-// attachHost makes the host changes for each device and records, before
-// any lease is taken, which links will get one. Without a lease to take,
-// the record finishAttach writes is the next one.
+// attachHost makes the host changes for each device, each link recorded
+// once before its changes, with whether it will get an IPAM lease (see
+// save). The next record is the one finishAttach writes.
 func (p *Plugin) attachHost(c *call, rec *state.Record, devs []rdma.Device, podNS ns.NetNS, tx *txn) error {
 	for i, d := range devs {
 		rec.Links = append(rec.Links, state.Link{Device: d.Name, Step: stepPlanned,
@@ -142,22 +142,22 @@ func (p *Plugin) attachHost(c *call, rec *state.Record, devs []rdma.Device, podN
 		if err != nil {
 			return err
 		}
-		link.IPAM = link.PodName != "" && c.conf.HasIPAM()
 	}
-	if !holdsLease(rec) {
-		return nil
-	}
-	return p.saveDurable(c, rec)
+	return nil
 }
 
 // holdsLease reports whether a link of rec has (or is taking) an IPAM lease.
-func holdsLease(rec *state.Record) bool {
+func holdsLease(rec *state.Record) bool { return leases(rec) > 0 }
+
+// leases counts the links of rec that have (or are taking) an IPAM lease.
+func leases(rec *state.Record) int {
+	n := 0
 	for _, l := range rec.Links {
 		if l.IPAM {
-			return true
+			n++
 		}
 	}
-	return false
+	return n
 }
 
 // addressLinks is ADD's second phase, without the node lock.
@@ -223,21 +223,31 @@ func (p *Plugin) checkMovable(rec *state.Record, devs []rdma.Device) error {
 	return nil
 }
 
+// attachExclusive moves the netdev (if the device has one), then the RDMA
+// device, into the pod. Both are recorded before either moves: DEL after a
+// crash anywhere in between returns the device (ReturnToHost of a device
+// not in the pod is a no-op) and restores the netdev from wherever it is
+// (RestoreToHost of a netdev that never left the host changes nothing).
 func (p *Plugin) attachExclusive(c *call, rec *state.Record, link *state.Link, d rdma.Device, podNS ns.NetNS, tx *txn) error {
 	link.Kind = "moved"
-	if d.Netdev != "" {
-		if err := p.moveNetdev(c, rec, link, podNS, tx); err != nil {
-			return err
-		}
-	} else {
+	if d.Netdev == "" {
 		link.PodName = ""
+	} else {
+		hl, err := p.env.Links.Describe(link.HostName, link.PodName)
+		if err != nil {
+			return cniError(CodeLinkSetup, "cannot read netdev "+link.HostName, err)
+		}
+		link.HostLink, link.Step = hl, stepNetdevMoving
 	}
-	// Recorded before the move, with the netdev's move if there was one: a
-	// crash right after it still returns the device first on DEL
-	// (ReturnToHost of a device not in the pod is a no-op).
 	link.RDMAMoved = true
+	link.IPAM = link.PodName != "" && c.conf.HasIPAM()
 	if err := p.save(c, rec); err != nil {
 		return err
+	}
+	if d.Netdev != "" {
+		if err := p.moveNetdev(link, podNS, tx); err != nil {
+			return err
+		}
 	}
 	tx.host.Push(func() error { return p.env.RDMA.ReturnToHost(d.Name, podNS.Path()) })
 	if err := p.env.RDMA.MoveToNetns(d.Name, int(podNS.Fd())); err != nil {
@@ -248,26 +258,17 @@ func (p *Plugin) attachExclusive(c *call, rec *state.Record, link *state.Link, d
 		return cniError(CodeLinkSetup, "cannot move RDMA device "+d.Name+" into the pod", err)
 	}
 	failpoint.Hit("add-rdma-moved")
-	// The next record written (the next link's, the lease's or the final
-	// one) says so; until then DEL gives back the same with the one above.
+	// The next record written (the next link's or the final one) says so;
+	// until then DEL gives back the same with the one above.
 	link.Step = stepDone
 	return nil
 }
 
-// moveNetdev records the netdev's host identity, then moves it into the pod.
-// The undo is registered first: RestoreToHost of a netdev that never left
-// the host changes nothing. The move itself is recorded with the RDMA
-// device's (attachExclusive): until then the record names the netdev as
-// moving, which DEL restores from wherever it is.
-func (p *Plugin) moveNetdev(c *call, rec *state.Record, link *state.Link, podNS ns.NetNS, tx *txn) error {
-	hl, err := p.env.Links.Describe(link.HostName, link.PodName)
-	if err != nil {
-		return cniError(CodeLinkSetup, "cannot read netdev "+link.HostName, err)
-	}
-	link.HostLink, link.Step = hl, stepNetdevMoving
-	if err := p.save(c, rec); err != nil {
-		return err
-	}
+// moveNetdev moves the described netdev into the pod. The undo is
+// registered first: RestoreToHost of a netdev that never left the host
+// changes nothing.
+func (p *Plugin) moveNetdev(link *state.Link, podNS ns.NetNS, tx *txn) error {
+	hl := link.HostLink
 	tx.host.Push(func() error { return p.env.Links.RestoreToHost(hl, podNS.Path()) })
 	if err := p.env.Links.MoveToPod(hl, podNS); err != nil {
 		return cniError(CodeLinkSetup, fmt.Sprintf("cannot move netdev %s of %s into the pod", hl.HostName, link.Device), err)
@@ -289,6 +290,7 @@ func (p *Plugin) attachShared(c *call, rec *state.Record, link *state.Link, podN
 		return cniErrorf(CodeNoDevice, "RDMA device %s has no netdev to create a %s child of", link.Device, kind)
 	}
 	link.Step = stepChildAdding
+	link.IPAM = c.conf.HasIPAM()
 	if err := p.save(c, rec); err != nil {
 		return err
 	}
@@ -307,21 +309,20 @@ func (p *Plugin) attachShared(c *call, rec *state.Record, link *state.Link, podN
 }
 
 // save records rec before a host change; the call then owns a record that
-// a failed ADD removes. The write is not synced: a killed call leaves it in
-// the page cache for the next one, and what it guards (netdevs, RDMA
-// devices, children, pnet entries, the socket hook) does not outlive a
-// power loss either.
+// a failed ADD removes. The write is not synced (a killed call leaves it in
+// the page cache for the next one, and what it guards, netdevs, RDMA
+// devices, children, pnet entries, the socket hook, does not outlive a
+// power loss either), except one that names an IPAM lease the synced
+// records did not: the lease, on the IPAM's disk, outlives a power loss, so
+// the record that lets DEL release it must too. Each link is recorded with
+// its lease before its host changes, so every lease is recorded before it
+// is taken; a crash before the IPAM ran leaves a lease flag whose release
+// (an IPAM's DEL of a lease it does not hold) changes nothing.
 func (p *Plugin) save(c *call, rec *state.Record) error {
-	return p.put(c, rec, c.store.PutUnsynced)
-}
-
-// saveDurable records rec before an IPAM lease is taken: the lease (on
-// the IPAM's disk) outlives a power loss, so its record must too.
-func (p *Plugin) saveDurable(c *call, rec *state.Record) error {
-	return p.put(c, rec, c.store.Put)
-}
-
-func (p *Plugin) put(c *call, rec *state.Record, put func(*state.Record) error) error {
+	put := c.store.PutUnsynced
+	if n := leases(rec); n > c.leasesSynced {
+		put, c.leasesSynced = c.store.Put, n
+	}
 	c.recorded = true
 	if err := put(rec); err != nil {
 		return cniError(CodeState, "cannot record attachment state", err)

@@ -7,7 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rdma-chain/rdma-chain/pkg/netdev"
+	"github.com/rdma-chain/rdma-chain/pkg/podres"
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
+	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
 const withIPAM = `,"podSelection":"all","ipam":{"type":"host-local","ranges":[[{"subnet":"fd00:77::/64"}]]}`
@@ -122,4 +125,77 @@ func TestIPAMRelease(t *testing.T) {
 			t.Errorf("GC calls %v", w.calls)
 		}
 	})
+}
+
+// Every lease is on record before its IPAM ADD runs: each link's record,
+// written before its host changes, names its lease (the one a DEL after a
+// crash must release).
+func TestLeaseRecordedBeforeIPAM(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		w    *world
+	}{
+		{"shared", &world{mode: rdma.ModeShared, devices: []rdma.Device{rxe("rxe0", "veth0"), rxe("rxe1", "veth1")}}},
+		{"exclusive", &world{mode: rdma.ModeExclusive, devices: []rdma.Device{rxe("mlx5_0", "eth1"), rxe("mlx5_1", "eth2")},
+			allocs: []podres.Allocation{{ResourceName: "rdma/hca", DeviceIDs: []string{"mlx5_0", "mlx5_1"}}}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			var flagged []int
+			tc.w.onIPAM = func() {
+				rec, err := state.New(dir).Get(state.Key{Network: "rdmanet", ContainerID: "c1", IfName: "eth0"})
+				if err != nil {
+					t.Errorf("no record while the IPAM runs: %v", err)
+					return
+				}
+				flagged = append(flagged, leases(rec))
+			}
+			conf := strings.Replace(withIPAM, `"podSelection":"all"`, `"devices":["rxe0","rxe1","mlx5_0","mlx5_1"]`, 1)
+			if tc.name == "shared" {
+				conf = withIPAM
+			}
+			if err := tc.w.plugin().Add(cmd(dir, conf, prevResult100)); err != nil {
+				t.Fatal(err)
+			}
+			if want := []int{2, 2}; !reflect.DeepEqual(flagged, want) {
+				t.Errorf("leases on record at each IPAM ADD: %v, want %v", flagged, want)
+			}
+		})
+	}
+}
+
+// A crash after a link was recorded with its lease but before the IPAM ran
+// leaves a lease flag without a lease: DEL releases it (an IPAM's DEL of a
+// lease it does not hold changes nothing) and gives the host side back.
+func TestDelAfterCrashBeforeIPAM(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		link state.Link
+		want []string
+	}{
+		{"child being created", state.Link{Device: "rxe0", Kind: "macvlan", IPAM: true, Step: stepChildAdding,
+			HostLink: netdev.HostLink{HostName: "veth0", PodName: "rdma0"}},
+			[]string{"IPAMDel c1 rdma0", "DelChild /var/run/netns/pod rdma0 "}},
+		{"netdev and device recorded, nothing moved", state.Link{Device: "mlx5_0", Kind: "moved", IPAM: true, RDMAMoved: true,
+			Step: stepNetdevMoving, HostLink: netdev.HostLink{HostName: "eth1", PodName: "rdma0", MAC: "02:00:00:00:00:01"}},
+			[]string{"IPAMDel c1 rdma0", "ReturnToHost mlx5_0 /var/run/netns/pod", "RestoreToHost eth1 /var/run/netns/pod"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			rec := &state.Record{Network: "rdmanet", ContainerID: "c1", IfName: "eth0", NetNS: "/var/run/netns/pod", Links: []state.Link{tc.link}}
+			if err := state.New(dir).Put(rec); err != nil {
+				t.Fatal(err)
+			}
+			w := &world{}
+			if err := w.plugin().Del(cmd(dir, withIPAM, "")); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(w.calls, tc.want) {
+				t.Errorf("calls %v, want %v", w.calls, tc.want)
+			}
+			if f := stateFiles(t, dir); len(f) != 0 {
+				t.Errorf("state left: %v", f)
+			}
+		})
+	}
 }

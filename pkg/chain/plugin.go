@@ -126,6 +126,8 @@ type call struct {
 	reclaimed []*state.Record
 	// swept: the temporary files of killed writers were swept this call.
 	swept bool
+	// leasesSynced: how many IPAM leases the last synced record names.
+	leasesSynced int
 }
 
 func (c *call) key() state.Key {
