@@ -35,7 +35,7 @@ func BenchmarkAddPassThrough(b *testing.B) {
 }
 
 // A shared-mode ADD+DEL cycle with the kernel faked: the plugin's own cost
-// (state writes with fsync, lock, selection, result conversion).
+// (state writes, lock, selection, result conversion).
 func BenchmarkAddDelShared(b *testing.B) {
 	w := &world{mode: rdma.ModeShared, devices: []rdma.Device{rxe("rxe0", "veth0")},
 		allocs: []podres.Allocation{{ResourceName: "rdma/hca", DeviceIDs: []string{"1"}}}}
@@ -78,9 +78,10 @@ func BenchmarkSelectDevices(b *testing.B) {
 }
 
 // ADD latency with 0, 50 and 200 attachment records on the node (shared
-// mode, kernel faked, real state files with fsync): the records a call reads
-// must not make every ADD slower. Rows go to RC_BENCH_OUT for scripts/bench.sh;
-// run with -benchtime=1x, the benchmark takes its own samples.
+// mode without IPAM, kernel faked, real state files, none synced): the
+// records a call reads must not make every ADD slower. Rows go to
+// RC_BENCH_OUT for scripts/bench.sh; run with -benchtime=1x, the benchmark
+// takes its own samples.
 func BenchmarkAddRecords(b *testing.B) {
 	const samples = 40
 	for range b.N {
@@ -159,7 +160,7 @@ func benchRow(b *testing.B, measure string, v, base, cpu []float64) {
 	if med/baseMed > 1.1 {
 		met = "**missed**"
 	}
-	line := fmt.Sprintf("| %s | %.3g ms | %.3g ms | 0 records %.3g ms | %.2fx | <= 1.1x | %s | CPU median %.2f ms (wall includes fsync) |\n",
+	line := fmt.Sprintf("| %s | %.3g ms | %.3g ms | 0 records %.3g ms | %.2fx | <= 1.1x | %s | CPU median %.2f ms (real state files, no IPAM: none synced) |\n",
 		measure, med, q(v, 0.95), baseMed, med/baseMed, met, q(cpu, 0.5))
 	b.ReportMetric(med, "median-ms")
 	path := os.Getenv("RC_BENCH_OUT")
