@@ -181,7 +181,11 @@ func (p *Plugin) serve(verb string, args *skel.CmdArgs, fn func(*call) error) er
 	for _, w := range warnings {
 		log.Warn(w, "container", args.ContainerID)
 	}
-	c := &call{conf: conf, args: args, log: log, leases: map[string]*types100.Result{}}
+	// ADD leaves the sweep of killed writers' temporary files to DEL, GC
+	// and CHECK (one DEL follows every ADD): such a file harms no later
+	// write, and reading the state directory on every ADD made ADD slower
+	// with every record on the node (0.60 -> 0.70 ms from 50 to 200).
+	c := &call{conf: conf, args: args, log: log, leases: map[string]*types100.Result{}, swept: verb == "ADD"}
 	if err == nil {
 		c.pod, err = config.ParseArgs(args.Args)
 		if err != nil && verb != "ADD" {
