@@ -35,23 +35,7 @@ func TestDelAfterCrashMidAdd(t *testing.T) {
 			[]string{"DelChild /var/run/netns/pod rdma0 "}},
 	}
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			dir := t.TempDir()
-			rec := &state.Record{Network: "rdmanet", ContainerID: "c1", IfName: "eth0", NetNS: "/var/run/netns/pod", Links: []state.Link{tc.link}}
-			if err := state.New(dir).Put(rec); err != nil {
-				t.Fatal(err)
-			}
-			w := &world{}
-			if err := w.plugin().Del(cmd(dir, "", "")); err != nil {
-				t.Fatal(err)
-			}
-			if !reflect.DeepEqual(w.calls, tc.want) {
-				t.Errorf("calls %v, want %v", w.calls, tc.want)
-			}
-			if len(stateFiles(t, dir)) != 0 {
-				t.Error("state left")
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { delAfterCrash(t, tc.link, "", tc.want) })
 	}
 }
 
@@ -97,5 +81,26 @@ func TestConcurrentAdds(t *testing.T) {
 				t.Errorf("ok %d busy %d records %d, want %d ok", ok, busy, len(stateFiles(t, dir)), wantOK)
 			}
 		})
+	}
+}
+
+// delAfterCrash records link as a killed ADD left it, runs DEL with the conf
+// suffix extra, and checks the world's calls and that no state is left.
+func delAfterCrash(t *testing.T, link state.Link, extra string, want []string) {
+	t.Helper()
+	dir := t.TempDir()
+	rec := &state.Record{Network: "rdmanet", ContainerID: "c1", IfName: "eth0", NetNS: "/var/run/netns/pod", Links: []state.Link{link}}
+	if err := state.New(dir).Put(rec); err != nil {
+		t.Fatal(err)
+	}
+	w := &world{}
+	if err := w.plugin().Del(cmd(dir, extra, "")); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(w.calls, want) {
+		t.Errorf("calls %v, want %v", w.calls, want)
+	}
+	if f := stateFiles(t, dir); len(f) != 0 {
+		t.Errorf("state left: %v", f)
 	}
 }

@@ -180,22 +180,6 @@ func TestDelAfterCrashBeforeIPAM(t *testing.T) {
 			Step: stepNetdevMoving, HostLink: netdev.HostLink{HostName: "eth1", PodName: "rdma0", MAC: "02:00:00:00:00:01"}},
 			[]string{"IPAMDel c1 rdma0", "ReturnToHost mlx5_0 /var/run/netns/pod", "RestoreToHost eth1 /var/run/netns/pod"}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			dir := t.TempDir()
-			rec := &state.Record{Network: "rdmanet", ContainerID: "c1", IfName: "eth0", NetNS: "/var/run/netns/pod", Links: []state.Link{tc.link}}
-			if err := state.New(dir).Put(rec); err != nil {
-				t.Fatal(err)
-			}
-			w := &world{}
-			if err := w.plugin().Del(cmd(dir, withIPAM, "")); err != nil {
-				t.Fatal(err)
-			}
-			if !reflect.DeepEqual(w.calls, tc.want) {
-				t.Errorf("calls %v, want %v", w.calls, tc.want)
-			}
-			if f := stateFiles(t, dir); len(f) != 0 {
-				t.Errorf("state left: %v", f)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { delAfterCrash(t, tc.link, withIPAM, tc.want) })
 	}
 }
