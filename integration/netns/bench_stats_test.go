@@ -153,18 +153,7 @@ func report(b *testing.B, r row) {
 	b.ReportMetric(med, "median-"+r.unit)
 	benchOut.Lock()
 	defer benchOut.Unlock()
-	if path := os.Getenv("RC_BENCH_OUT"); path != "" {
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer f.Close()
-		if _, err := f.WriteString(line); err != nil {
-			b.Fatal(err)
-		}
-		return
-	}
-	b.Log(line)
+	testenv.BenchRow(b, line)
 }
 
 func verdict(ok bool) string {

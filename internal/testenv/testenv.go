@@ -72,3 +72,23 @@ func SocketDir(t testing.TB) string {
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
 	return dir
 }
+
+// BenchRow adds one row of `make bench`'s table: appended to the file
+// $RC_BENCH_OUT names (scripts/bench.sh collects the rows there), or logged
+// when it is unset.
+func BenchRow(b testing.TB, line string) {
+	b.Helper()
+	path := os.Getenv("RC_BENCH_OUT")
+	if path == "" {
+		b.Log(line)
+		return
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(line); err != nil {
+		b.Fatal(err)
+	}
+}

@@ -3,7 +3,6 @@ package chain
 import (
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -15,6 +14,8 @@ import (
 
 	"github.com/rdma-chain/rdma-chain/pkg/podres"
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
+
+	"github.com/rdma-chain/rdma-chain/internal/testenv"
 )
 
 // The pass-through ADD is what every pod without RDMA pays: parse, one
@@ -171,17 +172,5 @@ func benchRow(b *testing.B, measure string, v, base, cpu []float64) {
 	line := fmt.Sprintf("| %s | %.3g ms | %.3g ms | 0 records %.3g ms | %.2fx | <= 1.1x | %s | CPU median %.2f ms (real state files, no IPAM: none synced) |\n",
 		measure, med, q(v, 0.95), baseMed, med/baseMed, met, q(cpu, 0.5))
 	b.ReportMetric(med, "median-ms")
-	path := os.Getenv("RC_BENCH_OUT")
-	if path == "" {
-		b.Log(line)
-		return
-	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := f.WriteString(line); err != nil {
-		b.Fatal(err)
-	}
+	testenv.BenchRow(b, line)
 }
