@@ -15,6 +15,7 @@ all: build
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/rdma-chain ./plugins/meta/rdma-chain
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/rdma-chain-smc-hook ./cmd/rdma-chain-smc-hook
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/rdma-chain-ops ./cmd/rdma-chain-ops
 
 # Each target installs only what it needs: deps has no linter, deps-lint adds it.
 deps:

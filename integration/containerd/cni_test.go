@@ -38,18 +38,24 @@ func setupCNI(t *testing.T, dir, cniVersion string) cniDirs {
 			t.Fatal(err)
 		}
 	}
-	root := testenv.RepoRoot()
-	plugin := os.Getenv("RDMA_CHAIN_BIN")
-	if plugin == "" {
-		plugin = filepath.Join(root, "bin", "rdma-chain")
-	}
-	symlink(t, testenv.RequireBinary(t, "rdma-chain", filepath.Dir(plugin)), filepath.Join(d.bin, "rdma-chain"))
+	symlink(t, builtBinary(t, "rdma-chain"), filepath.Join(d.bin, "rdma-chain"))
 	tools := testenv.ToolsDir("cni", "bin")
 	for _, p := range []string{"ptp", "host-local", "loopback"} {
 		symlink(t, testenv.RequireBinary(t, p, tools), filepath.Join(d.bin, p))
 	}
 	d.writeConflist(t, "warn")
 	return d
+}
+
+// builtBinary is the project's binary name as make built it: beside
+// $RDMA_CHAIN_BIN, else in the repository's bin/.
+func builtBinary(t *testing.T, name string) string {
+	t.Helper()
+	dir := filepath.Join(testenv.RepoRoot(), "bin")
+	if plugin := os.Getenv("RDMA_CHAIN_BIN"); plugin != "" {
+		dir = filepath.Dir(plugin)
+	}
+	return testenv.RequireBinary(t, name, dir)
 }
 
 // writeConflist (re)writes the conflist with smcr.onUnsupported; containerd

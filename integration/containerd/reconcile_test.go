@@ -3,17 +3,16 @@
 package containerd
 
 import (
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/rdma-chain/rdma-chain/pkg/ops"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
-// testReconcile: `rdma-chain reconcile --cri-socket` asks this containerd
+// testReconcile: `rdma-chain-ops reconcile --cri-socket` asks this containerd
 // which sandboxes live. A record whose sandbox was removed behind the
 // plugin's back (here: one containerd never had) is released; the record of
 // a live sandbox is kept. The records are planted (shared mode, no link:
@@ -36,12 +35,11 @@ func testReconcile(t *testing.T, e *env) {
 			t.Fatal(err)
 		}
 	}
-	plugin := filepath.Join(e.cni.bin, "rdma-chain")
-	cmd := exec.Command(plugin, "reconcile", "--net-name", netName, "--data-dir", e.cni.state,
+	opsBin := builtBinary(t, ops.Binary)
+	cmd := exec.Command(opsBin, "reconcile", "--net-name", netName, "--data-dir", e.cni.state,
 		"--cri-socket", e.d.socket, "--cni-bin-dir", e.cni.bin, "--min-age", "0s", "--once")
-	cmd.Env = append(os.Environ(), "CNI_COMMAND=")
 	out, err := cmd.CombinedOutput()
-	t.Logf("$ rdma-chain reconcile --cri-socket ...\n%s", out)
+	t.Logf("$ rdma-chain-ops reconcile --cri-socket ...\n%s", out)
 	if err != nil {
 		t.Fatalf("reconcile: %v", err)
 	}

@@ -39,6 +39,7 @@ import (
 
 	"github.com/rdma-chain/rdma-chain/internal/testenv"
 
+	"github.com/rdma-chain/rdma-chain/pkg/ops"
 	"github.com/rdma-chain/rdma-chain/pkg/smc/hookcmd"
 )
 
@@ -261,8 +262,10 @@ func buildBinaries(root string) (prepared, error) {
 		"-o", filepath.Join(dir, "rdma-chain-fp"), "./plugins/meta/rdma-chain"); err != nil {
 		return p, fmt.Errorf("go build -tags failpoint ./plugins/meta/rdma-chain: %w\n%s", err, o)
 	}
-	if err := hookBinary(root, dir, build); err != nil {
-		return p, err
+	for name, pkg := range map[string]string{hookcmd.Binary: "./cmd/rdma-chain-smc-hook", ops.Binary: "./cmd/rdma-chain-ops"} {
+		if err := companionBinary(root, dir, name, pkg, build); err != nil {
+			return p, err
+		}
 	}
 	switch plug := os.Getenv("RC_VM_PLUGIN"); {
 	case plug != "":
@@ -291,16 +294,16 @@ func buildBinaries(root string) (prepared, error) {
 	return p, nil
 }
 
-// hookBinary puts the SMC socket hook binary, which the plugin runs from its
-// own directory, into dir: the one beside RC_VM_PLUGIN, else built from
-// source.
-func hookBinary(root, dir string, build func(out, pkg string) error) error {
+// companionBinary puts one of the binaries built beside the plugin (the SMC
+// socket hook, which the plugin runs from its own directory; the operator
+// binary) into dir: the one beside RC_VM_PLUGIN, else built from source.
+func companionBinary(root, dir, name, pkg string, build func(out, pkg string) error) error {
 	if plug := os.Getenv("RC_VM_PLUGIN"); plug != "" {
-		if beside := filepath.Join(filepath.Dir(plug), hookcmd.Binary); fileExists(beside) {
-			return copyFile(beside, filepath.Join(dir, hookcmd.Binary))
+		if beside := filepath.Join(filepath.Dir(plug), name); fileExists(beside) {
+			return copyFile(beside, filepath.Join(dir, name))
 		}
 	}
-	return build(hookcmd.Binary, "./cmd/rdma-chain-smc-hook")
+	return build(name, pkg)
 }
 
 // console is what one boot printed, parsed.

@@ -74,7 +74,7 @@ func logOutcome(log *slog.Logger, verb string, c *call, took time.Duration, err 
 }
 
 // recordOutcome keeps the call's outcome in the bounded log under dataDir
-// that `rdma-chain inspect` shows (last outcome and last failure per pod).
+// that `rdma-chain-ops inspect` shows (last outcome and last failure per pod).
 // A conf that did not parse names no dataDir and leaves nothing on disk.
 func recordOutcome(log *slog.Logger, verb string, c *call, err error) {
 	if c.conf == nil {

@@ -189,7 +189,7 @@ func mapsEqual(a, b map[string]string) bool {
 // one of its mounts, at the path the host uses.
 func TestDaemonSetReconcilePaths(t *testing.T) {
 	c := readManifest(t).Spec.Template.Spec.Containers[0]
-	if len(c.Command) < 2 || c.Command[0] != "/rdma-chain" || c.Command[1] != "reconcile" || !slices.Contains(c.Command, "--interval") {
+	if len(c.Command) < 2 || c.Command[0] != "/"+Binary || c.Command[1] != "reconcile" || !slices.Contains(c.Command, "--interval") {
 		t.Fatalf("command %v", c.Command)
 	}
 	for i, a := range c.Command[2:] {
@@ -215,7 +215,7 @@ var buildOnce = sync.OnceValues(func() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	for out, pkg := range map[string]string{"rdma-chain": "./plugins/meta/rdma-chain", hookcmd.Binary: "./cmd/rdma-chain-smc-hook"} {
+	for out, pkg := range map[string]string{"rdma-chain": "./plugins/meta/rdma-chain", hookcmd.Binary: "./cmd/rdma-chain-smc-hook", Binary: "./cmd/rdma-chain-ops"} {
 		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, out), pkg)
 		cmd.Dir = testenv.RepoRoot()
 		if b, err := cmd.CombinedOutput(); err != nil {
@@ -226,7 +226,7 @@ var buildOnce = sync.OnceValues(func() (string, error) {
 })
 
 // pluginBinary is the built plugin: $RDMA_CHAIN_BIN (make sets it) or a
-// fresh build, with the SMC socket hook binary beside it.
+// fresh build, with the SMC socket hook and the operator binary beside it.
 func pluginBinary(t *testing.T) string {
 	t.Helper()
 	b, err := buildOnce()
@@ -286,6 +286,8 @@ func installerEnv(t *testing.T, ic container, host, bin, install string) []strin
 		switch {
 		case e.Name == "RDMA_CHAIN":
 			v = bin
+		case e.Name == "RDMA_CHAIN_OPS":
+			v = filepath.Join(filepath.Dir(bin), Binary)
 		case e.Name == "INSTALL_CONFLIST":
 			v = install
 		case strings.HasPrefix(v, "/host/"):
@@ -294,7 +296,7 @@ func installerEnv(t *testing.T, ic container, host, bin, install string) []strin
 		seen[e.Name] = true
 		env = append(env, e.Name+"="+v)
 	}
-	for _, n := range []string{"RDMA_CHAIN", "HOST_CNI_BIN_DIR", "HOST_CONFLIST", "INSTALL_CONFLIST", "INSTALL_AFTER", "INSTALL_SET"} {
+	for _, n := range []string{"RDMA_CHAIN", "RDMA_CHAIN_OPS", "HOST_CNI_BIN_DIR", "HOST_CONFLIST", "INSTALL_CONFLIST", "INSTALL_AFTER", "INSTALL_SET"} {
 		if !seen[n] {
 			t.Fatalf("installer env lacks %s", n)
 		}

@@ -128,7 +128,7 @@ func runInspect(o IO, args []string) int {
 	for _, c := range conflists {
 		n, err := networkFromConflist(c)
 		if err != nil {
-			say(o.Stderr, "rdma-chain inspect: %v\n", err)
+			say(o.Stderr, Binary+" inspect: %v\n", err)
 			return ExitProblems
 		}
 		if !slices.Contains(dirs, n.dataDir) {

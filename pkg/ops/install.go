@@ -32,16 +32,16 @@ func runInstall(o IO, args []string) int {
 	}
 	data, st, err := readNoFollow(*path)
 	if err != nil {
-		say(o.Stderr, "rdma-chain install: %v\n", err)
+		say(o.Stderr, Binary+" install: %v\n", err)
 		return ExitProblems
 	}
 	out, what, err := installEntry(data, *after, []byte(*set))
 	if err != nil {
-		say(o.Stderr, "rdma-chain install: %s: %v\n", *path, err)
+		say(o.Stderr, Binary+" install: %s: %v\n", *path, err)
 		return ExitProblems
 	}
 	if probs := validateConflist(out, ""); len(probs) > 0 {
-		say(o.Stderr, "rdma-chain install: %s: the result would not be valid, nothing written:\n", *path)
+		say(o.Stderr, Binary+" install: %s: the result would not be valid, nothing written:\n", *path)
 		for _, p := range probs {
 			sayln(o.Stderr, formatProblem(*path+" (result)", out, p))
 		}
@@ -56,7 +56,7 @@ func runInstall(o IO, args []string) int {
 		return ExitOK
 	}
 	if err := writeFileAtomic(*path, out, st); err != nil {
-		say(o.Stderr, "rdma-chain install: %v\n", err)
+		say(o.Stderr, Binary+" install: %v\n", err)
 		return ExitProblems
 	}
 	say(o.Stdout, "%s: %s\n", *path, what)

@@ -1,8 +1,9 @@
-// Package ops holds the operator commands of the rdma-chain binary, run when
-// it is started without CNI_COMMAND: inspect (what the node and its pods
-// have), validate (is a conflist right, for image builders), install (put the
-// entry into a conflist atomically) and reconcile (release the attachments of
-// pods that are gone, for runtimes that never send GC).
+// Package ops holds the operator commands of rdma-chain, served by their own
+// binary, rdma-chain-ops (the CNI plugin links none of it): inspect (what
+// the node and its pods have), validate (is a conflist right, for image
+// builders), install (put the entry into a conflist atomically) and
+// reconcile (release the attachments of pods that are gone, for runtimes
+// that never send GC).
 package ops
 
 import (
@@ -12,6 +13,9 @@ import (
 	"io"
 	"strings"
 )
+
+// Binary is the name of the operator binary, as its messages and usage say.
+const Binary = "rdma-chain-ops"
 
 // Exit codes of every command.
 const (
@@ -50,7 +54,7 @@ func Main(args []string, version string, o IO) int {
 		usage(o.Stdout, version)
 		return ExitOK
 	case "--version", "version":
-		sayln(o.Stdout, "rdma-chain", version)
+		sayln(o.Stdout, Binary, version)
 		return ExitOK
 	}
 	for _, c := range commands() {
@@ -58,20 +62,19 @@ func Main(args []string, version string, o IO) int {
 			return c.run(o, args[1:])
 		}
 	}
-	say(o.Stderr, "rdma-chain: unknown command %q\n\n", args[0])
+	say(o.Stderr, "%s: unknown command %q\n\n", Binary, args[0])
 	usage(o.Stderr, version)
 	return ExitUsage
 }
 
 func usage(w io.Writer, version string) {
-	say(w, "rdma-chain %s: a chained CNI plugin that gives Kubernetes pods RDMA.\n\n", version)
-	sayln(w, "Run by the container runtime with CNI_COMMAND set, it serves the CNI verbs.")
-	sayln(w, "Run without CNI_COMMAND, it offers these commands:")
+	say(w, "%s %s: the operator commands of rdma-chain, the chained CNI plugin that\n", Binary, version)
+	sayln(w, "gives Kubernetes pods RDMA (the plugin itself serves only the CNI verbs).")
 	sayln(w)
 	for _, c := range commands() {
 		say(w, "  %-10s %s\n", c.name, c.summary)
 	}
-	sayln(w, "\nrdma-chain COMMAND --help shows a command's options.")
+	say(w, "\n%s COMMAND --help shows a command's options.\n", Binary)
 	sayln(w, "Exit codes: 0 ok, 1 problems found, 2 usage error.")
 }
 
@@ -83,7 +86,7 @@ func newFlags(o IO, name string) *flag.FlagSet {
 	for _, c := range commands() {
 		if c.name == name {
 			fs.Usage = func() {
-				say(fs.Output(), "usage: rdma-chain %s %s\n\n%s.\n\nOptions:\n", c.name, c.args, c.summary)
+				say(fs.Output(), "usage: %s %s %s\n\n%s.\n\nOptions:\n", Binary, c.name, c.args, c.summary)
 				fs.PrintDefaults()
 			}
 		}
@@ -133,7 +136,7 @@ func parseHelp(o IO, fs *flag.FlagSet, args []string) error {
 
 // usageError prints msg and the command's usage to stderr.
 func usageError(fs *flag.FlagSet, format string, args ...any) int {
-	say(fs.Output(), "rdma-chain %s: %s\n", fs.Name(), fmt.Sprintf(format, args...))
+	say(fs.Output(), "%s %s: %s\n", Binary, fs.Name(), fmt.Sprintf(format, args...))
 	fs.Usage()
 	return ExitUsage
 }

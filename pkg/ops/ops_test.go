@@ -23,7 +23,7 @@ func TestMainDispatch(t *testing.T) {
 		{nil, ExitUsage, "", "inspect"},
 		{[]string{"--help"}, ExitOK, "reconcile", ""},
 		{[]string{"help"}, ExitOK, "validate", ""},
-		{[]string{"--version"}, ExitOK, "rdma-chain test", ""},
+		{[]string{"--version"}, ExitOK, "rdma-chain-ops test", ""},
 		{[]string{"frobnicate"}, ExitUsage, "", `unknown command "frobnicate"`},
 		{[]string{"inspect", "--help"}, ExitOK, "--netns", ""},
 		{[]string{"validate", "--help"}, ExitOK, "cni-bin-dir", ""},
@@ -54,7 +54,7 @@ func TestEveryCommandListedAndHelped(t *testing.T) {
 			t.Errorf("--help does not list %s", c.name)
 		}
 		code, help, _ := run(c.name, "--help")
-		if code != ExitOK || !strings.HasPrefix(help, "usage: rdma-chain "+c.name) {
+		if code != ExitOK || !strings.HasPrefix(help, "usage: rdma-chain-ops "+c.name) {
 			t.Errorf("%s --help: code %d, %q", c.name, code, help)
 		}
 	}

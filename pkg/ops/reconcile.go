@@ -72,7 +72,7 @@ func runReconcile(o IO, args []string) int {
 	}
 	nets, err := loadNetworks(conflists, *netName, *dataDir)
 	if err != nil {
-		say(o.Stderr, "rdma-chain reconcile: %v\n", err)
+		say(o.Stderr, Binary+" reconcile: %v\n", err)
 		return ExitProblems
 	}
 	r.nets = nets

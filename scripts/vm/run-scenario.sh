@@ -48,13 +48,16 @@ go build -ldflags '-s -w' -o "$BIN/smcctl" ./integration/vm/guest/smcctl
 go build -ldflags '-s -w' -o "$BIN/tcpproto" ./integration/vm/guest/tcpproto
 go test -c -tags smchook -ldflags '-s -w' -o "$BIN/hook.test" ./pkg/smc/hook/
 go build -tags failpoint -ldflags '-s -w' -o "$BIN/rdma-chain-fp" ./plugins/meta/rdma-chain
-# The SMC socket hook binary the plugin runs from its own directory: the one
-# beside RC_VM_PLUGIN, else built from source.
-if [ -n "${RC_VM_PLUGIN:-}" ] && [ -x "$(dirname "$RC_VM_PLUGIN")/rdma-chain-smc-hook" ]; then
-	cp "$(dirname "$RC_VM_PLUGIN")/rdma-chain-smc-hook" "$BIN/rdma-chain-smc-hook"
-else
-	go build -ldflags '-s -w' -o "$BIN/rdma-chain-smc-hook" ./cmd/rdma-chain-smc-hook
-fi
+# The binaries built beside the plugin (the SMC socket hook, which the plugin
+# runs from its own directory; the operator binary): the ones beside
+# RC_VM_PLUGIN, else built from source.
+for b in rdma-chain-smc-hook:./cmd/rdma-chain-smc-hook rdma-chain-ops:./cmd/rdma-chain-ops; do
+	if [ -n "${RC_VM_PLUGIN:-}" ] && [ -x "$(dirname "$RC_VM_PLUGIN")/${b%%:*}" ]; then
+		cp "$(dirname "$RC_VM_PLUGIN")/${b%%:*}" "$BIN/${b%%:*}"
+	else
+		go build -ldflags '-s -w' -o "$BIN/${b%%:*}" "${b#*:}"
+	fi
+done
 if [ -n "${RC_VM_PLUGIN:-}" ]; then
 	cp "$RC_VM_PLUGIN" "$BIN/rdma-chain"
 elif [ -d "$ROOT/plugins/meta/rdma-chain" ]; then

@@ -26,7 +26,7 @@ IPAM='"ipam":{"type":"host-local","ranges":[[{"subnet":"fd00:99::/64"}]],"dataDi
 write_conflist "$NETDIR" 1.0.0 "\"mode\":\"exclusive\",\"devices\":[\"simrdma0\"],\"podSelection\":\"all\",\"dataDir\":\"$DATADIR\",$IPAM"
 info "conflist: $(tr -d '\n' <"$NETDIR/rdmanet.conflist")"
 
-print_info validate rdma-chain validate "$NETDIR/rdmanet.conflist" --cni-bin-dir /opt/cni/bin
+print_info validate rdma-chain-ops validate "$NETDIR/rdmanet.conflist" --cni-bin-dir /opt/cni/bin
 check validate-ok test "$RC" = 0
 
 ip netns add xpod1
@@ -43,14 +43,14 @@ else
 	fail "no GID $G"
 fi
 
-print_info inspect rdma-chain inspect --data-dir $DATADIR
+print_info inspect rdma-chain-ops inspect --data-dir $DATADIR
 expect inspect-exclusive "RDMA netns mode: exclusive" "pod default/xpod1  exclusive  netns /var/run/netns/xpod1" \
 	"link simrdma0 moved as rdma0 (host eth0) ips $V6/64 step done" "    healthy"
 check inspect-exit test "$RC" = 0
 step inspect-device-not-on-host
 if has "  simrdma0  driver"; then fail "simrdma0 listed in init_net while the pod holds it"; else pass; fi
 
-print_info inspect-netns rdma-chain inspect --data-dir $DATADIR --netns /var/run/netns/xpod1
+print_info inspect-netns rdma-chain-ops inspect --data-dir $DATADIR --netns /var/run/netns/xpod1
 expect inspect-netns "Netns /var/run/netns/xpod1:" "  rdma0 " "$MAC  [RDMA]" "    inet $V6/64" \
 	"    GID simrdma0 port 1 index " " $G RoCE v2"
 check inspect-netns-exit test "$RC" = 0
@@ -65,10 +65,10 @@ else
 	fail "device or NIC not back: $(rdma dev | tr '\n' ';') $(ip -o link | tr '\n' ';')"
 fi
 info "init_net links after the netns went: $(ip -o link | sed 's/^[0-9]*: \([^:@]*\).*link\/ether \([0-9a-f:]*\).*/\1(\2)/' | tr '\n' ' ')"
-print_info inspect-stale rdma-chain inspect --data-dir $DATADIR
+print_info inspect-stale rdma-chain-ops inspect --data-dir $DATADIR
 expect inspect-stale "PROBLEM: netns /var/run/netns/xpod1 is gone"
 
-print_info reconcile rdma-chain reconcile --conflist "$NETDIR/rdmanet.conflist" --cni-bin-dir /opt/cni/bin --once
+print_info reconcile rdma-chain-ops reconcile --conflist "$NETDIR/rdmanet.conflist" --cni-bin-dir /opt/cni/bin --once
 expect reconcile-released "reconcile: released rdmanet/" \
 	"(pod default/xpod1, exclusive, moved simrdma0 as rdma0): netns /var/run/netns/xpod1 is gone" \
 	"reconcile: 1 released, 0 kept, 0 problems (liveness: netns)"
@@ -79,7 +79,7 @@ check device-on-eth0 sh -c "/usr/sbin/rdma link | grep -q 'simrdma0/1 .*netdev e
 check no-records-left test "$(state_count)" = 0
 check lease-gone test ! -e "/run/ipam-opsx/rdmanet/$V6"
 
-print_info inspect-after rdma-chain inspect --data-dir $DATADIR
+print_info inspect-after rdma-chain-ops inspect --data-dir $DATADIR
 expect inspect-after "  simrdma0  driver " "netdev eth0  netns host  port 1 ACTIVE" "Attachments (0):"
 check inspect-after-exit test "$RC" = 0
 exit 0

@@ -32,18 +32,18 @@ CONF
 info "conflist: $(tr -d '\n' <$NETDIR/rdmanet.conflist)"
 
 # validate and install
-print_info validate rdma-chain validate $NETDIR/rdmanet.conflist --cni-bin-dir /opt/cni/bin
+print_info validate rdma-chain-ops validate $NETDIR/rdmanet.conflist --cni-bin-dir /opt/cni/bin
 check validate-ok test "$RC" = 0
 printf '{"cniVersion":"1.0.0","name":"n","plugins":[\n  {"type":"ptp"}\n]}\n' >/tmp/ops-install.conflist
 SET='{"mode":"shared","sharedLink":{"type":"none"}}'
-print_info install rdma-chain install --conflist /tmp/ops-install.conflist --after ptp --set "$SET"
+print_info install rdma-chain-ops install --conflist /tmp/ops-install.conflist --after ptp --set "$SET"
 expect install-inserted "rdma-chain entry inserted"
-print_info install-again rdma-chain install --conflist /tmp/ops-install.conflist --after ptp --set "$SET"
+print_info install-again rdma-chain-ops install --conflist /tmp/ops-install.conflist --after ptp --set "$SET"
 expect install-idempotent "unchanged"
-print_info validate-installed rdma-chain validate /tmp/ops-install.conflist
+print_info validate-installed rdma-chain-ops validate /tmp/ops-install.conflist
 check validate-installed test "$RC" = 0
 printf '{"cniVersion":"1.0.0","name":"n","plugins":[{"type":"ptp"},{"type":"rdma-chain","Mode":"shared"}]}\n' >/tmp/ops-bad.conflist
-print_info validate-bad rdma-chain validate /tmp/ops-bad.conflist
+print_info validate-bad rdma-chain-ops validate /tmp/ops-bad.conflist
 expect validate-bad-key '/tmp/ops-bad.conflist:1:81: unknown key "Mode": did you mean "mode"?'
 
 # pods
@@ -66,7 +66,7 @@ STALE_V6=$(result_ip fd00:78:)
 info "ops-stale rdma0 $STALE_V6"
 check stale-lease test -f "$V6IPAM/rdmanet/$STALE_V6"
 
-print_info inspect rdma-chain inspect --data-dir $DATADIR
+print_info inspect rdma-chain-ops inspect --data-dir $DATADIR
 expect inspect-node "RDMA netns mode: shared" "  rxe0  driver rdma_rxe  netdev veth0  netns host  port 1 ACTIVE" \
 	"SMC: available; UEIDs: $UEID" " ib rxe0 port 1"
 expect inspect-smc-pod "pod default/ops-smc  shared  netns /var/run/netns/ops-smc" \
@@ -77,21 +77,21 @@ if has PROBLEM || [ "$RC" != 0 ]; then fail "exit $RC"; else pass; fi
 
 step gid-ops-smc # rxe adds the child's GID on a netdev event
 if wait_until 20 gid_row "$(expand6 "$SMC_V6")" rdma0; then pass; else fail "no GID for $SMC_V6 on rdma0"; fi
-print_info inspect-netns rdma-chain inspect --data-dir $DATADIR --netns /var/run/netns/ops-smc
+print_info inspect-netns rdma-chain-ops inspect --data-dir $DATADIR --netns /var/run/netns/ops-smc
 expect inspect-netns "Netns /var/run/netns/ops-smc:" "  rdma0 ipvlan up" "[RDMA]" "    GID rxe0 port 1 index " \
 	"RoCE v2" " eth eth0" "  net.smc:" "SMC fallbacks to TCP:"
 
-print_info inspect-json rdma-chain inspect --data-dir $DATADIR --json
+print_info inspect-json rdma-chain-ops inspect --data-dir $DATADIR --json
 expect inspect-json '"mode": "shared"' '"healthy": true' '"lastFailures": [' '"code": 103'
 
 # The stale pod: its netns goes behind the plugin's back.
 ip netns del ops-stale
-print_info inspect-stale rdma-chain inspect --data-dir $DATADIR
+print_info inspect-stale rdma-chain-ops inspect --data-dir $DATADIR
 expect inspect-stale "PROBLEM: netns /var/run/netns/ops-stale is gone"
 check inspect-stale-exit test "$RC" = 1
 
 N0=$(state_count)
-print_info reconcile rdma-chain reconcile --conflist $NETDIR/rdmanet.conflist --cni-bin-dir /opt/cni/bin --once
+print_info reconcile rdma-chain-ops reconcile --conflist $NETDIR/rdmanet.conflist --cni-bin-dir /opt/cni/bin --once
 expect reconcile-released "reconcile: released rdmanet/" \
 	"(pod default/ops-stale, shared, ipvlan rxe0 as rdma0): netns /var/run/netns/ops-stale is gone" \
 	"reconcile: 1 released, 1 kept, 0 problems (liveness: netns)"
@@ -99,10 +99,10 @@ check reconcile-exit test "$RC" = 0
 check reconcile-record-gone test "$(state_count)" = $((N0 - 1))
 check reconcile-lease-gone test ! -e "$V6IPAM/rdmanet/$STALE_V6"
 check reconcile-kept-pod has_rdma0 ops-smc
-print_info reconcile-again rdma-chain reconcile --conflist $NETDIR/rdmanet.conflist --cni-bin-dir /opt/cni/bin --once
+print_info reconcile-again rdma-chain-ops reconcile --conflist $NETDIR/rdmanet.conflist --cni-bin-dir /opt/cni/bin --once
 expect reconcile-idempotent "reconcile: 0 released, 1 kept, 0 problems"
 
-print_info inspect-after rdma-chain inspect --data-dir $DATADIR
+print_info inspect-after rdma-chain-ops inspect --data-dir $DATADIR
 step inspect-after-healthy
 if has PROBLEM || [ "$RC" != 0 ]; then fail "exit $RC"; else pass; fi
 

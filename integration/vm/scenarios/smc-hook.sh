@@ -119,7 +119,7 @@ add cnitool pod3 0
 expect_ok add-pod3-plain
 show ls -la $PINS
 check pins-exist test -e $PINS/smc_link -a -e $PINS/smc_netns
-show rdma-chain inspect --data-dir $DATADIR
+show rdma-chain-ops inspect --data-dir $DATADIR
 
 exchange pod1 pod3 7000
 info "an unmodified Go server listens with protocol $(created listener "$SRV") (262 = MPTCP, Go >= 1.24's default where the kernel has MPTCP; the hook switches only 0/TCP)"
@@ -142,7 +142,7 @@ step plain-client-tcp
 if [ "$(created client "$CLI")" = 6 ]; then pass; else fail "client in pod3: $CLI"; fi
 step plain-counters-unmoved
 if [ "$(fb_total pod3)" = "$fb3" ]; then pass; else fail "SMC counters moved in the plain pod: $fb3 -> $(fb_total pod3)"; fi
-show rdma-chain inspect --data-dir $DATADIR
+show rdma-chain-ops inspect --data-dir $DATADIR
 
 cni cnitool check pod2
 expect_ok check-pod2
