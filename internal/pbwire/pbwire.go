@@ -1,6 +1,6 @@
 // Package pbwire reads and writes the protobuf wire format of the few
 // messages the plugin exchanges over gRPC: kubelet's pod-resources Get and
-// List, and the CRI's ListPodSandbox.
+// List.
 //
 // The plugin binary runs for every pod on the node, on every CNI verb, so
 // what it links is paid at each start: google.golang.org/protobuf's

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -42,27 +41,6 @@ var want = []Sandbox{
 	{ID: "a1", Name: "pod-a", Namespace: "default", UID: "uid-a", State: StateReady},
 	{ID: "b2", Name: "pod-b", Namespace: "kube-system", State: StateNotReady},
 	{ID: "c3"},
-}
-
-// TestDecodeMatchesGeneratedTypes: what the generated code encodes, the
-// protowire decoder reads back field for field.
-func TestDecodeMatchesGeneratedTypes(t *testing.T) {
-	b, err := proto.Marshal(&runtimeapi.ListPodSandboxResponse{Items: sandboxes()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := DecodeList(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("decoded %+v\nwant %+v", got, want)
-	}
-	for _, n := range []int{1, 5, len(b) - 1} {
-		if _, err := DecodeList(b[:n]); err == nil {
-			t.Errorf("truncated at %d: no error", n)
-		}
-	}
 }
 
 // TestListOverGRPC: the client talks to a server registered with the
