@@ -1,26 +1,35 @@
 // Package grpcunix makes one unary gRPC call over a unix socket: a new
 // connection, HTTP/2 with prior knowledge (as gRPC over a unix socket is),
-// one stream, then close.
+// one stream, then close. The plugin's kubelet pod-resources client uses it.
 //
 // Why not grpc-go's ClientConn: the plugin binary is started for every pod on
 // every CNI verb, and what it links is paid at each start. grpc-go with
-// google.golang.org/protobuf cost 7-9 ms of package initialisation per call
-// (GODEBUG=inittrace=1) and a ClientConn with its resolver, balancer and
-// transport goroutines about 5 ms per lookup, for one request on a local
-// socket. The wire protocol of a unary call is small: this package speaks it
-// (HPACK in hpack.go) and is tested against grpc-go's own server, which
-// kubelet and containerd run, and x/net's HPACK.
+// google.golang.org/protobuf cost 6-7 ms of package initialisation per start
+// (GODEBUG=inittrace=1), about 8 MB per exec, and a ClientConn with its
+// resolver, balancer and transport goroutines about 5 ms per lookup, for one
+// request on a local socket. The HPACK is x/net's (the one grpc-go uses) and
+// the socket is package net's; only the framing of one unary call is here.
+//
+// Its scope is frozen: one unary call on stream 1, a request that fits the
+// server's initial window, no compression, no streaming, no TLS. A need
+// beyond that is a need for grpc-go, in a binary whose start-up does not
+// matter. The tests hold it to grpc-go's server, x/net's HPACK and x/net's
+// HTTP/2 framer (a differential fuzz of the frame reader).
 package grpcunix
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strconv"
 	"time"
+
+	"golang.org/x/net/http2/hpack"
 )
 
 // HTTP/2 frame types and flags (RFC 9113 section 6).
@@ -55,7 +64,10 @@ const (
 	defaultWindow = 65535
 	// maxHeaderBlock bounds one decoded header block from the server.
 	maxHeaderBlock = 64 << 10
-	streamID       = 1
+	// headerTableSize is HTTP/2's default SETTINGS_HEADER_TABLE_SIZE, which
+	// the client never changes: the server's HPACK encoder may use that much.
+	headerTableSize = 4096
+	streamID        = 1
 )
 
 // Call sends req (an encoded protobuf message) to method (for example
@@ -68,7 +80,10 @@ func Call(ctx context.Context, socket, method string, req []byte, maxReply int) 
 	if err := ctx.Err(); err != nil {
 		return nil, fromContext(err)
 	}
-	conn, err := dialUnix(ctx, socket)
+	// DialUnix, not a net.Dialer: the Dialer's address resolution links the
+	// DNS resolver (250 KB of the plugin binary) for a path. A unix connect
+	// does not wait: a full backlog answers EAGAIN at once.
+	conn, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: socket, Net: "unix"})
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, fromContext(ctx.Err())
@@ -76,6 +91,12 @@ func Call(ctx context.Context, socket, method string, req []byte, maxReply int) 
 		return nil, &Status{Code: Unavailable, Message: err.Error(), Err: err}
 	}
 	defer func() { _ = conn.Close() }() // after the reply is read, close errors change nothing
+	if dl, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(dl) // a unix socket's deadline cannot fail to set
+	}
+	// A cancel wakes a blocked read or write at once.
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
 	c := &client{conn: conn, r: bufio.NewReaderSize(conn, 4096), maxReply: maxReply}
 	if err = c.send(ctx, method, req); err == nil {
 		var reply []byte
@@ -115,7 +136,7 @@ func fromContext(err error) *Status {
 }
 
 type client struct {
-	conn     *sock
+	conn     net.Conn
 	r        *bufio.Reader // a read takes all the frames the server has sent
 	maxReply int
 	hdr      [9]byte
@@ -158,30 +179,33 @@ func (c *client) send(ctx context.Context, method string, req []byte) error {
 // requestHeaders encodes the request's header block; grpc-timeout carries
 // ctx's deadline so the server gives up when the client does.
 func requestHeaders(ctx context.Context, method string) ([]byte, error) {
-	fields := []field{
-		{":method", "POST"},
-		{":scheme", "http"},
-		{":path", method},
-		{":authority", "localhost"},
-		{"content-type", "application/grpc"},
-		{"te", "trailers"},
-		{"user-agent", "rdma-chain"},
+	fields := []hpack.HeaderField{
+		{Name: ":method", Value: "POST"},
+		{Name: ":scheme", Value: "http"},
+		{Name: ":path", Value: method},
+		{Name: ":authority", Value: "localhost"},
+		{Name: "content-type", Value: "application/grpc"},
+		{Name: "te", Value: "trailers"},
+		{Name: "user-agent", Value: "rdma-chain"},
 	}
 	if dl, ok := ctx.Deadline(); ok {
 		// Rounded up: the server's deadline never comes before the client's.
 		ms := max((time.Until(dl)+time.Millisecond-1)/time.Millisecond, 1)
 		if ms < 1e8 {
-			fields = append(fields, field{"grpc-timeout", strconv.FormatInt(int64(ms), 10) + "m"})
+			fields = append(fields, hpack.HeaderField{Name: "grpc-timeout", Value: strconv.FormatInt(int64(ms), 10) + "m"})
 		}
 	}
-	var b []byte
+	var b bytes.Buffer
+	enc := hpack.NewEncoder(&b)
 	for _, f := range fields {
-		b = appendLiteral(b, f.name, f.value)
+		if err := enc.WriteField(f); err != nil {
+			return nil, &Status{Code: Internal, Message: "encode request headers: " + err.Error(), Err: err}
+		}
 	}
-	if len(b) > maxFrame {
+	if b.Len() > maxFrame {
 		return nil, &Status{Code: Internal, Message: "request headers exceed one HTTP/2 frame"}
 	}
-	return b, nil
+	return b.Bytes(), nil
 }
 
 func appendFrame(b []byte, typ, flags byte, stream uint32, payload ...byte) []byte {

@@ -6,6 +6,8 @@ import (
 	"io"
 	"strconv"
 	"strings"
+
+	"golang.org/x/net/http2/hpack"
 )
 
 // frame is one HTTP/2 frame; payload is valid until the next read.
@@ -44,7 +46,8 @@ type reply struct {
 
 // receive reads frames until the stream ends and returns its one message.
 func (c *client) receive() ([]byte, error) {
-	dec := &decoder{maxSize: settingsTableSize}
+	dec := hpack.NewDecoder(headerTableSize, nil)
+	dec.SetMaxStringLength(maxHeaderBlock)
 	var r reply
 	for {
 		f, err := c.readFrame()
@@ -61,7 +64,7 @@ func (c *client) receive() ([]byte, error) {
 			}
 			continue
 		}
-		fields, err := dec.decode(r.block)
+		fields, err := dec.DecodeFull(r.block)
 		if err != nil {
 			return nil, protocolError("decode response headers: %v", err)
 		}
@@ -217,7 +220,7 @@ func (r *reply) headerFrame(f frame) (bool, error) {
 // headerBlock handles a decoded header block: the response headers, the
 // trailers, or both at once (a trailers-only reply). It returns true, with
 // the call's status as the error, once the stream has ended.
-func (r *reply) headerBlock(fields []field) (bool, error) {
+func (r *reply) headerBlock(fields []hpack.HeaderField) (bool, error) {
 	first := !r.headers
 	r.headers = true
 	if !r.blockES {
@@ -238,7 +241,7 @@ func (r *reply) headerBlock(fields []field) (bool, error) {
 
 // checkResponse checks the response headers as grpc-go does: HTTP 200 and
 // a gRPC content type; other HTTP statuses map to gRPC codes.
-func checkResponse(fields []field) error {
+func checkResponse(fields []hpack.HeaderField) error {
 	s, _ := lookup(fields, ":status")
 	if s != "200" {
 		code := Unknown
@@ -263,7 +266,7 @@ func checkResponse(fields []field) error {
 }
 
 // statusOf reads grpc-status and grpc-message; status 0 gives nil.
-func statusOf(fields []field) error {
+func statusOf(fields []hpack.HeaderField) error {
 	s, ok := lookup(fields, "grpc-status")
 	if !ok {
 		return &Status{Code: Internal, Message: "server sent no grpc-status"}
@@ -279,10 +282,10 @@ func statusOf(fields []field) error {
 	return &Status{Code: Code(code), Message: percentDecode(msg)}
 }
 
-func lookup(fields []field, name string) (string, bool) {
+func lookup(fields []hpack.HeaderField, name string) (string, bool) {
 	for _, f := range fields {
-		if f.name == name {
-			return f.value, true
+		if f.Name == name {
+			return f.Value, true
 		}
 	}
 	return "", false
