@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"testing"
+	"time"
 )
 
 // InCI reports whether the tests run under CI (CI=true).
@@ -90,5 +91,34 @@ func BenchRow(b testing.TB, line string) {
 	defer f.Close()
 	if _, err := f.WriteString(line); err != nil {
 		b.Fatal(err)
+	}
+}
+
+// Eventually polls cond every 10 ms until it returns true or timeout
+// passes, and fails t with what the last poll said: tests wait for a
+// condition, never sleep and then assert.
+func Eventually(t testing.TB, timeout time.Duration, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, last := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %v: %s", timeout, last)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// KernelLacks is for a test of how the code behaves on a kernel without a
+// feature (this project's development and CI machines have no RDMA, SMC or
+// ipvlan). present says whether the running kernel has it: then the test
+// cannot run, which skips on a developer machine and fails under CI.
+func KernelLacks(t testing.TB, feature string, present bool) {
+	t.Helper()
+	if present {
+		Unavailable(t, "this kernel has %s; the test is for kernels without it (the VM tier covers kernels with it)", feature)
 	}
 }

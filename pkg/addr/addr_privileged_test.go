@@ -221,10 +221,12 @@ func TestConfigureNoDADHostLocal(t *testing.T) {
 		t.Errorf("tentative right after Configure without DAD: %v", tentative)
 	}
 	t.Logf("kernel link-local tentative right after Configure: %v", ll)
-	time.Sleep(200 * time.Millisecond)
-	if _, _, ll = podAddrState(t, f.pod); len(ll) != 0 {
-		t.Errorf("link-local still tentative 200ms after Configure with accept_dad=0: %v", ll)
-	}
+	// accept_dad=0: the kernel's link-local leaves tentative state without
+	// a DAD round (1 s by default), so it must settle well before that.
+	testenv.Eventually(t, 900*time.Millisecond, func() (bool, string) {
+		_, _, ll = podAddrState(t, f.pod)
+		return len(ll) == 0, fmt.Sprintf("link-local still tentative with accept_dad=0: %v", ll)
+	})
 	devs := routeDevs(t, f.pod)
 	for _, dst := range []string{"fd00:78::/64", "10.78.0.0/24", "10.77.0.0/24"} {
 		if devs[dst] != "rdma0" {

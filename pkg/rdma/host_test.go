@@ -4,15 +4,16 @@ import (
 	"errors"
 	"os"
 	"testing"
+
+	"github.com/rdma-chain/rdma-chain/internal/testenv"
 )
 
 // TestHostKernelWithoutRDMA runs against this machine's kernel, only where it
 // has no RDMA (no /sys/class/infiniband): every entry point must report
 // ErrNoRDMA instead of a raw netlink error.
 func TestHostKernelWithoutRDMA(t *testing.T) {
-	if _, err := os.Stat("/sys/class/infiniband"); !os.IsNotExist(err) {
-		t.Skip("this kernel has RDMA devices or class/infiniband; the VM tier covers it")
-	}
+	_, err := os.Stat("/sys/class/infiniband")
+	testenv.KernelLacks(t, "RDMA (/sys/class/infiniband)", !os.IsNotExist(err))
 	s := New()
 	if m, err := s.NetnsMode(); !errors.Is(err, ErrNoRDMA) {
 		t.Errorf("NetnsMode() = %q, %v; want ErrNoRDMA", m, err)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/rdma-chain/rdma-chain/internal/netnstest"
+	"github.com/rdma-chain/rdma-chain/internal/testenv"
 )
 
 // nsInode returns the inode of the netns at path.
@@ -46,9 +47,8 @@ func TestInNetnsRunsInsideTarget(t *testing.T) {
 // TestReturnToHostRealNetnsWithoutRDMA: on a kernel without RDMA (this
 // machine) ReturnToHost enters a live pod netns and finds nothing to do.
 func TestReturnToHostRealNetnsWithoutRDMA(t *testing.T) {
-	if _, err := os.Stat("/sys/class/infiniband"); !os.IsNotExist(err) {
-		t.Skip("this kernel has RDMA; the VM tier covers moves")
-	}
+	_, err := os.Stat("/sys/class/infiniband")
+	testenv.KernelLacks(t, "RDMA (/sys/class/infiniband)", !os.IsNotExist(err))
 	pod := netnstest.NewNS(t)
 	host, err := os.Open("/proc/self/ns/net")
 	if err != nil {

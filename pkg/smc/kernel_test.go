@@ -2,20 +2,22 @@ package smc
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/rdma-chain/rdma-chain/internal/testenv"
 )
 
 // TestOpenWithoutSMC runs against the real kernel only when it has no SMC
 // family (the development machine): Open must report ErrUnavailable.
 func TestOpenWithoutSMC(t *testing.T) {
-	if _, err := netlink.GenlFamilyGet(pnetFamilyName); !errors.Is(err, unix.ENOENT) {
-		t.Skipf("family lookup did not fail with ENOENT (%v): kernel has SMC", err)
-	}
+	_, err := netlink.GenlFamilyGet(pnetFamilyName)
+	testenv.KernelLacks(t, fmt.Sprintf("the %s family (lookup: %v)", pnetFamilyName, err), !errors.Is(err, unix.ENOENT))
 	c, err := Open()
 	if !errors.Is(err, ErrUnavailable) {
 		if c != nil {
@@ -36,12 +38,9 @@ func TestOpenAtBadPath(t *testing.T) {
 
 // TestTCP2SMCAbsent needs setns (root); upstream kernels have no tcp2smc.
 func TestTCP2SMCAbsent(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("setns needs root")
-	}
-	if _, err := os.Stat(tcp2smcPath); err == nil {
-		t.Skip("this kernel has net.smc.tcp2smc")
-	}
+	testenv.RequireRoot(t) // setns
+	_, err := os.Stat(tcp2smcPath)
+	testenv.KernelLacks(t, "net.smc.tcp2smc", err == nil)
 	ok, err := TCP2SMC("/proc/self/ns/net")
 	if ok || err != nil {
 		t.Fatalf("TCP2SMC = %v, %v; want false, nil", ok, err)
