@@ -7,7 +7,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 )
 
-// CNI error codes of the plugin's own (100+), documented in the README.
+// CNI error codes of the plugin's own (100+), documented in docs/configuration.md.
 const (
 	CodeNoRDMA          uint = 100 // the pod needs RDMA; this kernel has none
 	CodeModeMismatch    uint = 101 // configured mode differs from the kernel's
@@ -41,7 +41,7 @@ func cniErrorf(code uint, format string, args ...any) error {
 }
 
 // Codes lists every CNI error code the plugin returns, its own and the CNI
-// library's; the README's error table lists exactly these (a test checks
+// library's; the error table of docs/configuration.md lists exactly these (a test checks
 // both the table and the code that returns them).
 var Codes = []uint{
 	types.ErrIncompatibleCNIVersion, types.ErrInvalidEnvironmentVariables, types.ErrIOFailure, types.ErrDecodingFailure, types.ErrInvalidNetworkConfig,

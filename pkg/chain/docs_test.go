@@ -17,15 +17,15 @@ import (
 	"github.com/rdma-chain/rdma-chain/internal/testenv"
 )
 
-// The README's error table lists exactly the codes in Codes.
-func TestREADMEErrorTable(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "README.md"))
+// The error table of docs/configuration.md lists exactly the codes in Codes.
+func TestDocumentedErrorTable(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "docs", "configuration.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, table, ok := strings.Cut(string(data), "## CNI error codes")
 	if !ok {
-		t.Fatal("README has no CNI error codes section")
+		t.Fatal("docs/configuration.md has no CNI error codes section")
 	}
 	table, _, _ = strings.Cut(table, "\n\n\n")
 	var documented []uint
@@ -37,7 +37,7 @@ func TestREADMEErrorTable(t *testing.T) {
 	slices.Sort(want)
 	slices.Sort(documented)
 	if !slices.Equal(documented, want) {
-		t.Errorf("README documents codes %v, the plugin returns %v", documented, want)
+		t.Errorf("docs/configuration.md documents codes %v, the plugin returns %v", documented, want)
 	}
 }
 
@@ -73,7 +73,7 @@ func TestCodesCoverTheCode(t *testing.T) {
 				}
 				if x, ok := sel.X.(*ast.Ident); ok && x.Name == "types" {
 					if code, ok := libraryCodes[sel.Sel.Name]; ok && !slices.Contains(Codes, code) {
-						t.Errorf("%s: types.%s (code %d) is returned but not in Codes/README", fset.Position(sel.Pos()), sel.Sel.Name, code)
+						t.Errorf("%s: types.%s (code %d) is returned but not in Codes/docs", fset.Position(sel.Pos()), sel.Sel.Name, code)
 					}
 				}
 				return true
