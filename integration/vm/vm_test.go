@@ -62,14 +62,21 @@ type scenario struct {
 
 var bootGroups = []bootGroup{
 	{"shared-mode", false, []scenario{{"smoke", false, false}, {"shared", true, false}, {"podres", true, false},
-		{"ipv6", true, false}, {"smc", true, false}, {"demo", true, true}}},
+		{"ipv6", true, false}, {"smc", true, false}, {"upgrade-shared", true, false}, {"demo", true, true}}},
 	{"exclusive-mode", false, []scenario{{"exclusive", true, false}}},
 	{"exclusive-simrdma", true, []scenario{{"exclusive-rdma", true, false}}},
 	{"ops", false, []scenario{{"ops", true, false}}},
 	{"ops-exclusive-simrdma", true, []scenario{{"ops-exclusive", true, false}}},
 	{"smc-hook", false, []scenario{{"smc-hook", true, false}}},
 	{"crash-simrdma", true, []scenario{{"crash-rdma", true, false}}},
+	{"upgrade-simrdma", true, []scenario{{"upgrade-exclusive", true, false}}},
 }
+
+// upgradeFrom is the commit of this repository whose plugin the upgrade
+// scenarios attach pods with before the tree under test takes over (and
+// the reverse): the head before the operator commands left the plugin
+// binary, until a release tag exists.
+const upgradeFrom = "3ba7efb"
 
 // selected reports whether scenario s runs: RC_VM_SCENARIOS names it, or it
 // is not opt-in and RC_VM_SCENARIOS is unset.
@@ -262,6 +269,9 @@ func buildBinaries(root string) (prepared, error) {
 		"-o", filepath.Join(dir, "rdma-chain-fp"), "./plugins/meta/rdma-chain"); err != nil {
 		return p, fmt.Errorf("go build -tags failpoint ./plugins/meta/rdma-chain: %w\n%s", err, o)
 	}
+	if err := buildAt(root, upgradeFrom, filepath.Join(dir, "rdma-chain-old"), "./plugins/meta/rdma-chain"); err != nil {
+		return p, err
+	}
 	for name, pkg := range map[string]string{hookcmd.Binary: "./cmd/rdma-chain-smc-hook", ops.Binary: "./cmd/rdma-chain-ops"} {
 		if err := companionBinary(root, dir, name, pkg, build); err != nil {
 			return p, err
@@ -292,6 +302,26 @@ func buildBinaries(root string) (prepared, error) {
 		p.why = "plugins/meta/rdma-chain does not exist and bin/rdma-chain is not built"
 	}
 	return p, nil
+}
+
+// buildAt builds pkg as this repository had it at commit rev (from git
+// history: git archive into a temporary tree) into out, version-stamped
+// with rev.
+func buildAt(root, rev, out, pkg string) error {
+	src, err := os.MkdirTemp("", "rc-vm-src-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(src)
+	o, err := runCmd(root, nil, "bash", "-c", `set -o pipefail; git archive --format=tar "$1" | tar -x -C "$2"`, "bash", rev, src)
+	if err != nil {
+		return fmt.Errorf("git archive %s (the upgrade scenarios need this commit in the clone's history): %w\n%s", rev, err, o)
+	}
+	o, err = runCmd(src, []string{"CGO_ENABLED=0"}, "go", "build", "-ldflags=-s -w -X main.buildVersion="+rev, "-o", out, pkg)
+	if err != nil {
+		return fmt.Errorf("go build %s at %s: %w\n%s", pkg, rev, err, o)
+	}
+	return nil
 }
 
 // companionBinary puts one of the binaries built beside the plugin (the SMC

@@ -5,7 +5,7 @@
 #
 # KERNEL: 6.1 or 6.12. SCENARIO: a script name under integration/vm/scenarios
 # (smoke, shared, podres, ipv6, smc, exclusive, exclusive-rdma, ops, ops-exclusive, smc-hook,
-# crash-rdma; opt-in: demo); several share one
+# crash-rdma, upgrade-shared, upgrade-exclusive; opt-in: demo); several share one
 # boot when joined by commas (exclusive and exclusive-rdma need their own boots). A boot with
 # exclusive-rdma gets a second NIC (virtio-net, qemu user networking with restrict=on: nothing
 # leaves qemu) and the simrdma test module bound to it (rc.simrdma=eth0). Steps: prepare.sh (cached), build the
@@ -28,7 +28,7 @@ QEMU=$(awk -F= '$1=="QEMU" {print $2}' "$ENV")
 SIMRDMA_KO=$(awk -F= -v k="SIMRDMA_${KERNEL//./_}" '$1==k {print $2}' "$ENV")
 NIC=()
 case ",$SCEN," in
-*,exclusive-rdma,* | *,ops-exclusive,* | *,crash-rdma,*)
+*,exclusive-rdma,* | *,ops-exclusive,* | *,crash-rdma,* | *,upgrade-exclusive,*)
 	[ -n "$SIMRDMA_KO" ] || { echo "no simrdma module for $KERNEL in $ENV (see scripts/vm/prepare.sh output)" >&2; exit 1; }
 	NIC=(-netdev user,id=n1,restrict=on,ipv6=off -device virtio-net-pci,netdev=n1)
 	VM_APPEND="rc.simrdma=eth0 ${VM_APPEND:-}"
@@ -69,6 +69,19 @@ else
 	rm -f "$BIN/rdma-chain"
 fi
 
+# The upgrade scenarios also boot the plugin of an earlier commit
+# (integration/vm/vm_test.go's upgradeFrom).
+rm -f "$BIN/rdma-chain-old"
+case ",$SCEN," in *,upgrade-*)
+	UPFROM=$(sed -n 's/^const upgradeFrom = "\(.*\)"/\1/p' "$ROOT/integration/vm/vm_test.go")
+	OLDSRC=$(mktemp -d)
+	(set -o pipefail; git -C "$ROOT" archive --format=tar "$UPFROM" | tar -x -C "$OLDSRC") &&
+		(cd "$OLDSRC" && go build -ldflags "-s -w -X main.buildVersion=$UPFROM" -o "$BIN/rdma-chain-old" ./plugins/meta/rdma-chain)
+	rc=$?
+	rm -rf "$OLDSRC"
+	[ $rc = 0 ] || { echo "cannot build the plugin at $UPFROM" >&2; exit 1; }
+	;;
+esac
 INITRD="$WORK/initrd-$KERNEL.cpio.gz"
 SIMRDMA_KO="$SIMRDMA_KO" RC_BIN_DIR="$BIN" "$ROOT/scripts/vm/initramfs.sh" "$KDIR" "$INITRD" "$ROOT/integration/vm/scenarios"
 

@@ -1,0 +1,78 @@
+#!/bin/sh
+# The node as DEL and GC must leave it, for scenarios that compare the node
+# before and after (crash-rdma, upgrade-*). Sourced after lib.sh; reads
+# $DATADIR (the plugin's records) and $RIPAM (rdma0's host-local leases).
+#   snap            init_net's links (name, flags, MTU, MAC), addresses,
+#                   routes of every table, rdma dev and link, the GIDs of
+#                   the RDMA devices in init_net, the SMC pnet table,
+#                   records and leases
+#   owned POD       what rdma-chain changes for POD
+#   settle_equal W  poll until snap equals W (DELTA says how it differs)
+#   settled         eth0 has carrier and a settled link-local address
+
+# files DIR...: every entry under DIR with a hash of regular files' content
+# (host-local's allocation cursor last_reserved_ip.N is not a lease; the
+# plugin's outcomes.jsonl is its log of verbs, one line per call by design)
+files() {
+	for _d in "$@"; do
+		[ -d "$_d" ] || continue
+		find "$_d" ! -name 'last_reserved_ip.*' ! -name outcomes.jsonl | sort | while read -r _f; do
+			if [ -f "$_f" ]; then echo "file $_f $(md5sum <"$_f" | cut -c1-12)"; else echo "entry $_f"; fi
+		done
+	done
+}
+dev_gids() {
+	_any=
+	for _g in /sys/class/infiniband/*/ports/1; do
+		[ -d "$_g" ] || continue
+		_any=1
+		_d=${_g#/sys/class/infiniband/}
+		_d=${_d%%/*}
+		grep -H -v '^0000:0000:0000:0000:0000:0000:0000:0000$' $_g/gids/* 2>/dev/null | sed 's|.*/gids/\([0-9]*\):|\1 |' |
+			while read -r n g; do echo "gid $_d $g $(cat $_g/gid_attrs/ndevs/$n 2>/dev/null)"; done | sort
+	done
+	[ -n "$_any" ] || echo "gids: no RDMA device in init_net"
+}
+# owned POD: what rdma-chain changes (eth0, the device, GIDs, pnet of
+# init_net and the pod, records, rdma0 leases, rdma0 in the pod)
+owned() {
+	ip -o link show eth0 2>&1 | sed 's/^[0-9]*: //; s/ qdisc .*link\// link\//'
+	ip -o addr show dev eth0 2>&1 | awk '{print "eth0 addr", $3, $4}'
+	rdma dev 2>&1 | sed 's/^[0-9]*: /rdma dev /'
+	rdma link 2>&1 | sed 's/^/rdma /'
+	dev_gids
+	smcctl pnet 2>&1 | sed 's/^/pnet init_net /'
+	smcctl pnet "/var/run/netns/$1" 2>&1 | sed 's/^/pnet pod /'
+	ip -n "$1" -o addr show dev rdma0 2>&1 | awk '{print "pod rdma0", $3, $4}'
+	files $DATADIR $RIPAM
+}
+# snap: the node (init_net) as DEL/GC must leave it
+snap() {
+	ip -o link | sed -n 's/^[0-9]*: \([^:@]*\)[:@].* <\([^>]*\)> mtu \([0-9]*\) .*link\/\([a-z]*\) \([0-9a-f:]*\).*/link \1 mtu=\3 \4=\5 flags=\2/p' | sort
+	ip -o addr | awk '{print "addr", $2, $3, $4}' | sort
+	ip route show table all | sed 's/  */ /g; s/^/route /' | sort
+	rdma dev 2>&1 | sed 's/^[0-9]*: /rdma dev /'
+	rdma link 2>&1 | sed 's/^/rdma /'
+	dev_gids
+	smcctl pnet 2>&1 | sed 's/^/pnet /'
+	files $DATADIR $RIPAM /run/ipam
+}
+# settle_equal WANT: poll (10 s) until snap equals WANT (GIDs and IPv6 DAD
+# follow a move back asynchronously); status 1 and the delta in $DELTA if never
+snap_is() { [ "$(snap)" = "$1" ]; }
+settle_equal() {
+	wait_until 20 snap_is "$1" && return 0
+	DELTA=$(delta "$1" "$(snap)")
+	return 1
+}
+delta() {
+	echo "$1" >/run/delta.want
+	echo "$2" >/run/delta.got
+	echo "missing: [$(grep -vxF -f /run/delta.got /run/delta.want | tr '\n' ';')] unexpected: [$(grep -vxF -f /run/delta.want /run/delta.got | tr '\n' ';')]"
+}
+# settled: eth0 has its carrier and a non-tentative link-local address (after
+# a move back the NIC is NO-CARRIER for a moment and the kernel re-adds fe80::)
+settled() {
+	wait_until 20 sh -c "/usr/sbin/ip -6 addr show dev eth0 | grep -q 'inet6 fe80' &&
+		! /usr/sbin/ip -6 addr show dev eth0 | grep -q tentative && ! /usr/sbin/ip link show eth0 | grep -q NO-CARRIER"
+}
