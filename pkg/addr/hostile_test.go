@@ -13,7 +13,7 @@ import (
 // out-of-range interface indexes at every result version. Null entries made
 // the CNI library's 0.3.x/0.4.0 conversion panic; they are now an error that
 // also releases the lease. Interface indexes are the IPAM's business only:
-// MergeResult repoints them.
+// ReportIPs repoints them.
 func TestAddHostileResult(t *testing.T) {
 	bodies := []struct {
 		name, body string
@@ -47,7 +47,7 @@ func TestAddHostileResult(t *testing.T) {
 					t.Fatalf("Add = %+v, %v", res, err)
 				}
 				dst := &types100.Result{Interfaces: []*types100.Interface{{Name: "eth0"}, {Name: "rdma0"}}}
-				MergeResult(dst, res, 1)
+				ReportIPs(dst, res, 1)
 				if len(dst.IPs) != 1 || dst.IPs[0].Interface == nil || *dst.IPs[0].Interface != 1 {
 					t.Errorf("merged IPs %+v: want one IP on interface 1", dst.IPs)
 				}
@@ -56,10 +56,12 @@ func TestAddHostileResult(t *testing.T) {
 	}
 }
 
-// TestMergeResultHostile merges 1.0.0 results as an in-process IPAM could
-// hand them over (nil entries, nil interface pointers, odd indexes): nil
-// entries are skipped, every merged IP points at ifIndex, nothing panics.
-func TestMergeResultHostile(t *testing.T) {
+// TestReportIPsHostile merges 1.0.0 results as an in-process IPAM could
+// hand them over (nil entries, nil interface pointers, odd indexes, a route
+// without destination): nil entries are skipped, every merged IP points at
+// ifIndex, a route without destination counts as a default route and is
+// left out, nothing panics.
+func TestReportIPsHostile(t *testing.T) {
 	bad := -7
 	tests := []struct {
 		name             string
@@ -69,12 +71,12 @@ func TestMergeResultHostile(t *testing.T) {
 		{"nil lists", &types100.Result{}, 0, 0},
 		{"only nil entries", &types100.Result{IPs: []*types100.IPConfig{nil, nil}, Routes: []*types.Route{nil}}, 0, 0},
 		{"nil interface pointer", &types100.Result{IPs: []*types100.IPConfig{{}}}, 1, 0},
-		{"index out of range", &types100.Result{IPs: []*types100.IPConfig{{Interface: &bad}, nil}, Routes: []*types.Route{nil, {}}}, 1, 1},
+		{"index out of range", &types100.Result{IPs: []*types100.IPConfig{{Interface: &bad}, nil}, Routes: []*types.Route{nil, {}}}, 1, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dst := &types100.Result{IPs: []*types100.IPConfig{nil}}
-			MergeResult(dst, tt.res, 3)
+			ReportIPs(dst, tt.res, 3)
 			if len(dst.IPs) != 1+tt.wantIPs || len(dst.Routes) != tt.wantRts {
 				t.Fatalf("merged %d IPs, %d routes; want %d, %d", len(dst.IPs)-1, len(dst.Routes), tt.wantIPs, tt.wantRts)
 			}

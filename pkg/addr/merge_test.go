@@ -2,6 +2,7 @@ package addr
 
 import (
 	"net"
+	"slices"
 	"testing"
 	"time"
 
@@ -29,7 +30,9 @@ func route(t *testing.T, cidr string) *types.Route {
 	return &types.Route{Dst: *n}
 }
 
-func TestMergeResult(t *testing.T) {
+// ReportIPs appends the RDMA interface's IPs pointing at it, without
+// gateways, and its routes except default routes.
+func TestReportIPs(t *testing.T) {
 	dns := types.DNS{Nameservers: []string{"10.96.0.10"}}
 	dst := &types100.Result{
 		CNIVersion: "1.1.0",
@@ -38,12 +41,14 @@ func TestMergeResult(t *testing.T) {
 		Routes:     []*types.Route{route(t, "0.0.0.0/0")},
 		DNS:        dns,
 	}
+	gw6 := ipc(t, "fd00:77::10/64", 0)
+	gw6.Gateway = net.ParseIP("fd00:77::1")
 	res := &types100.Result{
-		IPs:    []*types100.IPConfig{ipc(t, "fd00:77::10/64", 0), ipc(t, "10.77.0.2/24", 7)},
-		Routes: []*types.Route{route(t, "fd00:78::/64")},
+		IPs:    []*types100.IPConfig{gw6, ipc(t, "10.77.0.2/24", 7)},
+		Routes: []*types.Route{route(t, "fd00:78::/64"), route(t, "::/0"), route(t, "0.0.0.0/0")},
 		DNS:    types.DNS{Nameservers: []string{"1.1.1.1"}},
 	}
-	MergeResult(dst, res, 1)
+	ReportIPs(dst, res, 1)
 	wantIPs := []string{"10.0.0.5/24", "fd00:77::10/64", "10.77.0.2/24"}
 	wantIdx := []int{0, 1, 1}
 	if len(dst.IPs) != len(wantIPs) {
@@ -53,24 +58,69 @@ func TestMergeResult(t *testing.T) {
 		if ip.Address.String() != wantIPs[i] || *ip.Interface != wantIdx[i] {
 			t.Errorf("IP %d = %s if %d, want %s if %d", i, ip.Address.String(), *ip.Interface, wantIPs[i], wantIdx[i])
 		}
+		if i > 0 && ip.Gateway != nil {
+			t.Errorf("IP %d kept gateway %v", i, ip.Gateway)
+		}
 	}
 	if len(dst.Routes) != 2 || dst.Routes[1].Dst.String() != "fd00:78::/64" {
-		t.Errorf("routes = %v", dst.Routes)
+		t.Errorf("routes = %v, want the primary's and fd00:78::/64 only", dst.Routes)
 	}
 	if len(dst.DNS.Nameservers) != 1 || dst.DNS.Nameservers[0] != "10.96.0.10" || len(dst.Interfaces) != 2 {
 		t.Errorf("DNS or interfaces changed: %+v %v", dst.DNS, dst.Interfaces)
 	}
-	if *res.IPs[1].Interface != 7 {
-		t.Errorf("source result modified: interface %d", *res.IPs[1].Interface)
+	if *res.IPs[1].Interface != 7 || res.IPs[0].Gateway == nil {
+		t.Errorf("source result modified: %+v", res.IPs)
 	}
 }
 
-func TestMergeResultNil(t *testing.T) {
-	MergeResult(nil, &types100.Result{}, 0)
+func TestReportIPsNil(t *testing.T) {
+	ReportIPs(nil, &types100.Result{}, 0)
 	dst := &types100.Result{}
-	MergeResult(dst, nil, 0)
+	ReportIPs(dst, nil, 0)
 	if len(dst.IPs) != 0 {
 		t.Errorf("IPs = %v", dst.IPs)
+	}
+}
+
+// ClaimIndexless points IPs without an interface index at the primary's
+// pod interface, adding its entry when the primary reported only host-side
+// interfaces or none.
+func TestClaimIndexless(t *testing.T) {
+	indexless := func() *types100.IPConfig { ip := ipc(t, "10.0.0.5/32", 0); ip.Interface = nil; return ip }
+	cases := []struct {
+		name    string
+		ifs     []*types100.Interface
+		ips     []*types100.IPConfig
+		wantAt  int
+		wantIfs []string
+	}{
+		{"indexed primary", []*types100.Interface{{Name: "veth1"}, {Name: "eth0", Sandbox: "/ns"}},
+			[]*types100.IPConfig{ipc(t, "10.0.0.5/24", 1)}, 1, []string{"veth1", "eth0"}},
+		{"indexless with pod entry", []*types100.Interface{{Name: "eth0", Sandbox: "/ns"}},
+			[]*types100.IPConfig{indexless()}, 0, []string{"eth0"}},
+		{"indexless, host entry only", []*types100.Interface{{Name: "cali1234"}},
+			[]*types100.IPConfig{indexless()}, 1, []string{"cali1234", "eth0"}},
+		{"indexless, no interfaces", nil, []*types100.IPConfig{indexless(), nil}, 0, []string{"eth0"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &types100.Result{Interfaces: tc.ifs, IPs: tc.ips}
+			if at := ClaimIndexless(r, "eth0", "/ns"); at != tc.wantAt {
+				t.Errorf("at = %d, want %d", at, tc.wantAt)
+			}
+			var names []string
+			for _, i := range r.Interfaces {
+				names = append(names, i.Name)
+			}
+			if !slices.Equal(names, tc.wantIfs) || r.Interfaces[tc.wantAt].Sandbox != "/ns" {
+				t.Errorf("interfaces %v, want %v with %s in the sandbox", names, tc.wantIfs, tc.wantIfs[tc.wantAt])
+			}
+			for _, ip := range r.IPs {
+				if ip != nil && (ip.Interface == nil || *ip.Interface != tc.wantAt) {
+					t.Errorf("IP %s not on interface %d", ip.Address.String(), tc.wantAt)
+				}
+			}
+		})
 	}
 }
 

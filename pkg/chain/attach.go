@@ -54,7 +54,7 @@ func (p *Plugin) attachPod(c *call, req *request, mode rdma.Mode, offered []rdma
 		p.rollback(c, rec, tx)
 		return nil, err
 	}
-	mergeLinks(c, rec, result)
+	mergeLinks(c, rec, devs, result)
 	if rec.SMC != nil && !hasIPv4(result) {
 		c.log.Warn("SMC-R does not do IPv6 and the pod has no IPv4 address: its connections will fall back to TCP", "container", c.args.ContainerID)
 	}
@@ -304,6 +304,7 @@ func (p *Plugin) attachShared(c *call, rec *state.Record, link *state.Link, podN
 	// Recorded with the next record: until then DEL deletes the child by
 	// name and kind, without its MAC.
 	link.MAC = child.MAC
+	c.childMTU[child.Name] = child.MTU
 	link.Step = stepDone
 	return nil
 }

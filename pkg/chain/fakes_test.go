@@ -205,7 +205,7 @@ func (w *world) RestoreToHost(l netdev.HostLink, nsPath string) error {
 }
 func (w *world) AddChild(spec netdev.ChildSpec, _ ns.NetNS) (netdev.Child, error) {
 	err := w.record("AddChild %s %s %s %s", spec.Kind, spec.Mode, spec.Parent, spec.PodName)
-	return netdev.Child{Name: spec.PodName, MAC: "02:00:00:00:00:0" + spec.PodName[len(spec.PodName)-1:]}, err
+	return netdev.Child{Name: spec.PodName, MAC: "02:00:00:00:00:0" + spec.PodName[len(spec.PodName)-1:], MTU: 1450}, err
 }
 func (w *world) DelChild(nsPath, name, mac string) error {
 	return w.record("DelChild %s %s %s", nsPath, name, mac)

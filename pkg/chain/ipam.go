@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
-	types100 "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/plugins/pkg/ns"
 
 	"github.com/rdma-chain/rdma-chain/internal/failpoint"
@@ -152,18 +151,4 @@ func (p *Plugin) gcLeases(c *call, kept []*state.Record) error {
 		return fmt.Errorf("IPAM %s GC: %w", req.PluginType, err)
 	}
 	return nil
-}
-
-// mergeLinks adds the pod-side interfaces and their IPAM results to the
-// chain's result, after the primary's entries.
-func mergeLinks(c *call, rec *state.Record, result *types100.Result) {
-	for _, l := range rec.Links {
-		if l.PodName == "" {
-			continue
-		}
-		result.Interfaces = append(result.Interfaces, &types100.Interface{Name: l.PodName, Mac: l.MAC, Sandbox: c.args.Netns})
-		if res := c.leases[l.PodName]; res != nil {
-			addr.MergeResult(result, res, len(result.Interfaces)-1)
-		}
-	}
 }

@@ -3,6 +3,7 @@ package chain
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -18,48 +19,103 @@ const withIPAM = `,"podSelection":"all","ipam":{"type":"host-local","ranges":[[{
 const prevResult040 = `{"cniVersion":"0.4.0","interfaces":[{"name":"eth0","mac":"00:16:3e:01:02:03","sandbox":"/var/run/netns/pod"}],
 	"ips":[{"version":"4","address":"10.1.0.5/24","gateway":"10.1.0.1","interface":0}],"routes":[{"dst":"0.0.0.0/0"}]}`
 
-// The RDMA interface's IPAM addresses follow the primary's, point at the
-// RDMA interface entry, and carry version fields at 0.4.0.
-func TestIPAMResultShape(t *testing.T) {
-	cases := []struct {
-		ver, prev   string
-		wantVersion string
-	}{
-		{"0.4.0", prevResult040, "6"},
-		{"1.0.0", prevResult100, ""},
+// resultShape is what the shape tests read of a printed result.
+type resultShape struct {
+	CNIVersion string `json:"cniVersion"`
+	Interfaces []struct {
+		Name, Mac, Sandbox, PciID string
+		Mtu                       int
 	}
-	for _, tc := range cases {
-		t.Run(tc.ver, func(t *testing.T) {
-			w := &world{mode: rdma.ModeShared, devices: []rdma.Device{rxe("rxe0", "veth0")}}
-			args := cmd(t.TempDir(), withIPAM, tc.prev)
-			args.StdinData = []byte(strings.Replace(string(args.StdinData), `"1.0.0"`, `"`+tc.ver+`"`, 1))
-			if err := w.plugin().Add(args); err != nil {
-				t.Fatal(err)
+	IPs []struct {
+		Version, Address, Gateway string
+		Interface                 *int
+	}
+	Routes []struct{ Dst string }
+}
+
+// By default the result gains rdma0's interface entry only (mtu and pciID
+// at 1.1.0); with reportIPs also its addresses, pointing at it, without
+// gateway, and its routes other than default routes. The primary's part is
+// unchanged either way.
+func TestIPAMResultShape(t *testing.T) {
+	for _, ver := range []string{"0.4.0", "1.0.0", "1.1.0"} {
+		for _, mode := range []rdma.Mode{rdma.ModeShared, rdma.ModeExclusive} {
+			for _, report := range []bool{false, true} {
+				t.Run(fmt.Sprintf("%s/%s/reportIPs=%v", ver, mode, report), func(t *testing.T) {
+					dev := rxe("mlx5_0", "veth0")
+					dev.Driver, dev.PCI = "mlx5_core", "0000:3b:00.0"
+					w := &world{mode: mode, devices: []rdma.Device{dev}}
+					conf := withIPAM + fmt.Sprintf(`,"reportIPs":%v`, report)
+					if mode == rdma.ModeShared {
+						conf += `,"sharedLink":{"type":"macvlan"}`
+					}
+					prev := map[string]string{"0.4.0": prevResult040}[ver]
+					if prev == "" {
+						prev = strings.Replace(prevResult100, `"1.0.0"`, `"`+ver+`"`, 1)
+					}
+					args := cmd(t.TempDir(), conf, prev)
+					args.StdinData = []byte(strings.Replace(string(args.StdinData), `"1.0.0"`, `"`+ver+`"`, 1))
+					if err := w.plugin().Add(args); err != nil {
+						t.Fatal(err)
+					}
+					var res resultShape
+					if err := json.Unmarshal(w.stdout.Bytes(), &res); err != nil {
+						t.Fatal(err)
+					}
+					assertResultShape(t, res, ver, mode, report)
+					if t.Failed() {
+						t.Logf("result %s", w.stdout.String())
+					}
+				})
 			}
-			var res struct {
-				CNIVersion string `json:"cniVersion"`
-				Interfaces []struct{ Name string }
-				IPs        []struct {
-					Version   string
-					Address   string
-					Interface *int
-				}
-				Routes []struct{ Dst string }
-			}
-			if err := json.Unmarshal(w.stdout.Bytes(), &res); err != nil {
-				t.Fatal(err)
-			}
-			last := len(res.IPs) - 1
-			if res.CNIVersion != tc.ver || last < 1 || res.IPs[0].Address != "10.1.0.5/24" ||
-				res.IPs[last].Address != "fd00:77::5/64" || res.IPs[last].Version != tc.wantVersion ||
-				res.Interfaces[*res.IPs[last].Interface].Name != "rdma0" || res.Routes[len(res.Routes)-1].Dst != "fd00:88::/64" {
-				t.Errorf("result %s", w.stdout.String())
-			}
-			want := []string{"IPAMAdd c1 rdma0", "Configure rdma0 fd00:77::5/64 dad=false", "HostRouteWarning veth0"}
-			if got := w.calls[len(w.calls)-3:]; !reflect.DeepEqual(got, want) {
-				t.Errorf("calls %v", w.calls)
-			}
-		})
+		}
+	}
+}
+
+func assertResultShape(t *testing.T, res resultShape, ver string, mode rdma.Mode, report bool) {
+	t.Helper()
+	last := res.Interfaces[len(res.Interfaces)-1]
+	wantMAC, wantMTU := "02:00:00:00:00:00", 1450
+	if mode == rdma.ModeExclusive {
+		wantMAC, wantMTU = "02:00:00:00:00:01", 1500
+	}
+	wantPCI := "0000:3b:00.0"
+	if ver != "1.1.0" {
+		wantMTU, wantPCI = 0, ""
+	}
+	if res.CNIVersion != ver || last.Name != "rdma0" || last.Sandbox != "/var/run/netns/pod" || last.Mac != wantMAC ||
+		last.Mtu != wantMTU || last.PciID != wantPCI {
+		t.Errorf("rdma0 entry %+v, want mac %s mtu %d pciID %q", last, wantMAC, wantMTU, wantPCI)
+	}
+	if res.IPs[0].Address != "10.1.0.5/24" || res.IPs[0].Gateway != "10.1.0.1" || res.Routes[0].Dst != "0.0.0.0/0" {
+		t.Errorf("primary's IPs or routes changed: %+v %+v", res.IPs, res.Routes)
+	}
+	if !report {
+		if len(res.IPs) != 1 || len(res.Routes) != 1 {
+			t.Errorf("default result lists rdma0's addresses or routes: %+v %+v", res.IPs, res.Routes)
+		}
+		return
+	}
+	wantVersion := map[string]string{"0.4.0": "6"}[ver]
+	if len(res.IPs) != 2 || len(res.Routes) != 2 {
+		t.Fatalf("reportIPs result: IPs %+v routes %+v", res.IPs, res.Routes)
+	}
+	ip := res.IPs[1]
+	if ip.Address != "fd00:77::5/64" || ip.Version != wantVersion || ip.Gateway != "" || ip.Interface == nil ||
+		*ip.Interface != len(res.Interfaces)-1 || res.Routes[1].Dst != "fd00:88::/64" {
+		t.Errorf("reported rdma0 IP %+v routes %+v", ip, res.Routes)
+	}
+}
+
+// The delegated IPAM's calls are the same with and without reportIPs.
+func TestIPAMCalls(t *testing.T) {
+	w := &world{mode: rdma.ModeShared, devices: []rdma.Device{rxe("rxe0", "veth0")}}
+	if err := w.plugin().Add(cmd(t.TempDir(), withIPAM, prevResult100)); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"IPAMAdd c1 rdma0", "Configure rdma0 fd00:77::5/64 dad=false", "HostRouteWarning veth0"}
+	if got := w.calls[len(w.calls)-3:]; !reflect.DeepEqual(got, want) {
+		t.Errorf("calls %v", w.calls)
 	}
 }
 

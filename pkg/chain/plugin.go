@@ -116,6 +116,8 @@ type call struct {
 	store *state.Store
 	// leases holds ADD's IPAM results by pod-side interface name.
 	leases map[string]*types100.Result
+	// childMTU holds the MTU of ADD's shared-mode children by name.
+	childMTU map[string]int
 	// quarantined: an unreadable record was moved out of the way.
 	quarantined bool
 	// recorded: this ADD has written its record.
@@ -185,7 +187,7 @@ func (p *Plugin) serve(verb string, args *skel.CmdArgs, fn func(*call) error) er
 	// and CHECK (one DEL follows every ADD): such a file harms no later
 	// write, and reading the state directory on every ADD made ADD slower
 	// with every record on the node (0.60 -> 0.70 ms from 50 to 200).
-	c := &call{conf: conf, args: args, log: log, leases: map[string]*types100.Result{}, swept: verb == "ADD"}
+	c := &call{conf: conf, args: args, log: log, leases: map[string]*types100.Result{}, childMTU: map[string]int{}, swept: verb == "ADD"}
 	if err == nil {
 		c.pod, err = config.ParseArgs(args.Args)
 		if err != nil && verb != "ADD" {

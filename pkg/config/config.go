@@ -105,7 +105,11 @@ type NetConf struct {
 	// DAD makes ADD wait for IPv6 duplicate address detection on the pod's
 	// RDMA interfaces; off, addresses are added without DAD (the IPAM owns
 	// uniqueness).
-	DAD           bool            `json:"dad,omitempty"`
+	DAD bool `json:"dad,omitempty"`
+	// ReportIPs lists the RDMA interfaces' IPAM addresses (and their routes
+	// other than default routes) in the result; off, the result gains only
+	// the RDMA interface entries (docs/chaining.md says why).
+	ReportIPs     bool            `json:"reportIPs,omitempty"`
 	RuntimeConfig RuntimeConfig   `json:"runtimeConfig"`
 	RawIPAM       json.RawMessage `json:"-"`
 	// LegacyAttachments is the pre-1.1 spelling of cni.dev/valid-attachments.

@@ -39,6 +39,7 @@ func (c *NetConf) topFields() []field {
 		{"logLevel", plain(&c.LogLevel)},
 		{"deviceID", plain(&c.DeviceID)},
 		{"dad", plain(&c.DAD)},
+		{"reportIPs", plain(&c.ReportIPs)},
 	}
 }
 

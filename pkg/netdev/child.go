@@ -15,6 +15,7 @@ import (
 type Child struct {
 	Name, MAC string
 	Index     int // ifindex in the pod netns
+	MTU       int
 }
 
 // ChildSpec describes a shared-mode child of a host netdev.
@@ -109,7 +110,7 @@ func (s *session) createChild(spec ChildSpec, link netlink.Link, u *undo.Stack) 
 	if err := s.pod.LinkSetUp(pl); err != nil {
 		return Child{}, fmt.Errorf("set %q up in the pod netns: %w", spec.PodName, err)
 	}
-	return Child{Name: spec.PodName, MAC: linkMAC(pl), Index: pl.Attrs().Index}, nil
+	return Child{Name: spec.PodName, MAC: linkMAC(pl), Index: pl.Attrs().Index, MTU: pl.Attrs().MTU}, nil
 }
 
 // delInPod deletes the pod link called name; a missing link is no error.

@@ -1,0 +1,58 @@
+package chain
+
+import (
+	types100 "github.com/containernetworking/cni/pkg/types/100"
+
+	"github.com/rdma-chain/rdma-chain/pkg/addr"
+	"github.com/rdma-chain/rdma-chain/pkg/rdma"
+	"github.com/rdma-chain/rdma-chain/pkg/state"
+)
+
+// mergeLinks adds the pod-side RDMA interfaces to the chain's result, after
+// the primary's entries: name, MAC and sandbox, and from cniVersion 1.1.0
+// on their MTU and the RDMA device's PCI address. Their addresses and
+// routes are listed only with reportIPs (see addr.ReportIPs); they are in
+// the record and in inspect either way.
+func mergeLinks(c *call, rec *state.Record, devs []rdma.Device, result *types100.Result) {
+	claimed := false
+	for _, l := range rec.Links {
+		if l.PodName == "" {
+			continue
+		}
+		if !claimed {
+			addr.ClaimIndexless(result, c.args.IfName, c.args.Netns)
+			claimed = true
+		}
+		iface := &types100.Interface{Name: l.PodName, Mac: l.MAC, Sandbox: c.args.Netns}
+		if resultHasV11Fields(c.conf.CNIVersion) {
+			iface.Mtu = linkMTU(c, l)
+			iface.PciID = devicePCI(devs, l.Device)
+		}
+		result.Interfaces = append(result.Interfaces, iface)
+		if res := c.leases[l.PodName]; res != nil && c.conf.ReportIPs {
+			addr.ReportIPs(result, res, len(result.Interfaces)-1)
+		}
+	}
+}
+
+// resultHasV11Fields: an interface's mtu and pciID exist from 1.1.0 on;
+// the CNI library prints them at 1.0.0 too, so they are left out there.
+func resultHasV11Fields(cniVersion string) bool { return cniVersion == "1.1.0" }
+
+// linkMTU is the pod interface's MTU: a moved netdev keeps the one recorded
+// before the move, a child has the one the kernel gave it.
+func linkMTU(c *call, l state.Link) int {
+	if l.Kind == "moved" {
+		return l.MTU
+	}
+	return c.childMTU[l.PodName]
+}
+
+func devicePCI(devs []rdma.Device, name string) string {
+	for _, d := range devs {
+		if d.Name == name {
+			return d.PCI
+		}
+	}
+	return ""
+}
