@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -15,26 +14,6 @@ import (
 	"github.com/rdma-chain/rdma-chain/internal/netnstest"
 	"github.com/rdma-chain/rdma-chain/internal/testenv"
 )
-
-// fakeRDMABuild is ./integration/netns/crash_plugin built without failpoints:
-// rdma-chain whose only replaced part is the RDMA subsystem (a file-backed
-// model), so exclusive and shared mode run on this kernel with a veth as the
-// RDMA netdev. Bench-only; never shipped.
-func fakeRDMABuild(b *testing.B) string {
-	b.Helper()
-	bin := filepath.Join(b.TempDir(), "rdma-chain")
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		gobin = "/usr/local/go/bin/go"
-	}
-	cmd := exec.Command(gobin, "build", "-trimpath", "-ldflags", "-s -w", "-o", bin, "./integration/netns/crash_plugin")
-	cmd.Dir = testenv.RepoRoot()
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		b.Fatalf("build the fake-RDMA plugin: %v\n%s", err, out)
-	}
-	return bin
-}
 
 // netdevNode is a node netns whose veth ens9 stands in for the netdev of
 // RDMA device mlx5_0, and a pod.
@@ -88,7 +67,7 @@ func (n *netdevNode) cycle(bin, ifname string, conf map[string]any) func() (samp
 // upstream host-device moving the same veth; then shared mode's child with
 // IPv6 from host-local, against upstream macvlan with the same IPAM.
 func BenchmarkNetdevModes(b *testing.B) {
-	fake := fakeRDMABuild(b)
+	fake := fakeRDMAPlugin(b)
 	n := benchSamples(60) / 2
 	for range b.N {
 		ex := newNetdevNode(b, "exclusive")

@@ -15,46 +15,66 @@ import (
 	"github.com/rdma-chain/rdma-chain/internal/testenv"
 )
 
-// crashBuild is the plugin built with -tags failpoint, once per test binary.
-var crashBuild struct {
-	once     sync.Once
-	dir, bin string
-	err      error
+// builds are the test programs built for this test binary, by package and
+// tags, in one folder TestMain removes.
+var builds struct {
+	mu   sync.Mutex
+	dir  string
+	bins map[string]string
 }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if crashBuild.dir != "" {
-		_ = os.RemoveAll(crashBuild.dir)
+	if builds.dir != "" {
+		_ = os.RemoveAll(builds.dir)
 	}
 	os.Exit(code)
 }
 
-// failpointPlugin builds ./integration/netns/crash_plugin (rdma-chain over a
+// testBuild builds the package pkg (relative to the repository) with tags,
+// once per test binary, and returns the binary.
+func testBuild(t testing.TB, pkg, tags string) string {
+	t.Helper()
+	builds.mu.Lock()
+	defer builds.mu.Unlock()
+	key := pkg + " " + tags
+	if bin, ok := builds.bins[key]; ok {
+		return bin
+	}
+	if builds.dir == "" {
+		dir, err := os.MkdirTemp("", "rdma-chain-netns-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		builds.dir, builds.bins = dir, map[string]string{}
+	}
+	bin := filepath.Join(builds.dir, fmt.Sprintf("%d", len(builds.bins)), filepath.Base(pkg))
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		gobin = "/usr/local/go/bin/go"
+	}
+	cmd := exec.Command(gobin, "build", "-trimpath", "-tags", tags, "-ldflags", "-s -w", "-o", bin, pkg)
+	cmd.Dir = testenv.RepoRoot()
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build %s (tags %q): %v\n%s", pkg, tags, err, out)
+	}
+	builds.bins[key] = bin
+	return bin
+}
+
+// failpointPlugin is ./integration/netns/crash_plugin (rdma-chain over a
 // fake RDMA subsystem) with the failpoints compiled in.
 func failpointPlugin(t *testing.T) string {
-	t.Helper()
-	crashBuild.once.Do(func() {
-		crashBuild.dir, crashBuild.err = os.MkdirTemp("", "rdma-chain-failpoint-")
-		if crashBuild.err != nil {
-			return
-		}
-		crashBuild.bin = filepath.Join(crashBuild.dir, "rdma-chain")
-		gobin, err := exec.LookPath("go")
-		if err != nil {
-			gobin = "/usr/local/go/bin/go"
-		}
-		cmd := exec.Command(gobin, "build", "-tags", "failpoint", "-o", crashBuild.bin, "./integration/netns/crash_plugin")
-		cmd.Dir = testenv.RepoRoot()
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			crashBuild.err = fmt.Errorf("build with -tags failpoint: %w\n%s", err, out)
-		}
-	})
-	if crashBuild.err != nil {
-		t.Fatal(crashBuild.err)
-	}
-	return crashBuild.bin
+	return testBuild(t, "./integration/netns/crash_plugin", "failpoint")
+}
+
+// fakeRDMAPlugin is ./integration/netns/crash_plugin built without
+// failpoints: rdma-chain whose only replaced part is the RDMA subsystem (a
+// file-backed model), so exclusive and shared mode run on this kernel with
+// a veth as the RDMA netdev. Tests only; never shipped.
+func fakeRDMAPlugin(t testing.TB) string {
+	return testBuild(t, "./integration/netns/crash_plugin", "")
 }
 
 // crashScenario is one path through the plugin this kernel can run.

@@ -5,7 +5,7 @@
 // internal/failpoint like the real binary would.
 //
 // RDMA_CHAIN_FAKE_RDMA names a folder holding config.json
-// ({"mode":"shared"|"exclusive","devices":[{"name":…,"netdev":…}]}); a device
+// ({"mode":"shared"|"exclusive","devices":[{"name":…,"netdev":…,"pci":…}]}); a device
 // moved into a pod netns is the file moved/<name> holding that netns' inode,
 // so a device left in a pod is visible to the tests as a file. The SMC-R
 // pnet tables are files likewise (smc.go).
@@ -46,6 +46,7 @@ type fakeConfig struct {
 	Devices []struct {
 		Name   string `json:"name"`
 		Netdev string `json:"netdev"`
+		PCI    string `json:"pci"`
 	} `json:"devices"`
 }
 
@@ -85,7 +86,7 @@ func (f fakeRDMA) Devices() ([]rdma.Device, error) {
 		} else if moved && c.Mode == rdma.ModeExclusive {
 			continue
 		}
-		dev := rdma.Device{Name: d.Name, Driver: "mlx5_core"}
+		dev := rdma.Device{Name: d.Name, Driver: "mlx5_core", PCI: d.PCI}
 		if _, err := netlink.LinkByName(d.Netdev); err == nil {
 			dev.Netdev = d.Netdev
 		}
