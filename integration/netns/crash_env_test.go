@@ -56,13 +56,17 @@ func newCrashNode(t *testing.T, bin string, sc crashScenario) *crashNode {
 	netnstest.AddRoute(t, n.node, "ens9", "198.51.100.0/24", "192.0.2.1", 0, 0)
 	netnstest.AddRoute(t, n.node, "ens9", "0.0.0.0/0", "192.0.2.1", 100, 0)
 	netnstest.AddRoute(t, n.node, "ens9", "fd00:99::/64", "fd00:1::1", 0, 50)
-	fake := map[string]any{"mode": sc.mode, "devices": []any{map[string]string{"name": "mlx5_0", "netdev": "ens9"}}}
+	fake := map[string]any{"mode": sc.mode, "devices": []any{map[string]string{"name": "mlx5_0", "netdev": "ens9", "pci": "0000:3b:00.0"}}}
 	writeJSON(t, filepath.Join(n.fakeDir, "config.json"), fake)
 	t.Setenv("RDMA_CHAIN_FAKE_RDMA", n.fakeDir)
 	n.entry = map[string]any{"type": "rdma-chain", "dataDir": n.dataDir, "podSelection": "all",
 		"podResourcesSocket": filepath.Join(n.dir, "kubelet.sock")}
 	for k, v := range sc.entry {
 		n.entry[k] = v
+	}
+	if sc.devinfo {
+		// The plugin creates the folders, as the spec asks.
+		n.entry["runtimeConfig"] = map[string]any{"CNIDeviceInfoFile": filepath.Join(n.dir, "devinfo", "cni", "dev.json")}
 	}
 	if sc.ipam {
 		n.entry["ipam"] = map[string]any{"type": "host-local", "dataDir": filepath.Join(n.ipamDir, "rdma"),

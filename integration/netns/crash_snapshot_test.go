@@ -39,7 +39,8 @@ func (n *crashNode) snapshot(p *crashPod) nodeSnapshot {
 	if err = p.ns.Do(func(ns.NetNS) (err error) { s.Pod, err = linkState(false); return err }); err != nil {
 		n.t.Fatalf("pod links: %v", err)
 	}
-	for _, root := range []string{n.dataDir, n.ipamDir, filepath.Join(n.fakeDir, "moved"), filepath.Join(n.fakeDir, "pnet")} {
+	for _, root := range []string{n.dataDir, n.ipamDir, filepath.Join(n.fakeDir, "moved"), filepath.Join(n.fakeDir, "pnet"),
+		filepath.Join(n.dir, "devinfo")} {
 		files, err := fileState(root)
 		if err != nil {
 			n.t.Fatalf("files under %s: %v", root, err)

@@ -83,6 +83,9 @@ type crashScenario struct {
 	mode  string         // the fake RDMA subsystem's netns mode
 	entry map[string]any // extra keys of the rdma-chain entry
 	ipam  bool
+	// devinfo: the runtime passes CNIDeviceInfoFile (and the device has a
+	// PCI address).
+	devinfo bool
 	// must: substrings that some discovered ADD and DEL failpoint must contain.
 	must []string
 }
@@ -94,6 +97,8 @@ var crashScenarios = []crashScenario{
 		"smcr":          map[string]string{"onUnsupported": "fail"},
 		"runtimeConfig": map[string]any{"io.kubernetes.cri.pod-annotations": map[string]string{"network.alibabacloud.com/erdma-smcr": "true"}}},
 		must: []string{"child", "smc"}},
+	{name: "shared-macvlan-devinfo", mode: "shared", entry: map[string]any{"sharedLink": map[string]string{"type": "macvlan"}},
+		devinfo: true, must: []string{"child", "device-info"}},
 	{name: "exclusive", mode: "exclusive", must: []string{"netdev", "rdma"}},
 	{name: "exclusive-ipam", mode: "exclusive", ipam: true, must: []string{"netdev", "rdma", "ipam"}},
 }

@@ -4,6 +4,7 @@ package netns
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -20,6 +21,7 @@ import (
 	"github.com/rdma-chain/rdma-chain/internal/followers"
 	"github.com/rdma-chain/rdma-chain/internal/netnstest"
 	"github.com/rdma-chain/rdma-chain/internal/testenv"
+	"github.com/rdma-chain/rdma-chain/pkg/devinfo"
 )
 
 // resultNode is a node netns whose veth ens9 stands in for the netdev of
@@ -69,6 +71,7 @@ func (n *resultNode) primaryEntry(kind string) map[string]any {
 func (n *resultNode) rdmaEntry(mode string, extra map[string]any) map[string]any {
 	e := map[string]any{"type": "rdma-chain", "podSelection": "all", "dataDir": filepath.Join(n.dir, "state"),
 		"podResourcesSocket": filepath.Join(n.dir, "kubelet.sock"), "logFile": filepath.Join(n.dir, "rdma-chain.log"),
+		"capabilities": map[string]bool{"CNIDeviceInfoFile": true},
 		"ipam": map[string]any{"type": "host-local", "dataDir": filepath.Join(n.dir, "ipam-rdma"),
 			"ranges": [][]map[string]string{{{"subnet": "fd00:77::/64", "rangeStart": "fd00:77::10", "rangeEnd": "fd00:77::20"}}},
 			"routes": []map[string]string{{"dst": "fd00:88::/64"}}}}
@@ -158,7 +161,8 @@ func (n *resultNode) followerGot(verb string) json.RawMessage {
 // follower receives as is on ADD and on CHECK; CRI-O's and Multus's rules
 // read eth0's address only and eth0 as default; CHECK passes in the primary
 // (ptp, bridge), in rdma-chain and in the follower; rdma0 holds its
-// address in the pod all the same. With reportIPs the result lists rdma0's
+// address in the pod all the same, and the device-info file the runtime
+// asked for is there until DEL. With reportIPs the result lists rdma0's
 // address and the primary's CHECK fails on it, as its code says it must.
 func TestResultFollowersAndCheck(t *testing.T) {
 	for _, primary := range []string{"ptp", "bridge"} {
@@ -182,7 +186,9 @@ func runResultCase(t *testing.T, primary, mode, ver string, report bool) {
 	n.writeList(netName, ver, n.primaryEntry(primary), n.rdmaEntry(mode, map[string]any{"reportIPs": report}),
 		map[string]any{"type": "follower"})
 	pod := netnstest.NewNS(t)
-	raw, r := n.add(netName, pod, "{}")
+	devInfo := filepath.Join(n.dir, "devinfo", "cni", "rdmanet-eth0.json")
+	capArgs := fmt.Sprintf(`{"CNIDeviceInfoFile":%q}`, devInfo)
+	raw, r := n.add(netName, pod, capArgs)
 	t.Logf("final result (%s, %s, %s, reportIPs=%v): %s", primary, mode, ver, report, raw)
 	assertRDMAEntry(t, r, pod.Path(), ver)
 	wantIPs := []string{r.IPs[0].Address.IP.String()}
@@ -194,10 +200,13 @@ func runResultCase(t *testing.T, primary, mode, ver string, report bool) {
 	}
 	assertMultusDefault(t, r, report)
 	assertJSONEqual(t, n.followerGot("ADD"), raw)
+	if b, err := os.ReadFile(devInfo); err != nil || string(b) != string(devinfo.Content(stand, "mlx5_0")) {
+		t.Errorf("device-info file %s: %q, %v", devInfo, b, err)
+	}
 	if got := podAddrs(t, pod, "rdma0"); !reflect.DeepEqual(got, []string{"fd00:77::10/64"}) {
 		t.Errorf("rdma0's addresses in the pod %v, want fd00:77::10/64", got)
 	}
-	out, err := n.cnitool(netName, "check", pod, "{}")
+	out, err := n.cnitool(netName, "check", pod, capArgs)
 	if report {
 		if err == nil || !strings.Contains(out, "Failed to match addr fd00:77::10/64 on interface eth0") {
 			t.Errorf("CHECK with reportIPs: %v\n%s; want %s's failure on rdma0's address", err, out, primary)
@@ -209,9 +218,12 @@ func runResultCase(t *testing.T, primary, mode, ver string, report bool) {
 		assertJSONEqual(t, n.followerGot("CHECK"), raw)
 	}
 	for i := range 2 {
-		if out, err := n.cnitool(netName, "del", pod, "{}"); err != nil {
+		if out, err := n.cnitool(netName, "del", pod, capArgs); err != nil {
 			t.Fatalf("cnitool del %d: %v\n%s", i, err, out)
 		}
+	}
+	if _, err := os.Lstat(devInfo); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("device-info file after DEL: %v", err)
 	}
 	if names := netnstest.Names(t, n.node); !containsName(names, "ens9") {
 		t.Errorf("node links after DEL %v: ens9 not back", names)

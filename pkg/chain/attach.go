@@ -172,14 +172,18 @@ func (p *Plugin) addressLinks(c *call, rec *state.Record, podNS ns.NetNS, tx *tx
 	return nil
 }
 
-// finishAttach is ADD's last phase, under the node lock: the SMC-R entries
-// (reference-counted across records) and the final record.
+// finishAttach is ADD's last phase, under the node lock: the device-info
+// file, the SMC-R entries (reference-counted across records) and the final
+// record.
 func (p *Plugin) finishAttach(c *call, rec *state.Record, devs []rdma.Device, podNS ns.NetNS, tx *txn) error {
 	unlock, err := c.lock()
 	if err != nil {
 		return err
 	}
 	defer unlock()
+	if err := p.publishDeviceInfo(c, rec, devs, &tx.host); err != nil {
+		return err
+	}
 	if err := p.setupSMC(c, rec, devs, podNS, &tx.host); err != nil {
 		return err
 	}

@@ -114,14 +114,22 @@ func copyLeaseProgress(cur, released *state.Record) {
 }
 
 // detachHost undoes the host side of an attachment in reverse order: the
-// SMC-R entries, then each link. nsPath may be empty or gone. A link whose
-// lease is still held stays recorded as released.
+// SMC-R entries, the device-info file, then each link. nsPath may be empty
+// or gone. A link whose lease is still held stays recorded as released.
 func (p *Plugin) detachHost(c *call, rec *state.Record, nsPath string) error {
 	var errs []error
 	if err := p.releaseSMC(c, rec, nsPath); err != nil {
 		errs = append(errs, err)
 	} else {
 		failpoint.Hit("del-smc-released")
+	}
+	if rec.DeviceInfo != nil {
+		if err := removeDeviceInfo(rec.DeviceInfo); err != nil {
+			errs = append(errs, err)
+		} else {
+			rec.DeviceInfo = nil
+			failpoint.Hit("del-device-info-removed")
+		}
 	}
 	for i := len(rec.Links) - 1; i >= 0; i-- {
 		l := &rec.Links[i]

@@ -31,6 +31,9 @@ const (
 	// AnnotationsCapability is the runtimeConfig key under which containerd
 	// and CRI-O pass the pod's annotations.
 	AnnotationsCapability = "io.kubernetes.cri.pod-annotations"
+	// DeviceInfoCapability is the runtimeConfig key under which Multus
+	// passes the path of the NPWG device-info file to write.
+	DeviceInfoCapability = "CNIDeviceInfoFile"
 )
 
 // Modes of the node's RDMA subsystem the plugin may be pinned to.
@@ -84,6 +87,7 @@ const (
 type RuntimeConfig struct {
 	PodAnnotations map[string]string `json:"io.kubernetes.cri.pod-annotations,omitempty"`
 	DeviceID       string            `json:"deviceID,omitempty"`
+	DeviceInfoFile string            `json:"CNIDeviceInfoFile,omitempty"`
 }
 
 // NetConf is the plugin's entry in the conflist. Parse fills it key by key

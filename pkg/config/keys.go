@@ -61,6 +61,7 @@ func (c *NetConf) runtimeFields() []field {
 	return []field{
 		{AnnotationsCapability, plain(&c.RuntimeConfig.PodAnnotations)},
 		{"deviceID", plain(&c.RuntimeConfig.DeviceID)},
+		{DeviceInfoCapability, plain(&c.RuntimeConfig.DeviceInfoFile)},
 	}
 }
 

@@ -125,6 +125,9 @@ func (c *NetConf) validatePaths() error {
 	if err := absPath("logFile", c.LogFile, true); err != nil {
 		return err
 	}
+	if err := absPath("runtimeConfig."+DeviceInfoCapability, c.RuntimeConfig.DeviceInfoFile, true); err != nil {
+		return err
+	}
 	return absPath("podResourcesSocket", c.PodResourcesSocket, false)
 }
 

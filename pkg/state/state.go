@@ -116,13 +116,25 @@ type Record struct {
 	NetNSIno uint64 `json:"netnsIno,omitempty"`
 	// NetNSCookie is the pod netns's SO_NETNS_COOKIE at ADD: unlike the
 	// inode number, the kernel never gives it to another netns.
-	NetNSCookie uint64    `json:"netnsCookie,omitempty"`
-	Pod         Pod       `json:"pod"`
-	Mode        string    `json:"mode,omitempty"` // "exclusive" | "shared" | "" (pass-through)
-	CNIVersion  string    `json:"cniVersion,omitempty"`
-	Links       []Link    `json:"links,omitempty"`
-	SMC         *SMC      `json:"smc,omitempty"`
-	CreatedAt   time.Time `json:"createdAt"`
+	NetNSCookie uint64 `json:"netnsCookie,omitempty"`
+	Pod         Pod    `json:"pod"`
+	Mode        string `json:"mode,omitempty"` // "exclusive" | "shared" | "" (pass-through)
+	CNIVersion  string `json:"cniVersion,omitempty"`
+	Links       []Link `json:"links,omitempty"`
+	SMC         *SMC   `json:"smc,omitempty"`
+	// DeviceInfo is the NPWG device-info file ADD writes, recorded before
+	// it is written.
+	DeviceInfo *DeviceInfo `json:"deviceInfo,omitempty"`
+	CreatedAt  time.Time   `json:"createdAt"`
+}
+
+// DeviceInfo names the device-info file of an attachment and the device it
+// describes: DEL removes the file only while it holds what the plugin
+// writes for that device.
+type DeviceInfo struct {
+	Path   string `json:"path"`
+	Device string `json:"device"` // RDMA device name
+	PCI    string `json:"pci"`    // its PCI address
 }
 
 // SMC is the SMC-R pnet table state of an annotated pod.

@@ -1,0 +1,64 @@
+package chain
+
+import (
+	"errors"
+
+	"github.com/rdma-chain/rdma-chain/internal/failpoint"
+	"github.com/rdma-chain/rdma-chain/internal/undo"
+	"github.com/rdma-chain/rdma-chain/pkg/devinfo"
+	"github.com/rdma-chain/rdma-chain/pkg/rdma"
+	"github.com/rdma-chain/rdma-chain/pkg/state"
+)
+
+// publishDeviceInfo writes, when the runtime passed runtimeConfig
+// CNIDeviceInfoFile, the NPWG device-info file of the pod's first RDMA
+// device that has a PCI address, under the node lock. It is recorded
+// before it is written, so DEL after a crash removes it; a file already
+// there is someone else's (Multus copies a device plugin's file there) and
+// is left as is. The file only informs: a failure to write it is logged
+// and ADD goes on.
+func (p *Plugin) publishDeviceInfo(c *call, rec *state.Record, devs []rdma.Device, u *undo.Stack) error {
+	path := c.conf.RuntimeConfig.DeviceInfoFile
+	if path == "" {
+		return nil
+	}
+	i := firstWithPCI(devs)
+	if i < 0 {
+		c.log.Info("no device-info file written: the pod's RDMA devices have no PCI address", "container", c.args.ContainerID, "path", path)
+		return nil
+	}
+	di := &state.DeviceInfo{Path: path, Device: devs[i].Name, PCI: devs[i].PCI}
+	rec.DeviceInfo = di
+	if err := p.save(c, rec); err != nil {
+		return err
+	}
+	err := devinfo.Write(path, devinfo.Content(di.PCI, di.Device))
+	if err != nil {
+		rec.DeviceInfo = nil // the next record forgets it
+		if errors.Is(err, devinfo.ErrExists) {
+			c.log.Info("device-info file already there: left as is", "container", c.args.ContainerID, "path", path)
+			return nil
+		}
+		c.log.Warn("cannot write the device-info file", "container", c.args.ContainerID, "path", path, "error", err)
+		return nil
+	}
+	u.Push(func() error { return removeDeviceInfo(di) })
+	failpoint.Hit("add-device-info-written")
+	return nil
+}
+
+func firstWithPCI(devs []rdma.Device) int {
+	for i, d := range devs {
+		if d.PCI != "" {
+			return i
+		}
+	}
+	return -1
+}
+
+// removeDeviceInfo removes the recorded device-info file while it holds
+// what the plugin wrote for the recorded device (read from disk, the
+// record cannot name another file to remove).
+func removeDeviceInfo(di *state.DeviceInfo) error {
+	return devinfo.Remove(di.Path, devinfo.Content(di.PCI, di.Device))
+}

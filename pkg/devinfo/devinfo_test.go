@@ -1,0 +1,130 @@
+package devinfo
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+var ours = Content("0000:3b:00.0", "mlx5_0")
+
+// The content is the spec's v1.1.0 "pci" record.
+func TestContent(t *testing.T) {
+	var got map[string]any
+	if err := json.Unmarshal(ours, &got); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"type": "pci", "version": "1.1.0",
+		"pci": map[string]any{"pci-address": "0000:3b:00.0", "rdma-device": "mlx5_0"}}
+	b, _ := json.Marshal(got)
+	w, _ := json.Marshal(want)
+	if string(b) != string(w) {
+		t.Errorf("content %s, want %s", b, w)
+	}
+}
+
+// Write creates the file (and its folder) atomically and never replaces
+// what is there, a dangling link included; a temporary file a killed call
+// left is replaced.
+func TestWrite(t *testing.T) {
+	cases := []struct {
+		name    string
+		prepare func(t *testing.T, path string)
+		wantErr error
+		want    []byte // the file's content after Write
+	}{
+		{"new", func(*testing.T, string) {}, nil, ours},
+		{"missing folders", func(t *testing.T, path string) { _ = os.RemoveAll(filepath.Dir(path)) }, nil, ours},
+		{"foreign file", func(t *testing.T, path string) { write(t, path, "dp") }, ErrExists, []byte("dp")},
+		{"same content, not ours to replace", func(t *testing.T, path string) { write(t, path, string(ours)) }, ErrExists, ours},
+		{"dangling link", func(t *testing.T, path string) { link(t, filepath.Join(t.TempDir(), "x"), path) }, ErrExists, nil},
+		{"temporary file left", func(t *testing.T, path string) { write(t, tempPath(path), string(ours[:10])) }, nil, ours},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "cni", "net1-ctr-eth0-device-info.json")
+			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			tc.prepare(t, path)
+			err := Write(path, ours)
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("Write = %v, want %v", err, tc.wantErr)
+			}
+			if got, _ := os.ReadFile(path); string(got) != string(tc.want) {
+				t.Errorf("file holds %q, want %q", got, tc.want)
+			}
+			if _, err := os.Lstat(tempPath(path)); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("temporary file left: %v", err)
+			}
+		})
+	}
+}
+
+// Remove removes only a regular file holding exactly the plugin's content.
+func TestRemove(t *testing.T) {
+	cases := []struct {
+		name     string
+		prepare  func(t *testing.T, path string) string // returns a file that must survive
+		wantGone bool
+	}{
+		{"ours", func(t *testing.T, path string) string { write(t, path, string(ours)); return "" }, true},
+		{"missing", func(*testing.T, string) string { return "" }, true},
+		{"foreign content", func(t *testing.T, path string) string { write(t, path, "dp"); return path }, false},
+		{"link to ours", func(t *testing.T, path string) string {
+			target := filepath.Join(t.TempDir(), "ours.json")
+			write(t, target, string(ours))
+			link(t, target, path)
+			return target
+		}, false},
+		{"temporary file left", func(t *testing.T, path string) string { write(t, tempPath(path), string(ours[:5])); return "" }, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "dev.json")
+			keep := tc.prepare(t, path)
+			if err := Remove(path, ours); err != nil {
+				t.Fatal(err)
+			}
+			_, err := os.Lstat(path)
+			if gone := errors.Is(err, os.ErrNotExist); gone != tc.wantGone {
+				t.Errorf("file gone = %v, want %v", gone, tc.wantGone)
+			}
+			if keep != "" {
+				if _, err := os.Stat(keep); err != nil {
+					t.Errorf("%s removed: %v", keep, err)
+				}
+			}
+			if _, err := os.Lstat(tempPath(path)); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("temporary file left: %v", err)
+			}
+		})
+	}
+}
+
+func TestCheckPath(t *testing.T) {
+	for _, p := range []string{"", "rel/x.json", "/a/../b.json", "/", "/a//b"} {
+		if CheckPath(p) == nil {
+			t.Errorf("CheckPath(%q) accepted", p)
+		}
+	}
+	if err := CheckPath("/var/run/k8s.cni.cncf.io/devinfo/cni/x.json"); err != nil {
+		t.Error(err)
+	}
+}
+
+func write(t *testing.T, path, s string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func link(t *testing.T, target, path string) {
+	t.Helper()
+	if err := os.Symlink(target, path); err != nil {
+		t.Fatal(err)
+	}
+}
