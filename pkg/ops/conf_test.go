@@ -35,7 +35,8 @@ func TestExampleConflists(t *testing.T) {
 }
 
 // TestTerwayConfigMap: the conflist embedded in the eni-config example
-// passes validate too.
+// passes validate too, and so does the file terway-cli makes of it with
+// datapath v2 (cilium-cni appended last), with a note on the order.
 func TestTerwayConfigMap(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join(confDir(), "terway-eni-config.yaml"))
 	if err != nil {
@@ -47,6 +48,18 @@ func TestTerwayConfigMap(t *testing.T) {
 	}
 	if probs := validateConflist(block, ""); len(probs) != 0 {
 		t.Errorf("problems: %v", probs)
+	}
+	var list map[string]any
+	if err := json.Unmarshal(block, &list); err != nil {
+		t.Fatal(err)
+	}
+	list["plugins"] = append(list["plugins"].([]any), map[string]any{"type": "cilium-cni", "data-path": "datapathv2"})
+	node, _ := json.Marshal(list)
+	if probs := validateConflist(node, ""); len(probs) != 0 {
+		t.Errorf("the node's conflist: problems %v", probs)
+	}
+	if notes := orderNotes(node); len(notes) != 2 || !strings.Contains(notes[0], "terway -> rdma-chain -> cilium-cni") {
+		t.Errorf("the node's conflist: notes %q", notes)
 	}
 }
 

@@ -54,6 +54,9 @@ func runValidate(o IO, args []string) int {
 		for _, p := range probs {
 			sayln(o.Stdout, formatProblem(name, data, p))
 		}
+		for _, n := range orderNotes(data) {
+			say(o.Stdout, "%s: note: %s\n", name, n)
+		}
 		bad += len(probs)
 	}
 	if bad > 0 {

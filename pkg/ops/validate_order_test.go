@@ -1,0 +1,47 @@
+package ops
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// terwayChainerList is the conflist terway-cli writes from the eni-config
+// ConfigMap with datapath v2 (its own cniVersion and name, none per plugin,
+// cilium-cni appended last), with the rdma-chain entry after Terway's.
+const terwayChainerList = `{
+  "cniVersion": "0.4.0",
+  "name": "terway-chainer",
+  "plugins": [
+    {"bandwidth_mode": "edt", "capabilities": {"bandwidth": true}, "eniip_virtual_type": "datapathv2",
+     "network_policy_provider": "ebpf", "type": "terway"},
+    {"type": "rdma-chain", "mode": "shared", "sharedLink": {"type": "none"},
+     "capabilities": {"io.kubernetes.cri.pod-annotations": true, "CNIDeviceInfoFile": true}},
+    {"data-path": "datapathv2", "enable-debug": false, "log-file": "/var/run/cilium/cilium-cni.log", "type": "cilium-cni"}
+  ]
+}`
+
+// validate accepts Terway's real chain [terway, rdma-chain, cilium-cni] and
+// says what it sees about the order; a chain without followers gets no note.
+func TestValidateTerwayOrder(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "10-terway.conflist")
+	if err := os.WriteFile(file, []byte(terwayChainerList), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ := run("validate", file)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != ExitOK || len(lines) != 2 ||
+		lines[0] != file+": note: order terway -> rdma-chain -> cilium-cni: the plugins after rdma-chain receive its result, the previous plugins' with the RDMA interface entries appended (their addresses only with reportIPs)" ||
+		!strings.HasPrefix(lines[1], file+": note: cilium-cni: reads the pod's links, not the result") {
+		t.Errorf("code %d, output:\n%s", code, out)
+	}
+	unknown := strings.Replace(terwayChainerList, `"type": "cilium-cni"`, `"type": "my-follower"`, 1)
+	if notes := orderNotes([]byte(unknown)); len(notes) != 2 || !strings.Contains(notes[1], "my-follower: reads rdma-chain's result (unknown to validate") {
+		t.Errorf("notes %q", notes)
+	}
+	if notes := orderNotes([]byte(goodList)); notes != nil {
+		t.Errorf("notes without followers: %q", notes)
+	}
+}
