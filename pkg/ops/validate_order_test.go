@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/rdma-chain/rdma-chain/internal/testenv"
 )
 
 // terwayChainerList is the conflist terway-cli writes from the eni-config
@@ -43,5 +45,33 @@ func TestValidateTerwayOrder(t *testing.T) {
 	}
 	if notes := orderNotes([]byte(goodList)); notes != nil {
 		t.Errorf("notes without followers: %q", notes)
+	}
+}
+
+// docs/chaining.md shows Terway's node conflist and validate's notes on it:
+// the conflist passes validate and the notes are the code's, word for word.
+func TestChainingDocTerwayNotes(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "docs", "chaining.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(doc), "## Terway's chain")
+	if !ok {
+		t.Fatal("docs/chaining.md has no Terway section")
+	}
+	blocks := strings.Split(section, "```")
+	if len(blocks) < 4 {
+		t.Fatal("the Terway section has no conflist and notes blocks")
+	}
+	list := strings.TrimPrefix(blocks[1], "json\n")
+	if probs := validateConflist([]byte(list), ""); len(probs) != 0 {
+		t.Errorf("the documented conflist: problems %v", probs)
+	}
+	var want []string
+	for _, n := range orderNotes([]byte(list)) {
+		want = append(want, "10-terway.conflist: note: "+n)
+	}
+	if got := strings.TrimSpace(blocks[3]); got != strings.Join(want, "\n") {
+		t.Errorf("documented notes:\n%s\nvalidate says:\n%s", got, strings.Join(want, "\n"))
 	}
 }
