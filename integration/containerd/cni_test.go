@@ -19,19 +19,20 @@ const netName = "rdmanet"
 // cniDirs are the CNI folders the test's containerd uses.
 type cniDirs struct {
 	bin, conf, ipam, state, log, socket string
-	version                             string // the conflist's cniVersion
+	version                             string         // the conflist's cniVersion
+	rdmaKeys                            map[string]any // more keys of the rdma-chain entry
 }
 
 // setupCNI fills a bin dir with symlinks to ptp, host-local, loopback and
 // rdma-chain and writes the conflist [ptp + host-local, rdma-chain] at
 // cniVersion with smcr.onUnsupported "warn".
-func setupCNI(t *testing.T, dir, cniVersion string) cniDirs {
+func setupCNI(t *testing.T, dir, cniVersion string, opts envOptions) cniDirs {
 	t.Helper()
 	d := cniDirs{
 		bin: filepath.Join(dir, "cni-bin"), conf: filepath.Join(dir, "net.d"),
 		ipam: filepath.Join(dir, "ipam"), state: filepath.Join(dir, "state"),
 		log: filepath.Join(dir, "rdma-chain.log"), socket: filepath.Join(dir, "kubelet.sock"),
-		version: cniVersion,
+		version: cniVersion, rdmaKeys: opts.rdmaKeys,
 	}
 	for _, p := range []string{d.bin, d.conf} {
 		if err := os.MkdirAll(p, 0o755); err != nil {
@@ -73,6 +74,15 @@ func (d cniDirs) writeConflist(t *testing.T, onUnsupported string) {
 // conflist is the chain at the dirs' cniVersion.
 func (d cniDirs) conflist(t *testing.T, onUnsupported string) []byte {
 	t.Helper()
+	entry := map[string]any{
+		"type": "rdma-chain", "podSelection": "requested", "resourceNames": []string{"rdma/hca"},
+		"podResourcesSocket": d.socket, "dataDir": d.state, "logFile": d.log, "logLevel": "debug",
+		"smcr":         map[string]string{"onUnsupported": onUnsupported},
+		"capabilities": map[string]bool{"io.kubernetes.cri.pod-annotations": true},
+	}
+	for k, v := range d.rdmaKeys {
+		entry[k] = v
+	}
 	list := map[string]any{
 		"cniVersion": d.version, "name": netName,
 		"plugins": []any{
@@ -80,12 +90,7 @@ func (d cniDirs) conflist(t *testing.T, onUnsupported string) []byte {
 				"type": "host-local", "dataDir": d.ipam,
 				"ranges": [][]map[string]string{{{"subnet": "10.66.0.0/24"}}},
 			}},
-			map[string]any{
-				"type": "rdma-chain", "podSelection": "requested", "resourceNames": []string{"rdma/hca"},
-				"podResourcesSocket": d.socket, "dataDir": d.state, "logFile": d.log, "logLevel": "debug",
-				"smcr":         map[string]string{"onUnsupported": onUnsupported},
-				"capabilities": map[string]bool{"io.kubernetes.cri.pod-annotations": true},
-			},
+			entry,
 		},
 	}
 	b, err := json.MarshalIndent(list, "", "  ")

@@ -23,6 +23,7 @@ type daemon struct {
 	netns  string // the netns containerd runs in (ptp's host side lives there)
 	socket string
 	log    string
+	env    []string // more environment for containerd
 	done   chan error
 }
 
@@ -99,9 +100,9 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 // network namespace of the test's, loopback up), so ptp's host-side veths
 // and routes land there and not in the machine's netns, and survive a
 // restart. Cleanup stops it by its PID.
-func startContainerd(t *testing.T, rt runtimeKind, dir, netns, cniBin, cniConf string) *daemon {
+func startContainerd(t *testing.T, rt runtimeKind, dir, netns, cniBin, cniConf string, env ...string) *daemon {
 	t.Helper()
-	d := &daemon{rt: rt, dir: dir, netns: netns, socket: filepath.Join(dir, "containerd.sock"), log: filepath.Join(dir, "containerd.log")}
+	d := &daemon{rt: rt, dir: dir, netns: netns, socket: filepath.Join(dir, "containerd.sock"), log: filepath.Join(dir, "containerd.log"), env: env}
 	tmpl := configV2
 	if rt.major >= 2 {
 		tmpl = configV3
@@ -130,6 +131,7 @@ func (d *daemon) start(t *testing.T) {
 	d.cmd = exec.Command("nsenter", "--net="+d.netns, "--", "/bin/sh", "-c", `ip link set lo up && exec "$0" "$@"`,
 		filepath.Join(d.rt.binDir, "containerd"), "--config", d.cfg)
 	d.cmd.Env = append(os.Environ(), "PATH="+d.rt.binDir+":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+	d.cmd.Env = append(d.cmd.Env, d.env...)
 	d.cmd.Stdout, d.cmd.Stderr = logf, logf
 	d.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	// Pdeathsig fires when the OS thread that started containerd exits, and

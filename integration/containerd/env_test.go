@@ -82,19 +82,32 @@ type env struct {
 	pods    []fakekubelet.Pod
 }
 
+// envOptions changes what an env runs: another rdma-chain build, more keys
+// of its entry, more environment for containerd (its plugins inherit it).
+type envOptions struct {
+	plugin    string
+	rdmaKeys  map[string]any
+	daemonEnv []string
+}
+
 // newEnv starts everything the cases share; cleanup removes every sandbox
 // left, then stops containerd by its PID and the fake kubelet.
 func newEnv(t *testing.T, rt runtimeKind, cniVersion string, pods []fakekubelet.Pod) *env {
+	return newEnvWith(t, rt, cniVersion, pods, envOptions{})
+}
+
+// newEnvWith is newEnv with opts.
+func newEnvWith(t *testing.T, rt runtimeKind, cniVersion string, pods []fakekubelet.Pod, opts envOptions) *env {
 	t.Helper()
 	testenv.RequireRoot(t)
 	t.Logf("runtime: %s", rt.require(t))
 	e := &env{rt: rt, dir: t.TempDir(), pods: pods}
-	e.cni = setupCNI(t, e.dir, cniVersion)
+	e.cni = setupCNI(t, e.dir, cniVersion, opts)
 	e.startKubelet(t)
 	e.netns = netnstest.NewNS(t)
 
 	start := time.Now()
-	e.d = startContainerd(t, rt, filepath.Join(e.dir, "containerd"), e.netns.Path(), e.cni.bin, e.cni.conf)
+	e.d = startContainerd(t, rt, filepath.Join(e.dir, "containerd"), e.netns.Path(), e.cni.bin, e.cni.conf, opts.daemonEnv...)
 	var err error
 	if e.cri, err = dialCRI(e.d.socket); err != nil {
 		t.Fatal(err)

@@ -5,7 +5,6 @@ package netns
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -49,16 +48,7 @@ func testBuild(t testing.TB, pkg, tags string) string {
 		builds.dir, builds.bins = dir, map[string]string{}
 	}
 	bin := filepath.Join(builds.dir, fmt.Sprintf("%d", len(builds.bins)), filepath.Base(pkg))
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		gobin = "/usr/local/go/bin/go"
-	}
-	cmd := exec.Command(gobin, "build", "-trimpath", "-tags", tags, "-ldflags", "-s -w", "-o", bin, pkg)
-	cmd.Dir = testenv.RepoRoot()
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build %s (tags %q): %v\n%s", pkg, tags, err, out)
-	}
+	testenv.Build(t, bin, pkg, tags)
 	builds.bins[key] = bin
 	return bin
 }

@@ -122,3 +122,19 @@ func KernelLacks(t testing.TB, feature string, present bool) {
 		Unavailable(t, "this kernel has %s; the test is for kernels without it (the VM tier covers kernels with it)", feature)
 	}
 }
+
+// Build builds the package pkg (relative to the repository, e.g.
+// "./integration/netns/crash_plugin") with tags into bin, statically.
+func Build(t testing.TB, bin, pkg, tags string) {
+	t.Helper()
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		gobin = "/usr/local/go/bin/go"
+	}
+	cmd := exec.Command(gobin, "build", "-trimpath", "-tags", tags, "-ldflags", "-s -w", "-o", bin, pkg)
+	cmd.Dir = RepoRoot()
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build %s (tags %q): %v\n%s", pkg, tags, err, out)
+	}
+}
