@@ -39,10 +39,10 @@ for pod in pod1 pod2; do
 	cni cnitool add $pod
 	unset CAP_ARGS
 	expect_ok add-$pod
-	a=$(result_ip fd00:77:)
+	a=$(pod_ip6 $pod fd00:77:)
 	eval "ADDR_$pod=\$a"
 	ok result-$pod test -n "$a" -a -n "$(result_iface_index rdma0)"
-	say "$pod: cnitool add -> exit $CNI_RC; result: eth0 $(result_ip 10.99.), rdma0 $a"
+	say "$pod: cnitool add -> exit $CNI_RC; result: eth0 $(result_ip 10.99.) and rdma0's entry; rdma0 holds $a"
 	ip -n $pod -br addr | grep -v '^lo ' | tr -s ' ' | sed 's/^/DEMO     /'
 	step gid-$pod
 	wait_until 15 gid_row "$(expand6 "$a")" rdma0 # the GID appears through a netdev event

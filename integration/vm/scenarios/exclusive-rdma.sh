@@ -8,7 +8,9 @@
 #   (netns gone, or path reused by another netns) reclaimed by the next ADD,
 #   two pods one device (11), failed ADDs after the move (IPAM, name taken),
 #   mode shared on an exclusive kernel (101), a device not offered (rxe0)
-#   never touched, and what SMC does with an annotated pod.
+#   never touched, and what SMC does with an annotated pod; the result's
+#   shape (rdma0's entry only, the whole chain's CHECK passes), and at 1.1.0
+#   rdma0's MTU and, with reportIPs, its address.
 # Assertions read the kernel's own view: rdma dev, rdma link, sysfs GIDs,
 # ip -d link. RC-INFO lines carry the views before ADD, after ADD, after DEL
 # and of the stranded reclaim.
@@ -128,8 +130,8 @@ pod_holds() {
 	check $_ph-init-net-without-nic sh -c "! /usr/sbin/ip link show eth0 >/dev/null 2>&1"
 	check $_ph-rxe0-untouched sh -c "[ \"\$(/usr/sbin/rdma link show rxe0/1)\" = '$RXE_BASE' ]"
 }
-# check_call POD: CHECK of rdma-chain only (upstream ptp's CHECK fails on a
-# result whose later plugin added IPs; see cnicall)
+# check_call POD: CHECK of rdma-chain only, to read its own error codes
+# (see cnicall); the whole chain's CHECK is checked once per version too
 check_call() { export CNICALL_ONLY=rdma-chain; cni cnicall check "$1"; unset CNICALL_ONLY; }
 # add POD: netns + cnicall add
 add() { ip netns add "$1"; cni cnicall add "$1"; }
@@ -151,9 +153,10 @@ for V in 0.4.0 1.0.0; do
 	expect_ok add
 	views after-add pod1
 	pod_holds add pod1
-	V6=$(result_ip fd00:99:)
-	step add-result-has-ipv6
-	if [ -n "$V6" ]; then pass; else fail "no fd00:99:: address in the result: $CNI_OUT"; fi
+	V6=$(pod_ip6 pod1 fd00:99:)
+	step add-ipv6-on-rdma0
+	if [ -n "$V6" ]; then pass; else fail "no fd00:99:: address on rdma0 in pod1: $(ip -n pod1 -6 -o addr 2>&1 | tr '\n' ';')"; fi
+	result_shape add-result pod1 "$V"
 	step add-ipv6-in-pod-gid-table
 	G=$(expand6 "$V6")
 	if wait_until 10 sh -c "/usr/sbin/ip netns exec pod1 sh /run/sim_gids | grep -q '^$G rdma0 RoCE v2'"; then
@@ -168,6 +171,8 @@ for V in 0.4.0 1.0.0; do
 	# ---- CHECK ----
 	check_call pod1
 	expect_ok check-ok
+	cni cnicall check pod1
+	expect_ok check-full-chain
 	# device moved back by hand (from a thread inside the pod: the kernel's rule)
 	ip netns exec pod1 /usr/sbin/rdma dev set simrdma0 netns host
 	check_call pod1
@@ -325,5 +330,45 @@ for V in 0.4.0 1.0.0; do
 	host_restored smc
 	rm -rf "$DATADIR"
 done
+
+# ---- cniVersion 1.1.0: rdma0's entry carries the moved NIC's MTU
+# (simrdma0 registers without a parent device: no PCI address, no pciID);
+# the whole chain's CHECK passes; with reportIPs the result also lists
+# rdma0's address, pointing at rdma0, without gateway ----
+V=1.1.0
+PFX="v$V/"
+NETDIR=/etc/cni/net.d-xrdma-$V
+DATADIR=/run/rdma-chain-xrdma-$V
+IPAM="\"ipam\":{\"type\":\"host-local\",\"ranges\":[[{\"subnet\":\"fd00:99::/64\",\"gateway\":\"fd00:99::1\"}]],\"dataDir\":\"/run/ipam-xrdma-$V\"}"
+BASE="\"mode\":\"exclusive\",\"devices\":[\"simrdma0\"],\"podSelection\":\"all\",\"dataDir\":\"$DATADIR\""
+NIC_MTU=$(cat /sys/class/net/eth0/mtu)
+write_conflist "$NETDIR" "$V" "$BASE,$IPAM"
+add pod1
+expect_ok add
+pod_holds add pod1
+result_shape add-result pod1 "$V"
+check add-mtu-is-nic-mtu sh -c "echo '$(rdma0_entry)' | grep -q '\"mtu\":$NIC_MTU[,}]'"
+cni cnicall check pod1
+expect_ok check-full-chain
+gone pod1
+expect_ok del
+host_restored del
+write_conflist "$NETDIR" "$V" "$BASE,$IPAM,\"reportIPs\":true"
+add pod1
+expect_ok report-add
+info "reportIPs result at $V: $(compact_result)"
+step report-ip-on-rdma0
+idx=$(result_iface_index rdma0)
+ent=$(result_ip_entry fd00:99:)
+case "$ent" in
+*gateway*) fail "rdma0's IP carries a gateway: '$ent'" ;;
+*"\"interface\":$idx,"* | *"\"interface\":$idx}"*) pass ;;
+*) fail "no fd00:99:: IP pointing at rdma0 (interface '$idx') in $(compact_result)" ;;
+esac
+check report-address-is-rdma0s test "$(result_ip fd00:99:)" = "$(pod_ip6 pod1 fd00:99:)"
+gone pod1
+expect_ok report-del
+host_restored report
+rm -rf "$DATADIR"
 check mode-still-exclusive test "$(netns_mode)" = exclusive
 exit 0

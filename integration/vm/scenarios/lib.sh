@@ -155,6 +155,46 @@ result_ip_entry() {
 # result_ip PREFIX: the address (without prefix length) of that entry
 result_ip() { result_ip_entry "$1" | sed -n 's/.*"address":"\([^"/]*\)\/.*/\1/p'; }
 
+# result_shape NAME POD VERSION [PCI]: the result in $CNI_OUT has rdma0's
+# entry in POD's sandbox with its MAC, no fd00: address in "ips" (rdma0's
+# addresses are listed only with reportIPs), and at 1.1.0 rdma0's MTU as in
+# the pod and pciID PCI (none when PCI is empty); below 1.1.0 neither.
+result_shape() {
+	_rn=$1 _rp=$2 _rv=$3 _rpci=${4:-}
+	_re=$(rdma0_entry)
+	_rmac=$(ip -n "$_rp" -o link show rdma0 | sed -n 's/.*link\/ether \([0-9a-f:]*\).*/\1/p')
+	info "$_rn: result at $_rv: $(compact_result)"
+	step $_rn-rdma0-entry
+	case "$_re" in
+	*"\"sandbox\":\"/var/run/netns/$_rp\""*) pass ;;
+	*) fail "rdma0 entry '$_re' not in /var/run/netns/$_rp" ;;
+	esac
+	step $_rn-rdma0-mac
+	case "$_re" in *"\"mac\":\"$_rmac\""*) pass ;; *) fail "rdma0 entry '$_re' lacks mac $_rmac" ;; esac
+	step $_rn-no-rdma0-ips
+	case "$(compact_result | sed -n 's/.*"ips":\[\([^]]*\)\].*/\1/p')" in
+	*fd00:*) fail "rdma0's address listed in ips: $(compact_result)" ;;
+	*) pass ;;
+	esac
+	_rmtu=$(ip -n "$_rp" -o link show rdma0 | sed -n 's/.* mtu \([0-9]*\) .*/\1/p')
+	step $_rn-mtu-pciid
+	if [ "$_rv" = 1.1.0 ]; then
+		case "$_re" in *"\"mtu\":$_rmtu"[,}]*) ;; *) fail "1.1.0 rdma0 entry '$_re' lacks mtu $_rmtu"; return ;; esac
+		if [ -n "$_rpci" ]; then
+			case "$_re" in *"\"pciID\":\"$_rpci\""*) pass ;; *) fail "rdma0 entry '$_re' lacks pciID $_rpci" ;; esac
+		else
+			case "$_re" in *pciID*) fail "rdma0 entry '$_re' has a pciID, the device has no PCI address" ;; *) pass ;; esac
+		fi
+	else
+		case "$_re" in *'"mtu"'* | *pciID*) fail "$_rv rdma0 entry '$_re' has 1.1.0 fields" ;; *) pass ;; esac
+	fi
+}
+
+# pod_ip6 POD PREFIX: the address (without prefix length) on rdma0 in POD
+# that starts with PREFIX, or empty. The result lists it only with
+# reportIPs: by default the pod itself is where it is read.
+pod_ip6() { ip -n "$1" -6 -o addr show dev rdma0 2>/dev/null | awk '{print $4}' | sed 's|/.*||' | grep "^$2" | head -n1; }
+
 # expand6 ADDR: the IPv6 address in the 8 x 4 hex digit form the GID table uses
 expand6() {
 	echo "$1" | awk '{

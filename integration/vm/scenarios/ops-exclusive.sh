@@ -32,7 +32,7 @@ check validate-ok test "$RC" = 0
 ip netns add xpod1
 cni cnicall add xpod1
 expect_ok add-xpod1
-V6=$(result_ip fd00:99:)
+V6=$(pod_ip6 xpod1 fd00:99:)
 G=$(expand6 "$V6")
 info "xpod1 rdma0 $V6"
 step pod-gid # the GID of the pod's address, in the pod netns's own sysfs

@@ -56,13 +56,13 @@ addpod() {
 }
 addpod ops-smc "$ANN_TRUE"
 expect_ok add-ops-smc
-SMC_V6=$(result_ip fd00:78:)
+SMC_V6=$(pod_ip6 ops-smc fd00:78:)
 info "ops-smc rdma0 $SMC_V6"
 addpod ops-fail "$BAD_DEVICE"
 expect_code add-ops-fail 103 mlx5_9
 addpod ops-stale ""
 expect_ok add-ops-stale
-STALE_V6=$(result_ip fd00:78:)
+STALE_V6=$(pod_ip6 ops-stale fd00:78:)
 info "ops-stale rdma0 $STALE_V6"
 check stale-lease test -f "$V6IPAM/rdmanet/$STALE_V6"
 

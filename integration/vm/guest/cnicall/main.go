@@ -9,9 +9,9 @@
 // result).
 //
 // CNICALL_ONLY=TYPE makes CHECK run only the list's plugins of that type
-// (with the cached result as prevResult, as in a full CHECK). Upstream ptp's
-// CHECK wants every IP of the result on its own interface, so a chain whose
-// later plugin adds IPs on another interface cannot pass a full CHECK.
+// (with the cached result as prevResult, as in a full CHECK), so that a
+// scenario reads that plugin's own CHECK error codes rather than the first
+// plugin's error.
 package main
 
 import (
