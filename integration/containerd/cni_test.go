@@ -39,7 +39,11 @@ func setupCNI(t *testing.T, dir, cniVersion string, opts envOptions) cniDirs {
 			t.Fatal(err)
 		}
 	}
-	symlink(t, builtBinary(t, "rdma-chain"), filepath.Join(d.bin, "rdma-chain"))
+	plugin := opts.plugin
+	if plugin == "" {
+		plugin = builtBinary(t, "rdma-chain")
+	}
+	symlink(t, plugin, filepath.Join(d.bin, "rdma-chain"))
 	tools := testenv.ToolsDir("cni", "bin")
 	for _, p := range []string{"ptp", "host-local", "loopback"} {
 		symlink(t, testenv.RequireBinary(t, p, tools), filepath.Join(d.bin, p))

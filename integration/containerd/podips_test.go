@@ -37,9 +37,11 @@ func TestContainerdPodIPs(t *testing.T) {
 				continue
 			}
 			for _, report := range []bool{false, true} {
-				name := rt.name + "/cni-" + version + "/reportIPs=false"
+				// Short names: containerd's sockets live under t.TempDir(),
+				// and a unix socket path has at most 104 bytes.
+				name := rt.name + "/" + version + "/default"
 				if report {
-					name = strings.TrimSuffix(name, "false") + "true"
+					name = rt.name + "/" + version + "/report"
 				}
 				t.Run(name, func(t *testing.T) { runPodIPs(t, rt, version, plugin, report) })
 			}
