@@ -66,7 +66,7 @@ var bootGroups = []bootGroup{
 	{"exclusive-mode", false, []scenario{{"exclusive", true, false}}},
 	{"exclusive-simrdma", true, []scenario{{"exclusive-rdma", true, false}}},
 	{"ops", false, []scenario{{"ops", true, false}}},
-	{"ops-exclusive-simrdma", true, []scenario{{"ops-exclusive", true, false}}},
+	{"ops-exclusive-simrdma", true, []scenario{{"ops-exclusive", true, false}, {"ops-repair", true, false}}},
 	{"smc-hook", false, []scenario{{"smc-hook", true, false}}},
 	{"crash-simrdma", true, []scenario{{"crash-rdma", true, false}}},
 	{"upgrade-simrdma", true, []scenario{{"upgrade-exclusive", true, false}}},
@@ -252,7 +252,7 @@ func buildBinaries(root string) (prepared, error) {
 		}
 		return nil
 	}
-	for _, g := range []string{"fakekubelet", "cnicall", "smcctl", "tcpproto"} {
+	for _, g := range []string{"fakekubelet", "cnicall", "smcctl", "tcpproto", "promscrape"} {
 		if err := build(g, "./integration/vm/guest/"+g); err != nil {
 			return p, err
 		}

@@ -1,6 +1,8 @@
 package chain
 
 import (
+	"fmt"
+
 	"github.com/rdma-chain/rdma-chain/internal/failpoint"
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
@@ -54,31 +56,47 @@ func holdsDevice(r *state.Record) bool {
 	return false
 }
 
-// netnsGone reports whether r's pod netns no longer exists: the path names
-// no netns, or one with another inode or cookie than ADD recorded (the
-// kernel reuses inode numbers, never cookies). An error while looking
-// counts as alive: a device is never taken from a live pod.
+// netnsGone reports whether r's pod netns no longer exists (see
+// NetnsGone). An error while looking counts as alive: a device is never
+// taken from a live pod.
 func (p *Plugin) netnsGone(c *call, r *state.Record) bool {
-	if r.NetNS == "" {
-		return false
-	}
-	ino, alive, err := p.env.NetnsInode(r.NetNS)
+	gone, err := NetnsGone(p.env, r)
 	if err != nil {
 		c.log.Warn("cannot tell whether a holder's netns is alive: keeping it", "holder", r.ContainerID, "netns", r.NetNS, "error", err)
-		return false
+	}
+	return gone
+}
+
+// NetnsGone reports whether r's pod netns no longer exists: the path names
+// no netns, or one with another inode or cookie than ADD recorded (the
+// kernel reuses inode numbers, never cookies). ADD's reclaim and the
+// operator's reconcile decide with it; on an error the caller must keep
+// the attachment.
+func NetnsGone(env Env, r *state.Record) (bool, error) {
+	if r.NetNS == "" {
+		return false, nil
+	}
+	ino, alive, err := env.NetnsInode(r.NetNS)
+	if err != nil {
+		return false, err
 	}
 	if !alive || (r.NetNSIno != 0 && ino != r.NetNSIno) {
-		return true
+		return true, nil
 	}
 	if r.NetNSCookie == 0 {
-		return false
+		return false, nil
 	}
-	cookie, err := p.env.NetnsCookie(r.NetNS)
+	cookie, err := env.NetnsCookie(r.NetNS)
 	if err != nil {
-		c.log.Warn("cannot read a holder's netns cookie: keeping it", "holder", r.ContainerID, "netns", r.NetNS, "error", err)
-		return false
+		return false, fmt.Errorf("netns cookie: %w", err)
 	}
-	return cookie != r.NetNSCookie
+	return cookie != r.NetNSCookie, nil
+}
+
+// HoldsDevice reports whether r is an exclusive-mode attachment that still
+// holds a moved netdev or RDMA device.
+func HoldsDevice(r *state.Record) bool {
+	return r.Mode == string(rdma.ModeExclusive) && holdsDevice(r)
 }
 
 // finishReclaim releases, without the node lock, the leases of the

@@ -16,12 +16,15 @@ import (
 // Report is what inspect found. Every part it could not read is named in
 // Unreadable with the reason; nothing is left out silently.
 type Report struct {
-	RDMA        RDMAReport   `json:"rdma"`
-	SMC         SMCReport    `json:"smc"`
-	Attachments []Attachment `json:"attachments"`
-	Failures    []Failure    `json:"lastFailures"`
-	Netns       *NetnsReport `json:"netns,omitempty"`
-	Unreadable  []Unreadable `json:"unreadable,omitempty"`
+	// SchemaVersion is the version of this JSON schema (docs/operations.md):
+	// it grows when a field changes meaning or goes; new fields keep it.
+	SchemaVersion int          `json:"schemaVersion"`
+	RDMA          RDMAReport   `json:"rdma"`
+	SMC           SMCReport    `json:"smc"`
+	Attachments   []Attachment `json:"attachments"`
+	Failures      []Failure    `json:"lastFailures"`
+	Netns         *NetnsReport `json:"netns,omitempty"`
+	Unreadable    []Unreadable `json:"unreadable,omitempty"`
 }
 
 // RDMAReport is the node's RDMA subsystem as this netns sees it.
@@ -105,6 +108,9 @@ type Unreadable struct {
 	Error string `json:"error"`
 }
 
+// ReportSchemaVersion is the schema version inspect --json prints.
+const ReportSchemaVersion = 1
+
 type inspector struct {
 	k        reader
 	dataDirs []string
@@ -118,12 +124,24 @@ func runInspect(o IO, args []string) int {
 	var dirs, conflists stringList
 	fs.Var(&dirs, "data-dir", "state directory of a network (repeatable) (default "+config.DefaultDataDir+")")
 	fs.Var(&conflists, "conflist", "read the state directory from this conflist's rdma-chain entry (repeatable)")
+	confDir := fs.String("cni-conf-dir", defaultConfDir(), "without --data-dir or --conflist, read the state directories of the rdma-chain entries of the conflists here (default $NETCONFPATH, else /etc/cni/net.d)")
 	pos, code, ok := parseFlags(o, fs, args)
 	if !ok {
 		return code
 	}
 	if len(pos) > 0 {
 		return usageError(fs, "unexpected argument %q", pos[0])
+	}
+	var skipped []error
+	if len(dirs) == 0 && len(conflists) == 0 {
+		nets, sk, err := discoverNetworks(*confDir)
+		for _, n := range nets {
+			conflists = append(conflists, n.path)
+		}
+		skipped = sk
+		if err != nil {
+			skipped = append(skipped, err)
+		}
 	}
 	for _, c := range conflists {
 		n, err := networkFromConflist(c)
@@ -140,6 +158,9 @@ func runInspect(o IO, args []string) int {
 	}
 	in := &inspector{k: newKernelReader(), dataDirs: dirs}
 	r := in.inspect(*nsPath)
+	for _, e := range skipped {
+		r.Unreadable = append(r.Unreadable, Unreadable{What: "conflists in " + *confDir, Error: e.Error()})
+	}
 	if *asJSON {
 		enc := json.NewEncoder(o.Stdout)
 		enc.SetIndent("", "  ")
@@ -158,7 +179,7 @@ func (in *inspector) unreadable(what string, err error) {
 }
 
 func (in *inspector) inspect(nsPath string) Report {
-	in.r = Report{Attachments: []Attachment{}, Failures: []Failure{}}
+	in.r = Report{SchemaVersion: ReportSchemaVersion, Attachments: []Attachment{}, Failures: []Failure{}}
 	in.readRDMA()
 	in.readSMC()
 	for _, dir := range in.dataDirs {

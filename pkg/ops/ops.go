@@ -27,6 +27,8 @@ const (
 // IO is where a command reads and writes.
 type IO struct {
 	Stdout, Stderr io.Writer
+	// Version is the binary's, set by Main (reconcile's metrics show it).
+	Version string
 }
 
 type command struct {
@@ -36,10 +38,10 @@ type command struct {
 
 func commands() []command {
 	return []command{
-		{"inspect", "[--netns PATH] [--json] [--data-dir DIR | --conflist FILE]...", "show the node's RDMA devices, SMC-R tables, attachments and recent failures (read-only)", runInspect},
+		{"inspect", "[--netns PATH] [--json] [--data-dir DIR | --conflist FILE | --cni-conf-dir DIR]...", "show the node's RDMA devices, SMC-R tables, attachments and recent failures (read-only)", runInspect},
 		{"validate", "FILE... [--cni-bin-dir DIR]", "check conflists strictly, one line per problem", runValidate},
 		{"install", "--conflist FILE [--after TYPE] [--set JSON] [--dry-run]", "insert or update the rdma-chain entry of a conflist atomically", runInstall},
-		{"reconcile", "[--conflist FILE | --net-name N --data-dir DIR] [--cri-socket PATH] [--once | --interval D]", "release attachments of pods that are gone (the GC runtimes behind Terway never send)", runReconcile},
+		{"reconcile", "[--conflist FILE | --net-name N --data-dir DIR | --cni-conf-dir DIR] [--cri-socket PATH] [--once | --interval D [--metrics-bind-address ADDR]]", "release attachments of pods that are gone (the GC runtimes behind Terway never send)", runReconcile},
 	}
 }
 
@@ -57,6 +59,7 @@ func Main(args []string, version string, o IO) int {
 		sayln(o.Stdout, Binary, version)
 		return ExitOK
 	}
+	o.Version = version
 	for _, c := range commands() {
 		if c.name == args[0] {
 			return c.run(o, args[1:])

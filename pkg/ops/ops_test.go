@@ -33,7 +33,8 @@ func TestMainDispatch(t *testing.T) {
 		{[]string{"validate", "--bogus", "x"}, ExitUsage, "", "flag provided but not defined"},
 		{[]string{"install"}, ExitUsage, "", "--conflist is required"},
 		{[]string{"install", "--conflist", "a", "extra"}, ExitUsage, "", `unexpected argument "extra"`},
-		{[]string{"reconcile"}, ExitUsage, "", "give --conflist FILE or --net-name NAME"},
+		{[]string{"reconcile", "--cni-conf-dir", "/nonexistent"}, ExitProblems, "", "no conflist in /nonexistent has an rdma-chain entry"},
+		{[]string{"reconcile", "--net-name", "n", "--metrics-bind-address", "127.0.0.1:0"}, ExitUsage, "", "--metrics-bind-address needs --interval"},
 		{[]string{"reconcile", "--net-name", "n", "--once", "--interval", "1s"}, ExitUsage, "", "exclude each other"},
 		{[]string{"inspect", "x"}, ExitUsage, "", `unexpected argument "x"`},
 	}

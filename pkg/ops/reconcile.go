@@ -7,6 +7,7 @@ import (
 	"io"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -21,41 +22,60 @@ import (
 
 const criTimeout = 10 * time.Second
 
+// errNoEntry: a conflist without an rdma-chain entry.
+var errNoEntry = errors.New("no rdma-chain entry")
+
 // network is one CNI network whose attachments reconcile looks after: the
 // rdma-chain entry as the runtime would pass it to the plugin.
 type network struct {
 	name    string
 	dataDir string
 	stdin   []byte
+	path    string // the conflist it comes from ("" with --net-name)
 }
 
 // reconciler releases the attachments of pods that are gone.
 type reconciler struct {
 	nets      []network
 	criSocket string
+	version   string
 	cniPath   string
 	minAge    time.Duration
 	out       io.Writer
 	reload    func() error // nil: the networks never change
+	metrics   *reconcileMetrics
+	// mu serialises passes and repairs; netsMu guards nets, which reload
+	// replaces while the metrics handler reads them.
+	mu, netsMu sync.Mutex
 	// seams for tests
 	listSandboxes func(ctx context.Context, socket string) ([]cri.Sandbox, error)
 	netnsGone     func(path string) (bool, error)
 	del           func(args *skel.CmdArgs) error
 	now           func() time.Time
+	// stranded says why an attachment is an exclusive-mode one whose pod
+	// netns died and whose device the kernel refunded ("" if it is not);
+	// nil: never.
+	stranded func(*state.Record) (string, error)
+	// watch starts the kernel event sources; nil: none (the interval only).
+	watch func(ctx context.Context, sink eventSink)
 }
 
 func runReconcile(o IO, args []string) int {
 	fs := newFlags(o, "reconcile")
 	var conflists stringList
-	fs.Var(&conflists, "conflist", "a conflist whose rdma-chain entry (name, dataDir, ipam) to reconcile; repeatable")
+	fs.Var(&conflists, "conflist", "a conflist whose rdma-chain entry (name, dataDir, ipam) to reconcile; repeatable (default: every conflist of --cni-conf-dir with one)")
+	confDir := fs.String("cni-conf-dir", defaultConfDir(), "the runtime's conflist directory, searched without --conflist or --net-name (default $NETCONFPATH, else /etc/cni/net.d)")
 	netName := fs.String("net-name", "", "network name of the records to reconcile, without a conflist (with --data-dir)")
 	dataDir := fs.String("data-dir", config.DefaultDataDir, "state directory, with --net-name")
-	r := &reconciler{out: o.Stdout}
+	r := &reconciler{out: o.Stdout, metrics: newReconcileMetrics(), version: o.Version}
 	fs.StringVar(&r.criSocket, "cri-socket", "", "the runtime's CRI socket, e.g. /run/containerd/containerd.sock; without it a pod is gone when its netns is")
 	fs.StringVar(&r.cniPath, "cni-bin-dir", "/opt/cni/bin", "CNI_PATH for the IPAM plugin that releases leases")
 	fs.DurationVar(&r.minAge, "min-age", time.Minute, "with --cri-socket, leave attachments younger than this (their pod may still be starting)")
 	once := fs.Bool("once", false, "one pass, then exit (the default without --interval)")
-	interval := fs.Duration("interval", 0, "run a pass every interval until SIGTERM")
+	interval := fs.Duration("interval", 0, "run a pass every interval until SIGTERM, and repair on kernel events between passes")
+	var mo metricsOptions
+	fs.StringVar(&mo.addr, "metrics-bind-address", "", "with --interval, serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9742); empty: none")
+	fs.BoolVar(&mo.podLabels, "metrics-pod-labels", false, "label per-pod series with the pod's namespace and name (one series set per pod)")
 	pos, code, ok := parseFlags(o, fs, args)
 	if !ok {
 		return code
@@ -67,10 +87,20 @@ func runReconcile(o IO, args []string) int {
 		return usageError(fs, "--once and --interval exclude each other")
 	case *interval < 0:
 		return usageError(fs, "--interval must be positive")
-	case len(conflists) == 0 && *netName == "":
-		return usageError(fs, "give --conflist FILE or --net-name NAME")
+	case mo.addr != "" && *interval == 0:
+		return usageError(fs, "--metrics-bind-address needs --interval")
 	}
-	nets, err := loadNetworks(conflists, *netName, *dataDir)
+	load := func() ([]network, error) {
+		if len(conflists) == 0 && *netName == "" {
+			nets, skipped, err := discoverNetworks(*confDir)
+			for _, e := range skipped {
+				say(o.Stdout, "reconcile: skipped %v\n", e)
+			}
+			return nets, err
+		}
+		return loadNetworks(conflists, *netName, *dataDir)
+	}
+	nets, err := load()
 	if err != nil {
 		say(o.Stderr, Binary+" reconcile: %v\n", err)
 		return ExitProblems
@@ -83,14 +113,20 @@ func runReconcile(o IO, args []string) int {
 	// A conflist may be rewritten (Terway regenerates its own): read it
 	// again before every pass, keeping the last good one.
 	r.reload = func() error {
-		nets, err := loadNetworks(conflists, *netName, *dataDir)
+		nets, err := load()
 		if err == nil {
-			r.nets = nets
+			r.setNetworks(nets)
 		}
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	if mo.addr != "" {
+		if err := r.serveMetrics(ctx, mo); err != nil {
+			say(o.Stderr, Binary+" reconcile: %v\n", err)
+			return ExitProblems
+		}
+	}
 	return r.loop(ctx, *interval)
 }
 
@@ -101,10 +137,43 @@ func (r *reconciler) useKernel(o IO) {
 	r.listSandboxes = cri.List
 	r.netnsGone = netnsGone
 	r.now = time.Now
+	r.stranded = kernelStranded(env)
+	r.watch = r.watchKernel
 }
 
-// loop runs a pass every interval until ctx ends (SIGTERM).
+// serveMetrics starts following the outcome logs (what they hold now is
+// never counted) and serves /metrics.
+func (r *reconciler) serveMetrics(ctx context.Context, mo metricsOptions) error {
+	tail := newOutcomeTail()
+	tail.poll(r.networks())
+	node := newNodeCollector(newKernelReader(), r.networks, tail, mo.podLabels)
+	reg, err := r.newRegistry(r.version, node)
+	if err != nil {
+		return err
+	}
+	return serveMetrics(ctx, mo.addr, reg, func(f string, a ...any) { say(r.out, f+"\n", a...) })
+}
+
+func (r *reconciler) networks() []network {
+	r.netsMu.Lock()
+	defer r.netsMu.Unlock()
+	return r.nets
+}
+
+func (r *reconciler) setNetworks(nets []network) {
+	r.netsMu.Lock()
+	defer r.netsMu.Unlock()
+	r.nets = nets
+}
+
+// loop runs a pass every interval until ctx ends (SIGTERM), and a repair
+// on every kernel event in between.
 func (r *reconciler) loop(ctx context.Context, interval time.Duration) int {
+	if r.watch != nil {
+		sink := eventSink{ch: make(chan time.Time, 1), r: r}
+		r.watch(ctx, sink)
+		go r.waitEvents(ctx, sink.ch)
+	}
 	for {
 		if r.reload != nil {
 			if err := r.reload(); err != nil {
@@ -121,6 +190,8 @@ func (r *reconciler) loop(ctx context.Context, interval time.Duration) int {
 }
 
 func (r *reconciler) passCode(ctx context.Context) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if n := r.pass(ctx); n > 0 {
 		return ExitProblems
 	}
@@ -160,7 +231,7 @@ func networkFromConflist(path string) (network, error) {
 	if err != nil {
 		return network{}, fmt.Errorf("%s: rdma-chain entry: %w", path, err)
 	}
-	return network{name: conf.Name, dataDir: conf.DataDir, stdin: stdin}, nil
+	return network{name: conf.Name, dataDir: conf.DataDir, stdin: stdin, path: path}, nil
 }
 
 // entryStdin is the conflist's rdma-chain entry with the conflist's name and
@@ -172,7 +243,7 @@ func entryStdin(data []byte) ([]byte, error) {
 	}
 	at := entryIndex(plugins)
 	if at < 0 {
-		return nil, errors.New("no rdma-chain entry")
+		return nil, errNoEntry
 	}
 	e := plugins.elems[at]
 	members := [][2][]byte{}

@@ -19,8 +19,13 @@ func (r *reconciler) pass(ctx context.Context) int {
 		say(r.out, "reconcile: %v: nothing released\n", err)
 		return 1
 	}
+	r.metrics.passes.WithLabelValues(triggerInterval).Inc()
 	problems, released, kept := 0, 0, 0
-	for _, n := range r.nets {
+	reason := reasonNetnsGone
+	if live != nil {
+		reason = reasonSandboxGone
+	}
+	for _, n := range r.networks() {
 		// Records are written atomically: reading them needs no lock, and
 		// DEL takes the node lock before it releases anything.
 		recs, err := state.New(n.dataDir).List()
@@ -34,11 +39,22 @@ func (r *reconciler) pass(ctx context.Context) int {
 			}
 			why, p := r.stale(rec, live)
 			problems += p
+			if why == "" && p == 0 && r.stranded != nil {
+				// The safety net of the event-driven repair.
+				if sw, err := r.stranded(rec); err == nil && sw != "" {
+					if r.repairOne(n, rec, sw, triggerInterval, time.Time{}) {
+						released++
+					} else {
+						problems++
+					}
+					continue
+				}
+			}
 			if why == "" {
 				kept++
 				continue
 			}
-			if r.release(n, rec, why) {
+			if r.release(n, rec, why, reason) {
 				released++
 			} else {
 				problems++
@@ -111,20 +127,26 @@ func (r *reconciler) stale(rec *state.Record, live map[string]bool) (string, int
 // release runs the plugin's own DEL for the attachment, as the runtime
 // would: under the node lock, devices and netdevs back, children deleted,
 // IPAM leases and SMC-R pnet entries released, then the record removed.
-func (r *reconciler) release(n network, rec *state.Record, why string) bool {
-	err := r.del(&skel.CmdArgs{
+func (r *reconciler) release(n network, rec *state.Record, why, reason string) bool {
+	if err := r.delRecord(n, rec); err != nil {
+		r.metrics.releaseFailures.WithLabelValues(n.name).Inc()
+		say(r.out, "reconcile: FAILED to release %s (%s): %v\n", describeRec(rec), why, err)
+		return false
+	}
+	r.metrics.releases.WithLabelValues(n.name, reason).Inc()
+	say(r.out, "reconcile: released %s: %s\n", describeRec(rec), why)
+	return true
+}
+
+// delRecord runs the plugin's DEL for rec's attachment.
+func (r *reconciler) delRecord(n network, rec *state.Record) error {
+	return r.del(&skel.CmdArgs{
 		ContainerID: rec.ContainerID,
 		IfName:      rec.IfName,
 		Args:        podArgs(rec.Pod),
 		Path:        r.cniPath,
 		StdinData:   n.stdin,
 	})
-	if err != nil {
-		say(r.out, "reconcile: FAILED to release %s (%s): %v\n", describeRec(rec), why, err)
-		return false
-	}
-	say(r.out, "reconcile: released %s: %s\n", describeRec(rec), why)
-	return true
 }
 
 func describeRec(rec *state.Record) string {

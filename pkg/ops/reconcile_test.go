@@ -6,12 +6,15 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/containernetworking/cni/pkg/skel"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/common/expfmt"
 
 	"github.com/rdma-chain/rdma-chain/pkg/ops/cri"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
@@ -50,7 +53,7 @@ func rec(network, cid, netns string, age time.Duration) *state.Record {
 func (n *fakeNode) reconciler(criSocket string) *reconciler {
 	return &reconciler{
 		nets:      []network{{name: "rdmanet", dataDir: n.dir, stdin: []byte(`{"name":"rdmanet"}`)}},
-		criSocket: criSocket, cniPath: "/opt/cni/bin", minAge: time.Minute, out: &n.out,
+		criSocket: criSocket, cniPath: "/opt/cni/bin", minAge: time.Minute, out: &n.out, metrics: newReconcileMetrics(),
 		listSandboxes: func(context.Context, string) ([]cri.Sandbox, error) { return n.sandboxes, n.criErr },
 		netnsGone: func(p string) (bool, error) {
 			if p == "/run/netns/broken" {
@@ -237,5 +240,132 @@ func TestReconcileLoop(t *testing.T) {
 	}
 	if !strings.Contains(n.out.String(), "reconcile: conflist unreadable: using the configuration read before") {
 		t.Errorf("output:\n%s", n.out.String())
+	}
+}
+
+func exclusiveRec(cid string) *state.Record {
+	r := rec("rdmanet", cid, "/run/netns/"+cid, time.Hour)
+	r.Mode = "exclusive"
+	r.Links = []state.Link{{Device: "simrdma0", Kind: "moved", Step: "done", RDMAMoved: true}}
+	return r
+}
+
+// strandedSet is a stranded seam: the named containers' pods died and
+// their devices are back.
+func strandedSet(cids ...string) func(*state.Record) (string, error) {
+	return func(r *state.Record) (string, error) {
+		if r.ContainerID == "broken" {
+			return "", errors.New("netns cookie: permission denied")
+		}
+		if slices.Contains(cids, r.ContainerID) {
+			return "netns " + r.NetNS + " is gone and RDMA device simrdma0 is back on the host", nil
+		}
+		return "", nil
+	}
+}
+
+// TestRepairOnEvent: an event repairs the stranded attachments through
+// DEL (and nothing else), logs the time since the event and counts.
+func TestRepairOnEvent(t *testing.T) {
+	n := newFakeNode(t, exclusiveRec("dead"), exclusiveRec("live"), exclusiveRec("broken"), exclusiveRec("fails"))
+	n.delErr["fails"] = errors.New("boom")
+	r := n.reconciler("/run/cri.sock")
+	r.stranded = strandedSet("dead", "fails")
+	r.repair(time.Now().Add(-300 * time.Millisecond))
+	if want := []string{"dead"}; !slices.Equal(n.deleted, want) {
+		t.Errorf("repaired %v, want %v", n.deleted, want)
+	}
+	out := n.out.String()
+	if !regexp.MustCompile(`reconcile: repaired rdmanet/dead/eth0 \(pod default/pod-dead, exclusive, moved simrdma0\): netns /run/netns/dead is gone and RDMA device simrdma0 is back on the host \(0\.[3-9]\ds after the event\)`).MatchString(out) ||
+		!strings.Contains(out, "reconcile: FAILED to repair rdmanet/fails/eth0") {
+		t.Errorf("output:\n%s", out)
+	}
+	m := r.metrics
+	if testutil.ToFloat64(m.repairs.WithLabelValues("rdmanet", triggerEvent)) != 1 || testutil.ToFloat64(m.repairFailures.WithLabelValues("rdmanet")) != 1 ||
+		testutil.ToFloat64(m.passes.WithLabelValues(triggerEvent)) != 1 {
+		t.Errorf("repairs/failures/passes not counted once each")
+	}
+	want := `
+# HELP rdma_chain_repair_duration_seconds Time from the event that triggered a repair to the end of the plugin's DEL that restored the device.
+# TYPE rdma_chain_repair_duration_seconds histogram
+rdma_chain_repair_duration_seconds_bucket{le="0.05"} 0
+rdma_chain_repair_duration_seconds_bucket{le="0.1"} 0
+rdma_chain_repair_duration_seconds_bucket{le="0.25"} 0
+rdma_chain_repair_duration_seconds_bucket{le="0.5"} 1
+rdma_chain_repair_duration_seconds_bucket{le="1"} 1
+rdma_chain_repair_duration_seconds_bucket{le="2"} 1
+rdma_chain_repair_duration_seconds_bucket{le="5"} 1
+rdma_chain_repair_duration_seconds_bucket{le="10"} 1
+rdma_chain_repair_duration_seconds_bucket{le="30"} 1
+rdma_chain_repair_duration_seconds_bucket{le="+Inf"} 1
+`
+	// The sum varies with the machine: compare the buckets only.
+	got, err := testutil.CollectAndFormat(m.repairSeconds, expfmt.TypeTextPlain, "rdma_chain_repair_duration_seconds")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(strings.TrimSpace(want), "\n") {
+		if !strings.Contains(string(got), l) {
+			t.Errorf("histogram lacks %q:\n%s", l, got)
+		}
+	}
+}
+
+// TestPassRepairsWhatCRIStillLists: the interval pass is the safety net of
+// the event repair: a sandbox CRI still lists whose netns died and whose
+// device came back is repaired; a live one is kept.
+func TestPassRepairsWhatCRIStillLists(t *testing.T) {
+	n := newFakeNode(t, exclusiveRec("dead"), exclusiveRec("live"))
+	n.sandboxes = []cri.Sandbox{{ID: "dead"}, {ID: "live"}}
+	r := n.reconciler("/run/cri.sock")
+	r.stranded = strandedSet("dead")
+	if problems := r.pass(context.Background()); problems != 0 {
+		t.Errorf("problems %d\n%s", problems, n.out.String())
+	}
+	if want := []string{"dead"}; !slices.Equal(n.deleted, want) {
+		t.Errorf("released %v, want %v", n.deleted, want)
+	}
+	if testutil.ToFloat64(r.metrics.repairs.WithLabelValues("rdmanet", triggerInterval)) != 1 {
+		t.Errorf("not counted as an interval repair")
+	}
+	if !strings.Contains(n.out.String(), "reconcile: 1 released, 1 kept, 0 problems") {
+		t.Errorf("output:\n%s", n.out.String())
+	}
+}
+
+// TestLoopRepairsOnEvent: between two passes of a long interval, an event
+// from a watched source runs a repair.
+func TestLoopRepairsOnEvent(t *testing.T) {
+	n := newFakeNode(t, exclusiveRec("dead"))
+	r := n.reconciler("/run/cri.sock")
+	n.sandboxes = []cri.Sandbox{{ID: "dead"}}
+	stranded := false
+	r.stranded = func(rec *state.Record) (string, error) {
+		if stranded {
+			return "gone", nil
+		}
+		return "", nil
+	}
+	fired := make(chan eventSink, 1)
+	r.watch = func(_ context.Context, sink eventSink) { fired <- sink }
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int)
+	go func() { done <- r.loop(ctx, time.Hour) }()
+	sink := <-fired
+	r.mu.Lock() // after the first pass has started, before the event
+	stranded = true
+	r.mu.Unlock()
+	sink.fire("rtnetlink")
+	deadline := time.Now().Add(10 * time.Second)
+	for testutil.ToFloat64(r.metrics.repairs.WithLabelValues("rdmanet", triggerEvent)) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no repair after the event:\n%s", n.out.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	if testutil.ToFloat64(r.metrics.events.WithLabelValues("rtnetlink")) != 1 {
+		t.Error("event not counted")
 	}
 }

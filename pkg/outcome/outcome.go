@@ -260,32 +260,42 @@ func replace(dir *os.File, data []byte) error {
 // A missing file is no entries. Lines that do not decode are skipped and
 // reported in the error next to the entries.
 func Read(dataDir string) ([]Entry, error) {
-	name := filepath.Join(dataDir, FileName)
-	dir, err := openDir(dataDir)
-	if errors.Is(err, unix.ENOENT) {
+	f, err := OpenLog(dataDir)
+	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	entries, err := decode(f)
+	if err != nil {
+		err = fmt.Errorf("read outcomes %s: %w", f.Name(), err)
+	}
+	return Keep(entries), err
+}
+
+// OpenLog opens <dataDir>/outcomes.jsonl for reading, as Read does
+// (without following a symlink, only a regular file in a directory this
+// user owns and others cannot write). A missing directory or file is an
+// error wrapping os.ErrNotExist. The caller closes the file.
+func OpenLog(dataDir string) (*os.File, error) {
+	dir, err := openDir(dataDir)
 	if err != nil {
 		return nil, fmt.Errorf("read outcomes: %w", err)
 	}
 	defer dir.Close()
+	name := filepath.Join(dataDir, FileName)
 	fd, err := unix.Openat(int(dir.Fd()), FileName, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
-	if errors.Is(err, unix.ENOENT) {
-		return nil, nil
-	}
 	if err != nil {
 		return nil, fmt.Errorf("read outcomes %s: %w", name, err)
 	}
 	f := os.NewFile(uintptr(fd), name)
-	defer f.Close()
 	if err := regular(f); err != nil {
+		f.Close()
 		return nil, fmt.Errorf("read outcomes: %w", err)
 	}
-	entries, err := decode(f)
-	if err != nil {
-		err = fmt.Errorf("read outcomes %s: %w", name, err)
-	}
-	return Keep(entries), err
+	return f, nil
 }
 
 // decode reads one entry per line; bad lines are counted, not fatal.
