@@ -8,7 +8,7 @@ TOOLS := $(CURDIR)/.tools
 export RDMA_CHAIN_BIN := $(CURDIR)/bin/rdma-chain
 export RDMA_CHAIN_TOOLS := $(TOOLS)
 
-.PHONY: all build deps deps-lint deps-vm test test-setup test-unit test-fuzz test-netns test-containerd test-vm lint demo demo-netns bench clean
+.PHONY: soak all build deps deps-lint deps-vm test test-setup test-unit test-fuzz test-netns test-containerd test-vm lint demo demo-netns bench clean
 
 all: build
 
@@ -67,6 +67,14 @@ lint: deps-lint
 	$(GO) vet -tags smchook ./...
 	$(TOOLS)/bin/golangci-lint run --config conf/golangci.yml ./...
 	./scripts/check-generated.sh
+
+# The bounded soak at full size in the VM (both kernels, shared and
+# exclusive, SOAK_CYCLES pod cycles each, default 2000); make test runs its
+# short form (100 cycles) with the rest of the VM tier.
+soak: deps-vm build
+	RC_VM_SCENARIOS=soak-shared,soak-exclusive RC_VM_APPEND="rc.soak=$${SOAK_CYCLES:-2000} $${RC_VM_APPEND:-}" \
+		RC_VM_PLUGIN=$(CURDIR)/bin/rdma-chain RC_VM_BOOT_TIMEOUT=$${RC_VM_BOOT_TIMEOUT:-10800s} \
+		$(GO) test -tags vm -count=1 -timeout 4h -v ./integration/vm/
 
 # The main job on an embedded default: a Debian 6.12 kernel with soft-RoCE
 # under qemu, two pods through cnitool, their IPv6, GIDs and an rping.

@@ -70,6 +70,8 @@ var bootGroups = []bootGroup{
 	{"smc-hook", false, []scenario{{"smc-hook", true, false}}},
 	{"crash-simrdma", true, []scenario{{"crash-rdma", true, false}}},
 	{"upgrade-simrdma", true, []scenario{{"upgrade-exclusive", true, false}}},
+	{"soak-shared", false, []scenario{{"soak-shared", true, false}}},
+	{"soak-simrdma", true, []scenario{{"soak-exclusive", true, false}}},
 }
 
 // upgradeFrom is the commit of this repository whose plugin the upgrade

@@ -5,7 +5,7 @@
 #
 # KERNEL: 6.1 or 6.12. SCENARIO: a script name under integration/vm/scenarios
 # (smoke, shared, podres, ipv6, smc, exclusive, exclusive-rdma, ops, ops-exclusive, ops-repair, smc-hook,
-# crash-rdma, upgrade-shared, upgrade-exclusive; opt-in: demo); several share one
+# crash-rdma, upgrade-shared, upgrade-exclusive, soak-shared, soak-exclusive; opt-in: demo); several share one
 # boot when joined by commas (exclusive and exclusive-rdma need their own boots). A boot with
 # exclusive-rdma gets a second NIC (virtio-net, qemu user networking with restrict=on: nothing
 # leaves qemu) and the simrdma test module bound to it (rc.simrdma=eth0). Steps: prepare.sh (cached), build the
@@ -28,7 +28,7 @@ QEMU=$(awk -F= '$1=="QEMU" {print $2}' "$ENV")
 SIMRDMA_KO=$(awk -F= -v k="SIMRDMA_${KERNEL//./_}" '$1==k {print $2}' "$ENV")
 NIC=()
 case ",$SCEN," in
-*,exclusive-rdma,* | *,ops-exclusive,* | *,ops-repair,* | *,crash-rdma,* | *,upgrade-exclusive,*)
+*,exclusive-rdma,* | *,ops-exclusive,* | *,ops-repair,* | *,crash-rdma,* | *,upgrade-exclusive,* | *,soak-exclusive,*)
 	[ -n "$SIMRDMA_KO" ] || { echo "no simrdma module for $KERNEL in $ENV (see scripts/vm/prepare.sh output)" >&2; exit 1; }
 	NIC=(-netdev user,id=n1,restrict=on,ipv6=off -device virtio-net-pci,netdev=n1)
 	VM_APPEND="rc.simrdma=eth0 ${VM_APPEND:-}"

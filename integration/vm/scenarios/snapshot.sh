@@ -59,10 +59,19 @@ snap() {
 }
 # settle_equal WANT: poll (10 s) until snap equals WANT (GIDs and IPv6 DAD
 # follow a move back asynchronously); status 1 and the delta in $DELTA if never
-snap_is() { [ "$(snap)" = "$1" ]; }
+# settle_equal WANT: poll for SETTLE_SECS (default 30) of guest uptime until
+# snap equals WANT (GIDs and IPv6 DAD follow a move back asynchronously);
+# status 1 and the difference in $DELTA if never. Bounded in time, not in
+# polls: one snap takes seconds under TCG on a busy host.
 settle_equal() {
-	wait_until 20 snap_is "$1" && return 0
-	DELTA=$(delta "$1" "$(snap)")
+	_end=$(($(cut -d. -f1 /proc/uptime) + ${SETTLE_SECS:-30}))
+	while :; do
+		_snap=$(snap)
+		[ "$_snap" = "$1" ] && return 0
+		[ "$(cut -d. -f1 /proc/uptime)" -lt "$_end" ] || break
+		sleep 0.5
+	done
+	DELTA=$(delta "$1" "$_snap")
 	return 1
 }
 delta() {

@@ -30,7 +30,7 @@ import (
 
 func main() {
 	if len(os.Args) != 4 {
-		fmt.Fprintln(os.Stderr, "usage: cnicall add|check|del NET NETNS")
+		fmt.Fprintln(os.Stderr, "usage: cnicall add|check|del|status NET NETNS (status ignores NETNS)")
 		os.Exit(2)
 	}
 	if err := run(os.Args[1], os.Args[2], os.Args[3]); err != nil {
@@ -115,6 +115,8 @@ func run(cmd, name, netns string) error {
 		return c.CheckNetworkList(ctx, conf, rt)
 	case "del":
 		return c.DelNetworkList(ctx, conf, rt)
+	case "status":
+		return c.GetStatusNetworkList(ctx, conf)
 	}
 	return fmt.Errorf("unknown command %q", cmd)
 }
