@@ -46,12 +46,7 @@ ND11=/etc/cni/net.d-crash-1.1.0
 NDPTP=/etc/cni/net.d-crash-ptp
 write_conflist $ND10 1.0.0 "$ENTRY"
 write_conflist $ND11 1.1.0 "$ENTRY"
-mkdir -p $NDPTP
-cat >$NDPTP/rdmanet.conflist <<EOF
-{"cniVersion":"1.1.0","name":"rdmanet","plugins":[
- {"type":"ptp","ipMasq":false,"ipam":{"type":"host-local","ranges":[[{"subnet":"10.99.0.0/24"}]],"dataDir":"/run/ipam"}}
-]}
-EOF
+write_ptp_conflist $NDPTP
 info "conflist 1.0.0: $(tr -d '\n' <$ND10/rdmanet.conflist)"
 
 # fp TOOL ACTION POD NETDIR [VAR=VALUE...]: a CNI call through $FPBIN (as

@@ -69,6 +69,17 @@ setup_rxe() {
 # netns mode as `rdma system` prints it: shared|exclusive
 netns_mode() { rdma system show | sed -n 's/.*netns \([a-z]*\).*/\1/p'; }
 
+# write_ptp_conflist DIR: the primary alone (ptp + host-local, the same
+# network and leases as write_conflist's) at 1.1.0, for the primary's own
+# DEL after a GC or a netns death.
+write_ptp_conflist() {
+	mkdir -p "$1"
+	cat >"$1/rdmanet.conflist" <<EOF
+{"cniVersion":"1.1.0","name":"rdmanet","plugins":[
+ {"type":"ptp","ipMasq":false,"ipam":{"type":"host-local","ranges":[[{"subnet":"10.99.0.0/24"}]],"dataDir":"/run/ipam"}}
+]}
+EOF
+}
 # write_conflist DIR CNIVERSION RDMA-CHAIN-JSON-FIELDS: a conflist "rdmanet"
 # of ptp + host-local and rdma-chain, in DIR/rdmanet.conflist.
 write_conflist() {

@@ -85,3 +85,23 @@ settled() {
 	wait_until 20 sh -c "/usr/sbin/ip -6 addr show dev eth0 | grep -q 'inet6 fe80' &&
 		! /usr/sbin/ip -6 addr show dev eth0 | grep -q tentative && ! /usr/sbin/ip link show eth0 | grep -q NO-CARRIER"
 }
+# setup_mode MODE NODE_V6: the node for a scenario that attaches pods in MODE
+# (exclusive: the netns mode switched, simrdma0 on the NIC eth0 set up as a
+# node has it; shared: soft-RoCE rxe0 on veth0 with the node's NODE_V6/64,
+# through which soft-RoCE routes the pods' traffic). Sets DEVS (the
+# plugin's devices) and node_settled.
+setup_mode() {
+	if [ "$1" = exclusive ]; then
+		step switch-to-exclusive
+		if _o=$(rdma system set netns exclusive 2>&1) && [ "$(netns_mode)" = exclusive ]; then pass; else fail "$_o"; fi
+		check simrdma0-on-eth0 sh -c "/usr/sbin/rdma link | grep -q 'simrdma0/1 .*netdev eth0'"
+		check nic-setup setup_nic
+		DEVS='["simrdma0"]'
+		node_settled() { settled; }
+	else
+		check rxe0-setup setup_rxe
+		check node-v6 sh -c "/usr/sbin/ip addr show dev veth0 | grep -q '$2/' || /usr/sbin/ip addr add $2/64 dev veth0 nodad"
+		DEVS='["rxe0"]'
+		node_settled() { true; }
+	fi
+}

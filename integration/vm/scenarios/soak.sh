@@ -27,18 +27,9 @@ CYCLES=$(sed -n 's/.*rc\.soak=\([0-9]*\).*/\1/p' /proc/cmdline)
 CYCLES=${CYCLES:-100}
 export CAP_ARGS='{"io.kubernetes.cri.pod-annotations":{"network.alibabacloud.com/erdma-smcr":"true"}}'
 
-if [ "$MODE" = exclusive ]; then
-	step switch-to-exclusive
-	if out=$(rdma system set netns exclusive 2>&1) && [ "$(netns_mode)" = exclusive ]; then pass; else fail "$out"; fi
-	check nic-setup setup_nic
-	DEVS='["simrdma0"]' SUBNET=fd00:96::/64
-	node_settled() { settled; }
-else
-	check rxe0-setup setup_rxe
-	check node-v6 sh -c "/usr/sbin/ip addr show dev veth0 | grep -q fd00:95::1 || /usr/sbin/ip addr add fd00:95::1/64 dev veth0 nodad"
-	DEVS='["rxe0"]' SUBNET=fd00:95::/64
-	node_settled() { true; }
-fi
+SUBNET=fd00:96::/64
+[ "$MODE" = exclusive ] || SUBNET=fd00:95::/64
+setup_mode "$MODE" "${SUBNET%/64}1"
 ENTRY="\"mode\":\"$MODE\",\"devices\":$DEVS,\"podSelection\":\"requested\",\"podResourcesSocket\":\"$SOCK\",\
 \"resourceNames\":[\"rdma/hca\"],\"dataDir\":\"$DATADIR\",\
 \"smcr\":{\"transparent\":\"off\",\"onUnsupported\":\"fail\"},\
@@ -49,12 +40,7 @@ write_conflist $ND 1.1.0 "$ENTRY"
 # The primary alone: after a netns death the primary's own clean-up (its
 # DEL or GC) releases its lease; rdma-chain's part is reconcile's.
 NDPTP=/etc/cni/net.d-soak-ptp
-mkdir -p $NDPTP
-cat >$NDPTP/rdmanet.conflist <<EOF2
-{"cniVersion":"1.1.0","name":"rdmanet","plugins":[
- {"type":"ptp","ipMasq":false,"ipam":{"type":"host-local","ranges":[[{"subnet":"10.99.0.0/24"}]],"dataDir":"/run/ipam"}}
-]}
-EOF2
+write_ptp_conflist $NDPTP
 mkdir -p $SOAKBIN
 cp /usr/local/bin/rdma-chain-fp $SOAKBIN/rdma-chain
 for p in ptp host-local loopback; do ln -sf /opt/cni/bin/$p $SOAKBIN/$p; done

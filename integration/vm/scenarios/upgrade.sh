@@ -21,20 +21,9 @@ DATADIR=/run/rdma-chain-up
 RIPAM=/run/ipam-up
 ANNOTATED='{"io.kubernetes.cri.pod-annotations":{"network.alibabacloud.com/erdma-smcr":"true"}}'
 
-if [ "$MODE" = exclusive ]; then
-	step switch-to-exclusive
-	if out=$(rdma system set netns exclusive 2>&1) && [ "$(netns_mode)" = exclusive ]; then pass; else fail "$out"; fi
-	check simrdma0-on-eth0 sh -c "/usr/sbin/rdma link | grep -q 'simrdma0/1 .*netdev eth0'"
-	check nic-setup setup_nic
-	DEVS='["simrdma0"]' SUBNET=fd00:98::/64
-	node_settled() { settled; }
-else
-	check rxe0-setup setup_rxe
-	# soft-RoCE routes pod traffic through the node's own address in the pods' /64
-	check node-v6 sh -c "/usr/sbin/ip addr show dev veth0 | grep -q fd00:97::1 || /usr/sbin/ip addr add fd00:97::1/64 dev veth0 nodad"
-	DEVS='["rxe0"]' SUBNET=fd00:97::/64
-	node_settled() { true; }
-fi
+SUBNET=fd00:98::/64
+[ "$MODE" = exclusive ] || SUBNET=fd00:97::/64
+setup_mode "$MODE" "${SUBNET%/64}1"
 ENTRY="\"mode\":\"$MODE\",\"devices\":$DEVS,\"podSelection\":\"all\",\"dataDir\":\"$DATADIR\",\
 \"smcr\":{\"transparent\":\"off\",\"onUnsupported\":\"fail\"},\
 \"capabilities\":{\"io.kubernetes.cri.pod-annotations\":true},\
@@ -44,12 +33,7 @@ ND11=/etc/cni/net.d-up-1.1.0
 NDPTP=/etc/cni/net.d-up-ptp
 write_conflist $ND10 1.0.0 "$ENTRY"
 write_conflist $ND11 1.1.0 "$ENTRY"
-mkdir -p $NDPTP
-cat >$NDPTP/rdmanet.conflist <<EOF2
-{"cniVersion":"1.1.0","name":"rdmanet","plugins":[
- {"type":"ptp","ipMasq":false,"ipam":{"type":"host-local","ranges":[[{"subnet":"10.99.0.0/24"}]],"dataDir":"/run/ipam"}}
-]}
-EOF2
+write_ptp_conflist $NDPTP
 mkdir -p $UPBIN
 for p in ptp host-local loopback; do ln -sf /opt/cni/bin/$p $UPBIN/$p; done
 OLDSUM=$(md5sum </usr/local/bin/rdma-chain-old | cut -c1-12)
