@@ -214,7 +214,8 @@ func (p *Plugin) rollback(c *call, rec *state.Record, tx *txn) {
 
 // checkMovable refuses, before any change, exclusive-mode devices whose
 // driver cannot change netns (moving a soft-RoCE netdev would even destroy
-// the rxe device).
+// the rxe device) or whose netdev cannot leave the host netns (a bond: the
+// kernel refuses the move, and a failed move must not even be tried).
 func (p *Plugin) checkMovable(rec *state.Record, devs []rdma.Device) error {
 	if rec.Mode != string(rdma.ModeExclusive) {
 		return nil
@@ -222,6 +223,17 @@ func (p *Plugin) checkMovable(rec *state.Record, devs []rdma.Device) error {
 	for _, d := range devs {
 		if err := p.env.RDMA.CheckMovable(d); err != nil {
 			return cniError(CodeMoveUnsupported, "RDMA device "+d.Name+" cannot change netns", err)
+		}
+		if d.Netdev == "" {
+			continue
+		}
+		why, err := p.env.Links.NetnsLocal(d.Netdev)
+		if err != nil {
+			return cniError(CodeLinkSetup, "cannot read netdev "+d.Netdev, err)
+		}
+		if why != "" {
+			return cniErrorf(CodeMoveUnsupported, "netdev %s of RDMA device %s cannot leave the host netns: %s; "+
+				"exclusive mode moves it into the pod, shared mode gives the pod an ipvlan child of it instead", d.Netdev, d.Name, why)
 		}
 	}
 	return nil

@@ -46,10 +46,6 @@ func netnsInode(path string) (uint64, bool, error) {
 	return ino, true, nil
 }
 
-// soNetnsCookie is SO_NETNS_COOKIE (include/uapi/asm-generic/socket.h,
-// Linux >= 5.14), which golang.org/x/sys/unix does not name.
-const soNetnsCookie = 71
-
 // netnsCookie is the kernel's id of the netns at path, which unlike its
 // inode number is never reused: SO_NETNS_COOKIE of a socket made inside it.
 func netnsCookie(path string) (uint64, error) {
@@ -59,13 +55,8 @@ func netnsCookie(path string) (uint64, error) {
 	}
 	defer n.Close()
 	var cookie uint64
-	err = n.Do(func(ns.NetNS) error {
-		fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-		if err != nil {
-			return err
-		}
-		defer unix.Close(fd)
-		cookie, err = unix.GetsockoptUint64(fd, unix.SOL_SOCKET, soNetnsCookie)
+	err = n.Do(func(ns.NetNS) (err error) {
+		cookie, err = netdev.CurrentNetnsCookie()
 		return err
 	})
 	if err != nil {
@@ -120,6 +111,8 @@ func (kernelAddrs) HostRouteWarning(parent string, ips []*types100.IPConfig) str
 }
 
 type kernelLinks struct{}
+
+func (kernelLinks) NetnsLocal(name string) (string, error) { return netdev.NetnsLocal(name) }
 
 func (kernelLinks) Describe(hostName, podName string) (netdev.HostLink, error) {
 	return netdev.Describe(hostName, podName)

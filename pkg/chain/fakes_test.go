@@ -115,7 +115,8 @@ type world struct {
 	allocs     []podres.Allocation
 	podErr     error
 	failOn     map[string]error
-	failNth    map[string]int // fail only that call of failOn's name (1-based)
+	netnsLocal map[string]string // netdev -> why it cannot leave the host netns
+	failNth    map[string]int    // fail only that call of failOn's name (1-based)
 	counts     map[string]int
 	calls      []string
 	pnet       map[string][]smc.PnetEntry // SMC pnet tables by netns ("" = host)
@@ -186,6 +187,10 @@ func (w *world) ReturnToHost(dev, nsPath string) error {
 func (w *world) InNetns(dev, nsPath string) (bool, error) {
 	err := w.record("InNetns %s %s", dev, nsPath)
 	return err == nil, nil
+}
+
+func (w *world) NetnsLocal(name string) (string, error) {
+	return w.netnsLocal[name], w.failOn["NetnsLocal"]
 }
 
 func (w *world) Describe(host, pod string) (netdev.HostLink, error) {

@@ -40,6 +40,9 @@ type RDMA interface {
 
 // Links is the seam over netdevs: exclusive-mode moves, shared-mode children.
 type Links interface {
+	// NetnsLocal says why host netdev name cannot leave the host netns
+	// (a bond, a bridge...), or "" when it can.
+	NetnsLocal(name string) (string, error)
 	Describe(hostName, podName string) (netdev.HostLink, error)
 	// MoveToPod moves the netdev Describe gave hl for into the pod.
 	MoveToPod(hl netdev.HostLink, podNS ns.NetNS) error

@@ -72,8 +72,15 @@ func recordHostLink(h *netlink.Handle, link netlink.Link, podName string) (HostL
 	if err != nil {
 		return HostLink{}, err
 	}
+	cookie, err := CurrentNetnsCookie()
+	if err != nil {
+		return HostLink{}, err
+	}
 	a := link.Attrs()
 	return HostLink{
+		HostNetns:  cookie,
+		PermMAC:    permMAC(link),
+		Kind:       link.Type(),
 		HostName:   a.Name,
 		PodName:    podName,
 		MAC:        linkMAC(link),

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 
 	"github.com/containernetworking/plugins/pkg/ns"
@@ -41,6 +42,11 @@ type HostLink struct {
 	WasUp      bool     `json:"wasUp,omitempty"`      // administratively up before the move
 	HostAddrs  []string `json:"hostAddrs,omitempty"`  // CIDRs the netdev had on the host (see keepAddr)
 	HostRoutes []Route  `json:"hostRoutes,omitempty"` // routes through it the kernel does not re-create (see hostRoutes)
+	// What identifies it besides name and MAC, which bond slaves, VLANs and
+	// macvlans share (see findInHost).
+	HostNetns uint64 `json:"hostNetns,omitempty"` // SO_NETNS_COOKIE of the host netns HostIndex belongs to
+	PermMAC   string `json:"permMAC,omitempty"`   // permanent address (IFLA_PERM_ADDRESS), if the device has one
+	Kind      string `json:"kind,omitempty"`      // link kind (IFLA_INFO_KIND; "device" for a NIC)
 }
 
 // validName checks an interface name the way the kernel's dev_valid_name
@@ -74,6 +80,36 @@ func sameMAC(a, b string) bool { return a != "" && normMAC(a) == normMAC(b) }
 
 // linkMAC returns the link's MAC in canonical form.
 func linkMAC(l netlink.Link) string { return l.Attrs().HardwareAddr.String() }
+
+// permMAC returns the link's permanent address in canonical form, or ""
+// when it has none (virtual links report none or all zeroes).
+func permMAC(l netlink.Link) string {
+	p := l.Attrs().PermHWAddr
+	if len(p) == 0 || slices.Equal(p, make(net.HardwareAddr, len(p))) {
+		return ""
+	}
+	return p.String()
+}
+
+// soNetnsCookie is SO_NETNS_COOKIE (include/uapi/asm-generic/socket.h,
+// Linux >= 5.14), which golang.org/x/sys/unix does not name.
+const soNetnsCookie = 71
+
+// CurrentNetnsCookie returns the kernel's id of the calling thread's netns,
+// which unlike its inode number is never reused while the system runs:
+// SO_NETNS_COOKIE of a socket made there.
+func CurrentNetnsCookie() (uint64, error) {
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return 0, fmt.Errorf("netns cookie: %w", err)
+	}
+	defer unix.Close(fd)
+	cookie, err := unix.GetsockoptUint64(fd, unix.SOL_SOCKET, soNetnsCookie)
+	if err != nil {
+		return 0, fmt.Errorf("netns cookie: %w", err)
+	}
+	return cookie, nil
+}
 
 // isUp reports whether the link is administratively up.
 func isUp(l netlink.Link) bool { return l.Attrs().Flags&net.FlagUp != 0 }

@@ -8,7 +8,7 @@ import (
 )
 
 // childKinds are link types that share their parent's MAC or sit on top of
-// it; they are never the netdev itself when searching by MAC.
+// it; a record without a kind never finds one of them by MAC alone.
 var childKinds = []string{"ipvlan", "ipvtap", "macvlan", "macvtap", "vlan", "bond", "bridge", "team"}
 
 // RestoreToHost gives the netdev described by l back to the CURRENT netns
@@ -96,12 +96,22 @@ func findInPod(h *netlink.Handle, l HostLink) (netlink.Link, error) {
 	return nil, nil
 }
 
-// findInHost finds the netdev in the host among links with the recorded MAC
-// (children such as vlan or ipvlan excluded), preferring HostName, then the
-// alias HostName, then HostIndex, then the only candidate.
+// findInHost finds the netdev in the host. Name and MAC alone do not
+// identify it: bond slaves share the bond's MAC, VLANs and macvlans their
+// lower device's, and a netdev the kernel returned from a dead pod netns may
+// be named devN. In order, it is:
+//   - the link at HostIndex, with the recorded MAC or permanent address, when
+//     the host netns is the one the index was recorded in (its cookie is
+//     never reused, and the kernel gives a returning netdev its old index
+//     when that is free, which it is, indexes being allocated cyclically),
+//     or, for records without the cookie, when it is also named HostName;
+//   - among the links with the recorded MAC or permanent address and the
+//     recorded kind (without one: not a child kind), the one named HostName,
+//     aliased HostName (the alias the move gave it), with the recorded
+//     permanent address, or the only one.
 func findInHost(h *netlink.Handle, l HostLink) (netlink.Link, error) {
-	// The usual case, one lookup: it is back under its own name.
-	if x, err := h.LinkByName(l.HostName); err == nil && sameMAC(linkMAC(x), l.MAC) && !slices.Contains(childKinds, x.Type()) {
+	if x, err := h.LinkByIndex(l.HostIndex); l.HostIndex > 0 && err == nil && l.addressOf(x) &&
+		(x.Attrs().Name == l.HostName || l.HostNetns != 0 && l.HostNetns == currentCookie()) {
 		return x, nil
 	}
 	links, err := listLinks(h)
@@ -110,14 +120,14 @@ func findInHost(h *netlink.Handle, l HostLink) (netlink.Link, error) {
 	}
 	var cands []netlink.Link
 	for _, x := range links {
-		if sameMAC(linkMAC(x), l.MAC) && !slices.Contains(childKinds, x.Type()) {
+		if l.addressOf(x) && l.kindOf(x) {
 			cands = append(cands, x)
 		}
 	}
 	prefs := []func(netlink.Link) bool{
 		func(x netlink.Link) bool { return x.Attrs().Name == l.HostName },
 		func(x netlink.Link) bool { return x.Attrs().Alias == l.HostName },
-		func(x netlink.Link) bool { return x.Attrs().Index == l.HostIndex },
+		func(x netlink.Link) bool { return l.PermMAC != "" && sameMAC(permMAC(x), l.PermMAC) },
 	}
 	for _, p := range prefs {
 		if i := slices.IndexFunc(cands, p); i >= 0 {
@@ -130,8 +140,33 @@ func findInHost(h *netlink.Handle, l HostLink) (netlink.Link, error) {
 	case 1:
 		return cands[0], nil
 	default:
-		return nil, fmt.Errorf("netdev %q: %d host links have MAC %s, none named or aliased %q", l.HostName, len(cands), l.MAC, l.HostName)
+		return nil, fmt.Errorf("netdev %q: %d host links have MAC %s, none named or aliased %q, at index %d or with permanent address %q",
+			l.HostName, len(cands), l.MAC, l.HostName, l.HostIndex, l.PermMAC)
 	}
+}
+
+// addressOf reports whether x carries the recorded MAC or permanent address.
+func (l HostLink) addressOf(x netlink.Link) bool {
+	return sameMAC(linkMAC(x), l.MAC) || l.PermMAC != "" && sameMAC(permMAC(x), l.PermMAC)
+}
+
+// kindOf reports whether x is of the recorded kind; records without one
+// exclude the kinds that share a MAC with the netdev they sit on.
+func (l HostLink) kindOf(x netlink.Link) bool {
+	if l.Kind != "" {
+		return x.Type() == l.Kind
+	}
+	return !slices.Contains(childKinds, x.Type())
+}
+
+// currentCookie is CurrentNetnsCookie, 0 when it cannot be read (then no
+// recorded cookie matches).
+func currentCookie() uint64 {
+	c, err := CurrentNetnsCookie()
+	if err != nil {
+		return 0
+	}
+	return c
 }
 
 // restoreHostState gives link (already in the host) its recorded host
