@@ -5,7 +5,7 @@
 # Root only (netns, veth). Environment:
 #   RDMA_CHAIN_BIN    plugin under test (default bin/rdma-chain)
 #   RC_BENCH_SAMPLES  paired samples per process-level measure (default 60)
-#   RC_BENCH_ONLY     names of the benchmarks to run, e.g. "Process AddRecords"
+#   RC_BENCH_ONLY     names of the benchmarks to run, e.g. "Process AddRecords AddDelDevices"
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -30,13 +30,13 @@ out=$root/.cache/bench.md
 # its own measures.
 started=$(date -u +%FT%TZ)
 load=$(cut -d' ' -f1-3 /proc/loadavg)
-benches=${RC_BENCH_ONLY:-Process PodResourcesLookup PodCycleCnitool NetdevModes ConcurrentPassThrough AddRecords}
+benches=${RC_BENCH_ONLY:-Process PodResourcesLookup PodCycleCnitool NetdevModes ConcurrentPassThrough AddRecords AddDelDevices}
 
 go test -c -tags privileged -o "$work/netns.test" ./integration/netns
 : >"$work/bench.log"
 for name in $benches; do
 	echo "bench: $name" >&2
-	if [[ $name == AddRecords ]]; then
+	if [[ $name == AddRecords || $name == AddDelDevices ]]; then
 		RC_BENCH_OUT=$rows go test -v -run '^$' -bench "^Benchmark$name\$" -benchtime=1x ./pkg/chain \
 			>>"$work/bench.log" 2>&1 || { cat "$work/bench.log" >&2; exit 1; }
 		continue

@@ -133,6 +133,9 @@ func (p *Plugin) attachHost(c *call, rec *state.Record, devs []rdma.Device, podN
 		rec.Links = append(rec.Links, state.Link{Device: d.Name, Step: stepPlanned,
 			HostLink: netdev.HostLink{HostName: d.Netdev, PodName: c.conf.PodIfName(i)}})
 		link := &rec.Links[len(rec.Links)-1]
+		if err := p.planPodRange(c, rec, link); err != nil {
+			return err
+		}
 		var err error
 		if rec.Mode == string(rdma.ModeExclusive) {
 			err = p.attachExclusive(c, rec, link, d, podNS, tx)

@@ -3,6 +3,7 @@ package chain
 import (
 	"fmt"
 	"io/fs"
+	"net/netip"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -129,7 +130,8 @@ func BenchmarkAddRecords(b *testing.B) {
 			if records == 0 {
 				base = v
 			}
-			benchRow(b, fmt.Sprintf("ADD with %d records on the node (shared, faked kernel)", records), v, base, cpu)
+			benchRow(b, benchLine{measure: fmt.Sprintf("ADD with %d records on the node (shared, faked kernel)", records),
+				base: "0 records", note: "real state files, no IPAM: none synced"}, v, base, cpu)
 		}
 	}
 }
@@ -157,20 +159,96 @@ func processCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-func benchRow(b *testing.B, measure string, v, base, cpu []float64) {
+// benchLine labels one row: what is measured, its baseline, a note, and per
+// (>1: the values and the baseline are divided by it and by baseDiv: a
+// per-unit cost).
+type benchLine struct {
+	measure, base, note string
+	per, baseDiv        float64
+}
+
+func benchRow(b *testing.B, l benchLine, v, base, cpu []float64) {
 	b.Helper()
 	q := func(v []float64, p float64) float64 {
 		s := slices.Clone(v)
 		slices.Sort(s)
 		return s[int(p*float64(len(s)-1)+0.5)]
 	}
+	per, baseDiv := max(l.per, 1), max(l.baseDiv, 1)
 	med, baseMed := q(v, 0.5), max(q(base, 0.5), 1e-9)
+	ratio := (med / per) / (baseMed / baseDiv)
 	met := "met"
-	if med/baseMed > 1.1 {
+	if ratio > 1.1 {
 		met = "**missed**"
 	}
-	line := fmt.Sprintf("| %s | %.3g ms | %.3g ms | 0 records %.3g ms | %.2fx | <= 1.1x | %s | CPU median %.2f ms (real state files, no IPAM: none synced) |\n",
-		measure, med, q(v, 0.95), baseMed, med/baseMed, met, q(cpu, 0.5))
+	line := fmt.Sprintf("| %s | %.3g ms | %.3g ms | %s %.3g ms | %.2fx | <= 1.1x | %s | CPU median %.2f ms (%s) |\n",
+		l.measure, med, q(v, 0.95), l.base, baseMed, ratio, met, q(cpu, 0.5), l.note)
 	b.ReportMetric(med, "median-ms")
 	testenv.BenchRow(b, line)
+}
+
+// ADD+DEL of one pod granted 1, 4 and 8 devices, in shared mode (an ipvlan
+// child and an IPAM lease per device, podIPv6Block rendering each device's
+// range) and exclusive mode (a netdev and a device moved per device), the
+// kernel and the IPAM faked, real state files: the cost per device must stay
+// flat (the ratio compares the per-device cost with one device's). Rows go
+// to RC_BENCH_OUT for scripts/bench.sh; run with -benchtime=1x.
+func BenchmarkAddDelDevices(b *testing.B) {
+	const samples = 40
+	for range b.N {
+		for _, mode := range []rdma.Mode{rdma.ModeShared, rdma.ModeExclusive} {
+			var base []float64
+			for _, n := range []int{1, 4, 8} {
+				v, cpu := addDelDevices(b, mode, n, samples)
+				if n == 1 {
+					base = v
+				}
+				benchRow(b, benchLine{measure: fmt.Sprintf("ADD+DEL, %d device(s) per pod (%s, faked kernel and IPAM)", n, mode),
+					base: "1 device", note: "ratio per device; real state files, leases synced",
+					per: float64(n)}, v, base, cpu)
+			}
+		}
+	}
+}
+
+// addDelDevices measures samples ADD+DEL cycles of a pod granted n devices.
+func addDelDevices(b *testing.B, mode rdma.Mode, n, samples int) (v, cpu []float64) {
+	b.Helper()
+	w := &world{mode: mode, prefixes: map[string][]netip.Prefix{}}
+	var ids []string
+	for i := range n {
+		dev, nd := fmt.Sprintf("mlx5_%d", i), fmt.Sprintf("eth%d", i)
+		w.devices = append(w.devices, rdma.Device{Name: dev, Driver: "mlx5_core", Netdev: nd})
+		w.prefixes[nd] = []netip.Prefix{netip.MustParsePrefix(fmt.Sprintf("fd00:%x::1/64", i+1))}
+		ids = append(ids, dev)
+	}
+	w.allocs = []podres.Allocation{{ResourceName: "rdma/hca", DeviceIDs: ids}}
+	p := w.plugin()
+	dir := b.TempDir()
+	conf := `,"podIPv6Block":"::f:0:c00/124","ipam":{"type":"host-local"}`
+	cycle := func(id string) {
+		args := cmd(dir, conf, prevResult100)
+		args.ContainerID = id
+		w.stdout.Reset()
+		w.calls, w.ipamConfs = w.calls[:0], w.ipamConfs[:0]
+		if err := p.Add(args); err != nil {
+			b.Fatal(err)
+		}
+		if got := len(filterCalls(w.calls, "IPAMAdd")); got != n {
+			b.Fatalf("%d leases taken for %d devices", got, n)
+		}
+		if err := p.Del(args); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for i := range 10 { // warm-up, as in BenchmarkAddRecords
+		cycle(fmt.Sprintf("warm-%d", i))
+	}
+	for i := range samples {
+		cpu0, start := processCPU(), time.Now()
+		cycle(fmt.Sprintf("probe-%d", i))
+		v = append(v, float64(time.Since(start))/1e6)
+		cpu = append(cpu, float64(processCPU()-cpu0)/1e6)
+	}
+	return v, cpu
 }

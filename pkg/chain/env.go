@@ -3,6 +3,7 @@ package chain
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 
 	types100 "github.com/containernetworking/cni/pkg/types/100"
@@ -104,6 +105,10 @@ type kernelAddrs struct{}
 
 func (kernelAddrs) Configure(podNS ns.NetNS, ifName string, res *types100.Result, opts addr.Options) error {
 	return addr.Configure(podNS, ifName, res, opts)
+}
+
+func (kernelAddrs) Prefixes(netdev string) ([]netip.Prefix, error) {
+	return addr.NetdevPrefixes(netdev)
 }
 
 func (kernelAddrs) HostRouteWarning(parent string, ips []*types100.IPConfig) string {

@@ -18,6 +18,7 @@ const (
 	CodeCheckFailed     uint = 106 // CHECK found the attachment differs from its record
 	CodeIPAM            uint = 107 // the delegated IPAM plugin failed
 	CodeSMC             uint = 108 // SMC-R set-up failed, or SMC is missing with onUnsupported: fail
+	CodePodIPv6         uint = 109 // podIPv6Block: the netdev has no global /64, or the block is exhausted
 	// CodeNotAvailable is the spec's STATUS code: the plugin cannot serve ADD.
 	CodeNotAvailable uint = 50
 )
@@ -47,5 +48,5 @@ var Codes = []uint{
 	types.ErrIncompatibleCNIVersion, types.ErrInvalidEnvironmentVariables, types.ErrIOFailure, types.ErrDecodingFailure, types.ErrInvalidNetworkConfig,
 	types.ErrInvalidNetNS, types.ErrTryAgainLater, CodeNotAvailable,
 	CodeNoRDMA, CodeModeMismatch, CodeMoveUnsupported, CodeNoDevice, CodeLinkSetup,
-	CodeState, CodeCheckFailed, CodeIPAM, CodeSMC,
+	CodeState, CodeCheckFailed, CodeIPAM, CodeSMC, CodePodIPv6,
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -116,7 +117,9 @@ type world struct {
 	podErr     error
 	failOn     map[string]error
 	netnsLocal map[string]string // netdev -> why it cannot leave the host netns
-	failNth    map[string]int    // fail only that call of failOn's name (1-based)
+	prefixes   map[string][]netip.Prefix
+	ipamConfs  []string       // "ADD|DEL IFNAME STDIN" of every IPAM call
+	failNth    map[string]int // fail only that call of failOn's name (1-based)
 	counts     map[string]int
 	calls      []string
 	pnet       map[string][]smc.PnetEntry // SMC pnet tables by netns ("" = host)
@@ -229,6 +232,7 @@ func (w *world) Add(_ context.Context, r addr.Request) (*types100.Result, error)
 	if err := w.record("IPAMAdd %s %s", r.ContainerID, r.IfName); err != nil {
 		return nil, err
 	}
+	w.ipamConfs = append(w.ipamConfs, "ADD "+r.IfName+" "+string(r.NetConf))
 	if w.onIPAM != nil {
 		w.onIPAM()
 	}
@@ -240,6 +244,7 @@ func (w *world) Add(_ context.Context, r addr.Request) (*types100.Result, error)
 		Routes: []*types.Route{{Dst: *dst, GW: gw}}}, nil
 }
 func (w *world) Del(_ context.Context, r addr.Request) error {
+	w.ipamConfs = append(w.ipamConfs, "DEL "+r.IfName+" "+string(r.NetConf))
 	return w.record("IPAMDel %s %s", r.ContainerID, r.IfName)
 }
 func (w *world) GC(_ context.Context, _ addr.Request, valid []types.GCAttachment) error {
@@ -247,6 +252,9 @@ func (w *world) GC(_ context.Context, _ addr.Request, valid []types.GCAttachment
 }
 func (w *world) Configure(_ ns.NetNS, ifName string, res *types100.Result, opts addr.Options) error {
 	return w.record("Configure %s %s dad=%v", ifName, res.IPs[0].Address.String(), opts.DAD)
+}
+func (w *world) Prefixes(netdev string) ([]netip.Prefix, error) {
+	return w.prefixes[netdev], w.failOn["Prefixes"]
 }
 func (w *world) HostRouteWarning(parent string, _ []*types100.IPConfig) string {
 	w.record("HostRouteWarning %s", parent)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
@@ -18,20 +19,25 @@ import (
 const ipamTimeout = 30 * time.Second
 
 // ipamRequest is the delegation for the pod-side interface ifName: the same
-// container, netns, CNI_ARGS and CNI_PATH, the plugin's own conf as stdin.
-func ipamRequest(c *call, ifName string) addr.Request {
+// container, netns, CNI_ARGS and CNI_PATH, the plugin's own conf as stdin
+// (with podIPv6Block, its ipam ranges set to rng).
+func ipamRequest(c *call, ifName, rng string) (addr.Request, error) {
+	stdin, err := ipamStdinFor(c, rng)
 	return addr.Request{
-		PluginType: c.conf.IPAM.Type, NetConf: c.ipamStdin,
+		PluginType: c.conf.IPAM.Type, NetConf: stdin,
 		ContainerID: c.args.ContainerID, NetNS: c.args.Netns, IfName: ifName,
 		Args: c.args.Args, Path: c.args.Path,
-	}
+	}, err
 }
 
 // addressLink takes an IPAM lease for the link's pod interface and
 // configures it there, without the node lock. The lease was recorded as
 // planned before (under the lock), so a DEL after a crash releases it.
 func (p *Plugin) addressLink(c *call, link *state.Link, podNS ns.NetNS, tx *txn) error {
-	req := ipamRequest(c, link.PodName)
+	req, err := ipamRequest(c, link.PodName, link.IPAMRange)
+	if err != nil {
+		return cniError(CodeIPAM, "cannot render the IPAM configuration of "+link.PodName, err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), ipamTimeout)
 	defer cancel()
 	// Registered before the call: an IPAM that fails half-way may hold a
@@ -45,6 +51,10 @@ func (p *Plugin) addressLink(c *call, link *state.Link, podNS ns.NetNS, tx *txn)
 		var te *types.Error
 		if errors.As(err, &te) && te.Code == types.ErrTryAgainLater {
 			code = te.Code
+		}
+		if link.IPAMRange != "" && exhausted(err) {
+			return types.NewError(CodePodIPv6, fmt.Sprintf("IPv6 block %s of netdev %s (RDMA device %s) is exhausted",
+				link.IPAMRange, link.HostName, link.Device), err.Error())
 		}
 		return types.NewError(code, fmt.Sprintf("IPAM %s failed for %s", req.PluginType, link.PodName), err.Error())
 	}
@@ -96,7 +106,14 @@ func (p *Plugin) releaseLeases(c *call, rec *state.Record) error {
 			l.IPAM, l.IPs = false, nil
 			continue
 		}
-		req := ipamRequest(c, l.PodName)
+		req, err := ipamRequest(c, l.PodName, l.IPAMRange)
+		if err != nil {
+			// As above: no configuration can release it through this conf.
+			c.log.Warn("IPAM lease recorded but its range cannot be rendered: not released",
+				"container", rec.ContainerID, "ifname", l.PodName, "error", err)
+			l.IPAM, l.IPs = false, nil
+			continue
+		}
 		req.ContainerID, req.NetNS = rec.ContainerID, ""
 		if err := p.releaseLease(c, req); err != nil {
 			errs = append(errs, fmt.Errorf("IPAM %s lease of %s: %w", req.PluginType, l.PodName, err))
@@ -116,10 +133,21 @@ func (p *Plugin) releaseInferredLeases(c *call) error {
 	if !c.conf.HasIPAM() {
 		return nil
 	}
+	rng := ""
+	if _, block := c.conf.PodBlock(); block {
+		var ok bool
+		if rng, ok = p.anyPodRange(c); !ok {
+			c.log.Warn("podIPv6Block: no offered device's netdev has a global /64 to render the IPAM's range: leases not released", "container", c.args.ContainerID)
+			return nil
+		}
+	}
 	n := min(max(len(c.conf.Devices), 1), 8)
 	var errs []error
 	for i := range n {
-		req := ipamRequest(c, c.conf.PodIfName(i))
+		req, err := ipamRequest(c, c.conf.PodIfName(i), rng)
+		if err != nil {
+			return leaseError(err)
+		}
 		req.NetNS = ""
 		if err := p.releaseLease(c, req); err != nil {
 			errs = append(errs, err)
@@ -137,18 +165,45 @@ func (p *Plugin) gcLeases(c *call, kept []*state.Record) error {
 	// The runtime's own list too: an IPAM keyed by network name may hold
 	// the primary's leases as well.
 	valid := c.conf.ValidAttachments()
+	var ranges []string
 	for _, r := range kept {
 		for _, l := range r.Links {
 			if l.IPAM {
 				valid = append(valid, types.GCAttachment{ContainerID: r.ContainerID, IfName: l.PodName})
+				if l.IPAMRange != "" && !slices.Contains(ranges, l.IPAMRange) {
+					ranges = append(ranges, l.IPAMRange)
+				}
 			}
 		}
 	}
+	stdin, err := gcStdin(c, ranges)
+	if err != nil || stdin == nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), ipamTimeout)
 	defer cancel()
-	req := addr.Request{PluginType: c.conf.IPAM.Type, NetConf: c.ipamStdin, Path: c.args.Path}
+	req := addr.Request{PluginType: c.conf.IPAM.Type, NetConf: stdin, Path: c.args.Path}
 	if err := p.env.IPAM.GC(ctx, req, valid); err != nil {
 		return fmt.Errorf("IPAM %s GC: %w", req.PluginType, err)
 	}
 	return nil
+}
+
+// gcStdin is the IPAM's conf for GC: with podIPv6Block, one range set per
+// range the kept attachments recorded (an IPAM needs some to parse its
+// conf), nil when there is none (nothing is held: nothing to collect).
+func gcStdin(c *call, ranges []string) ([]byte, error) {
+	if _, ok := c.conf.PodBlock(); !ok {
+		return c.ipamStdin, nil
+	}
+	if len(ranges) == 0 {
+		c.log.Info("podIPv6Block: no kept attachment records a range: IPAM GC not delegated")
+		return nil, nil
+	}
+	for _, r := range ranges {
+		if _, err := ipamStdinFor(c, r); err != nil {
+			return nil, err
+		}
+	}
+	return c.conf.IPAMStdinRange(ranges...)
 }

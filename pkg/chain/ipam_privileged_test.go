@@ -155,3 +155,37 @@ func assertSysctl(t *testing.T, pod ns.NetNS, key, want string) {
 		return nil
 	})
 }
+
+// podIPv6Block with the real host-local and real addresses on the node's
+// netdev: two pods get the block's first addresses in ens9's /64, DEL
+// releases them, and the block, once exhausted, is 109 naming it.
+func TestPodIPv6BlockRealIPAM(t *testing.T) {
+	n := newNode(t, rdma.ModeShared)
+	n.cniPath = filepath.Dir(testenv.RequireBinary(t, "host-local", testenv.ToolsDir("cni", "bin")))
+	n.w.devices = []rdma.Device{rxe("rxe0", hostDev)} // ens9 has fd00:1::10/64
+	leases := t.TempDir()
+	conf := `,"podSelection":"all","sharedLink":{"type":"macvlan"},"podIPv6Block":"::f:0:c00/126","ipam":{"type":"host-local","dataDir":"` + leases + `"}`
+	var pods []ns.NetNS
+	for i, want := range []string{"fd00:1::f:0:c02/126", "fd00:1::f:0:c03/126"} {
+		pod := netnstest.NewNS(t)
+		pods = append(pods, pod)
+		if err := n.run(add, pod, conf, prevResult100); err != nil {
+			t.Fatalf("ADD %d: %v", i, err)
+		}
+		if link, _ := netnstest.Snapshot(t, pod, "rdma0"); len(link.Addrs) != 1 || link.Addrs[0] != want {
+			t.Errorf("pod %d rdma0 addrs %v, want %s", i, link.Addrs, want)
+		}
+	}
+	// host-local keeps a range's first address (its default gateway) out: a
+	// /126 holds ::c02 and ::c03 for pods.
+	wantCode(t, n.run(add, netnstest.NewNS(t), conf, prevResult100), CodePodIPv6, "fd00:1::f:0:c00/126")
+	for i, pod := range pods {
+		if err := n.run(del, pod, conf, ""); err != nil {
+			t.Fatalf("DEL %d: %v", i, err)
+		}
+	}
+	files, _ := filepath.Glob(filepath.Join(leases, "rdmanet", "fd00:1::*"))
+	if len(files) != 0 || len(stateFiles(t, n.dir)) != 0 {
+		t.Errorf("leases %v, records %v left", files, stateFiles(t, n.dir))
+	}
+}

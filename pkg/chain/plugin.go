@@ -7,6 +7,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net/netip"
 	"time"
 
 	"github.com/containernetworking/cni/pkg/skel"
@@ -62,6 +63,9 @@ type PodResources interface {
 type Addressing interface {
 	Configure(podNS ns.NetNS, ifName string, res *types100.Result, opts addr.Options) error
 	HostRouteWarning(parent string, ips []*types100.IPConfig) string
+	// Prefixes lists the global IPv6 addresses (with prefix lengths) of a
+	// host netdev.
+	Prefixes(netdev string) ([]netip.Prefix, error)
 }
 
 // SMC is the seam over the kernel's SMC-R tables. An empty nsPath means the

@@ -113,7 +113,10 @@ type NetConf struct {
 	// ReportIPs lists the RDMA interfaces' IPAM addresses (and their routes
 	// other than default routes) in the result; off, the result gains only
 	// the RDMA interface entries (docs/chaining.md says why).
-	ReportIPs     bool            `json:"reportIPs,omitempty"`
+	ReportIPs bool `json:"reportIPs,omitempty"`
+	// PodIPv6Block derives each pod's IPv6 on each RDMA interface from the
+	// device's netdev's global /64 and these host bits (see PodBlock).
+	PodIPv6Block  string          `json:"podIPv6Block,omitempty"`
 	RuntimeConfig RuntimeConfig   `json:"runtimeConfig"`
 	RawIPAM       json.RawMessage `json:"-"`
 	// LegacyAttachments is the pre-1.1 spelling of cni.dev/valid-attachments.

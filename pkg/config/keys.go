@@ -40,6 +40,7 @@ func (c *NetConf) topFields() []field {
 		{"deviceID", plain(&c.DeviceID)},
 		{"dad", plain(&c.DAD)},
 		{"reportIPs", plain(&c.ReportIPs)},
+		{"podIPv6Block", plain(&c.PodIPv6Block)},
 	}
 }
 

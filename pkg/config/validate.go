@@ -99,7 +99,7 @@ func (c *NetConf) validateIPAM() error {
 	if c.IPAM.Type != "" && !pluginNameRE.MatchString(c.IPAM.Type) {
 		return invalid("ipam.type", "%q must be a plugin name: 1-64 characters of [A-Za-z0-9_.-], starting alphanumeric, no path", truncate(c.IPAM.Type))
 	}
-	return nil
+	return c.validatePodIPv6Block()
 }
 
 func (c *NetConf) validateSMCR() error {

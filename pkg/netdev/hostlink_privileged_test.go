@@ -34,7 +34,7 @@ func (e *env) setMAC(t *testing.T, name, mac string) {
 // withoutIdentity is hl as records written before HostLink carried the
 // host netns cookie, the permanent address and the kind.
 func withoutIdentity(hl HostLink) HostLink {
-	hl.HostNetns, hl.PermMAC, hl.Kind = 0, "", ""
+	hl.HostNetns, hl.PermMAC, hl.LinkKind = 0, "", ""
 	return hl
 }
 
@@ -91,7 +91,7 @@ func TestRestoreNeverMoved(t *testing.T) {
 				if err := e.inHost(func() (err error) { hl, err = Describe("master0", podIf); return err }); err != nil {
 					t.Fatalf("Describe: %v", err)
 				}
-				if hl.Kind != kind || hl.HostNetns == 0 {
+				if hl.LinkKind != kind || hl.HostNetns == 0 {
 					t.Errorf("Describe = %+v: want kind %s and the host netns cookie", hl, kind)
 				}
 				err := e.inHost(func() error { return MoveDescribed(hl, e.pod) })

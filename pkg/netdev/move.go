@@ -80,7 +80,7 @@ func recordHostLink(h *netlink.Handle, link netlink.Link, podName string) (HostL
 	return HostLink{
 		HostNetns:  cookie,
 		PermMAC:    permMAC(link),
-		Kind:       link.Type(),
+		LinkKind:   link.Type(),
 		HostName:   a.Name,
 		PodName:    podName,
 		MAC:        linkMAC(link),

@@ -46,7 +46,7 @@ type HostLink struct {
 	// macvlans share (see findInHost).
 	HostNetns uint64 `json:"hostNetns,omitempty"` // SO_NETNS_COOKIE of the host netns HostIndex belongs to
 	PermMAC   string `json:"permMAC,omitempty"`   // permanent address (IFLA_PERM_ADDRESS), if the device has one
-	Kind      string `json:"kind,omitempty"`      // link kind (IFLA_INFO_KIND; "device" for a NIC)
+	LinkKind  string `json:"linkKind,omitempty"`  // link kind (IFLA_INFO_KIND; "device" for a NIC)
 }
 
 // validName checks an interface name the way the kernel's dev_valid_name

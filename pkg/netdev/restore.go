@@ -153,8 +153,8 @@ func (l HostLink) addressOf(x netlink.Link) bool {
 // kindOf reports whether x is of the recorded kind; records without one
 // exclude the kinds that share a MAC with the netdev they sit on.
 func (l HostLink) kindOf(x netlink.Link) bool {
-	if l.Kind != "" {
-		return x.Type() == l.Kind
+	if l.LinkKind != "" {
+		return x.Type() == l.LinkKind
 	}
 	return !slices.Contains(childKinds, x.Type())
 }

@@ -101,7 +101,11 @@ type Link struct {
 	RDMAMoved bool     `json:"rdmaMoved,omitempty"` // exclusive: RDMA device is in the pod netns
 	IPAM      bool     `json:"ipam,omitempty"`      // an IPAM lease was (or is being) taken for PodName
 	IPs       []string `json:"ips,omitempty"`       // CIDRs the IPAM gave PodName
-	Step      string   `json:"step"`                // progress marker written before/after each host change
+	// IPAMRange is the IPv6 block podIPv6Block rendered for this link at
+	// ADD (its netdev's /64 and the block's host bits): the range its lease
+	// is taken from and released with.
+	IPAMRange string `json:"ipamRange,omitempty"`
+	Step      string `json:"step"` // progress marker written before/after each host change
 }
 
 // Record is everything the plugin needs to remember about one attachment.
