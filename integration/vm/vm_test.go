@@ -45,12 +45,13 @@ import (
 
 // A boot runs several scenarios in one VM; they share the RDMA netns mode.
 // exclusive switches the mode, which needs a boot without any earlier netns.
-// A boot with simrdma gets a second NIC (virtio-net, qemu user networking
-// with restrict=on: nothing leaves qemu) and the simrdma test module bound
-// to it (integration/vm/simrdma, loaded by init.sh on rc.simrdma=eth0).
+// A boot with simrdma NICs gets that many virtio-net NICs (qemu user
+// networking with restrict=on: nothing leaves qemu) and the simrdma test
+// module with one device on each (integration/vm/simrdma, loaded by init.sh
+// on rc.simrdma=eth0,eth1,...).
 type bootGroup struct {
 	name      string
-	simrdma   bool
+	simrdma   int
 	scenarios []scenario
 }
 
@@ -61,17 +62,19 @@ type scenario struct {
 }
 
 var bootGroups = []bootGroup{
-	{"shared-mode", false, []scenario{{"smoke", false, false}, {"shared", true, false}, {"podres", true, false},
+	{"shared-mode", 0, []scenario{{"smoke", false, false}, {"shared", true, false}, {"podres", true, false},
 		{"ipv6", true, false}, {"smc", true, false}, {"upgrade-shared", true, false}, {"demo", true, true}}},
-	{"exclusive-mode", false, []scenario{{"exclusive", true, false}}},
-	{"exclusive-simrdma", true, []scenario{{"exclusive-rdma", true, false}}},
-	{"ops", false, []scenario{{"ops", true, false}}},
-	{"ops-exclusive-simrdma", true, []scenario{{"ops-exclusive", true, false}, {"ops-repair", true, false}}},
-	{"smc-hook", false, []scenario{{"smc-hook", true, false}}},
-	{"crash-simrdma", true, []scenario{{"crash-rdma", true, false}}},
-	{"upgrade-simrdma", true, []scenario{{"upgrade-exclusive", true, false}}},
-	{"soak-shared", false, []scenario{{"soak-shared", true, false}}},
-	{"soak-simrdma", true, []scenario{{"soak-exclusive", true, false}}},
+	{"lingjun", 0, []scenario{{"bond", true, false}, {"multi", true, false}}},
+	{"exclusive-mode", 0, []scenario{{"exclusive", true, false}}},
+	{"exclusive-simrdma", 1, []scenario{{"exclusive-rdma", true, false}, {"bond-exclusive", true, false}}},
+	{"multi-exclusive-simrdma", 4, []scenario{{"multi-exclusive", true, false}}},
+	{"ops", 0, []scenario{{"ops", true, false}}},
+	{"ops-exclusive-simrdma", 1, []scenario{{"ops-exclusive", true, false}, {"ops-repair", true, false}}},
+	{"smc-hook", 0, []scenario{{"smc-hook", true, false}}},
+	{"crash-simrdma", 1, []scenario{{"crash-rdma", true, false}}},
+	{"upgrade-simrdma", 1, []scenario{{"upgrade-exclusive", true, false}}},
+	{"soak-shared", 0, []scenario{{"soak-shared", true, false}}},
+	{"soak-simrdma", 1, []scenario{{"soak-exclusive", true, false}}},
 }
 
 // upgradeFrom is the commit of this repository whose plugin the upgrade
@@ -162,7 +165,7 @@ func TestVM(t *testing.T) {
 						testenv.Unavailable(t, "every scenario of %s needs the plugin: %s", g.name, p.why)
 						return
 					}
-					if g.simrdma && p.simrdma[k] == "" {
+					if g.simrdma > 0 && p.simrdma[k] == "" {
 						testenv.Unavailable(t, "no simrdma module built for kernel %s: run scripts/vm/prepare.sh "+
 							"(it installs linux-headers and builds integration/vm/simrdma)", k)
 						return
@@ -264,6 +267,12 @@ func buildBinaries(root string) (prepared, error) {
 	if o, err := runCmd(root, []string{"CGO_ENABLED=0"}, "go", "test", "-c", "-tags", "smchook", "-ldflags=-s -w",
 		"-o", filepath.Join(dir, "hook.test"), "./pkg/smc/hook/"); err != nil {
 		return p, fmt.Errorf("go test -c ./pkg/smc/hook: %w\n%s", err, o)
+	}
+	// The host link lookup tests run in the guest too, with bonds (this
+	// host's kernel has no bonding).
+	if o, err := runCmd(root, []string{"CGO_ENABLED=0"}, "go", "test", "-c", "-tags", "privileged", "-ldflags=-s -w",
+		"-o", filepath.Join(dir, "netdev.test"), "./pkg/netdev/"); err != nil {
+		return p, fmt.Errorf("go test -c ./pkg/netdev: %w\n%s", err, o)
 	}
 	// The crash scenario's plugin: failpoints compiled in (test-only build),
 	// always from source, also when RC_VM_PLUGIN names the plugin to test.
@@ -380,7 +389,7 @@ func (c *console) add(line string) {
 }
 
 // boot runs one VM and streams its console into the test log.
-func boot(t *testing.T, p prepared, kdir, initrd string, scenarios []string, simrdma bool, timeout time.Duration) *console {
+func boot(t *testing.T, p prepared, kdir, initrd string, scenarios []string, simrdma int, timeout time.Duration) *console {
 	t.Helper()
 	c := &console{steps: map[string]bool{}, passed: map[string]bool{}, failed: map[string]string{}}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
@@ -388,10 +397,14 @@ func boot(t *testing.T, p prepared, kdir, initrd string, scenarios []string, sim
 	cmdline := "console=ttyS0 panic=-1 quiet rc.scenario=" + strings.Join(scenarios, ",")
 	args := []string{"-accel", envOr("RC_VM_ACCEL", "tcg,thread=single"), "-m", "1024", "-smp", "2",
 		"-nographic", "-no-reboot", "-kernel", filepath.Join(kdir, "vmlinuz"), "-initrd", initrd}
-	if simrdma {
+	var nics []string
+	for i := range simrdma {
 		// restrict=on: the guest reaches neither the host nor anything beyond.
-		args = append(args, "-netdev", "user,id=n1,restrict=on,ipv6=off", "-device", "virtio-net-pci,netdev=n1")
-		cmdline += " rc.simrdma=eth0"
+		args = append(args, "-netdev", fmt.Sprintf("user,id=n%d,restrict=on,ipv6=off", i), "-device", fmt.Sprintf("virtio-net-pci,netdev=n%d", i))
+		nics = append(nics, fmt.Sprintf("eth%d", i))
+	}
+	if simrdma > 0 {
+		cmdline += " rc.simrdma=" + strings.Join(nics, ",")
 	}
 	args = append(args, "-append", strings.TrimSpace(cmdline+" "+os.Getenv("RC_VM_APPEND")))
 	cmd := exec.CommandContext(ctx, p.qemu, args...)

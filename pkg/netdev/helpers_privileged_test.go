@@ -42,10 +42,11 @@ func newEnv(t *testing.T) *env {
 	return e
 }
 
-// handle returns a netlink handle in n, closed when t ends.
+// handle returns a netlink handle in n, closed when t ends. NETLINK_ROUTE
+// only: the VM tier's kernels have no xfrm_user or nfnetlink.
 func handle(t *testing.T, n ns.NetNS) *netlink.Handle {
 	t.Helper()
-	h, err := netlink.NewHandleAt(netns.NsHandle(int(n.Fd())))
+	h, err := netlink.NewHandleAt(netns.NsHandle(int(n.Fd())), unix.NETLINK_ROUTE)
 	if err != nil {
 		t.Fatalf("handle: %v", err)
 	}

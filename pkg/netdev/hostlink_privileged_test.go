@@ -65,7 +65,7 @@ func (e *env) addMaster(t *testing.T, kind string) {
 	}
 	e.setMAC(t, "master0", sharedMAC)
 	for i, port := range []string{"port0", "port1"} {
-		l := addVeth(t, e.host, port, e.peer, "peer"+port[4:])
+		l := addVeth(t, e.host, port, e.peer, "mpeer"+port[4:])
 		e.setMAC(t, port, sharedMAC)
 		if err := h.LinkSetMasterByIndex(l, m.Attrs().Index); err != nil {
 			t.Fatalf("enslave port %d: %v", i, err)

@@ -19,7 +19,8 @@
 #                prepare.sh -> /lib/modules/KVER/simrdma.ko
 # The virtio-net modules (load-nic) and simrdma.ko are loaded only in a boot
 # whose kernel command line has rc.simrdma=NETDEV (init.sh), so boots without
-# a second NIC are unchanged.
+# a second NIC are unchanged; bonding (load-bond) only by the scenarios that
+# build bonds (lib.sh load_bonding).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 [ $# -ge 3 ] || { echo "usage: $0 KERNEL_DIR OUT.cpio.gz SCENARIO_DIR..." >&2; exit 2; }
@@ -52,6 +53,9 @@ OPTIONAL="xfrm_user nfnetlink"
 # The virtio-net NIC simrdma binds to, in load order (on 6.12 virtio and
 # virtio_pci are built in and left out by resolve).
 NIC="virtio_ring virtio virtio_pci_legacy_dev virtio_pci_modern_dev virtio_pci failover net_failover virtio_net"
+# Bonds (the bond scenarios load it with max_bonds=0, so no boot gets a
+# bond0 it did not ask for).
+BOND="bonding"
 SIMRDMA_KO=${SIMRDMA_KO:-}
 
 STAGE=$(mktemp -d)
@@ -104,9 +108,16 @@ while read -r n p; do
 	[ -z "${PATHOF[$n]:-}" ] || continue
 	ORDER+=("$n"); PATHOF[$n]=$p
 done < <(resolve $WANT $OPTIONAL $NIC)
+NNIC=${#ORDER[@]}
+while read -r n p; do
+	[ "$n" != MISSING ] || die "module $p not found in $KVER"
+	[ -z "${PATHOF[$n]:-}" ] || continue
+	ORDER+=("$n"); PATHOF[$n]=$p
+done < <(resolve $WANT $OPTIONAL $NIC $BOND)
 : >"$STAGE/lib/modules/load-order"
 : >"$STAGE/lib/modules/load-optional"
 : >"$STAGE/lib/modules/load-nic"
+: >"$STAGE/lib/modules/load-bond"
 i=0
 for n in "${ORDER[@]}"; do
 	src="$MDIR/${PATHOF[$n]}"
@@ -121,8 +132,10 @@ for n in "${ORDER[@]}"; do
 		echo "$n" >>"$STAGE/lib/modules/load-order"
 	elif [ $i -lt $NOPT ]; then
 		echo "$n" >>"$STAGE/lib/modules/load-optional"
-	else
+	elif [ $i -lt $NNIC ]; then
 		echo "$n" >>"$STAGE/lib/modules/load-nic"
+	else
+		echo "$n" >>"$STAGE/lib/modules/load-bond"
 	fi
 	i=$((i + 1))
 done

@@ -4,8 +4,9 @@
 #   scripts/vm/run-scenario.sh KERNEL SCENARIO[,SCENARIO...]
 #
 # KERNEL: 6.1 or 6.12. SCENARIO: a script name under integration/vm/scenarios
-# (smoke, shared, podres, ipv6, smc, exclusive, exclusive-rdma, ops, ops-exclusive, ops-repair, smc-hook,
-# crash-rdma, upgrade-shared, upgrade-exclusive, soak-shared, soak-exclusive; opt-in: demo); several share one
+# (smoke, shared, podres, ipv6, smc, bond, multi, exclusive, exclusive-rdma, bond-exclusive,
+# multi-exclusive (four NICs), ops, ops-exclusive, ops-repair, smc-hook, crash-rdma,
+# upgrade-shared, upgrade-exclusive, soak-shared, soak-exclusive; opt-in: demo); several share one
 # boot when joined by commas (exclusive and exclusive-rdma need their own boots). A boot with
 # exclusive-rdma gets a second NIC (virtio-net, qemu user networking with restrict=on: nothing
 # leaves qemu) and the simrdma test module bound to it (rc.simrdma=eth0). Steps: prepare.sh (cached), build the
@@ -28,10 +29,15 @@ QEMU=$(awk -F= '$1=="QEMU" {print $2}' "$ENV")
 SIMRDMA_KO=$(awk -F= -v k="SIMRDMA_${KERNEL//./_}" '$1==k {print $2}' "$ENV")
 NIC=()
 case ",$SCEN," in
-*,exclusive-rdma,* | *,ops-exclusive,* | *,ops-repair,* | *,crash-rdma,* | *,upgrade-exclusive,* | *,soak-exclusive,*)
+*,exclusive-rdma,* | *,bond-exclusive,* | *,ops-exclusive,* | *,ops-repair,* | *,crash-rdma,* | *,upgrade-exclusive,* | *,soak-exclusive,*)
 	[ -n "$SIMRDMA_KO" ] || { echo "no simrdma module for $KERNEL in $ENV (see scripts/vm/prepare.sh output)" >&2; exit 1; }
 	NIC=(-netdev user,id=n1,restrict=on,ipv6=off -device virtio-net-pci,netdev=n1)
 	VM_APPEND="rc.simrdma=eth0 ${VM_APPEND:-}"
+	;;
+*,multi-exclusive,*)
+	[ -n "$SIMRDMA_KO" ] || { echo "no simrdma module for $KERNEL in $ENV (see scripts/vm/prepare.sh output)" >&2; exit 1; }
+	for i in 0 1 2 3; do NIC+=(-netdev "user,id=n$i,restrict=on,ipv6=off" -device "virtio-net-pci,netdev=n$i"); done
+	VM_APPEND="rc.simrdma=eth0,eth1,eth2,eth3 ${VM_APPEND:-}"
 	;;
 esac
 
@@ -48,6 +54,7 @@ go build -ldflags '-s -w' -o "$BIN/smcctl" ./integration/vm/guest/smcctl
 go build -ldflags '-s -w' -o "$BIN/tcpproto" ./integration/vm/guest/tcpproto
 go build -ldflags '-s -w' -o "$BIN/promscrape" ./integration/vm/guest/promscrape
 go test -c -tags smchook -ldflags '-s -w' -o "$BIN/hook.test" ./pkg/smc/hook/
+go test -c -tags privileged -ldflags '-s -w' -o "$BIN/netdev.test" ./pkg/netdev/
 go build -tags failpoint -ldflags '-s -w' -o "$BIN/rdma-chain-fp" ./plugins/meta/rdma-chain
 # The binaries built beside the plugin (the SMC socket hook, which the plugin
 # runs from its own directory; the operator binary): the ones beside

@@ -5,7 +5,7 @@
 # (each /scenarios/NAME.sh in its own shell; rc.load=optional also loads the
 # modules in /lib/modules/load-optional; rc.simrdma=NETDEV loads the
 # virtio-net modules of /lib/modules/load-nic and then the simrdma test
-# module bound to NETDEV), prints the verdict as
+# module with one device on each NETDEV of a comma-separated list), prints the verdict as
 # "RC-RESULT pass|fail" and powers off.
 /bin/busybox --install -s /bin
 export PATH=/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
@@ -34,8 +34,10 @@ if [ -n "$simnic" ]; then
 	for m in $(cat /lib/modules/load-nic); do
 		out=$(insmod "/lib/modules/$KVER/$m.ko" 2>&1) || echo "RC-INFO insmod $m: $out"
 	done
-	i=0
-	while [ ! -e "/sys/class/net/$simnic" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+	for nic in $(echo "$simnic" | tr ',' ' '); do
+		i=0
+		while [ ! -e "/sys/class/net/$nic" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+	done
 	if ! out=$(insmod "/lib/modules/$KVER/simrdma.ko" "netdev=$simnic" 2>&1); then
 		echo "RC-FAIL init/simrdma: insmod simrdma.ko netdev=$simnic: $out; $(ls /sys/class/net | tr '\n' ' ')"
 		echo init/simrdma >>/run/rc-fails

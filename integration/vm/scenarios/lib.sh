@@ -49,8 +49,8 @@ wait_until() {
 }
 # rping_listening ADDR: an rping server's cm_id listens on ADDR (any netns)
 rping_listening() { rdma resource show cm_id 2>/dev/null | grep 'state LISTEN' | grep -qF "src-addr $1"; }
-# gid_row GID NDEV: the gid_rows line of GID (expanded form) on NDEV; fails if none
-gid_row() { gid_rows | grep " $1 $2\$"; }
+# gid_row GID NDEV [DEV]: the gid_rows line of GID (expanded form) on NDEV; fails if none
+gid_row() { gid_rows "${3:-rxe0}" | grep " $1 $2\$"; }
 # v6_gid_rows: GID rows of fd00:77:: addresses on pod interfaces (not the node's fd00:77::1)
 v6_gid_rows() { gid_rows | grep ' fd00:0077:' | grep -v ' veth0$'; }
 # no_output CMD...: CMD prints nothing
@@ -222,18 +222,83 @@ expand6() {
 		print out }'
 }
 
-# gid_rows: "N GID NDEV" for every non-zero GID of rxe0 port 1 (one grep:
-# the table has hundreds of entries and a fork per file is slow under TCG)
+# gid_rows [DEV]: "N GID NDEV" for every non-zero GID of DEV (rxe0) port 1
+# (one grep: the table has hundreds of entries and a fork per file is slow
+# under TCG)
 gid_rows() {
-	grep -H -v '^0000:0000:0000:0000:0000:0000:0000:0000$' /sys/class/infiniband/rxe0/ports/1/gids/* 2>/dev/null |
+	_gd=${1:-rxe0}
+	grep -H -v '^0000:0000:0000:0000:0000:0000:0000:0000$' /sys/class/infiniband/$_gd/ports/1/gids/* 2>/dev/null |
 		sed 's|.*/gids/\([0-9]*\):|\1 |' | sort -n | while read -r n g; do
-		echo "$n $g $(cat /sys/class/infiniband/rxe0/ports/1/gid_attrs/ndevs/$n 2>/dev/null)"
+		echo "$n $g $(cat /sys/class/infiniband/$_gd/ports/1/gid_attrs/ndevs/$n 2>/dev/null)"
 	done
 }
 
-# counters: "sent=N rcvd=N" of rxe0 port 1
-rxe_sent() { cat /sys/class/infiniband/rxe0/ports/1/hw_counters/sent_pkts; }
-rxe_rcvd() { cat /sys/class/infiniband/rxe0/ports/1/hw_counters/rcvd_pkts; }
+# counters: sent_pkts and rcvd_pkts of DEV (rxe0) port 1
+rxe_sent() { cat /sys/class/infiniband/${1:-rxe0}/ports/1/hw_counters/sent_pkts; }
+rxe_rcvd() { cat /sys/class/infiniband/${1:-rxe0}/ports/1/hw_counters/rcvd_pkts; }
+
+# rping_between SERVER CLIENT ADDR DEV [COUNT]: an rping (COUNT rounds, 10)
+# from CLIENT's netns to a server on ADDR in SERVER's netns, over soft-RoCE
+# device DEV: passes the current step when it ran and DEV's RoCE counters
+# rose, fails it otherwise.
+rping_between() {
+	_sp=$1 _cp=$2 _ra=$3 _rd=$4 _rn=${5:-10}
+	_s0=$(rxe_sent "$_rd") _r0=$(rxe_rcvd "$_rd")
+	timeout 40 /usr/sbin/ip netns exec "$_sp" rping -s -a "$_ra" -C "$_rn" >"/tmp/rping-$_rd.log" 2>&1 &
+	_srv=$!
+	wait_until 15 rping_listening "$_ra"
+	_out=$(timeout 30 /usr/sbin/ip netns exec "$_cp" rping -c -a "$_ra" -C "$_rn" -v 2>&1)
+	_st=$?
+	wait $_srv 2>/dev/null
+	_s1=$(rxe_sent "$_rd") _r1=$(rxe_rcvd "$_rd")
+	info "rping $_cp -> $_sp [$_ra] over $_rd: exit $_st, $(echo "$_out" | grep -c 'ping data') ping data lines; sent_pkts $_s0 -> $_s1, rcvd_pkts $_r0 -> $_r1"
+	if [ $_st != 0 ]; then
+		fail "rping $_cp -> $_sp [$_ra]: $_out / server: $(cat "/tmp/rping-$_rd.log")"
+	elif [ "$_s1" -gt "$_s0" ] && [ "$_r1" -gt "$_r0" ]; then
+		pass
+	else
+		fail "$_rd counters: sent $_s0 -> $_s1, rcvd $_r0 -> $_r1"
+	fi
+}
+
+# del_all POD...: DEL each pod through cnitool (its RDMA interfaces gone, its
+# netns deleted), then no lease (the scenario's leases(), in $LEASES) and no
+# record is left.
+del_all() {
+	for _p in "$@"; do
+		cni cnitool del "$_p"
+		expect_ok "del-$_p"
+		check "rdma-gone-$_p" sh -c "! /usr/sbin/ip -n $_p -o link | grep -q rdma"
+		ip netns del "$_p"
+	done
+	step leases-released
+	if [ -z "$(leases)" ]; then pass; else fail "lease files left in $LEASES: $(leases)"; fi
+	step no-records-left
+	if [ "$(state_count)" -eq 0 ]; then pass; else fail "records left: $(state_files)"; fi
+}
+
+# load_bonding: the bonding module and its dependencies, without a bond0
+load_bonding() {
+	for _m in $(cat /lib/modules/load-bond); do
+		[ -d "/sys/module/$_m" ] && continue
+		_a=
+		[ "$_m" = bonding ] && _a=max_bonds=0
+		insmod "/lib/modules/$(cat /lib/modules/kver)/$_m.ko" $_a || return 1
+	done
+}
+
+# make_bond BOND SLAVE...: an active-backup bond, up, of veth links SLAVE
+# (each with its peer SLAVEp, up, in init_net)
+make_bond() {
+	_b=$1
+	shift
+	ip link add "$_b" type bond mode active-backup miimon 100 || return 1
+	for _s in "$@"; do
+		ip link add "$_s" type veth peer name "${_s}p" && ip link set "${_s}p" up &&
+			ip link set "$_s" master "$_b" || return 1
+	done
+	ip link set "$_b" up
+}
 
 # --- operator-command output (ops, ops-exclusive) ---
 

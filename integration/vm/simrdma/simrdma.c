@@ -14,8 +14,10 @@
  * netdev and the refund of devices to init_net when a netns dies could not
  * be exercised on a real kernel.
  *
- * What it is: one RDMA device "simrdma0" with one RoCE v2 port bound to the
- * netdev named by the "netdev" parameter (a virtio-net NIC in the VM). The
+ * What it is: one RDMA device per netdev named by the "netdev" parameter
+ * (netdev=eth0 or netdev=eth0,eth1,...; virtio-net NICs or a bond in the
+ * VM), "simrdma0", "simrdma1"... in that order, each with one RoCE v2 port
+ * bound to its netdev. The
  * port carries no MAD/CM capability, so ib_core's MAD, CM and SA clients
  * skip it and nothing needs working queues. Every data-path verb answers
  * -EOPNOTSUPP; the RDMA core keeps the GID table (from the netdev's
@@ -33,23 +35,32 @@
 MODULE_DESCRIPTION("movable RDMA test device for rdma-chain's VM tests (never shipped)");
 MODULE_LICENSE("Dual BSD/GPL");
 
-static char *netdev = "eth0";
-module_param(netdev, charp, 0444);
-MODULE_PARM_DESC(netdev, "name of the init_net netdev the RoCE port is bound to");
+#define SIMRDMA_MAX 8
+static char *netdev[SIMRDMA_MAX] = { "eth0" };
+static int nr_netdev = 1;
+module_param_array(netdev, charp, &nr_netdev, 0444);
+MODULE_PARM_DESC(netdev, "names of the init_net netdevs, one RDMA device each");
 
-struct simrdma_dev { struct ib_device ibdev; };
+/*
+ * ndev: the bound netdev, held for the device's lifetime
+ * (ib_device_get_netdev is not exported on 6.1). A netns move keeps the
+ * reference valid; the test never removes a NIC while the module is loaded.
+ */
+struct simrdma_dev {
+	struct ib_device ibdev;
+	struct net_device *ndev;
+};
 struct simrdma_pd { struct ib_pd ibpd; };
 struct simrdma_cq { struct ib_cq ibcq; };
 struct simrdma_qp { struct ib_qp ibqp; };
 struct simrdma_uctx { struct ib_ucontext ibuc; };
 
-static struct ib_device *simrdma_ibdev;
-/*
- * The bound netdev, held for the module's lifetime (ib_device_get_netdev is
- * not exported on 6.1). A netns move keeps the reference valid; the test
- * never removes the NIC while the module is loaded.
- */
-static struct net_device *simrdma_ndev;
+static struct simrdma_dev *simrdma_devs[SIMRDMA_MAX];
+
+static struct net_device *sim_ndev(struct ib_device *ibdev)
+{
+	return container_of(ibdev, struct simrdma_dev, ibdev)->ndev;
+}
 
 static int sim_query_device(struct ib_device *ibdev, struct ib_device_attr *attr,
 			    struct ib_udata *udata)
@@ -67,7 +78,7 @@ static int sim_query_device(struct ib_device *ibdev, struct ib_device_attr *attr
 
 static int sim_query_port(struct ib_device *ibdev, u32 port, struct ib_port_attr *attr)
 {
-	struct net_device *ndev = simrdma_ndev;
+	struct net_device *ndev = sim_ndev(ibdev);
 	bool up = netif_running(ndev) && netif_carrier_ok(ndev);
 
 	/* ib_query_port() zeroed attr already. */
@@ -106,8 +117,10 @@ static int sim_get_port_immutable(struct ib_device *ibdev, u32 port,
  */
 static struct net_device *sim_get_netdev(struct ib_device *ibdev, u32 port)
 {
-	dev_hold(simrdma_ndev);
-	return simrdma_ndev;
+	struct net_device *ndev = sim_ndev(ibdev);
+
+	dev_hold(ndev);
+	return ndev;
 }
 
 static int sim_query_pkey(struct ib_device *ibdev, u32 port, u16 index, u16 *pkey)
@@ -207,23 +220,33 @@ static const struct ib_device_ops simrdma_ops = {
 	INIT_RDMA_OBJ_SIZE(ib_ucontext, simrdma_uctx, ibuc),
 };
 
-static int __init simrdma_init(void)
+static void simrdma_remove(struct simrdma_dev *sdev)
+{
+	struct net_device *ndev = sdev->ndev;
+
+	ib_unregister_device(&sdev->ibdev);
+	ib_dealloc_device(&sdev->ibdev);
+	dev_put(ndev);
+}
+
+static struct simrdma_dev *simrdma_add(const char *name)
 {
 	struct net_device *ndev;
 	struct simrdma_dev *sdev;
 	struct ib_device *ibdev;
 	int err;
 
-	ndev = dev_get_by_name(&init_net, netdev);
+	ndev = dev_get_by_name(&init_net, name);
 	if (!ndev) {
-		pr_err("simrdma: netdev %s not found in init_net\n", netdev);
-		return -ENODEV;
+		pr_err("simrdma: netdev %s not found in init_net\n", name);
+		return ERR_PTR(-ENODEV);
 	}
 	sdev = ib_alloc_device(simrdma_dev, ibdev);
 	if (!sdev) {
 		dev_put(ndev);
-		return -ENOMEM;
+		return ERR_PTR(-ENOMEM);
 	}
+	sdev->ndev = ndev;
 	ibdev = &sdev->ibdev;
 	ibdev->node_type = RDMA_NODE_IB_CA;
 	ibdev->phys_port_cnt = 1;
@@ -234,10 +257,9 @@ static int __init simrdma_init(void)
 	addrconf_addr_eui48((unsigned char *)&ibdev->node_guid, ndev->dev_addr);
 	ib_set_device_ops(ibdev, &simrdma_ops);
 
-	simrdma_ndev = ndev;
 	err = ib_device_set_netdev(ibdev, ndev, 1);
 	if (err) {
-		pr_err("simrdma: bind port 1 to %s: %d\n", netdev, err);
+		pr_err("simrdma: bind port 1 to %s: %d\n", name, err);
 		goto out_free;
 	}
 	/* NULL DMA device: ib_core's virtual DMA (CONFIG_INFINIBAND_VIRT_DMA). */
@@ -246,21 +268,38 @@ static int __init simrdma_init(void)
 		pr_err("simrdma: ib_register_device: %d\n", err);
 		goto out_free;
 	}
-	simrdma_ibdev = ibdev;
-	pr_info("simrdma: %s registered on %s\n", dev_name(&ibdev->dev), netdev);
-	return 0;
+	pr_info("simrdma: %s registered on %s\n", dev_name(&ibdev->dev), name);
+	return sdev;
 
 out_free:
 	ib_dealloc_device(ibdev);
 	dev_put(ndev);
-	return err;
+	return ERR_PTR(err);
+}
+
+static int __init simrdma_init(void)
+{
+	int i;
+
+	for (i = 0; i < nr_netdev; i++) {
+		struct simrdma_dev *sdev = simrdma_add(netdev[i]);
+
+		if (IS_ERR(sdev)) {
+			while (--i >= 0)
+				simrdma_remove(simrdma_devs[i]);
+			return PTR_ERR(sdev);
+		}
+		simrdma_devs[i] = sdev;
+	}
+	return 0;
 }
 
 static void __exit simrdma_exit(void)
 {
-	ib_unregister_device(simrdma_ibdev);
-	ib_dealloc_device(simrdma_ibdev);
-	dev_put(simrdma_ndev);
+	int i;
+
+	for (i = nr_netdev - 1; i >= 0; i--)
+		simrdma_remove(simrdma_devs[i]);
 }
 
 module_init(simrdma_init);
