@@ -32,7 +32,7 @@ for pod in b1 b2; do
 	ip netns add $pod
 	cni cnitool add $pod
 	expect_ok add-$pod
-	a=$(result_ip fd00:79::f:0:c0)
+	a=$(pod_addr $pod rdma0 fd00:79::f:0:c0)
 	eval "ADDR_$pod=\$a"
 	check address-from-block-$pod sh -c "/usr/sbin/ip -n $pod -6 addr show dev rdma0 | grep -q 'inet6 $a/124'"
 	check ipvlan-child-of-bond-$pod sh -c "/usr/sbin/ip -n $pod -d link show rdma0 | grep -q ipvlan &&

@@ -277,6 +277,12 @@ del_all() {
 	if [ "$(state_count)" -eq 0 ]; then pass; else fail "records left: $(state_files)"; fi
 }
 
+# pod_addr POD IF PREFIX: the global IPv6 address (without length) of IF in
+# POD's netns that starts with PREFIX, or empty
+pod_addr() {
+	/usr/sbin/ip -n "$1" -6 -o addr show dev "$2" scope global 2>/dev/null | awk '{print $4}' | grep "^$3" | head -n1 | cut -d/ -f1
+}
+
 # load_bonding: the bonding module and its dependencies, without a bond0
 load_bonding() {
 	for _m in $(cat /lib/modules/load-bond); do
@@ -287,8 +293,8 @@ load_bonding() {
 	done
 }
 
-# make_bond BOND SLAVE...: an active-backup bond, up, of veth links SLAVE
-# (each with its peer SLAVEp, up, in init_net)
+# make_bond BOND SLAVE...: an active-backup bond, up with carrier, of veth
+# links SLAVE (each with its peer SLAVEp, up, in init_net)
 make_bond() {
 	_b=$1
 	shift
@@ -297,7 +303,7 @@ make_bond() {
 		ip link add "$_s" type veth peer name "${_s}p" && ip link set "${_s}p" up &&
 			ip link set "$_s" master "$_b" || return 1
 	done
-	ip link set "$_b" up
+	ip link set "$_b" up && wait_until 10 grep -qx 1 "/sys/class/net/$_b/carrier"
 }
 
 # --- operator-command output (ops, ops-exclusive) ---

@@ -48,7 +48,7 @@ grep -H -v '^0000:0000:0000:0000:0000:0000:0000:0000$' $d/gids/* 2>/dev/null | s
 	while read -r n g; do echo "$g $(cat $d/gid_attrs/ndevs/$n 2>/dev/null)"; done | sort
 SH
 for i in 0 1 2 3; do
-	a=$(result_ip fd00:a$i::f:0:c0)
+	a=$(pod_addr x1 rdma$i fd00:a$i::f:0:c0)
 	check moved-eth$i-as-rdma$i sh -c "[ -n '$a' ] && /usr/sbin/ip -n x1 link show rdma$i >/dev/null &&
 		[ ! -e /sys/class/net/eth$i ] && /usr/sbin/ip -n x1 -6 addr show dev rdma$i | grep -q 'inet6 $a/124'"
 	check device-simrdma$i-in-pod sh -c "/usr/sbin/ip netns exec x1 /usr/sbin/rdma link | grep -q 'simrdma$i/1 .*netdev rdma$i' &&

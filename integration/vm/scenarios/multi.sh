@@ -30,7 +30,7 @@ for pod in m1 m2; do
 	cni cnitool add $pod
 	expect_ok add-$pod
 	for i in 0 1 2 3; do
-		a=$(result_ip fd00:9$i::f:0:c0)
+		a=$(pod_addr $pod rdma$i fd00:9$i::f:0:c0)
 		eval "ADDR_${pod}_$i=\$a"
 		check child-$i-of-mn$i-$pod sh -c "[ -n '$a' ] && /usr/sbin/ip -n $pod -o link show rdma$i | grep -q 'rdma$i@if$(cat /sys/class/net/mn$i/ifindex):' &&
 			/usr/sbin/ip -n $pod -6 addr show dev rdma$i | grep -q 'inet6 $a/124'"
