@@ -78,7 +78,9 @@ soak: deps-vm build
 
 # The main job on an embedded default: a Debian 6.12 kernel with soft-RoCE
 # under qemu, two pods through cnitool, their IPv6, GIDs and an rping.
-demo: deps-vm build
+# It prepares only what it boots: the 6.12 kernel, no test module.
+demo: deps build
+	VM_KERNELS=6.12 VM_SIMRDMA=0 ./scripts/vm/prepare.sh
 	RC_VM_PLUGIN=$(CURDIR)/bin/rdma-chain ./scripts/demo-vm.sh
 
 # The same chain on this machine's kernel (no RDMA): pass-through and errors.

@@ -11,7 +11,11 @@
 #     for gets no SIMRDMA_* line; under CI=true that is an error.
 # Each piece lives in a folder named after the package versions it came from,
 # so a second run with the same versions only checks and prints.
-# Writes .cache/vm/env (KEY=VALUE lines) and prints it.
+# VM_KERNELS (default "6.1 6.12") names the kernels to prepare and
+# VM_SIMRDMA=0 skips the test module (and the linux-headers it needs):
+# `make demo` boots one 6.12 kernel and no test module.
+# Writes .cache/vm/env (KEY=VALUE lines) and prints it; what an earlier run
+# prepared and this one did not ask for stays listed while it exists.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
@@ -30,6 +34,12 @@ APT_PREFIX=vm-prepare
 . "$ROOT/scripts/apt.sh"
 SIMRDMA_SRC="$ROOT/integration/vm/simrdma"
 SIMRDMA_HASH=$(cat "$SIMRDMA_SRC/Kbuild" "$SIMRDMA_SRC/Makefile" "$SIMRDMA_SRC/simrdma.c" | sha256sum | cut -c1-12)
+VM_KERNELS=${VM_KERNELS:-6.1 6.12}
+VM_SIMRDMA=${VM_SIMRDMA:-1}
+for k in $VM_KERNELS; do
+	case $k in 6.1 | 6.12) ;; *) echo "vm-prepare: VM_KERNELS: unknown kernel $k (6.1 or 6.12)" >&2; exit 2 ;; esac
+done
+wants() { case " $VM_KERNELS " in *" $1 "*) return 0 ;; esac; return 1; }
 
 # Fast path: nothing changed since the last run (same script, same apt lists,
 # all trees present) -> print the env and stop. VM_PREPARE_FORCE=1 re-checks.
@@ -42,12 +52,16 @@ stamp() {
 STAMP=$(stamp)
 if [ "${VM_PREPARE_FORCE:-0}" != 1 ] && [ -f "$CACHE/env" ] && grep -qxF "STAMP=$STAMP" "$CACHE/env"; then
 	ok=1
-	for d in $(awk -F= '/^(ROOTFS|KERNEL_6_1|KERNEL_6_12)=/ {print $2}' "$CACHE/env"); do
-		[ -f "$d/.done" ] || ok=0
-	done
-	for k in 6_1 6_12; do # a module that could not be built is retried
-		f=$(awk -F= -v k="SIMRDMA_$k" '$1==k {print $2}' "$CACHE/env")
-		[ -n "$f" ] && [ -f "$f" ] || ok=0
+	envkey() { awk -F= -v k="$1" '$1==k {print $2}' "$CACHE/env"; }
+	d=$(envkey ROOTFS)
+	[ -n "$d" ] && [ -f "$d/.done" ] || ok=0
+	for k in $VM_KERNELS; do
+		d=$(envkey "KERNEL_${k//./_}")
+		[ -n "$d" ] && [ -f "$d/.done" ] || ok=0
+		if [ "$VM_SIMRDMA" = 1 ]; then # a module that could not be built is retried
+			f=$(envkey "SIMRDMA_${k//./_}")
+			[ -n "$f" ] && [ -f "$f" ] || ok=0
+		fi
 	done
 	command -v qemu-system-x86_64 >/dev/null || ok=0
 	if [ $ok = 1 ]; then cat "$CACHE/env"; exit 0; fi
@@ -132,6 +146,8 @@ resolve_kernels() {
 	apt_newest 'linux-image-6\.12\.[0-9]+\+deb[0-9]+-amd64' >"$K_OUT" ||
 		die "cannot resolve a 6.12 kernel (see above)"
 	K612_PKG=$(cat "$K_OUT")
+	K61_PKG=
+	wants 6.1 || return 0
 	apt_resolve "6.1 kernel linux-image-amd64 depends on" resolve_61 >"$K_OUT" ||
 		die "cannot resolve the 6.1 kernel (see above)"
 	K61_PKG=$(cat "$K_OUT")
@@ -141,9 +157,11 @@ resolve_kernels
 [ "$APT_REFRESHED" = "$refreshed" ] || resolve_kernels
 rm -f "$K_OUT"
 USER_PKGS="rdmacm-utils ibverbs-providers libibverbs1 librdmacm1 libnl-3-200 libnl-route-3-200"
-load_candidates "$K61_PKG" "$K612_PKG" $USER_PKGS
-K61=$(kernel "$K61_PKG")
-K612=$(kernel "$K612_PKG")
+# shellcheck disable=SC2086 # K61_PKG is empty when 6.1 is not wanted
+load_candidates $K61_PKG "$K612_PKG" $USER_PKGS
+K61= K612=
+wants 6.1 && K61=$(kernel "$K61_PKG")
+wants 6.12 && K612=$(kernel "$K612_PKG")
 
 # ---- the simrdma test module ------------------------------------------------
 # simrdma KERNEL_DIR -> prints the path of simrdma.ko built for that kernel,
@@ -175,7 +193,12 @@ simrdma() {
 	echo "$out/simrdma.ko"
 }
 SIMRDMA_ENV=
-for pair in "6_1:$K61" "6_12:$K612"; do
+pairs=()
+if [ "$VM_SIMRDMA" = 1 ]; then
+	[ -n "$K61" ] && pairs+=("6_1:$K61")
+	[ -n "$K612" ] && pairs+=("6_12:$K612")
+fi
+for pair in "${pairs[@]}"; do
 	if ko=$(simrdma "${pair#*:}"); then
 		SIMRDMA_ENV+="SIMRDMA_${pair%%:*}=$ko"$'\n'
 	elif [ "${CI:-}" = true ]; then
@@ -249,6 +272,21 @@ done
 
 # The lists may have been refreshed during this run: stamp the refreshed ones.
 STAMP=$(stamp)
+# An earlier run's kernel or module that this run did not ask for stays
+# listed while its files exist (make demo after make deps-vm keeps 6.1).
+old_env() { [ -f "$CACHE/env" ] && awk -F= -v k="$1" '$1==k {print $2}' "$CACHE/env"; }
+if [ -z "$K61" ] && d=$(old_env KERNEL_6_1) && [ -f "$d/.done" ]; then
+	K61=$d K61_PKG=$(old_env KERNEL_6_1_PKG)
+fi
+if [ -z "$K612" ] && d=$(old_env KERNEL_6_12) && [ -f "$d/.done" ]; then
+	K612=$d K612_PKG=$(old_env KERNEL_6_12_PKG)
+fi
+for k in 6_1 6_12; do
+	case "$SIMRDMA_ENV" in *"SIMRDMA_$k="*) continue ;; esac
+	if f=$(old_env "SIMRDMA_$k") && [ -f "$f" ] && [[ "$f" == *"-$SIMRDMA_HASH/simrdma.ko" ]]; then
+		SIMRDMA_ENV+="SIMRDMA_$k=$f"$'\n'
+	fi
+done
 cat >"$CACHE/env.tmp" <<EOF
 QEMU=$QEMU
 ROOTFS=$ROOTFS

@@ -20,7 +20,13 @@ KERNEL=$1 SCEN=$2
 TIMEOUT=${VM_TIMEOUT:-180}
 export PATH="/usr/local/go/bin:$PATH"
 
-"$ROOT/scripts/vm/prepare.sh" >/dev/null
+# Only the kernel this boot needs, and the test module only for the
+# scenarios that bind it.
+SIMRDMA=0
+case ",$SCEN," in *,exclusive-rdma,* | *,bond-exclusive,* | *,ops-exclusive,* | *,ops-repair,* | *,crash-rdma,* | \
+	*,upgrade-exclusive,* | *,soak-exclusive,* | *,multi-exclusive,*) SIMRDMA=1 ;;
+esac
+VM_KERNELS=$KERNEL VM_SIMRDMA=$SIMRDMA "$ROOT/scripts/vm/prepare.sh" >/dev/null
 ENV="$ROOT/.cache/vm/env"
 key="KERNEL_${KERNEL//./_}"
 KDIR=$(awk -F= -v k="$key" '$1==k {print $2}' "$ENV")
