@@ -5,10 +5,13 @@ GO ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.buildVersion=$(VERSION)
 TOOLS := $(CURDIR)/.tools
+# The node image make image builds; conf/daemonset.yaml names IMAGE:IMAGE_TAG.
+IMAGE ?= localhost/rdma-chain
+IMAGE_TAG ?= dev
 export RDMA_CHAIN_BIN := $(CURDIR)/bin/rdma-chain
 export RDMA_CHAIN_TOOLS := $(TOOLS)
 
-.PHONY: all build deps deps-lint deps-vm test test-setup test-unit test-fuzz test-netns test-containerd test-vm lint demo demo-netns bench clean
+.PHONY: all build image deps deps-lint deps-vm test test-setup test-unit test-fuzz test-netns test-containerd test-vm lint demo demo-netns bench clean
 
 all: build
 
@@ -16,6 +19,15 @@ build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/rdma-chain ./plugins/meta/rdma-chain
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/rdma-chain-smc-hook ./cmd/rdma-chain-smc-hook
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/rdma-chain-ops ./cmd/rdma-chain-ops
+
+# The node component's OCI image: the three static binaries at /, nothing
+# else, as an OCI archive (index.json + blobs/ in a tar) that `ctr images
+# import` loads and a registry push takes; tagged IMAGE_TAG and VERSION,
+# labelled with the version and commit, reproducible (times from the commit).
+image: build
+	@$(GO) run ./internal/mkimage --out bin/rdma-chain-image.tar --name $(IMAGE) --tag $(IMAGE_TAG) --tag $(VERSION) \
+		--version $(VERSION) --revision $$(git rev-parse HEAD) --created $$(git log -1 --format=%cI) \
+		--entrypoint /rdma-chain-ops bin/rdma-chain bin/rdma-chain-smc-hook bin/rdma-chain-ops
 
 # Each target installs only what it needs: deps has no linter, deps-lint adds it.
 deps:

@@ -44,7 +44,7 @@ func runInstall(o IO, args []string) int {
 			sayln(o.Stdout, d)
 		}
 		if err != nil {
-			say(o.Stderr, "rdma-chain install: %v\n", err)
+			say(o.Stderr, Binary+" install: %v\n", err)
 			return ExitProblems
 		}
 	}
@@ -52,7 +52,7 @@ func runInstall(o IO, args []string) int {
 		return ExitOK
 	}
 	if err := waitForFile(*path, *wait); err != nil {
-		say(o.Stderr, "rdma-chain install: %v\n", err)
+		say(o.Stderr, Binary+" install: %v\n", err)
 		return ExitProblems
 	}
 	data, st, err := readNoFollow(*path)
