@@ -43,6 +43,7 @@ type spec struct {
 	Created  time.Time
 	Entry    string   // the entrypoint, one of the binaries' /NAME
 	Binaries []string // host paths; each lands at /BASENAME
+	Tree     string   // optional: a directory whose tree the layer holds too (test images)
 }
 
 type stringList []string
@@ -59,6 +60,7 @@ func main() {
 	flag.StringVar(&sp.Version, "version", "", "the version label")
 	flag.StringVar(&sp.Revision, "revision", "", "the source revision label")
 	flag.StringVar(&sp.Entry, "entrypoint", "", "the image's entrypoint, e.g. /rdma-chain-ops")
+	flag.StringVar(&sp.Tree, "tree", "", "also put this directory's tree into the image (for test images)")
 	created := flag.String("created", "", "creation time, RFC 3339 [the Unix epoch]")
 	flag.Parse()
 	sp.Tags = tags
@@ -126,11 +128,16 @@ func build(sp spec, out string) (v1.Hash, error) {
 
 // image is the one-layer image of sp's binaries.
 func image(sp spec) (v1.Image, error) {
-	layerTar, err := filesTar(sp.Binaries, sp.Created)
+	layerTar, err := filesTar(sp.Tree, sp.Binaries, sp.Created)
 	if err != nil {
 		return nil, err
 	}
-	if !slices.ContainsFunc(sp.Binaries, func(b string) bool { return "/"+filepath.Base(b) == sp.Entry }) {
+	inTree := false
+	if sp.Tree != "" {
+		_, err := os.Lstat(filepath.Join(sp.Tree, sp.Entry))
+		inTree = err == nil
+	}
+	if !inTree && !slices.ContainsFunc(sp.Binaries, func(b string) bool { return "/"+filepath.Base(b) == sp.Entry }) {
 		return nil, fmt.Errorf("entrypoint %s is none of the binaries", sp.Entry)
 	}
 	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
@@ -181,13 +188,18 @@ func labels(sp spec) map[string]string {
 	return l
 }
 
-// filesTar is a tar of the binaries at /, owned by root, mode 0755, all
-// stamped with t, in name order.
-func filesTar(paths []string, t time.Time) ([]byte, error) {
+// filesTar is a tar of the tree (if any), then the binaries at /, owned by
+// root, the binaries mode 0755, all stamped with t, in name order.
+func filesTar(tree string, paths []string, t time.Time) ([]byte, error) {
 	sorted := append([]string(nil), paths...)
 	sort.Slice(sorted, func(i, j int) bool { return filepath.Base(sorted[i]) < filepath.Base(sorted[j]) })
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
+	if tree != "" {
+		if err := addTree(tw, tree, t); err != nil {
+			return nil, err
+		}
+	}
 	seen := map[string]bool{}
 	for _, p := range sorted {
 		name := filepath.Base(p)
@@ -214,6 +226,47 @@ func filesTar(paths []string, t time.Time) ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// addTree writes the directories, regular files and symlinks under dir, as
+// they are but owned by root and stamped with t.
+func addTree(tw *tar.Writer, dir string, t time.Time) error {
+	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == dir {
+			return err
+		}
+		st, err := os.Lstat(p)
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		hdr := &tar.Header{Name: filepath.ToSlash(rel), Mode: int64(st.Mode().Perm()), ModTime: t, Format: tar.FormatPAX}
+		switch {
+		case st.IsDir():
+			hdr.Typeflag, hdr.Name = tar.TypeDir, hdr.Name+"/"
+		case st.Mode()&fs.ModeSymlink != 0:
+			hdr.Typeflag = tar.TypeSymlink
+			if hdr.Linkname, err = os.Readlink(p); err != nil {
+				return err
+			}
+		case st.Mode().IsRegular():
+			hdr.Typeflag, hdr.Size = tar.TypeReg, st.Size()
+		default:
+			return fmt.Errorf("%s: not a file, directory or symlink", p)
+		}
+		if err := tw.WriteHeader(hdr); err != nil || hdr.Typeflag != tar.TypeReg {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		_, err = tw.Write(data)
+		return err
+	})
 }
 
 // isStaticELF refuses a binary that needs a dynamic loader: the image has
@@ -245,6 +298,10 @@ func tarDir(dir, out string, t time.Time) error {
 	sort.Strings(files)
 	f, err := os.CreateTemp(filepath.Dir(out), ".mkimage-*.tar")
 	if err != nil {
+		return err
+	}
+	if err := f.Chmod(0o644); err != nil {
+		f.Close()
 		return err
 	}
 	defer func() { _ = os.Remove(f.Name()) }() // gone after the rename

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -166,5 +167,46 @@ func TestBuildRefuses(t *testing.T) {
 				t.Errorf("archive written: %v", err)
 			}
 		})
+	}
+}
+
+// TestBuildTree: a test image's tree goes in as it is (directories, files
+// with their modes, symlinks), owned by root, and its entrypoint may be in it.
+func TestBuildTree(t *testing.T) {
+	tree := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(tree, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fakeBinary(t, filepath.Join(tree, "bin"), "busybox", "box")
+	if err := os.Symlink("busybox", filepath.Join(tree, "bin", "sh")); err != nil {
+		t.Fatal(err)
+	}
+	sp := testSpec(t)
+	sp.Tree, sp.Entry, sp.Binaries = tree, "/bin/sh", sp.Binaries[:1]
+	layerTar, err := filesTar(sp.Tree, sp.Binaries, sp.Created)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(bytes.NewReader(layerTar))
+	var got []string
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, h.Name+" "+string(h.Typeflag)+" "+h.Linkname+" "+strconv.FormatInt(h.Mode, 8))
+		if h.Uid != 0 || h.Gid != 0 {
+			t.Errorf("%s owned by %d:%d", h.Name, h.Uid, h.Gid)
+		}
+	}
+	want := []string{"bin/ 5  755", "bin/busybox 0  700", "bin/sh 2 busybox 777", "rdma-chain 0  755"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("layer:\n%q\nwant\n%q", got, want)
+	}
+	if _, err := build(sp, filepath.Join(t.TempDir(), "image.tar")); err != nil {
+		t.Errorf("entrypoint in the tree: %v", err)
 	}
 }
