@@ -16,11 +16,11 @@
 # device plugin, overlay.ko, images, configs, pods), concatenated (the kernel
 # unpacks each). Boots qemu (TCG, 4 GiB, a virtio-net NIC on user networking
 # with restrict=on: nothing leaves qemu) with a hard timeout (NODE_TIMEOUT,
-# default 900 s). Exit status 0 only on "RC-RESULT pass".
+# default 1500 s). Exit status 0 only on "RC-RESULT pass".
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 PODS=$(cd "${1:-$ROOT/integration/node/pods}" && pwd)
-TIMEOUT=${NODE_TIMEOUT:-900}
+TIMEOUT=${NODE_TIMEOUT:-1500}
 export PATH="/usr/local/go/bin:$PATH"
 die() { echo "node-run: ERROR: $*" >&2; exit 1; }
 envval() { awk -F= -v k="$2" '$1==k {print substr($0, length(k) + 2)}' "$1"; }

@@ -65,17 +65,17 @@ info "$(kubelet --version)"
 kubelet --config /etc/kubernetes/kubelet.yaml --hostname-override node --node-ip 10.0.2.15 \
 	--v 2 >/run/kubelet.log 2>&1 &
 echo $! >/run/kubelet.pid
-if wait_until 120 wget -q -O /dev/null http://127.0.0.1:10248/healthz; then
+if wait_until 240 wget -q -O /dev/null http://127.0.0.1:10248/healthz; then
 	pass
 	info "kubelet healthy up=$(cut -d' ' -f1 /proc/uptime)s"
 else
-	fail "healthz not ok after 120 s: $(tail -5 /run/kubelet.log)"
+	fail "healthz not ok after 240 s: $(grep -E '^[EF][0-9]{4}' /run/kubelet.log | tail -3)"
 fi
 
 # --- the device plugin (before any pod that asks for its resource) --------------
 step device-plugin
 k8s-rdma-shared-dp --config-file /etc/rdma-dp/config.json >/run/rdma-dp.log 2>&1 &
-if wait_until 60 grep -q 'All servers started' /run/rdma-dp.log; then pass; else fail "not started: $(tail -5 /run/rdma-dp.log)"; fi
+if wait_until 240 grep -q 'All servers started' /run/rdma-dp.log; then pass; else fail "not started: $(tail -5 /run/rdma-dp.log)"; fi
 sleep 2
 grep -E 'device found|no Rdma Devices|exposing|Warning|error' /run/rdma-dp.log | sed 's/^/RC-INFO rdma-dp: /'
 grep -E 'device_plugin|Registered|plugin registration' /run/kubelet.log | tail -5 | sed 's/^/RC-INFO kubelet: /'
