@@ -19,6 +19,10 @@ mount -t tmpfs tmpfs /run
 mount -t tmpfs tmpfs /tmp
 mkdir -p /run/netns /dev/pts /sys/fs/cgroup /var/lib/containerd /var/lib/kubelet
 mount -t devpts devpts /dev/pts
+# As on a systemd node: mounts are shared, so a pod's HostToContainer mount
+# (the DaemonSet's /var/run/netns) is allowed and sees new netns.
+mount --make-rshared / 2>/dev/null || true
+mount --make-rshared /run
 # kubelet 1.37 refuses cgroup v1.
 mount -t cgroup2 none /sys/fs/cgroup
 mount -t tmpfs tmpfs /var/lib/containerd
