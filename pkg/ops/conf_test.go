@@ -3,16 +3,18 @@ package ops
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
-	"github.com/rdma-chain/rdma-chain/internal/testenv"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
 
+	"github.com/rdma-chain/rdma-chain/internal/testenv"
 	"github.com/rdma-chain/rdma-chain/pkg/smc/hookcmd"
 )
 
@@ -63,84 +65,32 @@ func TestTerwayConfigMap(t *testing.T) {
 	}
 }
 
-// manifest is the part of the DaemonSet the tests check.
-type manifest struct {
-	Kind string `json:"kind"`
-	Spec struct {
-		Template struct {
-			Spec podSpec `json:"spec"`
-		} `json:"template"`
-	} `json:"spec"`
-}
-
-type podSpec struct {
-	HostNetwork        bool         `json:"hostNetwork"`
-	HostPID            bool         `json:"hostPID"`
-	AutomountToken     *bool        `json:"automountServiceAccountToken"`
-	ServiceAccountName string       `json:"serviceAccountName"`
-	InitContainers     []container  `json:"initContainers"`
-	Containers         []container  `json:"containers"`
-	Volumes            []volumeSpec `json:"volumes"`
-}
-
-type container struct {
-	Name    string   `json:"name"`
-	Command []string `json:"command"`
-	Env     []struct {
-		Name, Value string
-	} `json:"env"`
-	SecurityContext struct {
-		Privileged   *bool `json:"privileged"`
-		Capabilities struct {
-			Add, Drop []string
-		} `json:"capabilities"`
-		AllowPrivilegeEscalation *bool `json:"allowPrivilegeEscalation"`
-		ReadOnlyRootFilesystem   bool  `json:"readOnlyRootFilesystem"`
-	} `json:"securityContext"`
-	VolumeMounts []struct {
-		Name, MountPath, MountPropagation string
-		ReadOnly                          bool
-	} `json:"volumeMounts"`
-}
-
-type volumeSpec struct {
-	Name     string `json:"name"`
-	HostPath *struct {
-		Path string `json:"path"`
-	} `json:"hostPath"`
-}
-
-// readManifest drops the YAML comment lines and decodes the JSON flow.
-func readManifest(t *testing.T) manifest {
+// readManifest decodes conf/daemonset.yaml strictly into the Kubernetes
+// API's own DaemonSet type: a field kubectl would reject (misspelled,
+// misplaced, wrong type) fails here too.
+func readManifest(t *testing.T) *appsv1.DaemonSet {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(confDir(), "daemonset.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var lines []string
-	for _, l := range strings.Split(string(data), "\n") {
-		if !strings.HasPrefix(strings.TrimSpace(l), "#") {
-			lines = append(lines, l)
-		}
-	}
-	var m manifest
-	dec := json.NewDecoder(strings.NewReader(strings.Join(lines, "\n")))
-	if err := dec.Decode(&m); err != nil {
+	var ds appsv1.DaemonSet
+	if err := yaml.UnmarshalStrict(data, &ds); err != nil {
 		t.Fatalf("daemonset.yaml: %v", err)
 	}
-	if m.Kind != "DaemonSet" {
-		t.Fatalf("kind %q", m.Kind)
+	if ds.APIVersion != "apps/v1" || ds.Kind != "DaemonSet" {
+		t.Fatalf("%s %s", ds.APIVersion, ds.Kind)
 	}
-	return m
+	return &ds
 }
 
 // TestDaemonSetPrivileges: host paths, capabilities and mounts are exactly
 // what the installer and reconcile need.
 func TestDaemonSetPrivileges(t *testing.T) {
 	s := readManifest(t).Spec.Template.Spec
-	if !s.HostNetwork || s.HostPID || s.AutomountToken == nil || *s.AutomountToken || s.ServiceAccountName != "" {
+	if !s.HostNetwork || s.HostPID || s.AutomountServiceAccountToken == nil || *s.AutomountServiceAccountToken || s.ServiceAccountName != "" {
 		t.Errorf("pod: hostNetwork %v (want true: reconcile restores devices to the host netns), hostPID %v, token %v, service account %q",
-			s.HostNetwork, s.HostPID, s.AutomountToken, s.ServiceAccountName)
+			s.HostNetwork, s.HostPID, s.AutomountServiceAccountToken, s.ServiceAccountName)
 	}
 	var hostPaths []string
 	for _, v := range s.Volumes {
@@ -156,21 +106,24 @@ func TestDaemonSetPrivileges(t *testing.T) {
 	if len(s.InitContainers) != 1 || len(s.Containers) != 1 {
 		t.Fatalf("containers: %d init, %d main", len(s.InitContainers), len(s.Containers))
 	}
-	checkContainer(t, s.InitContainers[0], nil, map[string]string{"cni-bin": "rw", "cni-conf": "rw"})
-	checkContainer(t, s.Containers[0], []string{"NET_ADMIN", "SYS_ADMIN"}, map[string]string{
+	checkContainer(t, &s.InitContainers[0], nil, map[string]string{"cni-bin": "rw", "cni-conf": "rw"})
+	checkContainer(t, &s.Containers[0], []corev1.Capability{"NET_ADMIN", "SYS_ADMIN"}, map[string]string{
 		"cni-bin": "ro", "cni-conf": "ro", "cni-state": "rw", "netns": "ro HostToContainer", "cri-socket": "rw"})
 }
 
-func checkContainer(t *testing.T, c container, add []string, mounts map[string]string) {
+func checkContainer(t *testing.T, c *corev1.Container, add []corev1.Capability, mounts map[string]string) {
 	t.Helper()
 	sc := c.SecurityContext
+	if sc == nil || sc.Capabilities == nil {
+		t.Fatalf("%s: no securityContext.capabilities", c.Name)
+	}
 	if sc.Privileged != nil && *sc.Privileged {
 		t.Errorf("%s: privileged", c.Name)
 	}
-	if !slices.Equal(sc.Capabilities.Drop, []string{"ALL"}) || !slices.Equal(sc.Capabilities.Add, add) {
+	if !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || !slices.Equal(sc.Capabilities.Add, add) {
 		t.Errorf("%s: capabilities drop %v add %v, want drop [ALL] add %v", c.Name, sc.Capabilities.Drop, sc.Capabilities.Add, add)
 	}
-	if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation || !sc.ReadOnlyRootFilesystem {
+	if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
 		t.Errorf("%s: allowPrivilegeEscalation %v, readOnlyRootFilesystem %v", c.Name, sc.AllowPrivilegeEscalation, sc.ReadOnlyRootFilesystem)
 	}
 	got := map[string]string{}
@@ -179,23 +132,15 @@ func checkContainer(t *testing.T, c container, add []string, mounts map[string]s
 		if m.ReadOnly {
 			mode = "ro"
 		}
-		got[m.Name] = strings.TrimSpace(mode + " " + m.MountPropagation)
+		prop := ""
+		if m.MountPropagation != nil {
+			prop = string(*m.MountPropagation)
+		}
+		got[m.Name] = strings.TrimSpace(mode + " " + prop)
 	}
-	if !mapsEqual(got, mounts) {
+	if !maps.Equal(got, mounts) {
 		t.Errorf("%s: mounts %v, want %v", c.Name, got, mounts)
 	}
-}
-
-func mapsEqual(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
 }
 
 // TestDaemonSetReconcilePaths: every path reconcile is given lies under
@@ -209,10 +154,7 @@ func TestDaemonSetReconcilePaths(t *testing.T) {
 		if !strings.HasPrefix(a, "/") {
 			continue
 		}
-		if !slices.ContainsFunc(c.VolumeMounts, func(m struct {
-			Name, MountPath, MountPropagation string
-			ReadOnly                          bool
-		}) bool {
+		if !slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
 			return a == m.MountPath || strings.HasPrefix(a, m.MountPath+"/")
 		}) {
 			t.Errorf("argument %d %s is not under a mount", i+2, a)
@@ -220,108 +162,106 @@ func TestDaemonSetReconcilePaths(t *testing.T) {
 	}
 }
 
-var buildOnce = sync.OnceValues(func() (string, error) {
-	if b := os.Getenv("RDMA_CHAIN_BIN"); b != "" {
-		return b, nil
-	}
-	dir, err := os.MkdirTemp("", "rdma-chain-ops-test")
+// TestDaemonSetImage: both containers run the image make image builds
+// (the Makefile's IMAGE:IMAGE_TAG), and only binaries that image holds.
+func TestDaemonSetImage(t *testing.T) {
+	mk, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "Makefile"))
 	if err != nil {
-		return "", err
+		t.Fatal(err)
 	}
-	for out, pkg := range map[string]string{"rdma-chain": "./plugins/meta/rdma-chain", hookcmd.Binary: "./cmd/rdma-chain-smc-hook", Binary: "./cmd/rdma-chain-ops"} {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, out), pkg)
-		cmd.Dir = testenv.RepoRoot()
-		if b, err := cmd.CombinedOutput(); err != nil {
-			return "", &exec.ExitError{Stderr: b}
+	vars := map[string]string{}
+	for _, l := range strings.Split(string(mk), "\n") {
+		if k, v, ok := strings.Cut(l, "?="); ok {
+			vars[strings.TrimSpace(k)] = strings.TrimSpace(v)
 		}
 	}
-	return filepath.Join(dir, "rdma-chain"), nil
-})
-
-// pluginBinary is the built plugin: $RDMA_CHAIN_BIN (make sets it) or a
-// fresh build, with the SMC socket hook and the operator binary beside it.
-func pluginBinary(t *testing.T) string {
-	t.Helper()
-	b, err := buildOnce()
-	if err != nil {
-		t.Fatalf("build plugin: %v", err)
+	want := vars["IMAGE"] + ":" + vars["IMAGE_TAG"]
+	s := readManifest(t).Spec.Template.Spec
+	for _, c := range append(s.InitContainers, s.Containers...) {
+		if c.Image != want || c.ImagePullPolicy != corev1.PullIfNotPresent {
+			t.Errorf("%s: image %q pull %q, want %q IfNotPresent", c.Name, c.Image, c.ImagePullPolicy, want)
+		}
+		if !slices.Contains(imageBinaries, c.Command[0]) {
+			t.Errorf("%s runs %s, which the image does not hold (%v)", c.Name, c.Command[0], imageBinaries)
+		}
 	}
-	return b
 }
 
-// TestInstallerScript runs the init container's exact script with its env,
-// the host paths moved into a temporary "host" tree.
-func TestInstallerScript(t *testing.T) {
+// imageBinaries are the files make image puts at the image's root.
+var imageBinaries = []string{"/" + pluginType, "/" + hookcmd.Binary, "/" + Binary}
+
+// TestDaemonSetInstaller runs the init container's command as written (its
+// own arguments, in process), the image root and the host paths moved into
+// temporary trees; behind Terway it is the same command without the
+// conflist arguments.
+func TestDaemonSetInstaller(t *testing.T) {
 	ic := readManifest(t).Spec.Template.Spec.InitContainers[0]
-	if len(ic.Command) != 3 || ic.Command[0] != "/bin/sh" || ic.Command[1] != "-c" {
+	if len(ic.Command) < 2 || ic.Command[0] != "/"+Binary || ic.Command[1] != "install" {
 		t.Fatalf("installer command %v", ic.Command)
 	}
-	bin := pluginBinary(t)
 	for _, tc := range []struct {
-		name    string
-		install string
-	}{{"install conflist", "true"}, {"terway: conflist left alone", "false"}} {
+		name     string
+		conflist bool
+	}{{"install conflist", true}, {"terway: conflist left alone", false}} {
 		t.Run(tc.name, func(t *testing.T) {
-			host := t.TempDir()
-			env := installerEnv(t, ic, host, bin, tc.install)
-			conflist := filepath.Join(host, "etc/cni/net.d/10-rdmanet.conflist")
-			orig := `{"cniVersion":"1.0.0","name":"rdmanet","plugins":[{"type":"ptp"}]}`
+			image, host := t.TempDir(), t.TempDir()
+			for _, b := range imageBinaries {
+				if err := os.WriteFile(filepath.Join(image, b), []byte("binary "+b), 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
 			for _, d := range []string{"opt/cni/bin", "etc/cni/net.d"} {
 				if err := os.MkdirAll(filepath.Join(host, d), 0o755); err != nil {
 					t.Fatal(err)
 				}
 			}
+			conflist := filepath.Join(host, "etc/cni/net.d/10-rdmanet.conflist")
+			orig := `{"cniVersion":"1.0.0","name":"rdmanet","plugins":[{"type":"ptp"}]}`
 			if err := os.WriteFile(conflist, []byte(orig), 0o644); err != nil {
 				t.Fatal(err)
 			}
+			args := installerArgs(ic.Command[1:], image, host, tc.conflist)
 			for round := range 2 {
-				cmd := exec.Command(ic.Command[0], ic.Command[1], ic.Command[2])
-				cmd.Env = env
-				out, err := cmd.CombinedOutput()
-				if err != nil {
-					t.Fatalf("round %d: %v\n%s", round, err, out)
+				code, out, errOut := run(args...)
+				if code != ExitOK {
+					t.Fatalf("round %d: %v: code %d\n%s%s", round, args, code, out, errOut)
 				}
 				t.Logf("round %d:\n%s", round, out)
-				checkInstalled(t, host, bin, conflist, orig, tc.install == "true")
-				if tc.install == "true" && round == 1 && !strings.Contains(string(out), "unchanged") {
-					t.Errorf("second install changed the conflist:\n%s", out)
+				checkInstalled(t, image, host, conflist, orig, tc.conflist)
+				if round == 1 && strings.Count(out, "unchanged") != strings.Count(out, "\n") {
+					t.Errorf("second install changed something:\n%s", out)
 				}
 			}
 		})
 	}
 }
 
-func installerEnv(t *testing.T, ic container, host, bin, install string) []string {
-	env := []string{"PATH=" + os.Getenv("PATH")}
-	seen := map[string]bool{}
-	for _, e := range ic.Env {
-		v := e.Value
+// installerArgs maps the installer's arguments onto the temporary trees:
+// --binaries-from / to the image root, /host/... to the host tree; without
+// conflist it drops --conflist, --wait and --set as docs/install.md says.
+func installerArgs(cmd []string, image, host string, conflist bool) []string {
+	var args []string
+	for i := 0; i < len(cmd); i++ {
+		a := cmd[i]
 		switch {
-		case e.Name == "RDMA_CHAIN":
-			v = bin
-		case e.Name == "RDMA_CHAIN_OPS":
-			v = filepath.Join(filepath.Dir(bin), Binary)
-		case e.Name == "INSTALL_CONFLIST":
-			v = install
-		case strings.HasPrefix(v, "/host/"):
-			v = filepath.Join(host, strings.TrimPrefix(v, "/host/"))
+		case !conflist && (a == "--conflist" || a == "--wait" || a == "--set"):
+			i++
+			continue
+		case a == "/" && i > 0 && cmd[i-1] == "--binaries-from":
+			a = image
+		case strings.HasPrefix(a, "/host/"):
+			a = filepath.Join(host, strings.TrimPrefix(a, "/host/"))
 		}
-		seen[e.Name] = true
-		env = append(env, e.Name+"="+v)
+		args = append(args, a)
 	}
-	for _, n := range []string{"RDMA_CHAIN", "RDMA_CHAIN_OPS", "HOST_CNI_BIN_DIR", "HOST_CONFLIST", "INSTALL_CONFLIST", "INSTALL_AFTER", "INSTALL_SET"} {
-		if !seen[n] {
-			t.Fatalf("installer env lacks %s", n)
-		}
-	}
-	return env
+	return args
 }
 
-func checkInstalled(t *testing.T, host, bin, conflist, orig string, wantEntry bool) {
+func checkInstalled(t *testing.T, image, host, conflist, orig string, wantEntry bool) {
 	t.Helper()
-	for name, src := range map[string]string{"rdma-chain": bin, hookcmd.Binary: filepath.Join(filepath.Dir(bin), hookcmd.Binary)} {
+	for _, name := range pluginBinaries {
 		got, err := os.ReadFile(filepath.Join(host, "opt/cni/bin", name))
-		want, werr := os.ReadFile(src)
+		want, werr := os.ReadFile(filepath.Join(image, name))
 		if err != nil || werr != nil || !bytes.Equal(got, want) {
 			t.Errorf("%s not installed: %v %v", name, err, werr)
 		}
@@ -331,6 +271,9 @@ func checkInstalled(t *testing.T, host, bin, conflist, orig string, wantEntry bo
 	}
 	if left, _ := filepath.Glob(filepath.Join(host, "opt/cni/bin/.*")); len(left) != 0 {
 		t.Errorf("temp files left: %v", left)
+	}
+	if _, err := os.Stat(filepath.Join(host, "opt/cni/bin/rdma-chain-ops")); !os.IsNotExist(err) {
+		t.Errorf("the operator binary went to the host: %v", err)
 	}
 	data, _ := os.ReadFile(conflist)
 	if !wantEntry {

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -16,10 +18,13 @@ import (
 
 func runInstall(o IO, args []string) int {
 	fs := newFlags(o, "install")
-	path := fs.String("conflist", "", "the conflist to change (required; a symlink is refused)")
+	path := fs.String("conflist", "", "the conflist to change (a symlink is refused)")
 	after := fs.String("after", "", "place the entry after the last plugin of this type (default: keep its place, or append)")
 	set := fs.String("set", "", `JSON object of entry keys to set, e.g. '{"mode":"shared"}'; a null value removes the key`)
 	dry := fs.Bool("dry-run", false, "print the resulting conflist instead of writing it")
+	from := fs.String("binaries-from", "", "first copy "+strings.Join(pluginBinaries, " and ")+" from this directory (atomically, in that order)")
+	binDir := fs.String("cni-bin-dir", "", "the runtime's CNI bin dir the binaries go to (not a symlink)")
+	wait := fs.Duration("wait", 0, "wait this long for --conflist to appear (the primary plugin writes it)")
 	pos, code, ok := parseFlags(o, fs, args)
 	if !ok {
 		return code
@@ -27,8 +32,28 @@ func runInstall(o IO, args []string) int {
 	if len(pos) > 0 {
 		return usageError(fs, "unexpected argument %q", pos[0])
 	}
+	if (*from == "") != (*binDir == "") {
+		return usageError(fs, "--binaries-from and --cni-bin-dir go together")
+	}
+	if *path == "" && *from == "" {
+		return usageError(fs, "--conflist or --binaries-from is required")
+	}
+	if *from != "" && !*dry {
+		done, err := installBinaries(*from, *binDir, pluginBinaries)
+		for _, d := range done {
+			sayln(o.Stdout, d)
+		}
+		if err != nil {
+			say(o.Stderr, Binary+" install: %v\n", err)
+			return ExitProblems
+		}
+	}
 	if *path == "" {
-		return usageError(fs, "--conflist is required")
+		return ExitOK
+	}
+	if err := waitForFile(*path, *wait); err != nil {
+		say(o.Stderr, Binary+" install: %v\n", err)
+		return ExitProblems
 	}
 	data, st, err := readNoFollow(*path)
 	if err != nil {
@@ -61,6 +86,24 @@ func runInstall(o IO, args []string) int {
 	}
 	say(o.Stdout, "%s: %s\n", *path, what)
 	return ExitOK
+}
+
+// waitForFile polls for path to exist, for at most d.
+func waitForFile(path string, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for {
+		_, err := os.Lstat(path)
+		if err == nil || !errors.Is(err, os.ErrNotExist) {
+			return nil // readNoFollow says what is wrong with it
+		}
+		if !time.Now().Before(deadline) {
+			if d > 0 {
+				return fmt.Errorf("no %s after %v", path, d)
+			}
+			return nil
+		}
+		time.Sleep(min(time.Second, time.Until(deadline)))
+	}
 }
 
 // readNoFollow reads a regular file that is not a symlink.

@@ -40,7 +40,7 @@ func commands() []command {
 	return []command{
 		{"inspect", "[--netns PATH] [--json] [--data-dir DIR | --conflist FILE | --cni-conf-dir DIR]...", "show the node's RDMA devices, SMC-R tables, attachments and recent failures (read-only)", runInspect},
 		{"validate", "FILE... [--cni-bin-dir DIR]", "check conflists strictly, one line per problem", runValidate},
-		{"install", "--conflist FILE [--after TYPE] [--set JSON] [--dry-run]", "insert or update the rdma-chain entry of a conflist atomically", runInstall},
+		{"install", "[--binaries-from DIR --cni-bin-dir DIR] [--conflist FILE [--wait D] [--after TYPE] [--set JSON] [--dry-run]]", "install the plugin binaries and insert or update the rdma-chain entry of a conflist, atomically", runInstall},
 		{"reconcile", "[--conflist FILE | --net-name N --data-dir DIR | --cni-conf-dir DIR] [--cri-socket PATH] [--once | --interval D [--metrics-bind-address ADDR]]", "release attachments of pods that are gone (the GC runtimes behind Terway never send)", runReconcile},
 	}
 }

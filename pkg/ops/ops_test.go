@@ -31,7 +31,7 @@ func TestMainDispatch(t *testing.T) {
 		{[]string{"reconcile", "--help"}, ExitOK, "cri-socket", ""},
 		{[]string{"validate"}, ExitUsage, "", "no FILE given"},
 		{[]string{"validate", "--bogus", "x"}, ExitUsage, "", "flag provided but not defined"},
-		{[]string{"install"}, ExitUsage, "", "--conflist is required"},
+		{[]string{"install"}, ExitUsage, "", "--conflist or --binaries-from is required"},
 		{[]string{"install", "--conflist", "a", "extra"}, ExitUsage, "", `unexpected argument "extra"`},
 		{[]string{"reconcile", "--cni-conf-dir", "/nonexistent"}, ExitProblems, "", "no conflist in /nonexistent has an rdma-chain entry"},
 		{[]string{"reconcile", "--net-name", "n", "--metrics-bind-address", "127.0.0.1:0"}, ExitUsage, "", "--metrics-bind-address needs --interval"},

@@ -1,0 +1,243 @@
+// Command nodectl reads the node tier's kubelet inside the guest: kubelet's
+// own /pods (the pods and their status as kubelet reports them, through its
+// authenticated port with anonymous access allowed in the test's
+// KubeletConfiguration). It prints lines the guest's scenarios and the
+// host-side test parse.
+//
+//	nodectl wait NS/NAME running|pending SECONDS  wait for that state; prints
+//	                                               NODE-TIME and NODE-CID lines
+//	nodectl gone NS/NAME SECONDS                   wait until kubelet lists it no more
+//	nodectl show NS/NAME                           the pod's status as JSON
+//	nodectl podres list|get [NS/NAME]              kubelet's pod-resources answer as JSON
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	corev1 "k8s.io/api/core/v1"
+	podresv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
+)
+
+const podsURL = "https://127.0.0.1:10250/pods"
+
+// client talks to kubelet's self-signed serving certificate on loopback.
+var client = &http.Client{
+	Timeout:   5 * time.Second,
+	Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, //nolint:gosec // loopback kubelet in the test guest
+}
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "nodectl:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	if len(args) < 2 {
+		return errors.New("usage: nodectl wait|gone|show NS/NAME [ARGS]")
+	}
+	switch args[0] {
+	case "wait":
+		if len(args) != 4 {
+			return errors.New("usage: nodectl wait NS/NAME running|pending SECONDS")
+		}
+		return wait(args[1], args[2], seconds(args[3]))
+	case "gone":
+		if len(args) != 3 {
+			return errors.New("usage: nodectl gone NS/NAME SECONDS")
+		}
+		return poll(seconds(args[2]), func() (bool, error) {
+			p, err := find(args[1])
+			return p == nil, err
+		})
+	case "podres":
+		return podres(args[1:])
+	case "show":
+		p, err := find(args[1])
+		if err != nil {
+			return fmt.Errorf("pod %s: %w", args[1], err)
+		}
+		if p == nil {
+			return fmt.Errorf("pod %s: not listed by kubelet", args[1])
+		}
+		b, _ := json.MarshalIndent(p.Status, "", "  ")
+		fmt.Println(string(b))
+		return nil
+	}
+	return fmt.Errorf("unknown command %q", args[0])
+}
+
+// podres prints what kubelet's pod-resources API (v1) answers, as the
+// plugin asks it: List, or Get for one pod (NAME as kubelet names it).
+func podres(args []string) error {
+	conn, err := grpc.NewClient("unix:///var/lib/kubelet/pod-resources/kubelet.sock", grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	c := podresv1.NewPodResourcesListerClient(conn)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var resp any
+	switch {
+	case args[0] == "list":
+		resp, err = c.List(ctx, &podresv1.ListPodResourcesRequest{})
+	case args[0] == "get" && len(args) == 2:
+		ns, name, _ := strings.Cut(args[1], "/")
+		resp, err = c.Get(ctx, &podresv1.GetPodResourcesRequest{PodNamespace: ns, PodName: name})
+	default:
+		return errors.New("usage: nodectl podres list|get NS/NAME")
+	}
+	if err != nil {
+		fmt.Printf("NODE-PODRES %s error: %v\n", strings.Join(args, " "), err)
+		return nil
+	}
+	b, _ := json.Marshal(resp)
+	fmt.Printf("NODE-PODRES %s %s\n", strings.Join(args, " "), b)
+	return nil
+}
+
+func seconds(s string) time.Duration {
+	n, _ := strconv.Atoi(s)
+	return time.Duration(n) * time.Second
+}
+
+// find returns the pod NS/NAME from kubelet's list (nil if not listed). A
+// static pod's name carries "-NODENAME": NAME matches that too.
+func find(nsName string) (*corev1.Pod, error) {
+	ns, name, _ := strings.Cut(nsName, "/")
+	resp, err := client.Get(podsURL)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", podsURL, resp.Status)
+	}
+	var list corev1.PodList
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
+		return nil, err
+	}
+	for i := range list.Items {
+		p := &list.Items[i]
+		if p.Namespace == ns && (p.Name == name || strings.HasPrefix(p.Name, name+"-")) {
+			return p, nil
+		}
+	}
+	return nil, nil
+}
+
+func poll(d time.Duration, done func() (bool, error)) error {
+	deadline := time.Now().Add(d)
+	var last error
+	for time.Now().Before(deadline) {
+		ok, err := done()
+		if ok {
+			return nil
+		}
+		last = err
+		time.Sleep(200 * time.Millisecond)
+	}
+	if last != nil {
+		return fmt.Errorf("not after %v (last error: %w)", d, last)
+	}
+	return fmt.Errorf("not after %v", d)
+}
+
+// wait polls until the pod is running (every container running) or stays
+// pending with its sandbox not ready; then prints its timing from kubelet's
+// own status and its containers' IDs.
+func wait(nsName, want string, d time.Duration) error {
+	var pod *corev1.Pod
+	err := poll(d, func() (bool, error) {
+		p, err := find(nsName)
+		if err != nil || p == nil {
+			return false, err
+		}
+		pod = p
+		switch want {
+		case "running":
+			return allRunning(p), nil
+		case "pending":
+			return p.Status.Phase == corev1.PodPending && p.Status.StartTime != nil && !condTrue(p, corev1.PodReadyToStartContainers), nil
+		}
+		return false, fmt.Errorf("unknown state %q", want)
+	})
+	if err != nil {
+		if pod != nil {
+			b, _ := json.Marshal(pod.Status)
+			fmt.Printf("NODE-STATUS %s %s\n", nsName, b)
+		}
+		return fmt.Errorf("pod %s %s: %w", nsName, want, err)
+	}
+	printTiming(nsName, pod)
+	return nil
+}
+
+func allRunning(p *corev1.Pod) bool {
+	if p.Status.Phase != corev1.PodRunning || len(p.Status.ContainerStatuses) != len(p.Spec.Containers) {
+		return false
+	}
+	for _, c := range p.Status.ContainerStatuses {
+		if c.State.Running == nil {
+			return false
+		}
+	}
+	return true
+}
+
+func condTrue(p *corev1.Pod, t corev1.PodConditionType) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == t {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func condTime(p *corev1.Pod, t corev1.PodConditionType) time.Time {
+	for _, c := range p.Status.Conditions {
+		if c.Type == t && c.Status == corev1.ConditionTrue {
+			return c.LastTransitionTime.Time
+		}
+	}
+	return time.Time{}
+}
+
+// printTiming: kubelet's startTime (it saw the pod), the sandbox with its
+// network ready (PodReadyToStartContainers), the last container started.
+func printTiming(nsName string, p *corev1.Pod) {
+	for _, c := range p.Status.ContainerStatuses {
+		fmt.Printf("NODE-CID %s %s %s\n", nsName, c.Name, strings.TrimPrefix(c.ContainerID, "containerd://"))
+	}
+	if p.Status.StartTime == nil {
+		return
+	}
+	start := p.Status.StartTime.Time
+	sandbox := condTime(p, corev1.PodReadyToStartContainers)
+	var running time.Time
+	for _, c := range p.Status.ContainerStatuses {
+		if c.State.Running != nil && c.State.Running.StartedAt.After(running) {
+			running = c.State.Running.StartedAt.Time
+		}
+	}
+	since := func(t time.Time) string {
+		if t.IsZero() {
+			return "-"
+		}
+		return fmt.Sprintf("%.0fs", t.Sub(start).Seconds())
+	}
+	fmt.Printf("NODE-TIME %s phase=%s sandbox-ready=%s running=%s (kubelet status, second resolution)\n", nsName, p.Status.Phase, since(sandbox), since(running))
+}

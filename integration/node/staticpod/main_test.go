@@ -1,0 +1,43 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/rdma-chain/rdma-chain/internal/testenv"
+)
+
+// TestDerive: the static pod carries the DaemonSet's pod template exactly.
+func TestDerive(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "conf", "daemonset.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := derive(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ds appsv1.DaemonSet
+	var pod corev1.Pod
+	if err := yaml.UnmarshalStrict(data, &ds); err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.UnmarshalStrict(out, &pod); err != nil {
+		t.Fatalf("derived pod: %v\n%s", err, out)
+	}
+	if pod.Kind != "Pod" || pod.Name != ds.Name || pod.Namespace != ds.Namespace || !reflect.DeepEqual(pod.Labels, ds.Spec.Template.Labels) {
+		t.Errorf("pod %s %s/%s labels %v", pod.Kind, pod.Namespace, pod.Name, pod.Labels)
+	}
+	if !reflect.DeepEqual(pod.Spec, ds.Spec.Template.Spec) {
+		t.Errorf("spec differs from the template:\n%s", out)
+	}
+	if _, err := derive([]byte("apiVersion: v1\nkind: Pod\nmetadata: {name: x}\n")); err == nil {
+		t.Error("a Pod was taken for a DaemonSet")
+	}
+}

@@ -1,0 +1,350 @@
+// Command mkimage writes the node component's OCI image: the static binaries
+// at /, nothing else (no shell, no libc), as an OCI image layout (oci-layout,
+// index.json, blobs/) packed into one tar that `ctr images import` loads and
+// a registry push (skopeo copy oci-archive:, crane push) takes as it is.
+//
+//	mkimage --out FILE --name REPO --tag T [--tag T]... --version V \
+//	        [--created RFC3339] [--revision SHA] BINARY...
+//
+// The image is reproducible: file times, the config's creation time and the
+// history come from --created (make passes the commit time), every file is
+// owned by 0:0 with mode 0755, so the same binaries give the same digest.
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+)
+
+// spec is what one image holds and is called.
+type spec struct {
+	Name     string   // repository, e.g. localhost/rdma-chain
+	Tags     []string // each becomes a reference in index.json
+	Version  string
+	Revision string
+	Created  time.Time
+	Entry    string   // the entrypoint, one of the binaries' /NAME
+	Binaries []string // host paths; each lands at /BASENAME
+	Tree     string   // optional: a directory whose tree the layer holds too (test images)
+}
+
+type stringList []string
+
+func (s *stringList) String() string     { return strings.Join(*s, ",") }
+func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
+
+func main() {
+	var sp spec
+	var tags stringList
+	out := flag.String("out", "", "the OCI archive to write (a tar of the OCI image layout)")
+	flag.StringVar(&sp.Name, "name", "", "image repository, e.g. localhost/rdma-chain")
+	flag.Var(&tags, "tag", "a tag of the image (repeatable)")
+	flag.StringVar(&sp.Version, "version", "", "the version label")
+	flag.StringVar(&sp.Revision, "revision", "", "the source revision label")
+	flag.StringVar(&sp.Entry, "entrypoint", "", "the image's entrypoint, e.g. /rdma-chain-ops")
+	flag.StringVar(&sp.Tree, "tree", "", "also put this directory's tree into the image (for test images)")
+	created := flag.String("created", "", "creation time, RFC 3339 [the Unix epoch]")
+	flag.Parse()
+	sp.Tags = tags
+	sp.Binaries = flag.Args()
+	if *created != "" {
+		t, err := time.Parse(time.RFC3339, *created)
+		if err != nil {
+			fail(fmt.Errorf("--created: %w", err))
+		}
+		sp.Created = t.UTC()
+	} else {
+		sp.Created = time.Unix(0, 0).UTC()
+	}
+	if *out == "" || sp.Name == "" || len(sp.Tags) == 0 || sp.Version == "" || len(sp.Binaries) == 0 || sp.Entry == "" {
+		fmt.Fprintln(os.Stderr, "usage: mkimage --out FILE --name REPO --tag T... --version V --entrypoint /NAME [--created T] [--revision R] BINARY...")
+		os.Exit(2)
+	}
+	digest, err := build(sp, *out)
+	if err != nil {
+		fail(err)
+	}
+	fmt.Printf("%s %s@%s\n", *out, sp.Name, digest)
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "mkimage:", err)
+	os.Exit(1)
+}
+
+// build writes the image's archive to out and returns the manifest digest.
+func build(sp spec, out string) (v1.Hash, error) {
+	img, err := image(sp)
+	if err != nil {
+		return v1.Hash{}, err
+	}
+	digest, err := img.Digest()
+	if err != nil {
+		return v1.Hash{}, err
+	}
+	dir, err := os.MkdirTemp(filepath.Dir(out), ".mkimage-")
+	if err != nil {
+		return v1.Hash{}, err
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	p, err := layout.Write(dir, empty.Index)
+	if err != nil {
+		return v1.Hash{}, err
+	}
+	for _, tag := range sp.Tags {
+		err := p.AppendImage(img, layout.WithAnnotations(map[string]string{
+			// The OCI name of the reference, and the one containerd's
+			// import names the image by.
+			"org.opencontainers.image.ref.name": tag,
+			"io.containerd.image.name":          sp.Name + ":" + tag,
+		}))
+		if err != nil {
+			return v1.Hash{}, err
+		}
+	}
+	if err := tarDir(dir, out, sp.Created); err != nil {
+		return v1.Hash{}, err
+	}
+	return digest, nil
+}
+
+// image is the one-layer image of sp's binaries.
+func image(sp spec) (v1.Image, error) {
+	layerTar, err := filesTar(sp.Tree, sp.Binaries, sp.Created)
+	if err != nil {
+		return nil, err
+	}
+	inTree := false
+	if sp.Tree != "" {
+		_, err := os.Lstat(filepath.Join(sp.Tree, sp.Entry))
+		inTree = err == nil
+	}
+	if !inTree && !slices.ContainsFunc(sp.Binaries, func(b string) bool { return "/"+filepath.Base(b) == sp.Entry }) {
+		return nil, fmt.Errorf("entrypoint %s is none of the binaries", sp.Entry)
+	}
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(layerTar)), nil
+	}, tarball.WithMediaType(types.OCILayer))
+	if err != nil {
+		return nil, err
+	}
+	base := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
+	base = mutate.ConfigMediaType(base, types.OCIConfigJSON)
+	img, err := mutate.Append(base, mutate.Addendum{
+		Layer:     layer,
+		MediaType: types.OCILayer,
+		History:   v1.History{Created: v1.Time{Time: sp.Created}, CreatedBy: "make image", Comment: "static binaries"},
+	})
+	if err != nil {
+		return nil, err
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	cf = cf.DeepCopy()
+	cf.Architecture, cf.OS = "amd64", "linux"
+	cf.Created = v1.Time{Time: sp.Created}
+	cf.Config.Labels = labels(sp)
+	cf.Config.Entrypoint = []string{sp.Entry}
+	cf.Config.Env = []string{"PATH=/"}
+	img, err = mutate.ConfigFile(img, cf)
+	if err != nil {
+		return nil, err
+	}
+	return mutate.Annotations(img, labels(sp)).(v1.Image), nil
+}
+
+// labels are the OCI image labels, set on the config and the manifest.
+func labels(sp spec) map[string]string {
+	l := map[string]string{
+		"org.opencontainers.image.title":       "rdma-chain",
+		"org.opencontainers.image.description": "rdma-chain, a chained CNI plugin that gives Kubernetes pods RDMA: the plugin, its SMC socket hook loader and the operator commands",
+		"org.opencontainers.image.version":     sp.Version,
+		"org.opencontainers.image.created":     sp.Created.Format(time.RFC3339),
+		"org.opencontainers.image.licenses":    "Apache-2.0",
+	}
+	if sp.Revision != "" {
+		l["org.opencontainers.image.revision"] = sp.Revision
+	}
+	return l
+}
+
+// filesTar is a tar of the tree (if any), then the binaries at /, owned by
+// root, the binaries mode 0755, all stamped with t, in name order.
+func filesTar(tree string, paths []string, t time.Time) ([]byte, error) {
+	sorted := append([]string(nil), paths...)
+	sort.Slice(sorted, func(i, j int) bool { return filepath.Base(sorted[i]) < filepath.Base(sorted[j]) })
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	if tree != "" {
+		if err := addTree(tw, tree, t); err != nil {
+			return nil, err
+		}
+	}
+	seen := map[string]bool{}
+	for _, p := range sorted {
+		name := filepath.Base(p)
+		if seen[name] {
+			return nil, fmt.Errorf("two binaries named %s", name)
+		}
+		seen[name] = true
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return nil, err
+		}
+		if err := isStaticELF(p, data); err != nil {
+			return nil, err
+		}
+		hdr := &tar.Header{Name: name, Mode: 0o755, Size: int64(len(data)), ModTime: t, Typeflag: tar.TypeReg, Format: tar.FormatPAX}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return nil, err
+		}
+		if _, err := tw.Write(data); err != nil {
+			return nil, err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// addTree writes the directories, regular files and symlinks under dir, as
+// they are but owned by root and stamped with t.
+func addTree(tw *tar.Writer, dir string, t time.Time) error {
+	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == dir {
+			return err
+		}
+		st, err := os.Lstat(p)
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		hdr := &tar.Header{Name: filepath.ToSlash(rel), Mode: int64(st.Mode().Perm()), ModTime: t, Format: tar.FormatPAX}
+		switch {
+		case st.IsDir():
+			hdr.Typeflag, hdr.Name = tar.TypeDir, hdr.Name+"/"
+		case st.Mode()&fs.ModeSymlink != 0:
+			hdr.Typeflag = tar.TypeSymlink
+			if hdr.Linkname, err = os.Readlink(p); err != nil {
+				return err
+			}
+		case st.Mode().IsRegular():
+			hdr.Typeflag, hdr.Size = tar.TypeReg, st.Size()
+		default:
+			return fmt.Errorf("%s: not a file, directory or symlink", p)
+		}
+		if err := tw.WriteHeader(hdr); err != nil || hdr.Typeflag != tar.TypeReg {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		_, err = tw.Write(data)
+		return err
+	})
+}
+
+// isStaticELF refuses a binary that needs a dynamic loader: the image has
+// none.
+func isStaticELF(path string, data []byte) error {
+	if !bytes.HasPrefix(data, []byte("\x7fELF")) {
+		return fmt.Errorf("%s is not an ELF binary", path)
+	}
+	if bytes.Contains(data, []byte("/lib64/ld-linux")) {
+		return fmt.Errorf("%s is dynamically linked (build with CGO_ENABLED=0)", path)
+	}
+	return nil
+}
+
+// tarDir packs the layout directory dir into out, entries sorted, times
+// set to t, written to a temporary file and renamed.
+func tarDir(dir, out string, t time.Time) error {
+	var files []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == dir {
+			return err
+		}
+		files = append(files, p)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	sort.Strings(files)
+	f, err := os.CreateTemp(filepath.Dir(out), ".mkimage-*.tar")
+	if err != nil {
+		return err
+	}
+	if err := f.Chmod(0o644); err != nil {
+		f.Close()
+		return err
+	}
+	defer func() { _ = os.Remove(f.Name()) }() // gone after the rename
+	tw := tar.NewWriter(f)
+	for _, p := range files {
+		if err := addFile(tw, dir, p, t); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	err = errors.Join(tw.Close(), f.Close())
+	if err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), out)
+}
+
+func addFile(tw *tar.Writer, dir, p string, t time.Time) error {
+	st, err := os.Lstat(p)
+	if err != nil {
+		return err
+	}
+	rel, err := filepath.Rel(dir, p)
+	if err != nil {
+		return err
+	}
+	hdr := &tar.Header{Name: filepath.ToSlash(rel), ModTime: t, Format: tar.FormatPAX}
+	switch {
+	case st.IsDir():
+		hdr.Typeflag, hdr.Mode, hdr.Name = tar.TypeDir, 0o755, hdr.Name+"/"
+		return tw.WriteHeader(hdr)
+	case st.Mode().IsRegular():
+		hdr.Typeflag, hdr.Mode, hdr.Size = tar.TypeReg, 0o644, st.Size()
+	default:
+		return fmt.Errorf("%s: not a file or directory", p)
+	}
+	if err := tw.WriteHeader(hdr); err != nil {
+		return err
+	}
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return err
+	}
+	_, err = tw.Write(data)
+	return err
+}

@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# Boots the node tier's guest and prints its console (integration/node's test
+# runs this; humans can too).
+#
+#   scripts/node/run.sh [PODS_DIR]
+#
+# PODS_DIR: pod manifests, each with the annotation test.rdma-chain/expect
+# (default integration/node/pods). Needs: scripts/vm/prepare.sh's cache (the
+# Debian 6.12 kernel, qemu, the guest userland), scripts/node/parts.sh's
+# (kubelet, the RDMA device plugin, containerd 2.4.2, runc) and make image's
+# bin/rdma-chain-image.tar. Builds, under .cache/node/run/: the guest's
+# helpers (nodectl, pause), the pause and test images, the static pod derived
+# from conf/daemonset.yaml, and an initramfs in two parts: the VM tier's
+# (scripts/vm/initramfs.sh: userland, modules, CNI plugins, /init from
+# integration/node/guest) and the node's (kubelet, containerd, runc, the
+# device plugin, overlay.ko, images, configs, pods), concatenated (the kernel
+# unpacks each). Boots qemu (TCG, 4 GiB, a virtio-net NIC on user networking
+# with restrict=on: nothing leaves qemu) with a hard timeout (NODE_TIMEOUT,
+# default 1500 s). no_timer_check: on a starved host the kernel's IO-APIC
+# timer check fails under TCG and panics ("IO-APIC + timer doesn't work",
+# seen here with five VMs on two cores). Exit status 0 only on "RC-RESULT pass".
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+PODS=$(cd "${1:-$ROOT/integration/node/pods}" && pwd)
+TIMEOUT=${NODE_TIMEOUT:-1500}
+export PATH="/usr/local/go/bin:$PATH"
+die() { echo "node-run: ERROR: $*" >&2; exit 1; }
+envval() { awk -F= -v k="$2" '$1==k {print substr($0, length(k) + 2)}' "$1"; }
+
+VMENV="$ROOT/.cache/vm/env"
+PARTS="$ROOT/.cache/node/parts.env"
+IMAGE="$ROOT/bin/rdma-chain-image.tar"
+[ -f "$VMENV" ] || die "$VMENV missing: run scripts/vm/prepare.sh"
+[ -f "$PARTS" ] || die "$PARTS missing: run scripts/node/parts.sh"
+[ -f "$IMAGE" ] || die "$IMAGE missing: run make image"
+QEMU=$(envval "$VMENV" QEMU)
+ROOTFS=$(envval "$VMENV" ROOTFS)
+KDIR=$(envval "$VMENV" KERNEL_6_12)
+KVER=$(cat "$KDIR/kver")
+KUBELET=$(envval "$PARTS" KUBELET)
+RDMA_DP=$(envval "$PARTS" RDMA_DP)
+CTRD=$(envval "$PARTS" CONTAINERD_DIR)
+RUNC=$(envval "$PARTS" RUNC)
+for f in "$QEMU" "$KUBELET" "$RDMA_DP" "$CTRD/containerd" "$CTRD/containerd-shim-runc-v2" "$CTRD/ctr" "$RUNC"; do
+	[ -x "$f" ] || die "$f missing (scripts/vm/prepare.sh, scripts/node/parts.sh)"
+done
+
+WORK="$ROOT/.cache/node/run"
+rm -rf "$WORK"
+mkdir -p "$WORK/bin" "$WORK/images" "$WORK/stage"
+cd "$ROOT"
+export CGO_ENABLED=0
+go build -ldflags '-s -w' -o "$WORK/bin/nodectl" ./integration/node/guest/nodectl
+go build -ldflags '-s -w' -o "$WORK/pause" ./integration/node/guest/pause
+mkimage() { go run ./internal/mkimage --version node-test "$@" >&2; }
+# containerd 2.4.2's default sandbox image.
+mkimage --out "$WORK/images/pause.tar" --name registry.k8s.io/pause --tag 3.10.2 --entrypoint /pause "$WORK/pause"
+# The pods' image: the VM tier's guest userland (busybox, ip, rdma, rping,
+# their libraries, the rxe verbs provider).
+mkimage --out "$WORK/images/test.tar" --name localhost/rdma-chain-test --tag node --entrypoint /bin/busybox --tree "$ROOTFS" "$WORK/pause"
+cp "$IMAGE" "$WORK/images/rdma-chain.tar"
+
+# Part one: the VM tier's initramfs with the node's /init.
+CNI_BIN_DIR="$ROOT/.tools/cni/bin" RC_BIN_DIR="$WORK/bin" "$ROOT/scripts/vm/initramfs.sh" "$KDIR" "$WORK/base.cpio.gz" \
+	"$ROOT/integration/vm/scenarios" "$ROOT/integration/node/guest"
+
+# Part two: the node.
+S="$WORK/stage"
+mkdir -p "$S/usr/local/bin" "$S/usr/sbin" "$S/images" "$S/pods" "$S/etc/node" "$S/etc/kubernetes/manifests" "$S/lib/modules/$KVER"
+cp -a "$ROOT/integration/node/guest/etc/." "$S/etc/"
+for b in "$KUBELET" "$RDMA_DP" "$CTRD/containerd" "$CTRD/containerd-shim-runc-v2" "$CTRD/ctr"; do
+	cp "$b" "$S/usr/local/bin/"
+done
+# The device plugin names PCI devices from pci.ids (ghw); without it, it exits.
+[ -f /usr/share/misc/pci.ids ] || die "/usr/share/misc/pci.ids missing: run scripts/node/parts.sh"
+install -D -m 0644 /usr/share/misc/pci.ids "$S/usr/share/misc/pci.ids"
+cp "$RUNC" "$S/usr/sbin/runc"
+ldd "$RUNC" | awk '/=>/ {print $3} $1 ~ /^\/.*ld-linux/ {print $1}' | while read -r lib; do
+	[ -n "$lib" ] || continue
+	case "$lib" in
+	*/ld-linux-x86-64.so.2) install -D -m 0755 "$(readlink -f "$lib")" "$S/lib64/ld-linux-x86-64.so.2" ;;
+	*) install -D -m 0755 "$(readlink -f "$lib")" "$S/lib/x86_64-linux-gnu/$(basename "$lib")" ;;
+	esac
+done
+ov=$(awk -F: '$1 ~ /\/overlay\.ko/ {print $1; exit}' "$KDIR/lib/modules/$KVER/modules.dep")
+[ -n "$ov" ] || die "no overlay module in $KVER"
+case "$ov" in
+*.xz) xz -dc "$KDIR/lib/modules/$KVER/$ov" >"$S/lib/modules/$KVER/overlay.ko" ;;
+*) cp "$KDIR/lib/modules/$KVER/$ov" "$S/lib/modules/$KVER/overlay.ko" ;;
+esac
+cp "$WORK/images/"*.tar "$S/images/"
+go run ./integration/node/staticpod conf/daemonset.yaml >"$S/etc/node/rdma-chain.yaml"
+cp "$PODS"/*.yaml "$S/pods/"
+(cd "$S" && find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc --owner 0:0 --quiet | gzip -1 >"$WORK/node.cpio.gz")
+cat "$WORK/base.cpio.gz" "$WORK/node.cpio.gz" >"$WORK/initrd.cpio.gz"
+rm -rf "$S"
+echo "node-run: initramfs $(du -h "$WORK/initrd.cpio.gz" | cut -f1), kernel $KVER, pods from $PODS" >&2
+
+LOG="$WORK/console.log"
+start=$(date +%s.%N)
+set +e
+timeout -k 5 "$TIMEOUT" "$QEMU" -accel tcg -m 4096 -smp 2 -nographic -no-reboot \
+	-kernel "$KDIR/vmlinuz" -initrd "$WORK/initrd.cpio.gz" \
+	-netdev user,id=n0,restrict=on,ipv6=off -device virtio-net-pci,netdev=n0 \
+	-append "console=ttyS0 panic=-1 quiet no_timer_check" </dev/null 2>&1 | tr -d '\r' | tee "$LOG"
+rc=${PIPESTATUS[0]}
+set -e
+end=$(date +%s.%N)
+echo "node-run: boot wall time $(awk "BEGIN{printf \"%.1f\", $end-$start}") s (qemu exit $rc)" >&2
+[ "$rc" != 124 ] || { echo "node-run: TIMEOUT after ${TIMEOUT}s" >&2; exit 1; }
+grep -q '^RC-RESULT pass' "$LOG" && ! grep -q '^RC-FAIL' "$LOG"
