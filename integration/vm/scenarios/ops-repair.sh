@@ -47,7 +47,9 @@ info "reconcile log: $(tr '\n' '|' </run/reconcile-repair.log)"
 ip netns add rpod1
 cni cnicall add rpod1
 expect_ok add-rpod1
-V6=$(result_ip fd00:98:)
+# rdma0's address, read in the pod (the result lists it only with reportIPs)
+V6=$(pod_ip6 rpod1 fd00:98:)
+check pod-has-v6 test -n "$V6"
 
 print_info inspect-default env NETCONFPATH=$NETDIR rdma-chain-ops inspect
 expect inspect-finds-network "pod default/rpod1  exclusive  netns /var/run/netns/rpod1" "link simrdma0 moved as rdma0 (host eth0)"
