@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/containernetworking/plugins/pkg/ns"
-	"github.com/vishvananda/netlink"
 
 	"github.com/rdma-chain/rdma-chain/internal/fakekubelet"
 	"github.com/rdma-chain/rdma-chain/internal/netnstest"
@@ -109,22 +108,5 @@ func rdma0Addrs(t *testing.T, e *env) []string {
 		t.Fatal(err)
 	}
 	defer pns.Close()
-	var out []string
-	err = pns.Do(func(ns.NetNS) error {
-		l, err := netlink.LinkByName("rdma0")
-		if err != nil {
-			return err
-		}
-		addrs, err := netlink.AddrList(l, netlink.FAMILY_V6)
-		for _, a := range addrs {
-			if a.IP.IsGlobalUnicast() {
-				out = append(out, a.IPNet.String())
-			}
-		}
-		return err
-	})
-	if err != nil {
-		t.Errorf("rdma0 in the pod: %v", err)
-	}
-	return out
+	return netnstest.GlobalV6(t, pns, "rdma0")
 }

@@ -16,7 +16,6 @@ import (
 	types100 "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/cni/pkg/types/create"
 	"github.com/containernetworking/plugins/pkg/ns"
-	"github.com/vishvananda/netlink"
 
 	"github.com/rdma-chain/rdma-chain/internal/followers"
 	"github.com/rdma-chain/rdma-chain/internal/netnstest"
@@ -203,7 +202,7 @@ func runResultCase(t *testing.T, primary, mode, ver string, report bool) {
 	if b, err := os.ReadFile(devInfo); err != nil || string(b) != string(devinfo.Content(stand, "mlx5_0")) {
 		t.Errorf("device-info file %s: %q, %v", devInfo, b, err)
 	}
-	if got := podAddrs(t, pod, "rdma0"); !reflect.DeepEqual(got, []string{"fd00:77::10/64"}) {
+	if got := netnstest.GlobalV6(t, pod, "rdma0"); !reflect.DeepEqual(got, []string{"fd00:77::10/64"}) {
 		t.Errorf("rdma0's addresses in the pod %v, want fd00:77::10/64", got)
 	}
 	out, err := n.cnitool(netName, "check", pod, capArgs)
@@ -259,28 +258,6 @@ func assertMultusDefault(t *testing.T, r *types100.Result, report bool) {
 		st[1].Interface != "rdma0" || st[1].Default || (len(st[1].IPs) == 1) != report {
 		t.Errorf("Multus network-status %+v", st)
 	}
-}
-
-func podAddrs(t *testing.T, pod ns.NetNS, name string) []string {
-	t.Helper()
-	var out []string
-	err := pod.Do(func(ns.NetNS) error {
-		l, err := netlink.LinkByName(name)
-		if err != nil {
-			return err
-		}
-		addrs, err := netlink.AddrList(l, netlink.FAMILY_V6)
-		for _, a := range addrs {
-			if a.IP.IsGlobalUnicast() {
-				out = append(out, a.IPNet.String())
-			}
-		}
-		return err
-	})
-	if err != nil {
-		t.Errorf("read %s in the pod: %v", name, err)
-	}
-	return out
 }
 
 func containsName(names []string, name string) bool {

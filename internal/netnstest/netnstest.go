@@ -189,3 +189,27 @@ func Names(t testing.TB, n ns.NetNS) []string {
 	sort.Strings(names)
 	return names
 }
+
+// GlobalV6 lists the global IPv6 addresses (CIDR form) of link name in
+// netns n; a failure to read them fails t.
+func GlobalV6(t testing.TB, n ns.NetNS, name string) []string {
+	t.Helper()
+	var out []string
+	err := n.Do(func(ns.NetNS) error {
+		l, err := netlink.LinkByName(name)
+		if err != nil {
+			return err
+		}
+		addrs, err := netlink.AddrList(l, netlink.FAMILY_V6)
+		for _, a := range addrs {
+			if a.IP.IsGlobalUnicast() {
+				out = append(out, a.IPNet.String())
+			}
+		}
+		return err
+	})
+	if err != nil {
+		t.Errorf("read %s's addresses in the pod: %v", name, err)
+	}
+	return out
+}
