@@ -61,6 +61,28 @@ kubelet_up() {
 	wait_until 15 test -S $SOCK
 }
 kubelet_down() { kill "$KUBELET" 2>/dev/null; wait "$KUBELET" 2>/dev/null; rm -f $SOCK; KUBELET=; }
+# status_after MARK CODE: a STATUS logged after line MARK of the log exited
+# 0 (CODE ok) or not (CODE fail)
+status_after() {
+	case $2 in
+	ok) tail -n +$(($1 + 1)) /run/soak-status | grep -q ' 0$' ;;
+	*) tail -n +$(($1 + 1)) /run/soak-status | grep -q ' [1-9][0-9]*$' ;;
+	esac
+}
+# flap down|up N: the pod-resources socket goes away or comes back at cycle
+# N; the next STATUS must say so (the loop asks every 5 s)
+flap() {
+	_mark=$(wc -l </run/soak-status)
+	if [ "$1" = down ]; then
+		kubelet_down
+		step "cycle-$2/status-fails-without-kubelet"
+		if wait_until 20 status_after "$_mark" fail; then pass; else fail "no failing STATUS: $(tail -n 3 /run/soak-status | tr '\n' ' ')"; fi
+	else
+		kubelet_up
+		step "cycle-$2/status-recovers"
+		if wait_until 20 status_after "$_mark" ok; then pass; else fail "no STATUS ok: $(tail -n 3 /run/soak-status | tr '\n' ' ')"; fi
+	fi
+}
 step kubelet-up
 if kubelet_up; then pass; else fail "no socket: $(tail -n 3 /tmp/soak-kubelet.log)"; fi
 
@@ -109,23 +131,33 @@ BASE=$(snap)
 NORMAL=0 DEATHS=0 KILLS=0 REFUSED=0 FAILED=0 LEAKS=0 RSS0= FD0= RSSMAX=0 FDMAX=0
 # rng: a pseudo-random number 0..32767 (awk's rand, seeded per cycle)
 rng() { awk -v s="$1" 'BEGIN { srand(s); print int(rand() * 32768) }'; }
-sample() { # RSS in kB and open fds of the reconcile process, the first and the largest
+sample() { # RSS in kB and open fds of the reconcile process, and the largest seen
 	RSS=$(awk '/^VmRSS/ {print $2}' /proc/$RECONCILE/status 2>/dev/null)
 	FDS=$(ls /proc/$RECONCILE/fd 2>/dev/null | wc -l)
-	[ -n "$RSS0" ] || { RSS0=${RSS:-0} FD0=$FDS RSSMAX=0 FDMAX=0; }
 	[ "${RSS:-0}" -gt "$RSSMAX" ] && RSSMAX=$RSS
 	[ "$FDS" -gt "$FDMAX" ] && FDMAX=$FDS
+}
+# quiet: no record left to repair, so reconcile is idle between passes
+no_records() { [ "$(state_count)" -eq 0 ]; }
+# baseline: reconcile's RSS and fds once it has warmed up (after 20 cycles)
+# and is idle; the checkpoints compare their own idle samples with it
+baseline() {
+	wait_until 30 no_records
+	sample
+	RSS0=$RSS FD0=$FDS
+	info "soak $MODE: reconcile baseline after $1 cycles: RSS $RSS0 kB, fds $FD0"
 }
 checkpoint() { # NAME: nothing runs; the node equals BASE, reconcile stays flat
 	step "$1/node-clean"
 	if settle_equal "$BASE"; then pass; else LEAKS=$((LEAKS + 1)); fail "node differs from before: $DELTA"; node_settled; BASE=$(snap); fi
+	[ -n "$RSS0" ] || baseline "$1"
 	step "$1/reconcile-flat"
 	sample
-	info "soak $MODE $1: reconcile RSS ${RSS} kB (first ${RSS0}, largest $RSSMAX), fds $FDS (first $FD0, most $FDMAX)"
+	info "soak $MODE $1: reconcile idle RSS ${RSS} kB (baseline ${RSS0}, largest seen $RSSMAX), fds $FDS (baseline $FD0, most seen $FDMAX)"
 	if ! kill -0 $RECONCILE 2>/dev/null; then
 		fail "reconcile exited: $(tail -n 3 /tmp/soak-reconcile.log)"
-	elif [ "$FDMAX" -gt $((FD0 + 2)) ] || [ "$RSSMAX" -gt $((RSS0 * 3 / 2 + 2048)) ]; then
-		fail "reconcile grew: RSS $RSS0 -> largest $RSSMAX kB, fds $FD0 -> most $FDMAX"
+	elif [ "$FDS" -gt $((FD0 + 2)) ] || [ "$RSS" -gt $((RSS0 * 3 / 2 + 4096)) ]; then
+		fail "reconcile grew while idle: RSS $RSS0 -> $RSS kB, fds $FD0 -> $FDS"
 	else
 		pass
 	fi
@@ -135,7 +167,7 @@ T0=$(cut -d. -f1 /proc/uptime)
 n=1
 while [ $n -le "$CYCLES" ]; do
 	P=s$n
-	case $((n % 50)) in 20) kubelet_down ;; 28) kubelet_up ;; esac
+	case $((n % 50)) in 20) flap down $n ;; 28) flap up $n ;; esac
 	r=$(rng $n)
 	ip netns add $P
 	if [ $((r % 8)) -eq 0 ]; then
@@ -174,8 +206,9 @@ while [ $n -le "$CYCLES" ]; do
 		fi
 	fi
 	[ $((n % 10)) -eq 0 ] && sample
+	[ $n -eq 20 ] && baseline $n
 	if [ $((n % 100)) -eq 0 ] || [ $n -eq "$CYCLES" ]; then
-		[ -n "$KUBELET" ] || kubelet_up
+		[ -n "$KUBELET" ] || flap up $n
 		checkpoint "after-$n"
 	fi
 	n=$((n + 1))
