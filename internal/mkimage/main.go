@@ -257,16 +257,21 @@ func addTree(tw *tar.Writer, dir string, t time.Time) error {
 		default:
 			return fmt.Errorf("%s: not a file, directory or symlink", p)
 		}
-		if err := tw.WriteHeader(hdr); err != nil || hdr.Typeflag != tar.TypeReg {
-			return err
-		}
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		_, err = tw.Write(data)
-		return err
+		return writeEntry(tw, hdr, p)
 	})
+}
+
+// writeEntry writes hdr and, for a regular file, the contents of p.
+func writeEntry(tw *tar.Writer, hdr *tar.Header, p string) error {
+	if err := tw.WriteHeader(hdr); err != nil || hdr.Typeflag != tar.TypeReg {
+		return err
+	}
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return err
+	}
+	_, err = tw.Write(data)
+	return err
 }
 
 // isStaticELF refuses a binary that needs a dynamic loader: the image has
@@ -338,13 +343,5 @@ func addFile(tw *tar.Writer, dir, p string, t time.Time) error {
 	default:
 		return fmt.Errorf("%s: not a file or directory", p)
 	}
-	if err := tw.WriteHeader(hdr); err != nil {
-		return err
-	}
-	data, err := os.ReadFile(p)
-	if err != nil {
-		return err
-	}
-	_, err = tw.Write(data)
-	return err
+	return writeEntry(tw, hdr, p)
 }
