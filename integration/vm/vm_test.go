@@ -77,12 +77,6 @@ var bootGroups = []bootGroup{
 	{"soak-simrdma", 1, []scenario{{"soak-exclusive", true, false}}},
 }
 
-// upgradeFrom is the commit of this repository whose plugin the upgrade
-// scenarios attach pods with before the tree under test takes over (and
-// the reverse): the head before the operator commands left the plugin
-// binary, until a release tag exists.
-const upgradeFrom = "3ba7efb"
-
 // selected reports whether scenario s runs: RC_VM_SCENARIOS names it, or it
 // is not opt-in and RC_VM_SCENARIOS is unset.
 func selected(s scenario) bool {
@@ -280,7 +274,14 @@ func buildBinaries(root string) (prepared, error) {
 		"-o", filepath.Join(dir, "rdma-chain-fp"), "./plugins/meta/rdma-chain"); err != nil {
 		return p, fmt.Errorf("go build -tags failpoint ./plugins/meta/rdma-chain: %w\n%s", err, o)
 	}
-	if err := buildAt(root, upgradeFrom, filepath.Join(dir, "rdma-chain-old"), "./plugins/meta/rdma-chain"); err != nil {
+	// The upgrade scenarios attach pods with the newest release's plugin
+	// before this tree's takes over, and the reverse (docs/releases.md).
+	rels, err := testenv.Releases()
+	if err != nil {
+		return p, err
+	}
+	from := rels[len(rels)-1]
+	if err := buildAt(root, from, filepath.Join(dir, "rdma-chain-old"), "./plugins/meta/rdma-chain"); err != nil {
 		return p, err
 	}
 	for name, pkg := range map[string]string{hookcmd.Binary: "./cmd/rdma-chain-smc-hook", ops.Binary: "./cmd/rdma-chain-ops"} {
@@ -315,10 +316,11 @@ func buildBinaries(root string) (prepared, error) {
 	return p, nil
 }
 
-// buildAt builds pkg as this repository had it at commit rev (from git
-// history: git archive into a temporary tree) into out, version-stamped
-// with rev.
-func buildAt(root, rev, out, pkg string) error {
+// buildAt builds pkg as this repository had it at release rel's commit
+// (from git history: git archive into a temporary tree, so a clone without
+// tags builds it too) into out, version-stamped with rel's version.
+func buildAt(root string, rel testenv.Release, out, pkg string) error {
+	rev := rel.Commit
 	src, err := os.MkdirTemp("", "rc-vm-src-")
 	if err != nil {
 		return err
@@ -328,7 +330,7 @@ func buildAt(root, rev, out, pkg string) error {
 	if err != nil {
 		return fmt.Errorf("git archive %s (the upgrade scenarios need this commit in the clone's history): %w\n%s", rev, err, o)
 	}
-	o, err = runCmd(src, []string{"CGO_ENABLED=0"}, "go", "build", "-ldflags=-s -w -X main.buildVersion="+rev, "-o", out, pkg)
+	o, err = runCmd(src, []string{"CGO_ENABLED=0"}, "go", "build", "-ldflags=-s -w -X main.buildVersion="+rel.Version, "-o", out, pkg)
 	if err != nil {
 		return fmt.Errorf("go build %s at %s: %w\n%s", pkg, rev, err, o)
 	}

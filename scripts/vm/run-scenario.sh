@@ -83,14 +83,16 @@ else
 	rm -f "$BIN/rdma-chain"
 fi
 
-# The upgrade scenarios also boot the plugin of an earlier commit
-# (integration/vm/vm_test.go's upgradeFrom).
+# The upgrade scenarios also boot the plugin of the newest release
+# (docs/releases.md's last row, built from its commit).
 rm -f "$BIN/rdma-chain-old"
 case ",$SCEN," in *,upgrade-*)
-	UPFROM=$(sed -n 's/^const upgradeFrom = "\(.*\)"/\1/p' "$ROOT/integration/vm/vm_test.go")
+	REL=$(grep -E '^\| v[0-9]' "$ROOT/docs/releases.md" | tail -1)
+	UPVER=$(echo "$REL" | awk -F' \\| ' '{print substr($1, 3)}')
+	UPFROM=$(echo "$REL" | awk -F' \\| ' '{print $2}')
 	OLDSRC=$(mktemp -d)
 	(set -o pipefail; git -C "$ROOT" archive --format=tar "$UPFROM" | tar -x -C "$OLDSRC") &&
-		(cd "$OLDSRC" && go build -ldflags "-s -w -X main.buildVersion=$UPFROM" -o "$BIN/rdma-chain-old" ./plugins/meta/rdma-chain)
+		(cd "$OLDSRC" && go build -ldflags "-s -w -X main.buildVersion=$UPVER" -o "$BIN/rdma-chain-old" ./plugins/meta/rdma-chain)
 	rc=$?
 	rm -rf "$OLDSRC"
 	[ $rc = 0 ] || { echo "cannot build the plugin at $UPFROM" >&2; exit 1; }

@@ -1,8 +1,8 @@
 #!/bin/sh
 # The upgrade matrix, sourced by upgrade-exclusive.sh (own boot, simrdma0 on
 # the virtio NIC eth0) and upgrade-shared.sh (soft-RoCE rxe0 on veth0) with
-# MODE set. Two plugin builds: /usr/local/bin/rdma-chain-old (this
-# repository at an earlier commit, vm_test.go's upgradeFrom) and
+# MODE set. Two plugin builds: /usr/local/bin/rdma-chain-old (the
+# newest release in docs/releases.md, built from its commit) and
 # /usr/local/bin/rdma-chain (the tree under test). For old->new (an upgrade)
 # and new->old (the rollback of one release), with IPv6 from host-local on
 # rdma0 and an SMC-R annotated pod:
