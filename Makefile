@@ -40,7 +40,7 @@ deps-vm: deps
 	./scripts/vm/prepare.sh
 
 # Every tier that exists. Under CI=true a tier that cannot run fails.
-test: deps build test-setup test-unit test-fuzz test-netns test-containerd test-vm
+test: deps build test-setup test-unit test-fuzz test-netns test-containerd test-vm test-node
 
 # The README's set-up on a machine whose package lists are stale.
 test-setup:
@@ -72,11 +72,12 @@ test-vm: deps-vm build
 # Node tier: a Kubernetes node in a VM (Debian 6.12, qemu TCG): kubelet
 # v1.37 standalone, containerd 2.4.2 + runc, the Mellanox RDMA device plugin,
 # rdma-chain by its DaemonSet's pod on make image's image, then the pod
-# manifests of integration/node/pods (PODS=DIR: anyone's), each checked
-# against its annotation test.rdma-chain/expect. Not yet part of make test.
+# manifests of integration/node/pods (PODS=DIR: anyone's; shared/ and
+# exclusive/ boot the node once in each RDMA netns mode), each checked
+# against its annotation test.rdma-chain/expect.
 test-node: deps-vm image
 	./scripts/node/parts.sh >/dev/null
-	RC_NODE_PODS=$(PODS) $(GO) test -tags node -count=1 -timeout 30m -v ./integration/node/
+	RC_NODE_PODS=$(PODS) $(GO) test -tags node -count=1 -timeout 60m -v ./integration/node/
 
 lint: deps-lint
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt: $$out"; exit 1; fi

@@ -5,7 +5,8 @@
 // and runc, the Mellanox RDMA shared device plugin, rdma-chain deployed by a
 // static pod derived from conf/daemonset.yaml on the image make image builds,
 // and pod manifests as users write them (integration/node/pods, or
-// RC_NODE_PODS), each checked against its annotation test.rdma-chain/expect.
+// RC_NODE_PODS), each checked against its annotation test.rdma-chain/expect;
+// one boot per RDMA netns mode (the pods' shared/ and exclusive/ folders).
 // scripts/node/run.sh builds and boots the guest; this test runs it and
 // reads the console's markers.
 package node
@@ -85,7 +86,7 @@ func read(t *testing.T, r io.Reader) result {
 			res.passes++
 		case strings.HasPrefix(l, "RC-FAIL "):
 			res.fails = append(res.fails, l)
-		case strings.HasPrefix(l, "NODE-TIME "):
+		case strings.HasPrefix(l, "NODE-TIME "), strings.HasPrefix(l, "NODE-PLUGIN "), strings.HasPrefix(l, "NODE-NETREADY "):
 			res.times = append(res.times, l)
 		case strings.HasPrefix(l, "RC-INFO Kubernetes v"):
 			res.kubelet = "kubelet " + strings.TrimPrefix(l, "RC-INFO ")

@@ -5,7 +5,10 @@
 #   scripts/node/run.sh [PODS_DIR]
 #
 # PODS_DIR: pod manifests, each with the annotation test.rdma-chain/expect
-# (default integration/node/pods). Needs: scripts/vm/prepare.sh's cache (the
+# (integration/node/guest/pods.sh says what each check means; default
+# integration/node/pods). A PODS_DIR with subdirectories shared/ and
+# exclusive/ boots the node once per subdirectory, in that RDMA netns mode;
+# one without boots it once in shared mode. Needs: scripts/vm/prepare.sh's cache (the
 # Debian 6.12 kernel, qemu, the guest userland), scripts/node/parts.sh's
 # (kubelet, the RDMA device plugin, containerd 2.4.2, runc) and make image's
 # bin/rdma-chain-image.tar. Builds, under .cache/node/run/: the guest's
@@ -14,14 +17,23 @@
 # (scripts/vm/initramfs.sh: userland, modules, CNI plugins, /init from
 # integration/node/guest) and the node's (kubelet, containerd, runc, the
 # device plugin, overlay.ko, images, configs, pods), concatenated (the kernel
-# unpacks each). Boots qemu (TCG, 4 GiB, a virtio-net NIC on user networking
-# with restrict=on: nothing leaves qemu) with a hard timeout (NODE_TIMEOUT,
-# default 1500 s). no_timer_check: on a starved host the kernel's IO-APIC
-# timer check fails under TCG and panics ("IO-APIC + timer doesn't work",
-# seen here with five VMs on two cores). Exit status 0 only on "RC-RESULT pass".
+# unpacks each), plus /pods per boot. Boots qemu (TCG, 4 GiB, a virtio-net NIC
+# on user networking with restrict=on: nothing leaves qemu; exclusive mode
+# adds a second one) with a hard timeout per boot (NODE_TIMEOUT, default
+# 1500 s). no_timer_check: on a starved host the kernel's IO-APIC timer check
+# fails under TCG and panics ("IO-APIC + timer doesn't work", seen here with
+# five VMs on two cores). thread=single: with one host thread per vCPU
+# (multi-threaded TCG) a vCPU ran code the other was patching (an int3 oops in
+# kmem_cache_alloc, seen here on the first boot with the device plugin); one
+# thread for both vCPUs also leaves the host's second core to other work.
+# Exit status 0 only when every boot printed "RC-RESULT pass" and no RC-FAIL.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 PODS=$(cd "${1:-$ROOT/integration/node/pods}" && pwd)
+MODES=
+for m in shared exclusive; do
+	[ -d "$PODS/$m" ] && MODES="$MODES $m"
+done
 TIMEOUT=${NODE_TIMEOUT:-1500}
 export PATH="/usr/local/go/bin:$PATH"
 die() { echo "node-run: ERROR: $*" >&2; exit 1; }
@@ -37,6 +49,8 @@ QEMU=$(envval "$VMENV" QEMU)
 ROOTFS=$(envval "$VMENV" ROOTFS)
 KDIR=$(envval "$VMENV" KERNEL_6_12)
 KVER=$(cat "$KDIR/kver")
+SIMRDMA=$(envval "$VMENV" SIMRDMA_6_12)
+[ -f "$SIMRDMA" ] || die "no simrdma module for $KVER in $VMENV: run scripts/vm/prepare.sh"
 KUBELET=$(envval "$PARTS" KUBELET)
 RDMA_DP=$(envval "$PARTS" RDMA_DP)
 CTRD=$(envval "$PARTS" CONTAINERD_DIR)
@@ -52,6 +66,7 @@ cd "$ROOT"
 export CGO_ENABLED=0
 go build -ldflags '-s -w' -o "$WORK/bin/nodectl" ./integration/node/guest/nodectl
 go build -ldflags '-s -w' -o "$WORK/pause" ./integration/node/guest/pause
+go build -ldflags '-s -w' -o "$WORK/bin/smcctl" ./integration/vm/guest/smcctl
 mkimage() { go run ./internal/mkimage --version node-test "$@" >&2; }
 # containerd 2.4.2's default sandbox image.
 mkimage --out "$WORK/images/pause.tar" --name registry.k8s.io/pause --tag 3.10.2 --entrypoint /pause "$WORK/pause"
@@ -61,7 +76,7 @@ mkimage --out "$WORK/images/test.tar" --name localhost/rdma-chain-test --tag nod
 cp "$IMAGE" "$WORK/images/rdma-chain.tar"
 
 # Part one: the VM tier's initramfs with the node's /init.
-CNI_BIN_DIR="$ROOT/.tools/cni/bin" RC_BIN_DIR="$WORK/bin" "$ROOT/scripts/vm/initramfs.sh" "$KDIR" "$WORK/base.cpio.gz" \
+CNI_BIN_DIR="$ROOT/.tools/cni/bin" RC_BIN_DIR="$WORK/bin" SIMRDMA_KO="$SIMRDMA" "$ROOT/scripts/vm/initramfs.sh" "$KDIR" "$WORK/base.cpio.gz" \
 	"$ROOT/integration/vm/scenarios" "$ROOT/integration/node/guest"
 
 # Part two: the node.
@@ -89,23 +104,46 @@ case "$ov" in
 *) cp "$KDIR/lib/modules/$KVER/$ov" "$S/lib/modules/$KVER/overlay.ko" ;;
 esac
 cp "$WORK/images/"*.tar "$S/images/"
-go run ./integration/node/staticpod conf/daemonset.yaml >"$S/etc/node/rdma-chain.yaml"
-cp "$PODS"/*.yaml "$S/pods/"
+# The DaemonSet as an operator sets it up for the node's mode (its --set,
+# integration/node/guest/etc/node/install-set-MODE.json; docs/lingjun.md):
+# each pod's IPv6 on rdma0 from a block of the node NIC's /64.
+for m in shared exclusive; do
+	go run ./integration/node/staticpod -install-set "$(cat "$ROOT/integration/node/guest/etc/node/install-set-$m.json")" \
+		conf/daemonset.yaml >"$S/etc/node/rdma-chain-$m.yaml"
+done
+rmdir "$S/pods"
 (cd "$S" && find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc --owner 0:0 --quiet | gzip -1 >"$WORK/node.cpio.gz")
-cat "$WORK/base.cpio.gz" "$WORK/node.cpio.gz" >"$WORK/initrd.cpio.gz"
 rm -rf "$S"
-echo "node-run: initramfs $(du -h "$WORK/initrd.cpio.gz" | cut -f1), kernel $KVER, pods from $PODS" >&2
 
-LOG="$WORK/console.log"
-start=$(date +%s.%N)
-set +e
-timeout -k 5 "$TIMEOUT" "$QEMU" -accel tcg -m 4096 -smp 2 -nographic -no-reboot \
-	-kernel "$KDIR/vmlinuz" -initrd "$WORK/initrd.cpio.gz" \
-	-netdev user,id=n0,restrict=on,ipv6=off -device virtio-net-pci,netdev=n0 \
-	-append "console=ttyS0 panic=-1 quiet no_timer_check" </dev/null 2>&1 | tr -d '\r' | tee "$LOG"
-rc=${PIPESTATUS[0]}
-set -e
-end=$(date +%s.%N)
-echo "node-run: boot wall time $(awk "BEGIN{printf \"%.1f\", $end-$start}") s (qemu exit $rc)" >&2
-[ "$rc" != 124 ] || { echo "node-run: TIMEOUT after ${TIMEOUT}s" >&2; exit 1; }
-grep -q '^RC-RESULT pass' "$LOG" && ! grep -q '^RC-FAIL' "$LOG"
+# boot MODE DIR: the node in MODE with the pods of DIR (part three, /pods).
+boot() {
+	local mode=$1 dir=$2 log="$WORK/console-$1.log" start end rc nic=()
+	rm -rf "$WORK/pods-stage" && mkdir -p "$WORK/pods-stage/pods"
+	cp "$dir"/*.yaml "$WORK/pods-stage/pods/"
+	(cd "$WORK/pods-stage" && find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc --owner 0:0 --quiet | gzip -1 >"$WORK/pods.cpio.gz")
+	cat "$WORK/base.cpio.gz" "$WORK/node.cpio.gz" "$WORK/pods.cpio.gz" >"$WORK/initrd.cpio.gz"
+	echo "node-run: initramfs $(du -h "$WORK/initrd.cpio.gz" | cut -f1), kernel $KVER, $mode node, pods from $dir" >&2
+	# Exclusive: a second NIC (eth1) for the pods to take in turn.
+	[ "$mode" = exclusive ] && nic=(-netdev user,id=n1,restrict=on,ipv6=off -device virtio-net-pci,netdev=n1)
+	start=$(date +%s.%N)
+	set +e
+	timeout -k 5 "$TIMEOUT" "$QEMU" -accel tcg,thread=single -m 4096 -smp 2 -nographic -no-reboot \
+		-kernel "$KDIR/vmlinuz" -initrd "$WORK/initrd.cpio.gz" \
+		-netdev user,id=n0,restrict=on,ipv6=off -device virtio-net-pci,netdev=n0 "${nic[@]}" \
+		-append "console=ttyS0 panic=-1 quiet no_timer_check rc.node=$mode" </dev/null 2>&1 | tr -d '\r' | tee "$log"
+	rc=${PIPESTATUS[0]}
+	set -e
+	end=$(date +%s.%N)
+	echo "node-run: $mode node boot wall time $(awk "BEGIN{printf \"%.1f\", $end-$start}") s (qemu exit $rc)" >&2
+	[ "$rc" != 124 ] || { echo "node-run: TIMEOUT after ${TIMEOUT}s" >&2; return 1; }
+	grep -q '^RC-RESULT pass' "$log" && ! grep -q '^RC-FAIL' "$log"
+}
+
+status=0
+if [ -z "$MODES" ]; then
+	boot shared "$PODS" || status=1
+fi
+for m in $MODES; do
+	boot "$m" "$PODS/$m" || status=1
+done
+exit $status

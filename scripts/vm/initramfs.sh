@@ -43,7 +43,7 @@ RC_BIN_DIR=${RC_BIN_DIR:-}
 # Modules, in the order they are wanted; dependencies come first.
 # crc32_generic: rdma_rxe asks the crypto API for crc32 (not in modules.dep);
 # without it creating rxe0 fails with ENOENT.
-WANT="crc32_generic configfs ib_core ib_uverbs udp_tunnel ip6_udp_tunnel rdma_rxe
+WANT="crc32_generic configfs ib_core ib_uverbs ib_umad udp_tunnel ip6_udp_tunnel rdma_rxe
 ib_cm iw_cm rdma_cm rdma_ucm smc smc_diag veth macvlan ipvlan llc stp bridge dummy"
 # Shipped but loaded only with rc.load=optional on the kernel command line:
 # netlink families a node usually has but the test kernel does not need

@@ -5,10 +5,12 @@
 # API server), the Mellanox RDMA shared device plugin, and rdma-chain
 # deployed by its own DaemonSet's pod template (a static pod derived from
 # conf/daemonset.yaml by integration/node/staticpod) on the image make image
-# builds. Then every manifest of /pods in name order: dropped into the
-# manifest directory, checked through kubelet's pod status and `ctr task
-# exec` in the pod's container against its annotation test.rdma-chain/expect,
-# removed again. Markers as in the VM tier (lib.sh); RC-RESULT at the end.
+# builds. Then the manifests of /pods, group by group (pods.sh): dropped into
+# the manifest directory, checked through kubelet's pod status and `ctr task
+# exec` in the pods' containers against their annotations, removed again.
+# rc.node=shared (default) or exclusive on the kernel command line sets the
+# node up in that RDMA netns mode (run.sh boots once per mode). Markers as in
+# the VM tier (lib.sh); RC-RESULT at the end.
 /bin/busybox --install -s /bin
 export PATH=/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 export HOME=/root
@@ -17,7 +19,7 @@ mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
 mount -t tmpfs tmpfs /run
 mount -t tmpfs tmpfs /tmp
-mkdir -p /run/netns /dev/pts /sys/fs/cgroup /var/lib/containerd /var/lib/kubelet
+mkdir -p /run/netns /dev/pts /sys/fs/cgroup /var/lib/containerd /var/lib/kubelet /var/log
 mount -t devpts devpts /dev/pts
 # As on a systemd node: mounts are shared, so a pod's HostToContainer mount
 # (the DaemonSet's /var/run/netns) is allowed and sees new netns.
@@ -25,12 +27,18 @@ mount --make-rshared / 2>/dev/null || true
 mount --make-rshared /run
 # kubelet 1.37 refuses cgroup v1.
 mount -t cgroup2 none /sys/fs/cgroup
+# As systemd does: the SMC socket hook pins its program there.
+mount -t bpf bpf /sys/fs/bpf
 mount -t tmpfs tmpfs /var/lib/containerd
 : >/run/rc-fails
 SCEN=node
 . /scenarios/lib.sh
 
 echo "RC-BOOT kernel=$(uname -r) up=$(cut -d' ' -f1 /proc/uptime)s"
+MODE=$(sed -n 's/.*rc\.node=\([a-z]*\).*/\1/p' /proc/cmdline)
+MODE=${MODE:-shared}
+SCEN=node-$MODE
+info "node mode $MODE"
 KVER=$(cat /lib/modules/kver)
 for m in $(cat /lib/modules/load-order) $(cat /lib/modules/load-nic) overlay; do
 	out=$(insmod "/lib/modules/$KVER/$m.ko" 2>&1) || echo "RC-INFO insmod $m: $out"
@@ -45,8 +53,18 @@ ip link set lo up
 wait_until 10 test -e /sys/class/net/eth0
 ip link set eth0 up
 ip addr add 10.0.2.15/24 dev eth0
+# The node's address on the RDMA network; pods get theirs from a block of it.
+ip addr add fd00:10::15/64 dev eth0 nodad
 ip route add default via 10.0.2.2
 info "node network up=$(cut -d' ' -f1 /proc/uptime)s"
+if [ "$MODE" = exclusive ]; then
+	# Before any netns exists (the kernel refuses the switch after).
+	check exclusive-mode rdma system set netns exclusive
+	# The NIC the pods get in turn, with the node's RDMA-network address.
+	wait_until 10 test -e /sys/class/net/eth1
+	ip link set eth1 up
+	ip addr add fd00:11::15/64 dev eth1 nodad
+fi
 
 # --- containerd and the images -------------------------------------------------
 step containerd
@@ -58,17 +76,31 @@ for img in /images/*.tar; do
 done
 show $CTR images ls -q
 
-# --- soft-RoCE on the node's NIC --------------------------------------------------
-check rxe rdma link add rxe0 type rxe netdev eth0
-info "rxe0 sysfs parent: $(readlink /sys/class/infiniband/rxe0)"
-info "eth0 device: $(readlink /sys/class/net/eth0/device)"
+# --- the node's RDMA devices ---------------------------------------------------
+# simrdma with pci_function=1 is the RDMA function of a NIC's PCI device, as
+# the device plugin discovers them (/sys/bus/pci/devices/ADDR/infiniband,
+# uverbs, umad), with no data path. Shared: on eth0, with rxe0 (soft-RoCE)
+# carrying RoCE on the same NIC; rxe0 comes first, as RDMA CM takes the
+# first device holding an address's GID and both ports hold every address of
+# eth0 and its children. Exclusive: on eth1, which pods get in turn.
+if [ "$MODE" = exclusive ]; then
+	check simrdma insmod "/lib/modules/$KVER/simrdma.ko" netdev=eth1 pci_function=1
+else
+	check rxe rdma link add rxe0 type rxe netdev eth0
+	check simrdma insmod "/lib/modules/$KVER/simrdma.ko" netdev=eth0 pci_function=1
+fi
+info "simrdma0 sysfs: $(readlink /sys/class/infiniband/simrdma0)"
+info "char devices: $(ls /dev/infiniband | tr '\n' ' ')"
 
 # --- kubelet ------------------------------------------------------------------
 step kubelet
 info "$(kubelet --version)"
-kubelet --config /etc/kubernetes/kubelet.yaml --hostname-override node --node-ip 10.0.2.15 \
-	--v 2 >/run/kubelet.log 2>&1 &
-echo $! >/run/kubelet.pid
+start_kubelet() {
+	kubelet --config /etc/kubernetes/kubelet.yaml --hostname-override node --node-ip 10.0.2.15 \
+		--v 2 >>/run/kubelet.log 2>&1 &
+	echo $! >/run/kubelet.pid
+}
+start_kubelet
 if wait_until 240 wget -q -O /dev/null http://127.0.0.1:10248/healthz; then
 	pass
 	info "kubelet healthy up=$(cut -d' ' -f1 /proc/uptime)s"
@@ -79,14 +111,28 @@ fi
 # --- the device plugin (before any pod that asks for its resource) --------------
 step device-plugin
 k8s-rdma-shared-dp --config-file /etc/rdma-dp/config.json >/run/rdma-dp.log 2>&1 &
-if wait_until 240 grep -q 'All servers started' /run/rdma-dp.log; then pass; else fail "not started: $(tail -5 /run/rdma-dp.log)"; fi
-sleep 2
-grep -E 'device found|no Rdma Devices|exposing|Warning|error' /run/rdma-dp.log | sed 's/^/RC-INFO rdma-dp: /'
-grep -E 'device_plugin|Registered|plugin registration' /run/kubelet.log | tail -5 | sed 's/^/RC-INFO kubelet: /'
+dp=$!
+if [ "$MODE" = exclusive ]; then
+	# It serves shared mode only: at start it exits when the RDMA subsystem
+	# is in exclusive netns mode (ValidateRdmaSystemMode). The exclusive
+	# node's pods get RDMA through podSelection "all" instead.
+	if wait_until 60 sh -c "! kill -0 $dp" && grep -q 'incorrect RDMA subsystem network namespace' /run/rdma-dp.log; then
+		pass
+	else
+		fail "expected its exit in exclusive mode: $(tail -3 /run/rdma-dp.log)"
+	fi
+	sed 's/^/RC-INFO rdma-dp: /' /run/rdma-dp.log | tail -3
+else
+	if wait_until 240 grep -q 'All servers started' /run/rdma-dp.log; then pass; else fail "not started: $(tail -5 /run/rdma-dp.log)"; fi
+	wait_until 30 sh -c "grep -q 'Registered client.*rdma/hca' /run/kubelet.log && grep -q 'Registered client.*aliyun/erdma' /run/kubelet.log"
+	grep -E 'device found|no Rdma Devices|exposing|Warning|error' /run/rdma-dp.log | sed 's/^/RC-INFO rdma-dp: /'
+	grep -E 'Registered client' /run/kubelet.log | tail -5 | sed 's/^/RC-INFO kubelet: /'
+fi
 
 # --- rdma-chain by its own DaemonSet pod -----------------------------------------
 step daemonset
-cp /etc/node/rdma-chain.yaml /etc/kubernetes/manifests/rdma-chain.yaml
+. /scenarios/pods.sh
+put_manifest /etc/node/rdma-chain-$MODE.yaml
 if nodectl wait kube-system/rdma-chain running 240; then pass; else fail "DaemonSet pod not running: $(tail -5 /run/kubelet.log)"; fi
 check daemonset/plugin-installed test -x /opt/cni/bin/rdma-chain
 check daemonset/hook-installed test -x /opt/cni/bin/rdma-chain-smc-hook
@@ -95,12 +141,20 @@ show cat /etc/cni/net.d/10-rdmanet.conflist
 nodectl podres list
 nodectl podres get default/no-such-pod
 
-# --- the pods ----------------------------------------------------------------
-. /scenarios/pods.sh
-for f in /pods/*.yaml; do
-	run_pod "$f"
+# --- the pods, group by group (the leading number of their file names) ------
+for g in $(ls /pods/*.yaml | sed 's|^/pods/||; s|-.*||' | sort -u); do
+	run_group /pods/"$g"-*.yaml
 done
 
+# The plugin's own timing of each verb (its share of time-to-running).
+awk -v mode="$MODE" '/msg=done/ && / verb=(ADD|DEL) / {
+	v = p = d = o = ""
+	for (i = 1; i <= NF; i++) {
+		if ($i ~ /^verb=/) v = $i; else if ($i ~ /^pod=/) p = $i
+		else if ($i ~ /^duration=/) d = $i; else if ($i ~ /^outcome=/) o = $i
+	}
+	print "NODE-PLUGIN", mode, v, p, d, o
+}' /var/log/rdma-chain.log 2>/dev/null
 grep -E 'rdma-chain|CNI|cni' /run/kubelet.log | grep -vE 'I[0-9]{4}' | tail -20 | sed 's/^/RC-INFO kubelet: /'
 nfail=$(wc -l </run/rc-fails)
 if [ "$nfail" -eq 0 ]; then

@@ -1,69 +1,293 @@
 #!/bin/sh
-# run_pod FILE: one pod manifest through kubelet, checked against its
-# annotation test.rdma-chain/expect (sourced by the node guest's /init):
-#   rdma0    the pod runs; its container sees rdma0 and an RDMA device
+# run_group FILE...: one group of pod manifests through kubelet (sourced by
+# the node guest's /init; a group is the manifests whose file names start
+# with the same number, e.g. 10-a.yaml and 10-b.yaml). Every manifest goes
+# into the manifest directory at once; each pod is checked against its
+# annotation test.rdma-chain/expect:
+#   rdma0    the pod runs; its container sees rdma0 with a global IPv6
+#            address that is a RoCE GID in its own view of the RDMA devices,
+#            and an RDMA link; a pod granted a device plugin resource has in
+#            /dev/infiniband exactly the char devices of the RDMA function
+#            the plugin found and rdma_cm (unless it is privileged: the
+#            runtime then gives it every host device)
 #   none     the pod runs; no rdma0, and rdma-chain recorded nothing for it
 #   refused  the sandbox is refused; kubelet's log says why
-# Then the manifest is removed and the pod must go.
-RECORDS=/var/lib/cni/rdma-chain
+#   waits    the sandbox is refused while the group's other pods run, with
+#            the reason in kubelet's log; once they are removed it runs as
+#            rdma0 expects
+# and, across the group:
+#   test.rdma-chain/rping: server|client  each client rpings the server's
+#            rdma0 address from inside its container (RoCE v2 over rxe0)
+#   network.alibabacloud.com/erdma-smcr: "true"  the pod's netns has a pnet
+#            entry for eth0 and the node one for the RDMA port while it runs
+#   test.rdma-chain/restarts: "true"  kubelet, then rdma-chain's DaemonSet
+#            pod, restart while the pod runs; it keeps rdma0 and its GID,
+#            and the time CRI's NetworkReady (CNI STATUS) is false is printed
+# Then the manifests are removed: the pods and their sandboxes must go, and
+# the node must equal its snapshot from before the group (links, addresses,
+# routes, RDMA devices, links and GIDs, pnet table, records, leases).
+RECORDS=/var/lib/cni/rdma-chain/attachments
+DATADIR=/var/lib/cni/rdma-chain
+RIPAM=/var/lib/cni/networks-rdma
+POD=/run/pods
+. /scenarios/snapshot.sh
+# files DIR...: snapshot.sh's, without directories and lock files (the first
+# pod creates the state and lease directories and their locks; they are not
+# state a pod leaves).
+files() {
+	for _d in "$@"; do
+		[ -d "$_d" ] || continue
+		find "$_d" -type f ! -name lock ! -name 'last_reserved_ip.*' ! -name outcomes.jsonl | sort | while read -r _f; do
+			echo "file $_f $(md5sum <"$_f" | cut -c1-12)"
+		done
+	done
+}
 
 # yaml_field FILE KEY: the first "KEY: value" of the manifest, unquoted.
 yaml_field() { sed -n "s|^ *$2: *||p" "$1" | head -1 | tr -d "\"'"; }
 records() { find "$RECORDS" -maxdepth 1 -type f -name '*.json' 2>/dev/null | wc -l; }
+records_are() { [ "$(records)" = "$1" ]; }
 # pod_exec CID CMD...: run CMD in the pod's container through containerd.
 pod_exec() {
 	_cid=$1; shift
-	$CTR tasks exec --exec-id "chk$$-$(date +%s%N)" "$_cid" "$@"
+	$CTR tasks exec --exec-id "chk-$(cat /proc/sys/kernel/random/uuid)" "$_cid" "$@"
+}
+task_gone() { ! $CTR tasks ls -q | grep -qx "$1"; }
+# pod_v6 CID: rdma0's global IPv6 address in the pod's container.
+pod_v6() { pod_exec "$1" /usr/sbin/ip -6 -o addr show dev rdma0 scope global | awk '{print $4; exit}' | cut -d/ -f1; }
+# pod_pid CID: the container's init process on the node.
+pod_pid() { $CTR tasks ls | awk -v c="$1" '$1==c {print $2}'; }
+# dp_devices: the char devices the device plugin mounts: those of the RDMA
+# devices under a PCI function, and rdma_cm.
+dp_devices() {
+	for d in /sys/class/infiniband_verbs/uverbs* /sys/class/infiniband_mad/umad* /sys/class/infiniband_mad/issm*; do
+		[ -e "$d/ibdev" ] || continue
+		case "$(readlink -f "/sys/class/infiniband/$(cat "$d/ibdev")")" in */pci*/infiniband/*) basename "$d" ;; esac
+	done
+	echo rdma_cm
+}
+# refusal NS/NAME: kubelet's last log line on rdma-chain failing the pod's sandbox.
+refusal() { grep 'Failed to create sandbox' /run/kubelet.log | grep "pod=\"$1\"" | grep 'plugin type=\\"rdma-chain\\" failed' | tail -1 | grep .; }
+no_pod_pnet() { ! smcctl pnet | grep -q ' ib='; }
+# put_manifest FILE: into kubelet's manifest directory in one rename (kubelet
+# reads a file it sees half-written and logs a parse error).
+put_manifest() {
+	cp "$1" "/etc/kubernetes/.$(basename "$1")"
+	mv "/etc/kubernetes/.$(basename "$1")" "/etc/kubernetes/manifests/$(basename "$1")"
+}
+# pod_id FILE: NS/NAME of the manifest's pod.
+pod_id() {
+	_ns=$(yaml_field "$1" namespace)
+	echo "${_ns:-default}/$(yaml_field "$1" name)"
+}
+expects() { [ "$(yaml_field "$1" test.rdma-chain/expect)" = "$2" ]; }
+
+run_group() {
+	mkdir -p $POD
+	_gpfx="group-$(basename "$1" | cut -d- -f1)/"
+	_snap0=$(snap)
+	for _f in "$@"; do
+		PFX="$(basename "$_f" .yaml)/"
+		step "expect-$(yaml_field "$_f" test.rdma-chain/expect)"
+		case "$(yaml_field "$_f" test.rdma-chain/expect)" in rdma0 | none | refused | waits) pass ;; *) fail "annotation test.rdma-chain/expect is not rdma0, none, refused or waits" ;; esac
+		expects "$_f" waits || put_manifest "$_f"
+	done
+	for _f in "$@"; do
+		PFX="$(basename "$_f" .yaml)/"
+		expects "$_f" waits || check_pod "$_f"
+	done
+	# Pods that wait for the others come once those run.
+	for _f in "$@"; do
+		PFX="$(basename "$_f" .yaml)/"
+		expects "$_f" waits && put_manifest "$_f" && check_refused "$_f"
+	done
+	PFX=$_gpfx
+	group_rping "$@"
+	# Pods that wait for the others: remove those, then they must run.
+	_waiting=
+	for _f in "$@"; do
+		if expects "$_f" waits; then _waiting="$_waiting $_f"; else remove_pod "$_f"; fi
+	done
+	for _f in $_waiting; do
+		PFX="$(basename "$_f" .yaml)/"
+		check_pod "$_f" rdma0
+		remove_pod "$_f"
+	done
+	PFX=$_gpfx
+	step records-after
+	if wait_until 120 records_are 0; then pass; else fail "records left: $(ls $RECORDS)"; fi
+	step no-pod-pnet
+	if wait_until 60 no_pod_pnet; then pass; else fail "pnet entries left: $(smcctl pnet)"; fi
+	step node-as-before
+	if settle_equal "$_snap0"; then pass; else fail "$DELTA"; fi
+	PFX=
+	rm -rf $POD
 }
 
-run_pod() {
-	_f=$1
-	_name=$(yaml_field "$_f" name)
-	_ns=$(yaml_field "$_f" namespace); _ns=${_ns:-default}
-	_want=$(yaml_field "$_f" test.rdma-chain/expect)
-	PFX="$(basename "$_f" .yaml)/"
-	_before=$(records)
-	step "expect-$_want"
-	case "$_want" in rdma0 | none | refused) pass ;; *) fail "annotation test.rdma-chain/expect is '$_want'"; return ;; esac
-	cp "$_f" "/etc/kubernetes/manifests/$(basename "$_f")"
-	case "$_want" in
-	rdma0 | none)
-		step running
-		if ! _out=$(nodectl wait "$_ns/$_name" running 240); then
-			fail "$_out"
-		else
-			pass
-			echo "$_out" | grep NODE-TIME
-			# What the plugin asked kubelet (a static pod's name ends in -NODE).
-			nodectl podres get "$_ns/$_name-node"
-			_cid=$(echo "$_out" | awk '$1=="NODE-CID" {print $4; exit}')
-			_links=$(pod_exec "$_cid" /usr/sbin/ip -o link 2>&1)
-			step "rdma0-$_want"
-			case "$_want:$_links" in
-			rdma0:*" rdma0"[@:]*) pass ;;
-			none:*" rdma0"[@:]*) fail "the pod has rdma0: $_links" ;;
-			none:*) pass ;;
-			*) fail "no rdma0 in the pod: $_links" ;;
-			esac
-			if [ "$_want" = rdma0 ]; then
-				check "devices" pod_exec "$_cid" /bin/busybox ls /dev/infiniband
-				show pod_exec "$_cid" /usr/sbin/rdma link
-			else
-				step no-record
-				if [ "$(records)" = "$_before" ]; then pass; else fail "records $_before -> $(records): $(ls $RECORDS)"; fi
-			fi
-		fi
-		;;
-	refused)
-		step refused
-		if _out=$(nodectl wait "$_ns/$_name" pending 180); then pass; else fail "$_out"; fi
-		grep -E 'CreatePodSandbox|RunPodSandbox' /run/kubelet.log | grep "$_name" | tail -2 | sed 's/^/RC-INFO kubelet: /'
-		;;
-	esac
-	rm -f "/etc/kubernetes/manifests/$(basename "$_f")"
+# remove_pod FILE: out of the manifest directory; kubelet must drop the pod
+# and containerd its sandbox's tasks (CNI DEL runs when kubelet stops the
+# sandbox, which may be after kubelet no longer lists the pod).
+remove_pod() {
+	PFX="$(basename "$1" .yaml)/"
+	rm -f "/etc/kubernetes/manifests/$(basename "$1")"
 	step gone
-	if _out=$(nodectl gone "$_ns/$_name" 180); then pass; else fail "$_out"; fi
-	step records-after
-	if wait_until 30 test "$(records)" = "$_before"; then pass; else fail "records $_before -> $(records)"; fi
-	PFX=
+	_cid=$(cat "$POD/$(yaml_field "$1" name).cid" 2>/dev/null)
+	if ! _out=$(nodectl gone "$(pod_id "$1")" 180); then
+		fail "$_out"
+	elif [ -n "$_cid" ] && ! wait_until 120 task_gone "$_cid"; then
+		fail "container $_cid still has a task"
+	else
+		pass
+	fi
+}
+
+# check_refused FILE: the sandbox stays not ready; kubelet's log says why.
+check_refused() {
+	step refused
+	if _out=$(nodectl wait "$(pod_id "$1")" pending 180); then pass; else fail "$_out"; fi
+	step refused-reason
+	if wait_until 120 refusal "$(pod_id "$1")-node"; then
+		pass
+		info "kubelet: $(refusal "$(pod_id "$1")-node" | cut -c1-600)"
+	else
+		fail "no rdma-chain error in kubelet's log for the pod"
+	fi
+}
+
+# check_pod FILE [EXPECT]: the pod against its expectation; records its
+# container in $POD/NAME.cid.
+check_pod() {
+	_id=$(pod_id "$1")
+	_name=${_id#*/}
+	_want=${2:-$(yaml_field "$1" test.rdma-chain/expect)}
+	[ "$_want" = refused ] && { check_refused "$1"; return; }
+	step running
+	if ! _out=$(nodectl wait "$_id" running 240); then
+		fail "$_out"
+		return
+	fi
+	pass
+	echo "$_out" | grep NODE-TIME
+	# What the plugin asks kubelet (a static pod's name ends in -NODE).
+	nodectl podres get "$_id-node"
+	_cid=$(echo "$_out" | awk '$1=="NODE-CID" {print $4; exit}')
+	echo "$_cid" >"$POD/$_name.cid"
+	check_links "$_want" "$_cid"
+	[ "$_want" = rdma0 ] && check_rdma_pod "$1" "$_cid"
+	if [ "$_want" = none ]; then
+		step no-record
+		if grep -ls "\"$_name-node\"" $RECORDS/*.json; then fail "a record names the pod"; else pass; fi
+	fi
+	if [ "$(yaml_field "$1" network.alibabacloud.com/erdma-smcr)" = true ]; then
+		step pnet
+		_pod=$(smcctl pnet "/proc/$(pod_pid "$_cid")/ns/net" 2>&1)
+		_node=$(smcctl pnet 2>&1)
+		info "pnet in the pod: $_pod; on the node: $_node"
+		case "$_pod:$_node" in *" eth=eth0 "*:*" ib="*" port=1"*) pass ;; *) fail "pod: '$_pod', node: '$_node'" ;; esac
+	fi
+	[ "$(yaml_field "$1" test.rdma-chain/restarts)" = true ] && check_restarts "$1" "$_cid"
+}
+
+# check_links EXPECT CID: rdma0 in the container's links, or not.
+check_links() {
+	_links=$(pod_exec "$2" /usr/sbin/ip -o link 2>&1)
+	step "rdma0-$1"
+	case "$_links" in
+	*" lo: "*) ;; # ip ran in the container
+	*) fail "ip -o link in the container: $_links"; return ;;
+	esac
+	case "$1:$_links" in
+	rdma0:*" rdma0"[@:]*) pass ;;
+	none:*" rdma0"[@:]*) fail "the pod has rdma0: $_links" ;;
+	none:*) pass ;;
+	*) fail "no rdma0 in the pod: $_links" ;;
+	esac
+}
+
+# check_rdma_pod FILE CID: rdma0's address is a GID of a port the pod sees;
+# an RDMA link; /dev/infiniband.
+check_rdma_pod() {
+	step rdma0-gid
+	_a=$(pod_v6 "$2")
+	if [ -z "$_a" ]; then
+		fail "rdma0 has no global IPv6 address: $(pod_exec "$2" /usr/sbin/ip -6 addr show dev rdma0 2>&1)"
+	elif _out=$(pod_exec "$2" /bin/busybox sh -c 'grep -H . /sys/class/infiniband/*/ports/*/gids/* 2>/dev/null' | nodectl gid "$_a" 2>&1); then
+		pass
+		echo "$_out"
+	else
+		fail "$_out"
+	fi
+	step rdma-link
+	_rl=$(pod_exec "$2" /usr/sbin/rdma link 2>&1)
+	info "rdma link in the pod: $(echo "$_rl" | tr '\n' ';')"
+	case "$_rl" in *"link "*/1*) pass ;; *) fail "no RDMA link in the pod: $_rl" ;; esac
+	grep -qE 'rdma/hca|aliyun/erdma' "$1" || return 0
+	step dev-infiniband
+	_in=$(pod_exec "$2" /bin/busybox ls /dev/infiniband 2>&1 | sort | tr '\n' ' ')
+	_dp=$(dp_devices | sort | tr '\n' ' ')
+	info "/dev/infiniband in the pod: $_in; the device plugin's: $_dp"
+	if [ "$(yaml_field "$1" privileged)" = true ]; then
+		case " $_in" in *" rdma_cm "*) pass ;; *) fail "no rdma_cm in a privileged pod: $_in" ;; esac
+	elif [ "$_in" = "$_dp" ]; then
+		pass
+	else
+		fail "the pod has '$_in', the device plugin mounts '$_dp'"
+	fi
+}
+
+# group_rping FILE...: each rping client of the group to its server.
+group_rping() {
+	_srv= _addr=
+	for _f in "$@"; do
+		[ "$(yaml_field "$_f" test.rdma-chain/rping)" = server ] || continue
+		_srv=$(cat "$POD/$(yaml_field "$_f" name).cid" 2>/dev/null)
+		_addr=$(pod_v6 "$_srv")
+	done
+	for _f in "$@"; do
+		[ "$(yaml_field "$_f" test.rdma-chain/rping)" = client ] || continue
+		_cli=$(cat "$POD/$(yaml_field "$_f" name).cid" 2>/dev/null)
+		step "rping-$(yaml_field "$_f" name)"
+		if [ -z "$_srv" ] || [ -z "$_cli" ] || [ -z "$_addr" ]; then
+			fail "server container '$_srv' [$_addr], client '$_cli'"
+			continue
+		fi
+		_s0=$(rxe_sent rxe0) _r0=$(rxe_rcvd rxe0)
+		pod_exec "$_srv" /bin/busybox timeout 40 /usr/bin/rping -s -a "$_addr" -C 10 >/tmp/rping-srv.log 2>&1 &
+		_spid=$!
+		wait_until 15 rping_listening "$_addr"
+		_out=$(pod_exec "$_cli" /bin/busybox timeout 30 /usr/bin/rping -c -a "$_addr" -C 10 -v 2>&1)
+		_st=$?
+		wait $_spid
+		_s1=$(rxe_sent rxe0) _r1=$(rxe_rcvd rxe0)
+		info "rping in containers -> [$_addr]: exit $_st, $(echo "$_out" | grep -c 'ping data') ping data lines; rxe0 sent_pkts $_s0 -> $_s1, rcvd_pkts $_r0 -> $_r1"
+		if [ "$_st" = 0 ] && [ "$_s1" -gt "$_s0" ] && [ "$_r1" -gt "$_r0" ]; then pass; else fail "$_out / server: $(cat /tmp/rping-srv.log)"; fi
+	done
+}
+
+# check_restarts FILE CID: kubelet restarts (the plugin's STATUS fails while
+# kubelet's pod-resources socket is gone: CRI NetworkReady is false until it
+# is back), then the DaemonSet pod; the pod keeps rdma0 and its GID.
+check_restarts() {
+	nodectl netready 300 >/run/netready.log 2>&1 &
+	_np=$!
+	step kubelet-restart
+	kill "$(cat /run/kubelet.pid)"
+	wait_until 30 sh -c "! kill -0 $(cat /run/kubelet.pid)"
+	wait_until 30 sh -c "nodectl netready-is false"
+	start_kubelet
+	if wait_until 240 wget -q -O /dev/null http://127.0.0.1:10248/healthz; then pass; else fail "kubelet not healthy again"; fi
+	step network-ready-again
+	if wait $_np; then pass; else fail "$(cat /run/netready.log)"; fi
+	cat /run/netready.log
+	check_links rdma0 "$2"
+	step daemonset-restart
+	rm -f /etc/kubernetes/manifests/rdma-chain-$MODE.yaml
+	if ! _out=$(nodectl gone kube-system/rdma-chain 180); then
+		fail "$_out"
+	else
+		put_manifest /etc/node/rdma-chain-$MODE.yaml
+		if _out=$(nodectl wait kube-system/rdma-chain running 240); then pass; else fail "$_out"; fi
+	fi
+	check_links rdma0 "$2"
+	check_rdma_pod "$1" "$2"
 }

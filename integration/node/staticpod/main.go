@@ -1,12 +1,17 @@
 // Command staticpod derives the node tier's static pod from
 // conf/daemonset.yaml mechanically: the DaemonSet's pod template, as it is,
 // becomes a Pod in the DaemonSet's namespace (kubelet runs static pods
-// without an API server). Nothing of the spec is changed or added.
+// without an API server). Nothing of the spec is changed or added, except
+// with -install-set: the value after the install container's --set, the one
+// line docs/install.md tells an operator to edit (a Lingjun node's mode,
+// ipam and podIPv6Block).
 //
-//	staticpod conf/daemonset.yaml > /etc/kubernetes/manifests/rdma-chain.yaml
+//	staticpod [-install-set JSON] conf/daemonset.yaml > /etc/kubernetes/manifests/rdma-chain.yaml
 package main
 
 import (
+	"errors"
+	"flag"
 	"fmt"
 	"os"
 
@@ -17,13 +22,15 @@ import (
 )
 
 func main() {
-	if len(os.Args) != 2 {
-		fmt.Fprintln(os.Stderr, "usage: staticpod DAEMONSET.yaml")
+	set := flag.String("install-set", "", "JSON for the install container's --set (default: the DaemonSet's)")
+	flag.Parse()
+	if flag.NArg() != 1 {
+		fmt.Fprintln(os.Stderr, "usage: staticpod [-install-set JSON] DAEMONSET.yaml")
 		os.Exit(2)
 	}
-	data, err := os.ReadFile(os.Args[1])
+	data, err := os.ReadFile(flag.Arg(0))
 	if err == nil {
-		data, err = derive(data)
+		data, err = derive(data, *set)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "staticpod:", err)
@@ -32,8 +39,9 @@ func main() {
 	_, _ = os.Stdout.Write(data)
 }
 
-// derive returns the static pod of the DaemonSet manifest ds as YAML.
-func derive(ds []byte) ([]byte, error) {
+// derive returns the static pod of the DaemonSet manifest ds as YAML, with
+// set (if not empty) as the install container's --set value.
+func derive(ds []byte, set string) ([]byte, error) {
 	var d appsv1.DaemonSet
 	if err := yaml.UnmarshalStrict(ds, &d); err != nil {
 		return nil, err
@@ -51,5 +59,27 @@ func derive(ds []byte) ([]byte, error) {
 		},
 		Spec: d.Spec.Template.Spec,
 	}
+	if set != "" {
+		if err := setInstall(&pod.Spec, set); err != nil {
+			return nil, err
+		}
+	}
 	return yaml.Marshal(&pod)
+}
+
+// setInstall replaces the value after --set in the install init container.
+func setInstall(spec *corev1.PodSpec, set string) error {
+	for i := range spec.InitContainers {
+		c := &spec.InitContainers[i]
+		if c.Name != "install" {
+			continue
+		}
+		for j := 0; j+1 < len(c.Command); j++ {
+			if c.Command[j] == "--set" {
+				c.Command[j+1] = set
+				return nil
+			}
+		}
+	}
+	return errors.New("no --set in an init container named install")
 }

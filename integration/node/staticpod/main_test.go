@@ -19,7 +19,7 @@ func TestDerive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := derive(data)
+	out, err := derive(data, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +37,42 @@ func TestDerive(t *testing.T) {
 	if !reflect.DeepEqual(pod.Spec, ds.Spec.Template.Spec) {
 		t.Errorf("spec differs from the template:\n%s", out)
 	}
-	if _, err := derive([]byte("apiVersion: v1\nkind: Pod\nmetadata: {name: x}\n")); err == nil {
+	if _, err := derive([]byte("apiVersion: v1\nkind: Pod\nmetadata: {name: x}\n"), ""); err == nil {
 		t.Error("a Pod was taken for a DaemonSet")
+	}
+}
+
+// TestDeriveInstallSet: -install-set changes the install container's --set
+// value and nothing else.
+func TestDeriveInstallSet(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "conf", "daemonset.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const set = `{"mode":"shared"}`
+	out, err := derive(data, set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ds appsv1.DaemonSet
+	var pod corev1.Pod
+	if err := yaml.UnmarshalStrict(data, &ds); err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.UnmarshalStrict(out, &pod); err != nil {
+		t.Fatal(err)
+	}
+	want := ds.Spec.Template.Spec.DeepCopy()
+	cmd := want.InitContainers[0].Command
+	for i := range cmd[:len(cmd)-1] {
+		if cmd[i] == "--set" {
+			if cmd[i+1] == set {
+				t.Fatalf("the DaemonSet already sets %s", set)
+			}
+			cmd[i+1] = set
+		}
+	}
+	if !reflect.DeepEqual(&pod.Spec, want) {
+		t.Errorf("spec differs beyond --set:\n%s", out)
 	}
 }

@@ -22,14 +22,26 @@
  * skip it and nothing needs working queues. Every data-path verb answers
  * -EOPNOTSUPP; the RDMA core keeps the GID table (from the netdev's
  * addresses) and the netns membership itself. disassociate_ucontext is a
- * no-op: the device has no user contexts to tear down (no alloc_ucontext).
+ * no-op: a user context holds no resources (every verb fails first).
+ *
+ * pci_function=1 makes each device look like a PCI NIC's RDMA function to
+ * device plugins (the Mellanox shared device plugin reads
+ * /sys/bus/pci/devices/ADDR/infiniband and wants uverbs, umad and rdma_cm
+ * char devices): the PCI device above the netdev becomes the RDMA device's
+ * sysfs parent, user contexts can be opened (ib_uverbs creates uverbsN
+ * only for drivers with alloc_ucontext) and the port is MAD-capable (ib_umad
+ * creates umadN/issmN; ib_mad's own agents fail to open on it, which
+ * ib_core allows a client). Off by default: the VM tier's scenarios see the
+ * plain virtual device they were written for.
  */
 #include <linux/module.h>
 #include <linux/netdevice.h>
+#include <linux/pci.h>
 #include <linux/rtnetlink.h>
 #include <linux/version.h>
 #include <net/addrconf.h>
 #include <rdma/ib_addr.h>
+#include <rdma/ib_mad.h>
 #include <rdma/ib_verbs.h>
 
 MODULE_DESCRIPTION("movable RDMA test device for rdma-chain's VM tests (never shipped)");
@@ -40,6 +52,9 @@ static char *netdev[SIMRDMA_MAX] = { "eth0" };
 static int nr_netdev = 1;
 module_param_array(netdev, charp, &nr_netdev, 0444);
 MODULE_PARM_DESC(netdev, "names of the init_net netdevs, one RDMA device each");
+static bool pci_function;
+module_param(pci_function, bool, 0444);
+MODULE_PARM_DESC(pci_function, "PCI parent, user contexts and a MAD port, as device plugins expect");
 
 /*
  * ndev: the bound netdev, held for the device's lifetime
@@ -105,9 +120,13 @@ static int sim_get_port_immutable(struct ib_device *ibdev, u32 port,
 		return err;
 	im->pkey_tbl_len = attr.pkey_tbl_len;
 	im->gid_tbl_len = attr.gid_tbl_len;
-	/* RoCE v2 only, no MAD/CM/SA: max_mad_size stays 0. */
+	/* RoCE v2 only, no CM/SA; MAD only for pci_function (umad). */
 	im->core_cap_flags = RDMA_CORE_CAP_PROT_ROCE_UDP_ENCAP;
 	im->max_mad_size = 0;
+	if (pci_function) {
+		im->core_cap_flags |= RDMA_CORE_CAP_IB_MAD;
+		im->max_mad_size = IB_MGMT_MAD_SIZE;
+	}
 	return 0;
 }
 
@@ -132,6 +151,8 @@ static int sim_query_pkey(struct ib_device *ibdev, u32 port, u16 index, u16 *pke
 }
 
 static void sim_disassociate_ucontext(struct ib_ucontext *uctx) { }
+static int sim_alloc_ucontext(struct ib_ucontext *uctx, struct ib_udata *udata) { return 0; }
+static void sim_dealloc_ucontext(struct ib_ucontext *uctx) { }
 
 static int sim_alloc_pd(struct ib_pd *pd, struct ib_udata *udata) { return -EOPNOTSUPP; }
 static int sim_dealloc_pd(struct ib_pd *pd, struct ib_udata *udata) { return 0; }
@@ -220,6 +241,11 @@ static const struct ib_device_ops simrdma_ops = {
 	INIT_RDMA_OBJ_SIZE(ib_ucontext, simrdma_uctx, ibuc),
 };
 
+static const struct ib_device_ops simrdma_user_ops = {
+	.alloc_ucontext = sim_alloc_ucontext,
+	.dealloc_ucontext = sim_dealloc_ucontext,
+};
+
 static void simrdma_remove(struct simrdma_dev *sdev)
 {
 	struct net_device *ndev = sdev->ndev;
@@ -227,6 +253,17 @@ static void simrdma_remove(struct simrdma_dev *sdev)
 	ib_unregister_device(&sdev->ibdev);
 	ib_dealloc_device(&sdev->ibdev);
 	dev_put(ndev);
+}
+
+/* pci_parent: the first PCI device above ndev (virtio-net: virtioN's parent). */
+static struct device *pci_parent(struct net_device *ndev)
+{
+	struct device *d;
+
+	for (d = ndev->dev.parent; d; d = d->parent)
+		if (dev_is_pci(d))
+			return d;
+	return NULL;
 }
 
 static struct simrdma_dev *simrdma_add(const char *name)
@@ -256,6 +293,15 @@ static struct simrdma_dev *simrdma_add(const char *name)
 	/* EUI-64 of the MAC, as erdma derives its node GUID. */
 	addrconf_addr_eui48((unsigned char *)&ibdev->node_guid, ndev->dev_addr);
 	ib_set_device_ops(ibdev, &simrdma_ops);
+	if (pci_function) {
+		ib_set_device_ops(ibdev, &simrdma_user_ops);
+		ibdev->dev.parent = pci_parent(ndev);
+		if (!ibdev->dev.parent) {
+			pr_err("simrdma: %s has no PCI device above it\n", name);
+			err = -ENODEV;
+			goto out_free;
+		}
+	}
 
 	err = ib_device_set_netdev(ibdev, ndev, 1);
 	if (err) {

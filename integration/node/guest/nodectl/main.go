@@ -9,14 +9,20 @@
 //	nodectl gone NS/NAME SECONDS                   wait until kubelet lists it no more
 //	nodectl show NS/NAME                           the pod's status as JSON
 //	nodectl podres list|get [NS/NAME]              kubelet's pod-resources answer as JSON
+//	nodectl gid ADDR <PATH:GID lines               the GID slots holding ADDR (NODE-GID)
+//	nodectl netready SECONDS                       wait until CRI NetworkReady was false
+//	                                               and is true again (NODE-NETREADY)
+//	nodectl netready-is true|false                 CRI NetworkReady is that now
 package main
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"strconv"
@@ -26,6 +32,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	corev1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	podresv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 )
 
@@ -64,6 +71,19 @@ func run(args []string) error {
 		})
 	case "podres":
 		return podres(args[1:])
+	case "gid":
+		return gid(args[1])
+	case "netready":
+		return watchNetReady(seconds(args[1]))
+	case "netready-is":
+		ready, msg, err := netReady()
+		if err != nil {
+			return err
+		}
+		if strconv.FormatBool(ready) != args[1] {
+			return fmt.Errorf("NetworkReady is %v (%s)", ready, msg)
+		}
+		return nil
 	case "show":
 		p, err := find(args[1])
 		if err != nil {
@@ -107,6 +127,83 @@ func podres(args []string) error {
 	b, _ := json.Marshal(resp)
 	fmt.Printf("NODE-PODRES %s %s\n", strings.Join(args, " "), b)
 	return nil
+}
+
+// gid prints the GID slots holding ADDR (any IPv6 spelling; the kernel
+// writes GIDs in full hex form) and fails if none does. It reads "PATH:GID"
+// lines from stdin, as `grep -H . /sys/class/infiniband/*/ports/*/gids/*`
+// prints them inside a pod (its own netns's view of the RDMA devices).
+func gid(addr string) error {
+	want := net.ParseIP(addr)
+	if want == nil {
+		return fmt.Errorf("%q is not an IP address", addr)
+	}
+	var found []string
+	n := 0
+	sc := bufio.NewScanner(os.Stdin)
+	for sc.Scan() {
+		path, g, ok := strings.Cut(sc.Text(), ":")
+		if !ok {
+			continue
+		}
+		n++
+		if net.ParseIP(strings.TrimSpace(g)).Equal(want) {
+			found = append(found, strings.TrimPrefix(path, "/sys/class/infiniband/"))
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return err
+	}
+	if len(found) == 0 {
+		return fmt.Errorf("%s is no RDMA port's GID (%d GIDs read)", addr, n)
+	}
+	fmt.Printf("NODE-GID %s %s\n", addr, strings.Join(found, " "))
+	return nil
+}
+
+// netReady is CRI's NetworkReady condition as containerd reports it (its
+// Status runs the CNI STATUS of the conflist's plugins).
+func netReady() (bool, string, error) {
+	conn, err := grpc.NewClient("unix:///run/containerd/containerd.sock", grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return false, "", err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := runtimeapi.NewRuntimeServiceClient(conn).Status(ctx, &runtimeapi.StatusRequest{})
+	if err != nil {
+		return false, "", err
+	}
+	for _, c := range resp.GetStatus().GetConditions() {
+		if c.Type == runtimeapi.NetworkReady {
+			return c.Status, c.Reason + ": " + c.Message, nil
+		}
+	}
+	return false, "", errors.New("no NetworkReady condition")
+}
+
+// watchNetReady polls NetworkReady until it was false and is true again,
+// and prints how long it was false.
+func watchNetReady(d time.Duration) error {
+	var falseAt time.Time
+	var msg string
+	return poll(d, func() (bool, error) {
+		ready, m, err := netReady()
+		switch {
+		case err != nil:
+			return false, err
+		case !ready && falseAt.IsZero():
+			falseAt, msg = time.Now(), m
+		case ready && !falseAt.IsZero():
+			fmt.Printf("NODE-NETREADY false for %.1fs (%s)\n", time.Since(falseAt).Seconds(), msg)
+			return true, nil
+		}
+		if falseAt.IsZero() {
+			return false, errors.New("NetworkReady never seen false")
+		}
+		return false, errors.New("NetworkReady not true again")
+	})
 }
 
 func seconds(s string) time.Duration {
