@@ -131,7 +131,7 @@ func (p *Plugin) exclusiveHolders(c *call, rec *state.Record, offered []rdma.Dev
 func (p *Plugin) attachHost(c *call, rec *state.Record, devs []rdma.Device, podNS ns.NetNS, tx *txn) error {
 	for i, d := range devs {
 		rec.Links = append(rec.Links, state.Link{Device: d.Name, Step: stepPlanned,
-			HostLink: netdev.HostLink{HostName: d.Netdev, PodName: c.conf.PodIfName(i)}})
+			HostLink: state.HostLink{HostName: d.Netdev, PodName: c.conf.PodIfName(i)}})
 		link := &rec.Links[len(rec.Links)-1]
 		if err := p.planPodRange(c, rec, link); err != nil {
 			return err

@@ -119,15 +119,15 @@ type kernelLinks struct{}
 
 func (kernelLinks) NetnsLocal(name string) (string, error) { return netdev.NetnsLocal(name) }
 
-func (kernelLinks) Describe(hostName, podName string) (netdev.HostLink, error) {
+func (kernelLinks) Describe(hostName, podName string) (state.HostLink, error) {
 	return netdev.Describe(hostName, podName)
 }
 
-func (kernelLinks) MoveToPod(hl netdev.HostLink, podNS ns.NetNS) error {
+func (kernelLinks) MoveToPod(hl state.HostLink, podNS ns.NetNS) error {
 	return netdev.MoveDescribed(hl, podNS)
 }
 
-func (kernelLinks) RestoreToHost(l netdev.HostLink, podNSPath string) error {
+func (kernelLinks) RestoreToHost(l state.HostLink, podNSPath string) error {
 	return netdev.RestoreToHost(l, podNSPath)
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/rdma-chain/rdma-chain/pkg/podres"
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 	"github.com/rdma-chain/rdma-chain/pkg/smc"
+	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
 // fakeSMC keeps pnet tables the way the kernel does: one entry per netdev
@@ -196,15 +197,15 @@ func (w *world) NetnsLocal(name string) (string, error) {
 	return w.netnsLocal[name], w.failOn["NetnsLocal"]
 }
 
-func (w *world) Describe(host, pod string) (netdev.HostLink, error) {
+func (w *world) Describe(host, pod string) (state.HostLink, error) {
 	err := w.record("Describe %s %s", host, pod)
-	return netdev.HostLink{HostName: host, PodName: pod, MAC: "02:00:00:00:00:01", MTU: 1500, WasUp: true}, err
+	return state.HostLink{HostName: host, PodName: pod, MAC: "02:00:00:00:00:01", MTU: 1500, WasUp: true}, err
 }
 
-func (w *world) MoveToPod(hl netdev.HostLink, podNS ns.NetNS) error {
+func (w *world) MoveToPod(hl state.HostLink, podNS ns.NetNS) error {
 	return w.record("MoveToPod %s %s", hl.HostName, hl.PodName)
 }
-func (w *world) RestoreToHost(l netdev.HostLink, nsPath string) error {
+func (w *world) RestoreToHost(l state.HostLink, nsPath string) error {
 	err := w.record("RestoreToHost %s %s", l.HostName, nsPath)
 	if err == nil && w.onRestore != nil {
 		w.onRestore()

@@ -44,10 +44,10 @@ type Links interface {
 	// NetnsLocal says why host netdev name cannot leave the host netns
 	// (a bond, a bridge...), or "" when it can.
 	NetnsLocal(name string) (string, error)
-	Describe(hostName, podName string) (netdev.HostLink, error)
+	Describe(hostName, podName string) (state.HostLink, error)
 	// MoveToPod moves the netdev Describe gave hl for into the pod.
-	MoveToPod(hl netdev.HostLink, podNS ns.NetNS) error
-	RestoreToHost(l netdev.HostLink, podNSPath string) error
+	MoveToPod(hl state.HostLink, podNS ns.NetNS) error
+	RestoreToHost(l state.HostLink, podNSPath string) error
 	AddChild(spec netdev.ChildSpec, podNS ns.NetNS) (netdev.Child, error)
 	DelChild(podNSPath, name, expectMAC string) error
 	CheckInPod(podNSPath, name, mac string) error

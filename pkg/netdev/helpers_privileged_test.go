@@ -15,6 +15,7 @@ import (
 
 	"github.com/rdma-chain/rdma-chain/internal/netnstest"
 	"github.com/rdma-chain/rdma-chain/internal/testenv"
+	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
 const (
@@ -159,8 +160,8 @@ func wantAbsent(t *testing.T, n ns.NetNS, name, where string) {
 }
 
 // move runs MoveToPod in the host netns.
-func (e *env) move(hostName, podName string) (HostLink, error) {
-	var hl HostLink
+func (e *env) move(hostName, podName string) (state.HostLink, error) {
+	var hl state.HostLink
 	err := e.inHost(func() (err error) {
 		hl, err = MoveToPod(hostName, e.pod, podName)
 		return err
@@ -169,7 +170,7 @@ func (e *env) move(hostName, podName string) (HostLink, error) {
 }
 
 // restore runs RestoreToHost in the host netns.
-func (e *env) restore(hl HostLink, podPath string) error {
+func (e *env) restore(hl state.HostLink, podPath string) error {
 	return e.inHost(func() error { return RestoreToHost(hl, podPath) })
 }
 

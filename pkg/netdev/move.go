@@ -7,6 +7,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/rdma-chain/rdma-chain/internal/undo"
+	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
 // MoveToPod moves host netdev hostName from the CURRENT netns (the host) into
@@ -20,13 +21,13 @@ import (
 //
 // hostName and podName come from the plugin's validated configuration and
 // the kernel; they are not checked again here.
-func MoveToPod(hostName string, podNS ns.NetNS, podName string) (HostLink, error) {
+func MoveToPod(hostName string, podNS ns.NetNS, podName string) (state.HostLink, error) {
 	hl, err := Describe(hostName, podName)
 	if err != nil {
-		return HostLink{}, err
+		return state.HostLink{}, err
 	}
 	if err := MoveDescribed(hl, podNS); err != nil {
-		return HostLink{}, err
+		return state.HostLink{}, err
 	}
 	return hl, nil
 }
@@ -35,7 +36,7 @@ func MoveToPod(hostName string, podNS ns.NetNS, podName string) (HostLink, error
 // caller who wrote hl down before the move does not read the host twice.
 // The netdev must still be the one described (name, index and MAC); the
 // addresses and routes restored later are the described ones.
-func MoveDescribed(hl HostLink, podNS ns.NetNS) (err error) {
+func MoveDescribed(hl state.HostLink, podNS ns.NetNS) (err error) {
 	s, err := newSession(podNS)
 	if err != nil {
 		return err
@@ -63,21 +64,21 @@ func MoveDescribed(hl HostLink, podNS ns.NetNS) (err error) {
 }
 
 // recordHostLink captures what RestoreToHost needs to put link back.
-func recordHostLink(h *netlink.Handle, link netlink.Link, podName string) (HostLink, error) {
+func recordHostLink(h *netlink.Handle, link netlink.Link, podName string) (state.HostLink, error) {
 	addrs, err := hostAddrs(h, link)
 	if err != nil {
-		return HostLink{}, err
+		return state.HostLink{}, err
 	}
 	routes, err := hostRoutes(h, link)
 	if err != nil {
-		return HostLink{}, err
+		return state.HostLink{}, err
 	}
 	cookie, err := CurrentNetnsCookie()
 	if err != nil {
-		return HostLink{}, err
+		return state.HostLink{}, err
 	}
 	a := link.Attrs()
-	return HostLink{
+	return state.HostLink{
 		HostNetns:  cookie,
 		PermMAC:    permMAC(link),
 		LinkKind:   link.Type(),
@@ -93,7 +94,7 @@ func recordHostLink(h *netlink.Handle, link netlink.Link, podName string) (HostL
 }
 
 // moveInSteps returns the steps host → pod.
-func (s *session) moveInSteps(link netlink.Link, hl HostLink) []step {
+func (s *session) moveInSteps(link netlink.Link, hl state.HostLink) []step {
 	return []step{
 		{"to-pod", func(u *undo.Stack) error {
 			return s.hostToPod(link, hl, u)
@@ -104,7 +105,7 @@ func (s *session) moveInSteps(link netlink.Link, hl HostLink) []step {
 // hostToPod moves link from the host into the pod as hl.PodName, aliased
 // hl.HostName, and sets it up there. Its undo is registered first, as the
 // request may fail after the move (crossNetns).
-func (s *session) hostToPod(link netlink.Link, hl HostLink, u *undo.Stack) error {
+func (s *session) hostToPod(link netlink.Link, hl state.HostLink, u *undo.Stack) error {
 	u.Push(func() error { return s.podToHost(hl) })
 	alias := hl.HostName
 	if err := crossNetns(nil, link.Attrs().Index, s.podFd, hl.PodName, &alias, true); err != nil {
@@ -116,7 +117,7 @@ func (s *session) hostToPod(link netlink.Link, hl HostLink, u *undo.Stack) error
 // podToHost undoes hostToPod: it finds the netdev in the pod, under its pod
 // or host name, moves it back and gives it its host addresses and up state
 // again (the move dropped them). Not in the pod, it never left the host.
-func (s *session) podToHost(hl HostLink) error {
+func (s *session) podToHost(hl state.HostLink) error {
 	pl, err := findInPod(s.pod, hl)
 	if err != nil || pl == nil {
 		return err
@@ -135,15 +136,15 @@ func (s *session) podToHost(hl HostLink) error {
 // (name, MAC, index, MTU, up state, addresses, routes) without changing
 // anything, so a caller can write it down before the move: a process killed
 // mid-move then still knows what to restore.
-func Describe(hostName, podName string) (HostLink, error) {
+func Describe(hostName, podName string) (state.HostLink, error) {
 	h, err := hostHandle()
 	if err != nil {
-		return HostLink{}, err
+		return state.HostLink{}, err
 	}
 	defer h.Close()
 	link, err := h.LinkByName(hostName)
 	if err != nil {
-		return HostLink{}, fmt.Errorf("find host netdev %q: %w", hostName, err)
+		return state.HostLink{}, fmt.Errorf("find host netdev %q: %w", hostName, err)
 	}
 	return recordHostLink(h, link, podName)
 }

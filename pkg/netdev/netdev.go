@@ -31,24 +31,6 @@ var ErrGone = errors.New("netdev no longer exists")
 // ErrKindUnsupported reports that the kernel cannot create the link kind.
 var ErrKindUnsupported = errors.New("link kind not supported by this kernel")
 
-// HostLink records a netdev's host-side identity so it can be restored
-// exactly. Its JSON form is part of the plugin's attachment records.
-type HostLink struct {
-	HostName   string   `json:"hostName"`             // name in the host netns before the move
-	PodName    string   `json:"podName,omitempty"`    // name in the pod netns
-	MAC        string   `json:"mac,omitempty"`        // hardware address, lower-case colon form
-	HostIndex  int      `json:"hostIndex,omitempty"`  // ifindex in the host netns before the move
-	MTU        int      `json:"mtu,omitempty"`        // MTU before the move
-	WasUp      bool     `json:"wasUp,omitempty"`      // administratively up before the move
-	HostAddrs  []string `json:"hostAddrs,omitempty"`  // CIDRs the netdev had on the host (see keepAddr)
-	HostRoutes []Route  `json:"hostRoutes,omitempty"` // routes through it the kernel does not re-create (see hostRoutes)
-	// What identifies it besides name and MAC, which bond slaves, VLANs and
-	// macvlans share (see findInHost).
-	HostNetns uint64 `json:"hostNetns,omitempty"` // SO_NETNS_COOKIE of the host netns HostIndex belongs to
-	PermMAC   string `json:"permMAC,omitempty"`   // permanent address (IFLA_PERM_ADDRESS), if the device has one
-	LinkKind  string `json:"linkKind,omitempty"`  // link kind (IFLA_INFO_KIND; "device" for a NIC)
-}
-
 // validName checks an interface name the way the kernel's dev_valid_name
 // does. Names from the plugin's configuration are validated once, in
 // pkg/config; this check is for names that cross a trust boundary (read

@@ -9,6 +9,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/rdma-chain/rdma-chain/internal/netnstest"
+	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
 func TestMoveToPodAndRestore(t *testing.T) {
@@ -25,7 +26,7 @@ func TestMoveToPodAndRestore(t *testing.T) {
 			}
 			if hl.HostName != rdmaName || hl.PodName != podIf || hl.MTU != rdmaMTU || hl.WasUp != tt.up ||
 				hl.MAC != before.MAC || len(hl.HostAddrs) != 2 {
-				t.Errorf("HostLink = %+v", hl)
+				t.Errorf("state.HostLink = %+v", hl)
 			}
 			inPod := snap(t, e.pod, podIf)
 			if !inPod.Exists || !inPod.Up || inPod.MAC != before.MAC || inPod.Alias != rdmaName || inPod.MTU != rdmaMTU {
@@ -234,7 +235,7 @@ func TestMoveDescribedRefusesChangedNetdev(t *testing.T) {
 		t.Run(change, func(t *testing.T) {
 			e := newEnv(t)
 			before := e.makeRDMA(t, true)
-			var hl HostLink
+			var hl state.HostLink
 			if err := e.inHost(func() (err error) { hl, err = Describe(rdmaName, podIf); return err }); err != nil {
 				t.Fatalf("Describe: %v", err)
 			}

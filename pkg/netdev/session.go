@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rdma-chain/rdma-chain/internal/undo"
+	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
 // testHook, when set (tests only), runs before each named step of a netns
@@ -81,7 +82,7 @@ func crossNetns(sock *nl.NetlinkSocket, idx, toFd int, name string, alias *strin
 
 // crossOut moves pl from the pod into the host under l.HostName, clearing
 // the alias MoveToPod gave it.
-func (s *session) crossOut(pl netlink.Link, l HostLink) error {
+func (s *session) crossOut(pl netlink.Link, l state.HostLink) error {
 	sock, err := nl.GetNetlinkSocketAt(netns.NsHandle(s.podFd), s.hostNS, unix.NETLINK_ROUTE)
 	if err != nil {
 		return fmt.Errorf("netlink socket in the pod netns: %w", err)

@@ -8,8 +8,6 @@ import (
 	"reflect"
 	"testing"
 	"time"
-
-	"github.com/rdma-chain/rdma-chain/pkg/netdev"
 )
 
 // TestGoldenRecords: records as the released format writes them
@@ -28,9 +26,9 @@ func TestGoldenRecords(t *testing.T) {
 			Pod: Pod{Namespace: "default", Name: "trainer-0", UID: "6f1c2d3e-0000-4000-8000-000000000001"},
 			Links: []Link{{
 				Device: "mlx5_0", Kind: "moved",
-				HostLink: netdev.HostLink{HostName: "eth1", PodName: "rdma0", MAC: "02:00:00:00:00:01", HostIndex: 7, MTU: 4200, WasUp: true,
+				HostLink: HostLink{HostName: "eth1", PodName: "rdma0", MAC: "02:00:00:00:00:01", HostIndex: 7, MTU: 4200, WasUp: true,
 					HostAddrs: []string{"192.0.2.10/24", "fd00:1::10/64"},
-					HostRoutes: []netdev.Route{
+					HostRoutes: []Route{
 						{Family: 2, Dst: "198.51.100.0/24", Gw: "192.0.2.1", Table: 100, Priority: 10, Protocol: 4},
 						{Family: 10, Gw: "fd00:1::1", Src: "fd00:1::10", Table: 254, Protocol: 3},
 					},
@@ -38,7 +36,7 @@ func TestGoldenRecords(t *testing.T) {
 				RDMAMoved: true, IPAM: true, IPs: []string{"fd00:1::1:5/64"}, IPAMRange: "fd00:1::1:0/112", Step: "done",
 			}, {
 				Device: "mlx5_1", Kind: "moved",
-				HostLink: netdev.HostLink{HostName: "eth2", PodName: "rdma1", MAC: "02:00:00:00:00:02", HostIndex: 8, MTU: 1500,
+				HostLink: HostLink{HostName: "eth2", PodName: "rdma1", MAC: "02:00:00:00:00:02", HostIndex: 8, MTU: 1500,
 					HostNetns: 4097, LinkKind: "device"},
 				RDMAMoved: true, Step: "netdev-moving",
 			}},
@@ -52,7 +50,7 @@ func TestGoldenRecords(t *testing.T) {
 			Pod: Pod{Namespace: "ml", Name: "infer-1"},
 			Links: []Link{{
 				Device: "erdma_0", Kind: "ipvlan",
-				HostLink: netdev.HostLink{HostName: "eth1", PodName: "rdma0", MAC: "02:00:00:00:00:11"},
+				HostLink: HostLink{HostName: "eth1", PodName: "rdma0", MAC: "02:00:00:00:00:11"},
 				IPAM:     true, IPs: []string{"192.0.2.77/24", "fd00:2::77/64"}, Step: "done",
 			}},
 			SMC:       &SMC{PnetID: "RCPNET1", Device: "erdma_0", IBPort: 1, PodIfName: "eth0", HostEntry: true, Transparent: "tcp2smc"},
@@ -63,10 +61,10 @@ func TestGoldenRecords(t *testing.T) {
 			NetNSIno: 4026532803, NetNSCookie: 9001, Mode: "shared", CNIVersion: "1.0.0",
 			Pod: Pod{Namespace: "default", Name: "lj-0", UID: "uid-3"},
 			Links: []Link{
-				{Device: "mlx5_bond_0", Kind: "macvlan", HostLink: netdev.HostLink{HostName: "bond0", PodName: "rdma0", MAC: "02:00:00:00:00:21"},
+				{Device: "mlx5_bond_0", Kind: "macvlan", HostLink: HostLink{HostName: "bond0", PodName: "rdma0", MAC: "02:00:00:00:00:21"},
 					IPAM: true, IPs: []string{"fd00:3:0:1::2/64"}, IPAMRange: "fd00:3:0:1::/80", Step: "done"},
-				{Device: "mlx5_bond_1", Kind: "macvlan", HostLink: netdev.HostLink{HostName: "bond1", PodName: "rdma1"}, IPAM: true, Step: "child-adding"},
-				{Device: "mlx5_bond_2", Kind: "none", HostLink: netdev.HostLink{HostName: "bond2"}, Step: "done"},
+				{Device: "mlx5_bond_1", Kind: "macvlan", HostLink: HostLink{HostName: "bond1", PodName: "rdma1"}, IPAM: true, Step: "child-adding"},
+				{Device: "mlx5_bond_2", Kind: "none", HostLink: HostLink{HostName: "bond2"}, Step: "done"},
 			},
 			CreatedAt: at,
 		}},
