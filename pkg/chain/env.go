@@ -124,7 +124,7 @@ func (kernelLinks) Describe(hostName, podName string) (state.HostLink, error) {
 }
 
 func (kernelLinks) MoveToPod(hl state.HostLink, podNS ns.NetNS) error {
-	return netdev.MoveDescribed(hl, podNS)
+	return netdev.MoveToPod(hl, podNS)
 }
 
 func (kernelLinks) RestoreToHost(l state.HostLink, podNSPath string) error {

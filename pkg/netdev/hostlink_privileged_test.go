@@ -96,9 +96,9 @@ func TestRestoreNeverMoved(t *testing.T) {
 				if hl.LinkKind != kind || hl.HostNetns == 0 {
 					t.Errorf("Describe = %+v: want kind %s and the host netns cookie", hl, kind)
 				}
-				err := e.inHost(func() error { return MoveDescribed(hl, e.pod) })
+				err := e.inHost(func() error { return MoveToPod(hl, e.pod) })
 				if !errors.Is(err, unix.EINVAL) {
-					t.Fatalf("MoveDescribed(%s) = %v, want EINVAL", kind, err)
+					t.Fatalf("MoveToPod(%s) = %v, want EINVAL", kind, err)
 				}
 				if rec == "without identity" {
 					hl = withoutIdentity(hl)

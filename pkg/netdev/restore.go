@@ -67,9 +67,6 @@ func returnFromPod(l state.HostLink, podNSPath string) error {
 	if err := requireAbsent(s.host, l.HostName, "host"); err != nil {
 		return fmt.Errorf("give %q back: %w", l.HostName, err)
 	}
-	if err := hook("out-to-host"); err != nil {
-		return err
-	}
 	return s.crossOut(pl, l)
 }
 
