@@ -47,7 +47,7 @@ func (p *Plugin) attachLocked(c *call, rec *state.Record, req *request, offered 
 	if err != nil {
 		return nil, nil, err
 	}
-	podNS, err := p.env.OpenNS(c.args.Netns)
+	podNS, err := p.env.Netns.Open(c.args.Netns)
 	if err != nil {
 		return nil, nil, cniError(types.ErrInvalidNetNS, "cannot open pod netns "+c.args.Netns, err)
 	}
@@ -96,12 +96,9 @@ func (p *Plugin) selectLocked(c *call, rec *state.Record, req *request, offered 
 // recordNetns records the pod netns's identity: its inode, and its cookie,
 // which unlike the inode the kernel never gives another netns.
 func (p *Plugin) recordNetns(c *call, rec *state.Record) {
-	if ino, alive, err := p.env.NetnsInode(c.args.Netns); err == nil && alive {
-		rec.NetNSIno = ino
-	}
-	if cookie, err := p.env.NetnsCookie(c.args.Netns); err == nil {
-		rec.NetNSCookie = cookie
-	} else {
+	id, err := p.env.Netns.ID(c.args.Netns)
+	rec.NetNSIno, rec.NetNSCookie = id.Inode, id.Cookie
+	if id.Cookie == 0 {
 		c.log.Warn("cannot read the pod netns's cookie: a reused netns inode could hide its death", "netns", c.args.Netns, "error", err)
 	}
 }

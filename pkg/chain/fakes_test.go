@@ -17,6 +17,7 @@ import (
 
 	"github.com/rdma-chain/rdma-chain/pkg/addr"
 	"github.com/rdma-chain/rdma-chain/pkg/netdev"
+	"github.com/rdma-chain/rdma-chain/pkg/netnsid"
 	"github.com/rdma-chain/rdma-chain/pkg/podres"
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 	"github.com/rdma-chain/rdma-chain/pkg/smc"
@@ -265,26 +266,32 @@ func (w *world) HostRouteWarning(parent string, _ []*types100.IPConfig) string {
 func (w *world) plugin() *Plugin {
 	return New(Env{
 		RDMA: w, Links: w, IPAM: w, Addrs: w, SMC: (*fakeSMC)(w), PodResources: func(string) PodResources { return w },
-		OpenNS: func(p string) (ns.NetNS, error) {
-			if err := w.record("OpenNS %s", p); err != nil {
-				return nil, err
-			}
-			return fakeNS(p), nil
-		},
-		NetnsInode: func(p string) (uint64, bool, error) {
-			w.mu.Lock()
-			defer w.mu.Unlock()
-			return 4026532000, !w.gone[p], nil
-		},
-		NetnsCookie: func(p string) (uint64, error) {
-			w.mu.Lock()
-			defer w.mu.Unlock()
-			return 7 + w.cookieBump[p], nil
-		},
-		OwnNetns: func(p string) (bool, error) { return p == "/proc/1/ns/net", nil },
-		Stdout:   &w.stdout, Stderr: &w.stderr,
+		Netns:  (*fakeNetns)(w),
+		Stdout: &w.stdout, Stderr: &w.stderr,
 	})
 }
+
+// fakeNetns opens every path as a fakeNS; a path in w.gone names no netns,
+// and w.cookieBump gives a path's netns another cookie (same inode).
+type fakeNetns world
+
+func (f *fakeNetns) Open(p string) (ns.NetNS, error) {
+	if err := (*world)(f).record("OpenNS %s", p); err != nil {
+		return nil, err
+	}
+	return fakeNS(p), nil
+}
+
+func (f *fakeNetns) ID(p string) (netnsid.ID, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.gone[p] {
+		return netnsid.ID{}, fmt.Errorf("%s: %w", p, netnsid.ErrGone)
+	}
+	return netnsid.ID{Inode: 4026532000, Cookie: 7 + f.cookieBump[p]}, nil
+}
+
+func (f *fakeNetns) Own(p string) (bool, error) { return p == "/proc/1/ns/net", nil }
 
 // fakeNS is a pod netns path that is never entered.
 type fakeNS string

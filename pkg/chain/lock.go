@@ -103,7 +103,7 @@ func (p *Plugin) impossible(c *call, rec *state.Record) bool {
 	if rec.NetNS == "" {
 		return false
 	}
-	own, err := p.env.OwnNetns(rec.NetNS)
+	own, err := p.env.Netns.Own(rec.NetNS)
 	if err != nil || !own {
 		return false
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/rdma-chain/rdma-chain/pkg/addr"
 	"github.com/rdma-chain/rdma-chain/pkg/config"
 	"github.com/rdma-chain/rdma-chain/pkg/netdev"
+	"github.com/rdma-chain/rdma-chain/pkg/netnsid"
 	"github.com/rdma-chain/rdma-chain/pkg/podres"
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 	"github.com/rdma-chain/rdma-chain/pkg/smc"
@@ -84,6 +85,16 @@ type SMC interface {
 	HookListed(dir string, netnsIno uint64) (bool, error)
 }
 
+// Netns is the seam over network namespaces by path.
+type Netns interface {
+	Open(path string) (ns.NetNS, error)
+	// ID is netnsid.Of: the netns's inode and never-reused cookie, an
+	// error wrapping netnsid.ErrGone when path names no netns any more.
+	ID(path string) (netnsid.ID, error)
+	// Own reports whether path is the netns the plugin runs in.
+	Own(path string) (bool, error)
+}
+
 // Env holds the plugin's seams and I/O.
 type Env struct {
 	RDMA         RDMA
@@ -92,18 +103,9 @@ type Env struct {
 	Addrs        Addressing
 	SMC          SMC
 	PodResources func(socket string) PodResources
-	OpenNS       func(path string) (ns.NetNS, error)
-	// NetnsInode returns the inode of the netns mounted at path; alive is
-	// false when path no longer names a netns (missing, or a plain file a
-	// runtime left after unmounting it).
-	NetnsInode func(path string) (ino uint64, alive bool, err error)
-	// NetnsCookie returns the never-reused id of the netns at path (inode
-	// numbers are reused: measured in the VM tier).
-	NetnsCookie func(path string) (uint64, error)
-	// OwnNetns reports whether path is the netns the plugin runs in.
-	OwnNetns func(path string) (bool, error)
-	Stdout   io.Writer
-	Stderr   io.Writer
+	Netns        Netns
+	Stdout       io.Writer
+	Stderr       io.Writer
 }
 
 // Plugin serves the CNI verbs.
@@ -165,7 +167,7 @@ func (p *Plugin) refuseOwnNetns(verb, path string) error {
 	if path == "" || verb == "STATUS" || verb == "GC" {
 		return nil
 	}
-	own, err := p.env.OwnNetns(path)
+	own, err := p.env.Netns.Own(path)
 	if err != nil {
 		return cniError(types.ErrInvalidNetNS, "cannot compare CNI_NETNS "+path+" with the plugin's netns", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 
+	"github.com/rdma-chain/rdma-chain/pkg/netnsid"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
@@ -32,7 +33,7 @@ func Describe(hostName, podName string) (state.HostLink, error) {
 	if err != nil {
 		return state.HostLink{}, err
 	}
-	cookie, err := CurrentNetnsCookie()
+	cookie, err := netnsid.CurrentCookie()
 	if err != nil {
 		return state.HostLink{}, err
 	}

@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rdma-chain/rdma-chain/internal/nldump"
+	"github.com/rdma-chain/rdma-chain/pkg/netnsid"
 )
 
 // ErrGone reports that the netdev exists nowhere any more (a virtual netdev
@@ -73,26 +74,6 @@ func permMAC(l netlink.Link) string {
 	return p.String()
 }
 
-// soNetnsCookie is SO_NETNS_COOKIE (include/uapi/asm-generic/socket.h,
-// Linux >= 5.14), which golang.org/x/sys/unix does not name.
-const soNetnsCookie = 71
-
-// CurrentNetnsCookie returns the kernel's id of the calling thread's netns,
-// which unlike its inode number is never reused while the system runs:
-// SO_NETNS_COOKIE of a socket made there.
-func CurrentNetnsCookie() (uint64, error) {
-	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return 0, fmt.Errorf("netns cookie: %w", err)
-	}
-	defer unix.Close(fd)
-	cookie, err := unix.GetsockoptUint64(fd, unix.SOL_SOCKET, soNetnsCookie)
-	if err != nil {
-		return 0, fmt.Errorf("netns cookie: %w", err)
-	}
-	return cookie, nil
-}
-
 // isUp reports whether the link is administratively up.
 func isUp(l netlink.Link) bool { return l.Attrs().Flags&net.FlagUp != 0 }
 
@@ -137,18 +118,16 @@ func handleAt(fd uintptr, what string) (*netlink.Handle, error) {
 }
 
 // openNSPath opens the netns at path. gone is true (and err nil) when the
-// path is empty, does not exist or is no longer a netns.
+// path is empty or no longer names a netns (netnsid.Gone).
 func openNSPath(path string) (nsh ns.NetNS, gone bool, err error) {
 	if path == "" {
 		return nil, true, nil
 	}
 	nsh, err = ns.GetNS(path)
-	var notExist ns.NSPathNotExistErr
-	var notNS ns.NSPathNotNSErr
-	if errors.As(err, &notExist) || errors.As(err, &notNS) {
-		return nil, true, nil
-	}
 	if err != nil {
+		if gone, gerr := netnsid.Gone(path); gerr == nil && gone {
+			return nil, true, nil
+		}
 		return nil, false, fmt.Errorf("open netns %q: %w", path, err)
 	}
 	return nsh, false, nil

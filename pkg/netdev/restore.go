@@ -6,6 +6,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/rdma-chain/rdma-chain/pkg/netnsid"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
@@ -158,10 +159,10 @@ func hasKindOf(l state.HostLink, x netlink.Link) bool {
 	return !slices.Contains(childKinds, x.Type())
 }
 
-// currentCookie is CurrentNetnsCookie, 0 when it cannot be read (then no
-// recorded cookie matches).
+// currentCookie is netnsid.CurrentCookie, 0 when it cannot be read (then
+// no recorded cookie matches).
 func currentCookie() uint64 {
-	c, err := CurrentNetnsCookie()
+	c, err := netnsid.CurrentCookie()
 	if err != nil {
 		return 0
 	}

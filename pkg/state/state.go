@@ -147,7 +147,7 @@ type Record struct {
 	ContainerID string `json:"containerID"`
 	IfName      string `json:"ifName"`
 	NetNS       string `json:"netns,omitempty"`
-	// NetNSIno is the inode of the pod netns at ADD (see NetnsInode): it
+	// NetNSIno is the inode of the pod netns at ADD (see netnsid.ID): it
 	// tells the original netns from another one later found at NetNS.
 	NetNSIno uint64 `json:"netnsIno,omitempty"`
 	// NetNSCookie is the pod netns's SO_NETNS_COOKIE at ADD: unlike the
