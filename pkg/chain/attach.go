@@ -283,11 +283,13 @@ func (p *Plugin) attachShared(c *call, rec *state.Record, link *state.Link, podN
 	}
 	spec := netdev.ChildSpec{Kind: kind, Mode: c.conf.SharedLink.Mode, Parent: link.HostName, PodName: link.PodName}
 	child, err := p.env.Links.AddChild(spec, podNS)
+	if child.Name != "" { // created, even when AddChild failed after that
+		tx.host.Push(func() error { return p.env.Links.DelChild(podNS.Path(), child.Name, child.MAC) })
+	}
 	if err != nil {
 		return cniError(CodeLinkSetup, fmt.Sprintf("cannot create %s child of %s in the pod", kind, link.HostName), err)
 	}
 	failpoint.Hit("add-child-created")
-	tx.host.Push(func() error { return p.env.Links.DelChild(podNS.Path(), child.Name, child.MAC) })
 	// Recorded with the next record: until then DEL deletes the child by
 	// name and kind, without its MAC.
 	link.MAC = child.MAC

@@ -50,6 +50,8 @@ type Links interface {
 	// MoveToPod moves the netdev Describe gave hl for into the pod.
 	MoveToPod(hl state.HostLink, podNS ns.NetNS) error
 	RestoreToHost(l state.HostLink, podNSPath string) error
+	// AddChild's Child names a child it created even with an error (its
+	// undo, DelChild, is then the caller's).
 	AddChild(spec netdev.ChildSpec, podNS ns.NetNS) (netdev.Child, error)
 	DelChild(podNSPath, name, expectMAC string) error
 	CheckInPod(podNSPath, name, mac string) error

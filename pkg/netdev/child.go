@@ -63,9 +63,9 @@ func childLink(spec ChildSpec, parent, podFd int) (netlink.Link, error) {
 // AddChild creates a spec.Kind child of spec.Parent (a netdev of the CURRENT
 // netns) directly in podNS (IFLA_NET_NS_FD, so no host name is ever used),
 // named spec.PodName and up, in one request: the kernel unregisters a new
-// link whose up fails, so a failed AddChild leaves no child (the caller
-// registers the child's undo once it has its MAC). A child that cannot be
-// read back after its creation is deleted again. An existing spec.PodName
+// link whose up fails. A child created but not read back is returned by
+// name with the error: its undo, DelChild by name, is the caller's, as it
+// is for every child AddChild returns. An existing spec.PodName
 // in podNS is an error before anything changes; a kernel without the kind
 // gives an error wrapping ErrKindUnsupported. spec comes from the plugin's
 // validated configuration; it is not checked again here (the kernel
@@ -95,25 +95,9 @@ func AddChild(spec ChildSpec, podNS ns.NetNS) (Child, error) {
 	}
 	pl, err := s.pod.LinkByName(spec.PodName)
 	if err != nil {
-		err = fmt.Errorf("find new %s %q in the pod netns: %w", spec.Kind, spec.PodName, err)
-		return Child{}, errors.Join(err, s.delInPod(spec.PodName))
+		return Child{Name: spec.PodName}, fmt.Errorf("find new %s %q in the pod netns: %w", spec.Kind, spec.PodName, err)
 	}
 	return Child{Name: spec.PodName, MAC: linkMAC(pl), Index: pl.Attrs().Index, MTU: pl.Attrs().MTU}, nil
-}
-
-// delInPod deletes the pod link called name; a missing link is no error.
-func (s *session) delInPod(name string) error {
-	pl, err := s.pod.LinkByName(name)
-	if isNotFound(err) {
-		return nil
-	}
-	if err == nil {
-		err = s.pod.LinkDel(pl)
-	}
-	if err != nil && !isNotFound(err) {
-		return fmt.Errorf("delete %q in the pod netns: %w", name, err)
-	}
-	return nil
 }
 
 // DelChild deletes the ipvlan/macvlan child name from the netns at
