@@ -14,6 +14,11 @@ import (
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
+// add gives the pod its devices in three phases: under the node lock it
+// selects the devices and makes the host changes (each recorded before it
+// is made); without the lock it takes the IPAM leases and addresses the
+// pod's interfaces; under the lock again it writes the SMC-R entries. On
+// failure it undoes everything and forgets the record.
 func (p *Plugin) add(c *call) error {
 	if c.conf.PrevResult == nil {
 		return cniErrorf(types.ErrInvalidNetworkConfig, "rdma-chain must be chained after a primary plugin: no prevResult")
@@ -29,27 +34,50 @@ func (p *Plugin) add(c *call) error {
 		}
 		return err
 	}
-	result, err := c.conf.Result()
-	if err != nil {
-		return cniError(types.ErrDecodingFailure, "cannot convert prevResult", err)
-	}
-	if c.args.Netns == "" {
-		return cniErrorf(types.ErrInvalidNetNS, "CNI_NETNS is required for a pod that needs RDMA")
-	}
-	// Fail before any change if the result cannot be printed at this version.
-	if _, err := result.GetAsVersion(c.conf.CNIVersion); err != nil {
-		return cniError(types.ErrIncompatibleCNIVersion, "cannot convert result to "+c.conf.CNIVersion, err)
-	}
-	mode, offered, err := p.nodeDevices(c.conf)
+	result, mode, offered, err := p.prepareAttach(c)
 	if err != nil {
 		return err
 	}
-	rec, err := p.attachPod(c, req, mode, offered, result)
+	rec, tx := newRecord(c, mode), &txn{}
+	devs, podNS, err := p.attachLocked(c, rec, req, offered, result, tx)
+	if podNS != nil {
+		defer podNS.Close()
+	}
+	p.finishReclaim(c)
+	if err == nil {
+		err = p.addressLinks(c, rec, podNS, tx)
+	}
+	if err == nil {
+		err = p.finishAttach(c, rec, devs, podNS, tx)
+	}
 	if err != nil {
+		p.rollback(c, rec, tx)
 		return err
+	}
+	mergeLinks(c, rec, devs, result)
+	if rec.SMC != nil && !hasIPv4(result) {
+		c.log.Warn("SMC-R does not do IPv6 and the pod has no IPv4 address: its connections will fall back to TCP", "container", c.args.ContainerID)
 	}
 	c.log.Info("attached", "container", c.args.ContainerID, "mode", rec.Mode, "links", len(rec.Links))
 	return p.print(result, c.conf.CNIVersion)
+}
+
+// prepareAttach checks, before any change, what an ADD that attaches
+// devices needs: a result it can print at the conf's version, a netns, and
+// the node's RDMA mode and the devices this conf offers.
+func (p *Plugin) prepareAttach(c *call) (*types100.Result, rdma.Mode, []rdma.Device, error) {
+	result, err := c.conf.Result()
+	if err != nil {
+		return nil, "", nil, cniError(types.ErrDecodingFailure, "cannot convert prevResult", err)
+	}
+	if c.args.Netns == "" {
+		return nil, "", nil, cniErrorf(types.ErrInvalidNetNS, "CNI_NETNS is required for a pod that needs RDMA")
+	}
+	if _, err := result.GetAsVersion(c.conf.CNIVersion); err != nil {
+		return nil, "", nil, cniError(types.ErrIncompatibleCNIVersion, "cannot convert result to "+c.conf.CNIVersion, err)
+	}
+	mode, offered, err := p.nodeDevices(c.conf)
+	return result, mode, offered, err
 }
 
 // podRequest says what the pod asked for, or nil when it needs no RDMA.

@@ -235,3 +235,36 @@ func TestExclusiveRollbackAtEveryStep(t *testing.T) {
 		})
 	}
 }
+
+// A shared-mode ADD whose AddChild fails undoes the children made before
+// it, and the failing one too when AddChild says it created it (a child
+// not read back: DelChild by name, without its MAC).
+func TestSharedRollbackAtAddChild(t *testing.T) {
+	devs := []rdma.Device{rxe("rxe0", "veth0"), rxe("rxe1", "veth1")}
+	cases := []struct {
+		nth  int
+		left bool
+		undo []string
+	}{
+		{1, false, nil},
+		{1, true, []string{"DelChild /var/run/netns/pod rdma0 "}},
+		{2, false, []string{"DelChild /var/run/netns/pod rdma0 02:00:00:00:00:00"}},
+		{2, true, []string{"DelChild /var/run/netns/pod rdma1 ", "DelChild /var/run/netns/pod rdma0 02:00:00:00:00:00"}},
+	}
+	for _, tc := range cases {
+		t.Run(fmt.Sprintf("AddChild#%d/created=%v", tc.nth, tc.left), func(t *testing.T) {
+			w := &world{mode: rdma.ModeShared, devices: devs, childLeft: tc.left,
+				failOn: map[string]error{"AddChild": errors.New("injected")}, failNth: map[string]int{"AddChild": tc.nth}}
+			dir := t.TempDir()
+			if err := w.plugin().Add(cmd(dir, `,"devices":["rxe0","rxe1"],"podSelection":"all"`, prevResult100)); err == nil {
+				t.Fatal("ADD succeeded")
+			}
+			if got := w.callsAfter("AddChild", tc.nth); !reflect.DeepEqual(got, tc.undo) {
+				t.Errorf("undo = %v, want %v", got, tc.undo)
+			}
+			if f := stateFiles(t, dir); len(f) != 0 {
+				t.Errorf("state left: %v", f)
+			}
+		})
+	}
+}

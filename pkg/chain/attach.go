@@ -31,37 +31,10 @@ type txn struct {
 	host, leases undo.Stack
 }
 
-// attachPod gives the pod its devices in three phases: under the node lock
-// it selects the devices and makes the host changes (each recorded before
-// it is made); without the lock it takes the IPAM leases and addresses the
-// pod's interfaces; under the lock again it writes the SMC-R entries. On
-// failure it undoes everything and forgets the record.
-func (p *Plugin) attachPod(c *call, req *request, mode rdma.Mode, offered []rdma.Device, result *types100.Result) (*state.Record, error) {
-	rec := newRecord(c, mode)
-	tx := &txn{}
-	devs, podNS, err := p.attachLocked(c, rec, req, offered, result, tx)
-	if podNS != nil {
-		defer podNS.Close()
-	}
-	p.finishReclaim(c)
-	if err == nil {
-		err = p.addressLinks(c, rec, podNS, tx)
-	}
-	if err == nil {
-		err = p.finishAttach(c, rec, devs, podNS, tx)
-	}
-	if err != nil {
-		p.rollback(c, rec, tx)
-		return nil, err
-	}
-	mergeLinks(c, rec, devs, result)
-	if rec.SMC != nil && !hasIPv4(result) {
-		c.log.Warn("SMC-R does not do IPv6 and the pod has no IPv4 address: its connections will fall back to TCP", "container", c.args.ContainerID)
-	}
-	return rec, nil
-}
-
-// attachLocked is ADD's first phase, under the node lock.
+// attachLocked is ADD's first phase, under the node lock: it selects the
+// devices and makes the host changes for each, each link recorded once
+// before its changes, with whether it will get an IPAM lease (see save).
+// The next record is the one finishAttach writes.
 func (p *Plugin) attachLocked(c *call, rec *state.Record, req *request, offered []rdma.Device,
 	result *types100.Result, tx *txn,
 ) ([]rdma.Device, ns.NetNS, error) {
@@ -70,37 +43,64 @@ func (p *Plugin) attachLocked(c *call, rec *state.Record, req *request, offered 
 		return nil, nil, err
 	}
 	defer unlock()
+	devs, err := p.selectLocked(c, rec, req, offered, result)
+	if err != nil {
+		return nil, nil, err
+	}
+	podNS, err := p.env.Netns.Open(c.args.Netns)
+	if err != nil {
+		return nil, nil, cniError(types.ErrInvalidNetNS, "cannot open pod netns "+c.args.Netns, err)
+	}
+	p.recordNetns(c, rec)
+	for i, d := range devs {
+		rec.Links = append(rec.Links, state.Link{Device: d.Name, Step: stepPlanned,
+			HostLink: state.HostLink{HostName: d.Netdev, PodName: c.conf.PodIfName(i)}})
+		link := &rec.Links[len(rec.Links)-1]
+		if err := p.planPodRange(c, rec, link); err != nil {
+			return devs, podNS, err
+		}
+		if rec.Mode == string(rdma.ModeExclusive) {
+			err = p.attachExclusive(c, rec, link, d, podNS, tx)
+		} else {
+			err = p.attachShared(c, rec, link, podNS, tx)
+		}
+		if err != nil {
+			return devs, podNS, err
+		}
+	}
+	return devs, podNS, nil
+}
+
+// selectLocked picks, under the node lock, the devices ADD gives the pod,
+// refusing an attachment already recorded and, in exclusive mode, devices
+// that cannot move.
+func (p *Plugin) selectLocked(c *call, rec *state.Record, req *request, offered []rdma.Device, result *types100.Result) ([]rdma.Device, error) {
 	if _, err := c.store.Get(c.key()); !errors.Is(err, state.ErrNotFound) {
 		if err == nil {
-			return nil, nil, cniErrorf(CodeState, "attachment %s/%s is already recorded: DEL it first", c.args.ContainerID, c.args.IfName)
+			return nil, cniErrorf(CodeState, "attachment %s/%s is already recorded: DEL it first", c.args.ContainerID, c.args.IfName)
 		}
-		return nil, nil, cniError(CodeState, "cannot read attachment state", err)
+		return nil, cniError(CodeState, "cannot read attachment state", err)
 	}
 	busy, offered, err := p.exclusiveHolders(c, rec, offered)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	devs, err := selectDevices(req, selectInput{mode: rdma.Mode(rec.Mode), offered: offered,
 		busy: busy, macs: resultMACs(result), needNetdev: c.conf.SharedLink.Type != config.LinkNone})
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	if err := p.checkMovable(rec, devs); err != nil {
-		return nil, nil, err
-	}
-	podNS, err := p.env.OpenNS(c.args.Netns)
-	if err != nil {
-		return nil, nil, cniError(types.ErrInvalidNetNS, "cannot open pod netns "+c.args.Netns, err)
-	}
-	if ino, alive, err := p.env.NetnsInode(c.args.Netns); err == nil && alive {
-		rec.NetNSIno = ino
-	}
-	if cookie, err := p.env.NetnsCookie(c.args.Netns); err == nil {
-		rec.NetNSCookie = cookie
-	} else {
+	return devs, p.checkMovable(rec, devs)
+}
+
+// recordNetns records the pod netns's identity: its inode, and its cookie,
+// which unlike the inode the kernel never gives another netns.
+func (p *Plugin) recordNetns(c *call, rec *state.Record) {
+	id, err := p.env.Netns.ID(c.args.Netns)
+	rec.NetNSIno, rec.NetNSCookie = id.Inode, id.Cookie
+	if id.Cookie == 0 {
 		c.log.Warn("cannot read the pod netns's cookie: a reused netns inode could hide its death", "netns", c.args.Netns, "error", err)
 	}
-	return devs, podNS, p.attachHost(c, rec, devs, podNS, tx)
 }
 
 // exclusiveHolders maps, in exclusive mode, the devices other pods hold to
@@ -123,30 +123,6 @@ func (p *Plugin) exclusiveHolders(c *call, rec *state.Record, offered []rdma.Dev
 		}
 	}
 	return busyDevices(recs, c.conf.Devices), offered, nil
-}
-
-// attachHost makes the host changes for each device, each link recorded
-// once before its changes, with whether it will get an IPAM lease (see
-// save). The next record is the one finishAttach writes.
-func (p *Plugin) attachHost(c *call, rec *state.Record, devs []rdma.Device, podNS ns.NetNS, tx *txn) error {
-	for i, d := range devs {
-		rec.Links = append(rec.Links, state.Link{Device: d.Name, Step: stepPlanned,
-			HostLink: netdev.HostLink{HostName: d.Netdev, PodName: c.conf.PodIfName(i)}})
-		link := &rec.Links[len(rec.Links)-1]
-		if err := p.planPodRange(c, rec, link); err != nil {
-			return err
-		}
-		var err error
-		if rec.Mode == string(rdma.ModeExclusive) {
-			err = p.attachExclusive(c, rec, link, d, podNS, tx)
-		} else {
-			err = p.attachShared(c, rec, link, podNS, tx)
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // holdsLease reports whether a link of rec has (or is taking) an IPAM lease.
@@ -247,6 +223,8 @@ func (p *Plugin) checkMovable(rec *state.Record, devs []rdma.Device) error {
 // crash anywhere in between returns the device (ReturnToHost of a device
 // not in the pod is a no-op) and restores the netdev from wherever it is
 // (RestoreToHost of a netdev that never left the host changes nothing).
+// Each undo is registered before its move, as a move may fail after the
+// device crossed.
 func (p *Plugin) attachExclusive(c *call, rec *state.Record, link *state.Link, d rdma.Device, podNS ns.NetNS, tx *txn) error {
 	link.Kind = "moved"
 	if d.Netdev == "" {
@@ -264,9 +242,13 @@ func (p *Plugin) attachExclusive(c *call, rec *state.Record, link *state.Link, d
 		return err
 	}
 	if d.Netdev != "" {
-		if err := p.moveNetdev(link, podNS, tx); err != nil {
-			return err
+		hl := link.HostLink
+		tx.host.Push(func() error { return p.env.Links.RestoreToHost(hl, podNS.Path()) })
+		if err := p.env.Links.MoveToPod(hl, podNS); err != nil {
+			return cniError(CodeLinkSetup, fmt.Sprintf("cannot move netdev %s of %s into the pod", hl.HostName, link.Device), err)
 		}
+		failpoint.Hit("add-netdev-moved")
+		link.Step = stepNetdevMoved
 	}
 	tx.host.Push(func() error { return p.env.RDMA.ReturnToHost(d.Name, podNS.Path()) })
 	if err := p.env.RDMA.MoveToNetns(d.Name, int(podNS.Fd())); err != nil {
@@ -280,20 +262,6 @@ func (p *Plugin) attachExclusive(c *call, rec *state.Record, link *state.Link, d
 	// The next record written (the next link's or the final one) says so;
 	// until then DEL gives back the same with the one above.
 	link.Step = stepDone
-	return nil
-}
-
-// moveNetdev moves the described netdev into the pod. The undo is
-// registered first: RestoreToHost of a netdev that never left the host
-// changes nothing.
-func (p *Plugin) moveNetdev(link *state.Link, podNS ns.NetNS, tx *txn) error {
-	hl := link.HostLink
-	tx.host.Push(func() error { return p.env.Links.RestoreToHost(hl, podNS.Path()) })
-	if err := p.env.Links.MoveToPod(hl, podNS); err != nil {
-		return cniError(CodeLinkSetup, fmt.Sprintf("cannot move netdev %s of %s into the pod", hl.HostName, link.Device), err)
-	}
-	failpoint.Hit("add-netdev-moved")
-	link.Step = stepNetdevMoved
 	return nil
 }
 
@@ -315,11 +283,13 @@ func (p *Plugin) attachShared(c *call, rec *state.Record, link *state.Link, podN
 	}
 	spec := netdev.ChildSpec{Kind: kind, Mode: c.conf.SharedLink.Mode, Parent: link.HostName, PodName: link.PodName}
 	child, err := p.env.Links.AddChild(spec, podNS)
+	if child.Name != "" { // created, even when AddChild failed after that
+		tx.host.Push(func() error { return p.env.Links.DelChild(podNS.Path(), child.Name, child.MAC) })
+	}
 	if err != nil {
 		return cniError(CodeLinkSetup, fmt.Sprintf("cannot create %s child of %s in the pod", kind, link.HostName), err)
 	}
 	failpoint.Hit("add-child-created")
-	tx.host.Push(func() error { return p.env.Links.DelChild(podNS.Path(), child.Name, child.MAC) })
 	// Recorded with the next record: until then DEL deletes the child by
 	// name and kind, without its MAC.
 	link.MAC = child.MAC

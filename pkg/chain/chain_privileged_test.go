@@ -50,7 +50,7 @@ func newNode(t *testing.T, mode rdma.Mode) *node {
 func (n *node) plugin() *Plugin {
 	p := n.w.plugin()
 	p.env.Links = kernelLinks{}
-	p.env.OpenNS = ns.GetNS
+	p.env.Netns = kernelNetns{}
 	if n.cniPath != "" {
 		p.env.IPAM, p.env.Addrs = addr.Exec(), kernelAddrs{}
 	}

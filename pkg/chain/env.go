@@ -12,6 +12,7 @@ import (
 
 	"github.com/rdma-chain/rdma-chain/pkg/addr"
 	"github.com/rdma-chain/rdma-chain/pkg/netdev"
+	"github.com/rdma-chain/rdma-chain/pkg/netnsid"
 	"github.com/rdma-chain/rdma-chain/pkg/podres"
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
@@ -26,48 +27,21 @@ func KernelEnv() Env {
 		Addrs:        kernelAddrs{},
 		SMC:          kernelSMC{},
 		PodResources: func(socket string) PodResources { return podres.New(socket, podres.DefaultTimeout) },
-		OpenNS:       ns.GetNS,
-		NetnsInode:   netnsInode,
-		NetnsCookie:  netnsCookie,
-		OwnNetns:     ownNetns,
+		Netns:        kernelNetns{},
 		Stdout:       os.Stdout,
 		Stderr:       os.Stderr,
 	}
 }
 
-// netnsInode is state.NetnsInode with a gone netns told apart from an error.
-func netnsInode(path string) (uint64, bool, error) {
-	ino, err := state.NetnsInode(path)
-	switch {
-	case errors.Is(err, state.ErrNetnsGone):
-		return 0, false, nil
-	case err != nil:
-		return 0, false, err
-	}
-	return ino, true, nil
-}
+// kernelNetns opens and identifies network namespaces by path.
+type kernelNetns struct{}
 
-// netnsCookie is the kernel's id of the netns at path, which unlike its
-// inode number is never reused: SO_NETNS_COOKIE of a socket made inside it.
-func netnsCookie(path string) (uint64, error) {
-	n, err := ns.GetNS(path)
-	if err != nil {
-		return 0, err
-	}
-	defer n.Close()
-	var cookie uint64
-	err = n.Do(func(ns.NetNS) (err error) {
-		cookie, err = netdev.CurrentNetnsCookie()
-		return err
-	})
-	if err != nil {
-		return 0, fmt.Errorf("netns cookie of %s: %w", path, err)
-	}
-	return cookie, nil
-}
+func (kernelNetns) Open(path string) (ns.NetNS, error) { return ns.GetNS(path) }
 
-// ownNetns reports whether path is the netns the plugin runs in.
-func ownNetns(path string) (bool, error) {
+func (kernelNetns) ID(path string) (netnsid.ID, error) { return netnsid.Of(path) }
+
+// Own reports whether path is the netns the plugin runs in.
+func (kernelNetns) Own(path string) (bool, error) {
 	var pod, own unix.Stat_t
 	if err := unix.Stat(path, &pod); err != nil {
 		if errors.Is(err, unix.ENOENT) {
@@ -90,16 +64,13 @@ func (k kernelRDMA) ReturnToHost(dev, podNSPath string) error {
 		return err
 	}
 	defer host.Close()
-	return rdma.ReturnToHost(dev, podNSPath, int(host.Fd()))
+	return k.System.ReturnToHost(dev, podNSPath, int(host.Fd()))
 }
 
 // CheckMovable checks d against the running kernel's release.
 func (k kernelRDMA) CheckMovable(d rdma.Device) error {
 	return rdma.CheckMovable(d, rdma.KernelRelease())
 }
-
-// InNetns reports whether dev is visible in the netns at nsPath.
-func (k kernelRDMA) InNetns(dev, nsPath string) (bool, error) { return rdma.InNetns(dev, nsPath) }
 
 type kernelAddrs struct{}
 
@@ -119,15 +90,15 @@ type kernelLinks struct{}
 
 func (kernelLinks) NetnsLocal(name string) (string, error) { return netdev.NetnsLocal(name) }
 
-func (kernelLinks) Describe(hostName, podName string) (netdev.HostLink, error) {
+func (kernelLinks) Describe(hostName, podName string) (state.HostLink, error) {
 	return netdev.Describe(hostName, podName)
 }
 
-func (kernelLinks) MoveToPod(hl netdev.HostLink, podNS ns.NetNS) error {
-	return netdev.MoveDescribed(hl, podNS)
+func (kernelLinks) MoveToPod(hl state.HostLink, podNS ns.NetNS) error {
+	return netdev.MoveToPod(hl, podNS)
 }
 
-func (kernelLinks) RestoreToHost(l netdev.HostLink, podNSPath string) error {
+func (kernelLinks) RestoreToHost(l state.HostLink, podNSPath string) error {
 	return netdev.RestoreToHost(l, podNSPath)
 }
 

@@ -1,10 +1,7 @@
 package chain
 
 import (
-	"errors"
-
-	"github.com/containernetworking/plugins/pkg/ns"
-
+	"github.com/rdma-chain/rdma-chain/pkg/netnsid"
 	"github.com/rdma-chain/rdma-chain/pkg/smc"
 	"github.com/rdma-chain/rdma-chain/pkg/smc/hookcmd"
 )
@@ -23,11 +20,8 @@ func (kernelSMC) EnsurePnet(nsPath string, e smc.PnetEntry) (got smc.PnetEntry, 
 // RemovePnet treats a vanished netns as done: the kernel flushed its table.
 func (kernelSMC) RemovePnet(nsPath string, e smc.PnetEntry) error {
 	if nsPath != "" {
-		err := ns.IsNSorErr(nsPath)
-		var notExist ns.NSPathNotExistErr
-		var notNS ns.NSPathNotNSErr
-		if errors.As(err, &notExist) || errors.As(err, &notNS) {
-			return nil
+		if gone, err := netnsid.Gone(nsPath); gone || err != nil {
+			return err
 		}
 	}
 	return smc.Do(nsPath, func(c *smc.Client) error { return c.RemovePnet(e) })

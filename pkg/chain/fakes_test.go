@@ -17,9 +17,11 @@ import (
 
 	"github.com/rdma-chain/rdma-chain/pkg/addr"
 	"github.com/rdma-chain/rdma-chain/pkg/netdev"
+	"github.com/rdma-chain/rdma-chain/pkg/netnsid"
 	"github.com/rdma-chain/rdma-chain/pkg/podres"
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 	"github.com/rdma-chain/rdma-chain/pkg/smc"
+	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
 // fakeSMC keeps pnet tables the way the kernel does: one entry per netdev
@@ -128,6 +130,7 @@ type world struct {
 	onIPAM     func()                     // runs inside every IPAM ADD
 	onRestore  func()                     // runs after every RestoreToHost
 	tcp2smc    bool                       // the kernel has net.smc.tcp2smc
+	childLeft  bool                       // a failed AddChild created its child (not read back)
 	hooked     map[uint64]bool            // netns inodes listed in the SMC socket hook
 	stdout     syncBuffer
 	stderr     syncBuffer
@@ -196,15 +199,15 @@ func (w *world) NetnsLocal(name string) (string, error) {
 	return w.netnsLocal[name], w.failOn["NetnsLocal"]
 }
 
-func (w *world) Describe(host, pod string) (netdev.HostLink, error) {
+func (w *world) Describe(host, pod string) (state.HostLink, error) {
 	err := w.record("Describe %s %s", host, pod)
-	return netdev.HostLink{HostName: host, PodName: pod, MAC: "02:00:00:00:00:01", MTU: 1500, WasUp: true}, err
+	return state.HostLink{HostName: host, PodName: pod, MAC: "02:00:00:00:00:01", MTU: 1500, WasUp: true}, err
 }
 
-func (w *world) MoveToPod(hl netdev.HostLink, podNS ns.NetNS) error {
+func (w *world) MoveToPod(hl state.HostLink, podNS ns.NetNS) error {
 	return w.record("MoveToPod %s %s", hl.HostName, hl.PodName)
 }
-func (w *world) RestoreToHost(l netdev.HostLink, nsPath string) error {
+func (w *world) RestoreToHost(l state.HostLink, nsPath string) error {
 	err := w.record("RestoreToHost %s %s", l.HostName, nsPath)
 	if err == nil && w.onRestore != nil {
 		w.onRestore()
@@ -212,8 +215,13 @@ func (w *world) RestoreToHost(l netdev.HostLink, nsPath string) error {
 	return err
 }
 func (w *world) AddChild(spec netdev.ChildSpec, _ ns.NetNS) (netdev.Child, error) {
-	err := w.record("AddChild %s %s %s %s", spec.Kind, spec.Mode, spec.Parent, spec.PodName)
-	return netdev.Child{Name: spec.PodName, MAC: "02:00:00:00:00:0" + spec.PodName[len(spec.PodName)-1:], MTU: 1450}, err
+	if err := w.record("AddChild %s %s %s %s", spec.Kind, spec.Mode, spec.Parent, spec.PodName); err != nil {
+		if w.childLeft {
+			return netdev.Child{Name: spec.PodName}, err
+		}
+		return netdev.Child{}, err
+	}
+	return netdev.Child{Name: spec.PodName, MAC: "02:00:00:00:00:0" + spec.PodName[len(spec.PodName)-1:], MTU: 1450}, nil
 }
 func (w *world) DelChild(nsPath, name, mac string) error {
 	return w.record("DelChild %s %s %s", nsPath, name, mac)
@@ -264,26 +272,32 @@ func (w *world) HostRouteWarning(parent string, _ []*types100.IPConfig) string {
 func (w *world) plugin() *Plugin {
 	return New(Env{
 		RDMA: w, Links: w, IPAM: w, Addrs: w, SMC: (*fakeSMC)(w), PodResources: func(string) PodResources { return w },
-		OpenNS: func(p string) (ns.NetNS, error) {
-			if err := w.record("OpenNS %s", p); err != nil {
-				return nil, err
-			}
-			return fakeNS(p), nil
-		},
-		NetnsInode: func(p string) (uint64, bool, error) {
-			w.mu.Lock()
-			defer w.mu.Unlock()
-			return 4026532000, !w.gone[p], nil
-		},
-		NetnsCookie: func(p string) (uint64, error) {
-			w.mu.Lock()
-			defer w.mu.Unlock()
-			return 7 + w.cookieBump[p], nil
-		},
-		OwnNetns: func(p string) (bool, error) { return p == "/proc/1/ns/net", nil },
-		Stdout:   &w.stdout, Stderr: &w.stderr,
+		Netns:  (*fakeNetns)(w),
+		Stdout: &w.stdout, Stderr: &w.stderr,
 	})
 }
+
+// fakeNetns opens every path as a fakeNS; a path in w.gone names no netns,
+// and w.cookieBump gives a path's netns another cookie (same inode).
+type fakeNetns world
+
+func (f *fakeNetns) Open(p string) (ns.NetNS, error) {
+	if err := (*world)(f).record("OpenNS %s", p); err != nil {
+		return nil, err
+	}
+	return fakeNS(p), nil
+}
+
+func (f *fakeNetns) ID(p string) (netnsid.ID, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.gone[p] {
+		return netnsid.ID{}, fmt.Errorf("%s: %w", p, netnsid.ErrGone)
+	}
+	return netnsid.ID{Inode: 4026532000, Cookie: 7 + f.cookieBump[p]}, nil
+}
+
+func (f *fakeNetns) Own(p string) (bool, error) { return p == "/proc/1/ns/net", nil }
 
 // fakeNS is a pod netns path that is never entered.
 type fakeNS string

@@ -183,9 +183,6 @@ func TestDelWithoutPossibleStateDir(t *testing.T) {
 // A held node lock is waited for only so long; then the runtime is told to
 // try again.
 func TestLockBounded(t *testing.T) {
-	old := lockTimeout
-	lockTimeout = 100 * time.Millisecond
-	defer func() { lockTimeout = old }()
 	dir := t.TempDir()
 	w, _ := added(t, dir, "c1")
 	unlock, err := state.New(dir).Lock(time.Second)
@@ -194,7 +191,9 @@ func TestLockBounded(t *testing.T) {
 	}
 	defer unlock()
 	start := time.Now()
-	wantCode(t, w.plugin().Del(cmd(dir, `,"podSelection":"all"`, "")), types.ErrTryAgainLater, "locked")
+	p := w.plugin()
+	p.env.LockTimeout = 100 * time.Millisecond
+	wantCode(t, p.Del(cmd(dir, `,"podSelection":"all"`, "")), types.ErrTryAgainLater, "locked")
 	if d := time.Since(start); d > 2*time.Second {
 		t.Errorf("DEL waited %v", d)
 	}
@@ -203,9 +202,6 @@ func TestLockBounded(t *testing.T) {
 // A DEL with no record to act on (a pod ADD passed through, a second DEL)
 // ends without the node lock: it succeeds while another call holds it.
 func TestDelWithoutRecordTakesNoLock(t *testing.T) {
-	old := lockTimeout
-	lockTimeout = 100 * time.Millisecond
-	defer func() { lockTimeout = old }()
 	for _, tt := range []struct {
 		name  string
 		setup func(t *testing.T, dir string)
@@ -222,7 +218,9 @@ func TestDelWithoutRecordTakesNoLock(t *testing.T) {
 			}
 			defer unlock()
 			w := &world{}
-			if err := w.plugin().Del(cmd(dir, `,"podSelection":"all"`, "")); err != nil {
+			p := w.plugin()
+			p.env.LockTimeout = 100 * time.Millisecond
+			if err := p.Del(cmd(dir, `,"podSelection":"all"`, "")); err != nil {
 				t.Fatalf("DEL = %v", err)
 			}
 			if len(w.calls) != 0 {

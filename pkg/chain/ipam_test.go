@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rdma-chain/rdma-chain/pkg/netdev"
 	"github.com/rdma-chain/rdma-chain/pkg/podres"
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
@@ -230,10 +229,10 @@ func TestDelAfterCrashBeforeIPAM(t *testing.T) {
 		want []string
 	}{
 		{"child being created", state.Link{Device: "rxe0", Kind: "macvlan", IPAM: true, Step: stepChildAdding,
-			HostLink: netdev.HostLink{HostName: "veth0", PodName: "rdma0"}},
+			HostLink: state.HostLink{HostName: "veth0", PodName: "rdma0"}},
 			[]string{"IPAMDel c1 rdma0", "DelChild /var/run/netns/pod rdma0 "}},
 		{"netdev and device recorded, nothing moved", state.Link{Device: "mlx5_0", Kind: "moved", IPAM: true, RDMAMoved: true,
-			Step: stepNetdevMoving, HostLink: netdev.HostLink{HostName: "eth1", PodName: "rdma0", MAC: "02:00:00:00:00:01"}},
+			Step: stepNetdevMoving, HostLink: state.HostLink{HostName: "eth1", PodName: "rdma0", MAC: "02:00:00:00:00:01"}},
 			[]string{"IPAMDel c1 rdma0", "ReturnToHost mlx5_0 /var/run/netns/pod", "RestoreToHost eth1 /var/run/netns/pod"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) { delAfterCrash(t, tc.link, withIPAM, tc.want) })

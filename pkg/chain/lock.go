@@ -10,16 +10,17 @@ import (
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
-// lockTimeout bounds the wait for the node lock. Nothing holds the lock
-// across a delegated IPAM call or a kubelet lookup, so a wait this long means
-// a stuck process: the runtime is told to try again.
-var lockTimeout = 10 * time.Second
+// DefaultLockTimeout bounds the wait for the node lock (Env.LockTimeout).
+// Nothing holds the lock across a delegated IPAM call or a kubelet lookup,
+// so a wait this long means a stuck process: the runtime is told to try
+// again.
+const DefaultLockTimeout = 10 * time.Second
 
 // lock takes the node lock and, the first time in this call, sweeps the
 // temporary files a killed writer left (every writer writes only under the
 // lock; one left while this call was between two locks is the next call's).
 func (c *call) lock() (func(), error) {
-	unlock, err := c.store.Lock(lockTimeout)
+	unlock, err := c.store.Lock(c.lockTimeout)
 	if err != nil {
 		return nil, c.lockError(err)
 	}
@@ -63,7 +64,7 @@ func (p *Plugin) readRecord(c *call, quarantine bool) (*state.Record, error) {
 // (CHECK) an unreadable record is an error and nothing moves. A record
 // naming the plugin's own netns is quarantined too.
 func (p *Plugin) lockedRecord(c *call, quarantine bool) (rec *state.Record, unlock func(), err error) {
-	unlock, err = c.store.Lock(lockTimeout)
+	unlock, err = c.store.Lock(c.lockTimeout)
 	if errors.Is(err, state.ErrNoStateDir) || (errors.Is(err, state.ErrUnsafePath) && isRegularFile(c.conf.DataDir)) {
 		c.log.Info("state directory cannot exist: nothing recorded", "dataDir", c.conf.DataDir, "error", err)
 		return nil, func() {}, nil
@@ -103,7 +104,7 @@ func (p *Plugin) impossible(c *call, rec *state.Record) bool {
 	if rec.NetNS == "" {
 		return false
 	}
-	own, err := p.env.OwnNetns(rec.NetNS)
+	own, err := p.env.Netns.Own(rec.NetNS)
 	if err != nil || !own {
 		return false
 	}

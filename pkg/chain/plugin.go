@@ -4,6 +4,7 @@
 package chain
 
 import (
+	"cmp"
 	"context"
 	"io"
 	"log/slog"
@@ -18,6 +19,7 @@ import (
 	"github.com/rdma-chain/rdma-chain/pkg/addr"
 	"github.com/rdma-chain/rdma-chain/pkg/config"
 	"github.com/rdma-chain/rdma-chain/pkg/netdev"
+	"github.com/rdma-chain/rdma-chain/pkg/netnsid"
 	"github.com/rdma-chain/rdma-chain/pkg/podres"
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 	"github.com/rdma-chain/rdma-chain/pkg/smc"
@@ -44,10 +46,12 @@ type Links interface {
 	// NetnsLocal says why host netdev name cannot leave the host netns
 	// (a bond, a bridge...), or "" when it can.
 	NetnsLocal(name string) (string, error)
-	Describe(hostName, podName string) (netdev.HostLink, error)
+	Describe(hostName, podName string) (state.HostLink, error)
 	// MoveToPod moves the netdev Describe gave hl for into the pod.
-	MoveToPod(hl netdev.HostLink, podNS ns.NetNS) error
-	RestoreToHost(l netdev.HostLink, podNSPath string) error
+	MoveToPod(hl state.HostLink, podNS ns.NetNS) error
+	RestoreToHost(l state.HostLink, podNSPath string) error
+	// AddChild's Child names a child it created even with an error (its
+	// undo, DelChild, is then the caller's).
 	AddChild(spec netdev.ChildSpec, podNS ns.NetNS) (netdev.Child, error)
 	DelChild(podNSPath, name, expectMAC string) error
 	CheckInPod(podNSPath, name, mac string) error
@@ -84,6 +88,16 @@ type SMC interface {
 	HookListed(dir string, netnsIno uint64) (bool, error)
 }
 
+// Netns is the seam over network namespaces by path.
+type Netns interface {
+	Open(path string) (ns.NetNS, error)
+	// ID is netnsid.Of: the netns's inode and never-reused cookie, an
+	// error wrapping netnsid.ErrGone when path names no netns any more.
+	ID(path string) (netnsid.ID, error)
+	// Own reports whether path is the netns the plugin runs in.
+	Own(path string) (bool, error)
+}
+
 // Env holds the plugin's seams and I/O.
 type Env struct {
 	RDMA         RDMA
@@ -92,18 +106,12 @@ type Env struct {
 	Addrs        Addressing
 	SMC          SMC
 	PodResources func(socket string) PodResources
-	OpenNS       func(path string) (ns.NetNS, error)
-	// NetnsInode returns the inode of the netns mounted at path; alive is
-	// false when path no longer names a netns (missing, or a plain file a
-	// runtime left after unmounting it).
-	NetnsInode func(path string) (ino uint64, alive bool, err error)
-	// NetnsCookie returns the never-reused id of the netns at path (inode
-	// numbers are reused: measured in the VM tier).
-	NetnsCookie func(path string) (uint64, error)
-	// OwnNetns reports whether path is the netns the plugin runs in.
-	OwnNetns func(path string) (bool, error)
-	Stdout   io.Writer
-	Stderr   io.Writer
+	Netns        Netns
+	// LockTimeout bounds the wait for the node lock; 0 means
+	// DefaultLockTimeout.
+	LockTimeout time.Duration
+	Stdout      io.Writer
+	Stderr      io.Writer
 }
 
 // Plugin serves the CNI verbs.
@@ -137,6 +145,8 @@ type call struct {
 	swept bool
 	// leasesSynced: how many IPAM leases the last synced record names.
 	leasesSynced int
+	// lockTimeout bounds each wait for the node lock.
+	lockTimeout time.Duration
 }
 
 func (c *call) key() state.Key {
@@ -165,7 +175,7 @@ func (p *Plugin) refuseOwnNetns(verb, path string) error {
 	if path == "" || verb == "STATUS" || verb == "GC" {
 		return nil
 	}
-	own, err := p.env.OwnNetns(path)
+	own, err := p.env.Netns.Own(path)
 	if err != nil {
 		return cniError(types.ErrInvalidNetNS, "cannot compare CNI_NETNS "+path+" with the plugin's netns", err)
 	}
@@ -194,7 +204,8 @@ func (p *Plugin) serve(verb string, args *skel.CmdArgs, fn func(*call) error) er
 	// and CHECK (one DEL follows every ADD): such a file harms no later
 	// write, and reading the state directory on every ADD made ADD slower
 	// with every record on the node (0.60 -> 0.70 ms from 50 to 200).
-	c := &call{conf: conf, args: args, log: log, leases: map[string]*types100.Result{}, childMTU: map[string]int{}, swept: verb == "ADD"}
+	c := &call{conf: conf, args: args, log: log, leases: map[string]*types100.Result{}, childMTU: map[string]int{},
+		swept: verb == "ADD", lockTimeout: cmp.Or(p.env.LockTimeout, DefaultLockTimeout)}
 	if err == nil {
 		c.pod, err = config.ParseArgs(args.Args)
 		if err != nil && verb != "ADD" {

@@ -1,9 +1,10 @@
 package chain
 
 import (
-	"fmt"
+	"errors"
 
 	"github.com/rdma-chain/rdma-chain/internal/failpoint"
+	"github.com/rdma-chain/rdma-chain/pkg/netnsid"
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
@@ -76,21 +77,20 @@ func NetnsGone(env Env, r *state.Record) (bool, error) {
 	if r.NetNS == "" {
 		return false, nil
 	}
-	ino, alive, err := env.NetnsInode(r.NetNS)
-	if err != nil {
+	id, err := env.Netns.ID(r.NetNS)
+	switch {
+	case errors.Is(err, netnsid.ErrGone):
+		return true, nil
+	case id.Inode == 0:
+		return false, err
+	case r.NetNSIno != 0 && id.Inode != r.NetNSIno:
+		return true, nil
+	case r.NetNSCookie == 0:
+		return false, nil
+	case err != nil:
 		return false, err
 	}
-	if !alive || (r.NetNSIno != 0 && ino != r.NetNSIno) {
-		return true, nil
-	}
-	if r.NetNSCookie == 0 {
-		return false, nil
-	}
-	cookie, err := env.NetnsCookie(r.NetNS)
-	if err != nil {
-		return false, fmt.Errorf("netns cookie: %w", err)
-	}
-	return cookie != r.NetNSCookie, nil
+	return id.Cookie != r.NetNSCookie, nil
 }
 
 // HoldsDevice reports whether r is an exclusive-mode attachment that still

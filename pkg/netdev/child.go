@@ -3,12 +3,11 @@ package netdev
 import (
 	"errors"
 	"fmt"
+	"net"
 
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
-
-	"github.com/rdma-chain/rdma-chain/internal/undo"
 )
 
 // Child is a shared-mode interface in the pod.
@@ -37,11 +36,12 @@ var macvlanModes = map[string]netlink.MacvlanMode{
 }
 
 // childLink builds the netlink object for spec: parent index parent,
-// created directly in the netns behind podFd under spec.PodName.
+// created directly in the netns behind podFd under spec.PodName, up.
 func childLink(spec ChildSpec, parent, podFd int) (netlink.Link, error) {
 	attrs := netlink.NewLinkAttrs()
 	attrs.Name, attrs.ParentIndex, attrs.MTU = spec.PodName, parent, spec.MTU
 	attrs.Namespace = netlink.NsFd(podFd)
+	attrs.Flags = net.FlagUp
 	switch spec.Kind {
 	case "ipvlan":
 		mode, ok := ipvlanModes[spec.Mode]
@@ -62,12 +62,15 @@ func childLink(spec ChildSpec, parent, podFd int) (netlink.Link, error) {
 
 // AddChild creates a spec.Kind child of spec.Parent (a netdev of the CURRENT
 // netns) directly in podNS (IFLA_NET_NS_FD, so no host name is ever used),
-// named spec.PodName, and sets it up. It deletes the child again if a later
-// step fails. An existing spec.PodName in podNS is an error before anything
-// changes; a kernel without the kind gives an error wrapping ErrKindUnsupported.
-// spec comes from the plugin's validated configuration; it is not checked
-// again here (the kernel rejects a name it cannot take).
-func AddChild(spec ChildSpec, podNS ns.NetNS) (c Child, err error) {
+// named spec.PodName and up, in one request: the kernel unregisters a new
+// link whose up fails. A child created but not read back is returned by
+// name with the error: its undo, DelChild by name, is the caller's, as it
+// is for every child AddChild returns. An existing spec.PodName
+// in podNS is an error before anything changes; a kernel without the kind
+// gives an error wrapping ErrKindUnsupported. spec comes from the plugin's
+// validated configuration; it is not checked again here (the kernel
+// rejects a name it cannot take).
+func AddChild(spec ChildSpec, podNS ns.NetNS) (Child, error) {
 	s, err := newSession(podNS)
 	if err != nil {
 		return Child{}, err
@@ -84,48 +87,17 @@ func AddChild(spec ChildSpec, podNS ns.NetNS) (c Child, err error) {
 	if err != nil {
 		return Child{}, err
 	}
-	var u undo.Stack
-	if c, err = s.createChild(spec, link, &u); err != nil {
-		return Child{}, u.Rollback(err)
-	}
-	return c, nil
-}
-
-// createChild creates link in the pod and sets it up, registering undos.
-func (s *session) createChild(spec ChildSpec, link netlink.Link, u *undo.Stack) (Child, error) {
 	if err := s.host.LinkAdd(link); err != nil {
 		if errors.Is(err, unix.EOPNOTSUPP) {
 			return Child{}, fmt.Errorf("create %s %q on %q: %w (%w)", spec.Kind, spec.PodName, spec.Parent, ErrKindUnsupported, err)
 		}
-		return Child{}, fmt.Errorf("create %s %q on %q: %w", spec.Kind, spec.PodName, spec.Parent, err)
-	}
-	u.Push(func() error { return s.delInPod(spec.PodName) })
-	if err := hook("child-up"); err != nil {
-		return Child{}, err
+		return Child{}, fmt.Errorf("create %s %q on %q and set it up: %w", spec.Kind, spec.PodName, spec.Parent, err)
 	}
 	pl, err := s.pod.LinkByName(spec.PodName)
 	if err != nil {
-		return Child{}, fmt.Errorf("find new %s %q in the pod netns: %w", spec.Kind, spec.PodName, err)
-	}
-	if err := s.pod.LinkSetUp(pl); err != nil {
-		return Child{}, fmt.Errorf("set %q up in the pod netns: %w", spec.PodName, err)
+		return Child{Name: spec.PodName}, fmt.Errorf("find new %s %q in the pod netns: %w", spec.Kind, spec.PodName, err)
 	}
 	return Child{Name: spec.PodName, MAC: linkMAC(pl), Index: pl.Attrs().Index, MTU: pl.Attrs().MTU}, nil
-}
-
-// delInPod deletes the pod link called name; a missing link is no error.
-func (s *session) delInPod(name string) error {
-	pl, err := s.pod.LinkByName(name)
-	if isNotFound(err) {
-		return nil
-	}
-	if err == nil {
-		err = s.pod.LinkDel(pl)
-	}
-	if err != nil && !isNotFound(err) {
-		return fmt.Errorf("delete %q in the pod netns: %w", name, err)
-	}
-	return nil
 }
 
 // DelChild deletes the ipvlan/macvlan child name from the netns at

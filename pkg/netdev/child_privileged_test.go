@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/rdma-chain/rdma-chain/internal/netnstest"
 )
 
@@ -59,12 +61,25 @@ func TestAddChildNameExistsInPod(t *testing.T) {
 	wantSame(t, "parent", parent, snap(t, e.host, rdmaName))
 }
 
-func TestAddChildRollback(t *testing.T) {
+// TestAddChildUpRefused: AddChild creates the child up in one request and
+// leaves a failed up to the kernel, which unregisters the new link. A
+// macvlan carrying its parent's MAC is refused at the up (EADDRINUSE): the
+// request fails and nothing is left in the pod.
+func TestAddChildUpRefused(t *testing.T) {
 	e := newEnv(t)
 	parent := e.makeRDMA(t, true)
-	testHook = failAt("child-up")
-	if _, err := e.addChild(macvlanSpec()); !errors.Is(err, errInjected) {
-		t.Fatalf("AddChild = %v, want injected failure", err)
+	h := handle(t, e.host)
+	pl, err := h.LinkByName(rdmaName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	link, err := childLink(macvlanSpec(), pl.Attrs().Index, int(e.pod.Fd()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	link.Attrs().HardwareAddr = pl.Attrs().HardwareAddr
+	if err := h.LinkAdd(link); !errors.Is(err, unix.EADDRINUSE) {
+		t.Fatalf("LinkAdd of a macvlan up with its parent's MAC = %v, want EADDRINUSE", err)
 	}
 	wantAbsent(t, e.pod, podIf, "pod")
 	wantSame(t, "parent", parent, snap(t, e.host, rdmaName))

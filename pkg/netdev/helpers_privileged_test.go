@@ -3,7 +3,6 @@
 package netdev
 
 import (
-	"errors"
 	"net"
 	"slices"
 	"testing"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/rdma-chain/rdma-chain/internal/netnstest"
 	"github.com/rdma-chain/rdma-chain/internal/testenv"
+	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
 const (
@@ -24,8 +24,6 @@ const (
 	rdmaV4   = "192.0.2.10/24"
 	rdmaV6   = "fd00:1::10/64"
 )
-
-var errInjected = errors.New("injected failure")
 
 // env is one test case's netns set: host (where the code under test runs),
 // pod, and peer (holding the veth peer of the RDMA stand-in).
@@ -37,9 +35,7 @@ type env struct {
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	testenv.RequireRoot(t)
-	e := &env{host: netnstest.NewNS(t), pod: netnstest.NewNS(t), peer: netnstest.NewNS(t)}
-	t.Cleanup(func() { testHook = nil })
-	return e
+	return &env{host: netnstest.NewNS(t), pod: netnstest.NewNS(t), peer: netnstest.NewNS(t)}
 }
 
 // handle returns a netlink handle in n, closed when t ends. NETLINK_ROUTE
@@ -158,18 +154,21 @@ func wantAbsent(t *testing.T, n ns.NetNS, name, where string) {
 	}
 }
 
-// move runs MoveToPod in the host netns.
-func (e *env) move(hostName, podName string) (HostLink, error) {
-	var hl HostLink
-	err := e.inHost(func() (err error) {
-		hl, err = MoveToPod(hostName, e.pod, podName)
-		return err
+// move moves hostName into the pod as podName the way ADD does, in the
+// host netns: Describe, then MoveToPod. hl is what a failed move's undo
+// (restore) gets.
+func (e *env) move(hostName, podName string) (hl state.HostLink, err error) {
+	err = e.inHost(func() error {
+		if hl, err = Describe(hostName, podName); err != nil {
+			return err
+		}
+		return MoveToPod(hl, e.pod)
 	})
 	return hl, err
 }
 
 // restore runs RestoreToHost in the host netns.
-func (e *env) restore(hl HostLink, podPath string) error {
+func (e *env) restore(hl state.HostLink, podPath string) error {
 	return e.inHost(func() error { return RestoreToHost(hl, podPath) })
 }
 

@@ -13,6 +13,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
 const sharedMAC = "02:00:00:00:aa:01"
@@ -31,9 +33,9 @@ func (e *env) setMAC(t *testing.T, name, mac string) {
 	}
 }
 
-// withoutIdentity is hl as records written before HostLink carried the
+// withoutIdentity is hl as records written before state.HostLink carried the
 // host netns cookie, the permanent address and the kind.
-func withoutIdentity(hl HostLink) HostLink {
+func withoutIdentity(hl state.HostLink) state.HostLink {
 	hl.HostNetns, hl.PermMAC, hl.LinkKind = 0, "", ""
 	return hl
 }
@@ -87,16 +89,16 @@ func TestRestoreNeverMoved(t *testing.T) {
 				e := newEnv(t)
 				e.addMaster(t, kind)
 				before := snap(t, e.host, "master0")
-				var hl HostLink
+				var hl state.HostLink
 				if err := e.inHost(func() (err error) { hl, err = Describe("master0", podIf); return err }); err != nil {
 					t.Fatalf("Describe: %v", err)
 				}
 				if hl.LinkKind != kind || hl.HostNetns == 0 {
 					t.Errorf("Describe = %+v: want kind %s and the host netns cookie", hl, kind)
 				}
-				err := e.inHost(func() error { return MoveDescribed(hl, e.pod) })
+				err := e.inHost(func() error { return MoveToPod(hl, e.pod) })
 				if !errors.Is(err, unix.EINVAL) {
-					t.Fatalf("MoveDescribed(%s) = %v, want EINVAL", kind, err)
+					t.Fatalf("MoveToPod(%s) = %v, want EINVAL", kind, err)
 				}
 				if rec == "without identity" {
 					hl = withoutIdentity(hl)

@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rdma-chain/rdma-chain/internal/nldump"
+	"github.com/rdma-chain/rdma-chain/pkg/netnsid"
 )
 
 // ErrGone reports that the netdev exists nowhere any more (a virtual netdev
@@ -30,24 +31,6 @@ var ErrGone = errors.New("netdev no longer exists")
 
 // ErrKindUnsupported reports that the kernel cannot create the link kind.
 var ErrKindUnsupported = errors.New("link kind not supported by this kernel")
-
-// HostLink records a netdev's host-side identity so it can be restored
-// exactly. Its JSON form is part of the plugin's attachment records.
-type HostLink struct {
-	HostName   string   `json:"hostName"`             // name in the host netns before the move
-	PodName    string   `json:"podName,omitempty"`    // name in the pod netns
-	MAC        string   `json:"mac,omitempty"`        // hardware address, lower-case colon form
-	HostIndex  int      `json:"hostIndex,omitempty"`  // ifindex in the host netns before the move
-	MTU        int      `json:"mtu,omitempty"`        // MTU before the move
-	WasUp      bool     `json:"wasUp,omitempty"`      // administratively up before the move
-	HostAddrs  []string `json:"hostAddrs,omitempty"`  // CIDRs the netdev had on the host (see keepAddr)
-	HostRoutes []Route  `json:"hostRoutes,omitempty"` // routes through it the kernel does not re-create (see hostRoutes)
-	// What identifies it besides name and MAC, which bond slaves, VLANs and
-	// macvlans share (see findInHost).
-	HostNetns uint64 `json:"hostNetns,omitempty"` // SO_NETNS_COOKIE of the host netns HostIndex belongs to
-	PermMAC   string `json:"permMAC,omitempty"`   // permanent address (IFLA_PERM_ADDRESS), if the device has one
-	LinkKind  string `json:"linkKind,omitempty"`  // link kind (IFLA_INFO_KIND; "device" for a NIC)
-}
 
 // validName checks an interface name the way the kernel's dev_valid_name
 // does. Names from the plugin's configuration are validated once, in
@@ -89,26 +72,6 @@ func permMAC(l netlink.Link) string {
 		return ""
 	}
 	return p.String()
-}
-
-// soNetnsCookie is SO_NETNS_COOKIE (include/uapi/asm-generic/socket.h,
-// Linux >= 5.14), which golang.org/x/sys/unix does not name.
-const soNetnsCookie = 71
-
-// CurrentNetnsCookie returns the kernel's id of the calling thread's netns,
-// which unlike its inode number is never reused while the system runs:
-// SO_NETNS_COOKIE of a socket made there.
-func CurrentNetnsCookie() (uint64, error) {
-	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return 0, fmt.Errorf("netns cookie: %w", err)
-	}
-	defer unix.Close(fd)
-	cookie, err := unix.GetsockoptUint64(fd, unix.SOL_SOCKET, soNetnsCookie)
-	if err != nil {
-		return 0, fmt.Errorf("netns cookie: %w", err)
-	}
-	return cookie, nil
 }
 
 // isUp reports whether the link is administratively up.
@@ -155,18 +118,16 @@ func handleAt(fd uintptr, what string) (*netlink.Handle, error) {
 }
 
 // openNSPath opens the netns at path. gone is true (and err nil) when the
-// path is empty, does not exist or is no longer a netns.
+// path is empty or no longer names a netns (netnsid.Gone).
 func openNSPath(path string) (nsh ns.NetNS, gone bool, err error) {
 	if path == "" {
 		return nil, true, nil
 	}
 	nsh, err = ns.GetNS(path)
-	var notExist ns.NSPathNotExistErr
-	var notNS ns.NSPathNotNSErr
-	if errors.As(err, &notExist) || errors.As(err, &notNS) {
-		return nil, true, nil
-	}
 	if err != nil {
+		if gone, gerr := netnsid.Gone(path); gerr == nil && gone {
+			return nil, true, nil
+		}
 		return nil, false, fmt.Errorf("open netns %q: %w", path, err)
 	}
 	return nsh, false, nil

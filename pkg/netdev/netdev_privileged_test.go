@@ -6,9 +6,8 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/vishvananda/netlink"
-
 	"github.com/rdma-chain/rdma-chain/internal/netnstest"
+	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
 func TestMoveToPodAndRestore(t *testing.T) {
@@ -25,7 +24,7 @@ func TestMoveToPodAndRestore(t *testing.T) {
 			}
 			if hl.HostName != rdmaName || hl.PodName != podIf || hl.MTU != rdmaMTU || hl.WasUp != tt.up ||
 				hl.MAC != before.MAC || len(hl.HostAddrs) != 2 {
-				t.Errorf("HostLink = %+v", hl)
+				t.Errorf("state.HostLink = %+v", hl)
 			}
 			inPod := snap(t, e.pod, podIf)
 			if !inPod.Exists || !inPod.Up || inPod.MAC != before.MAC || inPod.Alias != rdmaName || inPod.MTU != rdmaMTU {
@@ -48,8 +47,14 @@ func TestMoveToPodNameExistsInPod(t *testing.T) {
 	before := e.makeRDMA(t, true)
 	addVeth(t, e.pod, podIf, e.peer, "peer1")
 	podBefore := snap(t, e.pod, podIf)
-	if _, err := e.move(rdmaName, podIf); err == nil {
+	hl, err := e.move(rdmaName, podIf)
+	if err == nil {
 		t.Fatal("MoveToPod succeeded although the pod has net1")
+	}
+	wantSame(t, "host netdev", before, snap(t, e.host, rdmaName))
+	// ADD's undo runs after every failed move: it must leave both alone.
+	if err := e.restore(hl, e.pod.Path()); err != nil {
+		t.Fatalf("RestoreToHost: %v", err)
 	}
 	wantSame(t, "host netdev", before, snap(t, e.host, rdmaName))
 	wantSame(t, "pod's own net1", podBefore, snap(t, e.pod, podIf))
@@ -143,98 +148,68 @@ func TestRestoreGoneWithPodNetns(t *testing.T) {
 	wantAbsent(t, e.host, rdmaName, "host")
 }
 
-// TestMoveToPodRollback fails each step in turn. The bad names are names
-// the kernel refuses (MoveToPod leaves name rules to pkg/config), so they
-// prove the rollback of real kernel errors: one too long, refused before
-// anything moves, and one with a ':', refused only at the rename after the
-// netdev has crossed into the pod under its host name.
-func TestMoveToPodRollback(t *testing.T) {
-	for _, step := range []string{"to-pod", "done", "bad-name-long", "bad-name-rename"} {
-		t.Run(step, func(t *testing.T) {
+// TestMoveToPodUndo: a move the kernel refuses, with names pkg/config
+// would have refused (MoveToPod leaves name rules to it), and its undo as
+// ADD registers it (RestoreToHost) leave the host as found: a name too
+// long is refused before anything moves, one with a ':' only at the
+// rename, after the netdev crossed into the pod under its host name.
+func TestMoveToPodUndo(t *testing.T) {
+	for _, name := range []string{"averyverylongname", "bad:name"} {
+		t.Run(name, func(t *testing.T) {
 			e := newEnv(t)
 			before := e.makeRDMA(t, true)
-			name, bad := podIf, true
-			switch step {
-			case "bad-name-long":
-				name = "averyverylongname"
-			case "bad-name-rename":
-				name = "bad:name"
-			default:
-				bad = false
-				testHook = failAt(step)
+			hl, err := e.move(rdmaName, name)
+			if err == nil {
+				t.Fatalf("MoveToPod(%q) succeeded", name)
 			}
-			if _, err := e.move(rdmaName, name); err == nil || (!bad && !errors.Is(err, errInjected)) {
-				t.Fatalf("MoveToPod = %v, want injected failure", err)
+			for i := range 2 {
+				if err := e.restore(hl, e.pod.Path()); err != nil {
+					t.Fatalf("RestoreToHost #%d: %v", i+1, err)
+				}
+				wantSame(t, "host netdev", before, snap(t, e.host, rdmaName))
+				wantAbsent(t, e.pod, name, "pod")
+				wantAbsent(t, e.pod, rdmaName, "pod")
 			}
-			wantSame(t, "host netdev", before, snap(t, e.host, rdmaName))
-			wantAbsent(t, e.pod, name, "pod")
-			wantAbsent(t, e.pod, rdmaName, "pod")
-		})
-	}
-}
-
-// failAt returns a test hook that fails step.
-func failAt(step string) func(string) error {
-	return func(s string) error {
-		if s == step {
-			return errInjected
-		}
-		return nil
-	}
-}
-
-func TestRestoreRollbackThenRetry(t *testing.T) {
-	for _, step := range []string{"out-to-host"} {
-		t.Run(step, func(t *testing.T) {
-			e := newEnv(t)
-			before := e.makeRDMA(t, true)
-			hl, err := e.move(rdmaName, podIf)
-			if err != nil {
-				t.Fatalf("MoveToPod: %v", err)
-			}
-			inPod := snap(t, e.pod, podIf)
-			testHook = failAt(step)
-			if err := e.restore(hl, e.pod.Path()); !errors.Is(err, errInjected) {
-				t.Fatalf("RestoreToHost = %v, want injected failure", err)
-			}
-			wantSame(t, "pod netdev after failed restore", inPod, snap(t, e.pod, podIf))
-			testHook = nil
-			if err := e.restore(hl, e.pod.Path()); err != nil {
-				t.Fatalf("RestoreToHost retry: %v", err)
-			}
-			wantSame(t, "host netdev", before, snap(t, e.host, rdmaName))
 		})
 	}
 }
 
 // TestRestoreNameTakenOnHost checks that a restore which cannot take the host
-// name back leaves the netdev in the pod, intact.
+// name back leaves the netdev in the pod, intact, and that a retry once
+// the name is free converges.
 func TestRestoreNameTakenOnHost(t *testing.T) {
 	e := newEnv(t)
-	e.makeRDMA(t, true)
+	before := e.makeRDMA(t, true)
 	hl, err := e.move(rdmaName, podIf)
 	if err != nil {
 		t.Fatalf("MoveToPod: %v", err)
 	}
 	inPod := snap(t, e.pod, podIf)
-	addVeth(t, e.host, rdmaName, e.peer, "peer1") // someone took the name
+	clash := addVeth(t, e.host, rdmaName, e.peer, "peer1") // someone took the name
 	if err := e.restore(hl, e.pod.Path()); err == nil {
 		t.Fatal("RestoreToHost succeeded although the host name is taken")
 	}
 	wantSame(t, "pod netdev", inPod, snap(t, e.pod, podIf))
-	if l, _ := handle(t, e.host).LinkByName(rdmaName); l == nil || l.Type() != (&netlink.Veth{}).Type() {
+	if l, _ := handle(t, e.host).LinkByName(rdmaName); l == nil || l.Attrs().Index != clash.Attrs().Index {
 		t.Error("the other host rdma0 was disturbed")
 	}
+	if err := handle(t, e.host).LinkDel(clash); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.restore(hl, e.pod.Path()); err != nil {
+		t.Fatalf("RestoreToHost retry: %v", err)
+	}
+	wantSame(t, "host netdev", before, snap(t, e.host, rdmaName))
 }
 
-// MoveDescribed moves only the netdev that was described: one whose MAC or
+// MoveToPod moves only the netdev that was described: one whose MAC or
 // index differs is refused before anything changes.
-func TestMoveDescribedRefusesChangedNetdev(t *testing.T) {
+func TestMoveToPodRefusesChangedNetdev(t *testing.T) {
 	for _, change := range []string{"mac", "index"} {
 		t.Run(change, func(t *testing.T) {
 			e := newEnv(t)
 			before := e.makeRDMA(t, true)
-			var hl HostLink
+			var hl state.HostLink
 			if err := e.inHost(func() (err error) { hl, err = Describe(rdmaName, podIf); return err }); err != nil {
 				t.Fatalf("Describe: %v", err)
 			}
@@ -243,8 +218,8 @@ func TestMoveDescribedRefusesChangedNetdev(t *testing.T) {
 			} else {
 				hl.HostIndex++
 			}
-			if err := e.inHost(func() error { return MoveDescribed(hl, e.pod) }); err == nil {
-				t.Fatal("MoveDescribed moved a netdev that changed since it was described")
+			if err := e.inHost(func() error { return MoveToPod(hl, e.pod) }); err == nil {
+				t.Fatal("MoveToPod moved a netdev that changed since it was described")
 			}
 			wantSame(t, "host netdev", before, snap(t, e.host, rdmaName))
 			wantAbsent(t, e.pod, podIf, "pod")

@@ -5,6 +5,9 @@ import (
 	"slices"
 
 	"github.com/vishvananda/netlink"
+
+	"github.com/rdma-chain/rdma-chain/pkg/netnsid"
+	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
 // childKinds are link types that share their parent's MAC or sit on top of
@@ -23,7 +26,7 @@ var childKinds = []string{"ipvlan", "ipvtap", "macvlan", "macvtap", "vlan", "bon
 // dies. A netdev found nowhere gives a wrapped ErrGone. Restoring an already
 // restored netdev changes nothing and returns nil. The host-side steps are
 // idempotent and not rolled back: after an error, calling again converges.
-func RestoreToHost(l HostLink, podNSPath string) error {
+func RestoreToHost(l state.HostLink, podNSPath string) error {
 	// l comes back from an attachment record on disk (a trust boundary): a
 	// host netdev is never renamed to a name the record cannot justify.
 	if err := validName(l.HostName); err != nil {
@@ -46,7 +49,7 @@ func RestoreToHost(l HostLink, podNSPath string) error {
 
 // returnFromPod moves the netdev from the netns at podNSPath, if it is still
 // there, into the host under HostName. A missing netns or netdev is no error.
-func returnFromPod(l HostLink, podNSPath string) error {
+func returnFromPod(l state.HostLink, podNSPath string) error {
 	podNS, gone, err := openNSPath(podNSPath)
 	if err != nil || gone {
 		return err
@@ -65,16 +68,13 @@ func returnFromPod(l HostLink, podNSPath string) error {
 	if err := requireAbsent(s.host, l.HostName, "host"); err != nil {
 		return fmt.Errorf("give %q back: %w", l.HostName, err)
 	}
-	if err := hook("out-to-host"); err != nil {
-		return err
-	}
 	return s.crossOut(pl, l)
 }
 
 // findInPod returns the netdev in the pod: PodName with the recorded MAC, or
 // any link with that MAC named or aliased HostName (a move that failed at
 // the rename leaves it under HostName). nil, nil when absent.
-func findInPod(h *netlink.Handle, l HostLink) (netlink.Link, error) {
+func findInPod(h *netlink.Handle, l state.HostLink) (netlink.Link, error) {
 	pl, err := h.LinkByName(l.PodName)
 	if err == nil && sameMAC(linkMAC(pl), l.MAC) {
 		return pl, nil
@@ -109,8 +109,8 @@ func findInPod(h *netlink.Handle, l HostLink) (netlink.Link, error) {
 //     recorded kind (without one: not a child kind), the one named HostName,
 //     aliased HostName (the alias the move gave it), with the recorded
 //     permanent address, or the only one.
-func findInHost(h *netlink.Handle, l HostLink) (netlink.Link, error) {
-	if x, err := h.LinkByIndex(l.HostIndex); l.HostIndex > 0 && err == nil && l.addressOf(x) &&
+func findInHost(h *netlink.Handle, l state.HostLink) (netlink.Link, error) {
+	if x, err := h.LinkByIndex(l.HostIndex); l.HostIndex > 0 && err == nil && hasAddressOf(l, x) &&
 		(x.Attrs().Name == l.HostName || l.HostNetns != 0 && l.HostNetns == currentCookie()) {
 		return x, nil
 	}
@@ -120,7 +120,7 @@ func findInHost(h *netlink.Handle, l HostLink) (netlink.Link, error) {
 	}
 	var cands []netlink.Link
 	for _, x := range links {
-		if l.addressOf(x) && l.kindOf(x) {
+		if hasAddressOf(l, x) && hasKindOf(l, x) {
 			cands = append(cands, x)
 		}
 	}
@@ -145,24 +145,24 @@ func findInHost(h *netlink.Handle, l HostLink) (netlink.Link, error) {
 	}
 }
 
-// addressOf reports whether x carries the recorded MAC or permanent address.
-func (l HostLink) addressOf(x netlink.Link) bool {
+// hasAddressOf reports whether x carries the recorded MAC or permanent address.
+func hasAddressOf(l state.HostLink, x netlink.Link) bool {
 	return sameMAC(linkMAC(x), l.MAC) || l.PermMAC != "" && sameMAC(permMAC(x), l.PermMAC)
 }
 
-// kindOf reports whether x is of the recorded kind; records without one
+// hasKindOf reports whether x is of the recorded kind; records without one
 // exclude the kinds that share a MAC with the netdev they sit on.
-func (l HostLink) kindOf(x netlink.Link) bool {
+func hasKindOf(l state.HostLink, x netlink.Link) bool {
 	if l.LinkKind != "" {
 		return x.Type() == l.LinkKind
 	}
 	return !slices.Contains(childKinds, x.Type())
 }
 
-// currentCookie is CurrentNetnsCookie, 0 when it cannot be read (then no
-// recorded cookie matches).
+// currentCookie is netnsid.CurrentCookie, 0 when it cannot be read (then
+// no recorded cookie matches).
 func currentCookie() uint64 {
-	c, err := CurrentNetnsCookie()
+	c, err := netnsid.CurrentCookie()
 	if err != nil {
 		return 0
 	}
@@ -171,7 +171,7 @@ func currentCookie() uint64 {
 
 // restoreHostState gives link (already in the host) its recorded host
 // identity. Each step is skipped when already in place, so it is idempotent.
-func restoreHostState(h *netlink.Handle, link netlink.Link, l HostLink) error {
+func restoreHostState(h *netlink.Handle, link netlink.Link, l state.HostLink) error {
 	a := link.Attrs()
 	if a.Name != l.HostName {
 		if err := h.LinkSetDown(link); err != nil {

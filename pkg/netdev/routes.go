@@ -9,26 +9,13 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rdma-chain/rdma-chain/internal/nldump"
+	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
-
-// Route is a host route through the netdev that the kernel does not make
-// again by itself: leaving the netns drops every route through a netdev,
-// and the kernel only re-creates the prefix routes of its addresses.
-type Route struct {
-	Family   int    `json:"family"`
-	Dst      string `json:"dst,omitempty"` // CIDR; empty: default route
-	Gw       string `json:"gw,omitempty"`
-	Src      string `json:"src,omitempty"`
-	Table    int    `json:"table,omitempty"`
-	Priority int    `json:"priority,omitempty"`
-	Scope    uint8  `json:"scope,omitempty"`
-	Protocol int    `json:"protocol,omitempty"`
-}
 
 // hostRoutes returns the routes of every table whose single nexthop is l,
 // except those the kernel or router advertisements make (prefix routes,
 // local table, RA routes). Multipath routes are not recorded.
-func hostRoutes(h *netlink.Handle, l netlink.Link) ([]Route, error) {
+func hostRoutes(h *netlink.Handle, l netlink.Link) ([]state.Route, error) {
 	filter := &netlink.Route{LinkIndex: l.Attrs().Index, Table: unix.RT_TABLE_UNSPEC}
 	routes, err := nldump.Retry(func() ([]netlink.Route, error) {
 		return h.RouteListFiltered(netlink.FAMILY_ALL, filter, netlink.RT_FILTER_OIF|netlink.RT_FILTER_TABLE)
@@ -36,7 +23,7 @@ func hostRoutes(h *netlink.Handle, l netlink.Link) ([]Route, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list routes of %q: %w", l.Attrs().Name, err)
 	}
-	out := []Route{}
+	out := []state.Route{}
 	for _, r := range routes {
 		if keepRoute(r) {
 			out = append(out, toRoute(r))
@@ -50,8 +37,8 @@ func keepRoute(r netlink.Route) bool {
 		r.Table != unix.RT_TABLE_LOCAL && len(r.MultiPath) == 0 && r.Type == unix.RTN_UNICAST
 }
 
-func toRoute(r netlink.Route) Route {
-	out := Route{Family: r.Family, Table: r.Table, Priority: r.Priority, Scope: uint8(r.Scope), Protocol: int(r.Protocol)}
+func toRoute(r netlink.Route) state.Route {
+	out := state.Route{Family: r.Family, Table: r.Table, Priority: r.Priority, Scope: uint8(r.Scope), Protocol: int(r.Protocol)}
 	if r.Dst != nil && !isDefault(r.Dst) {
 		out.Dst = r.Dst.String()
 	}
@@ -70,10 +57,10 @@ func isDefault(n *net.IPNet) bool {
 }
 
 // addRoutes adds routes through l; a route already there is left alone.
-func addRoutes(h *netlink.Handle, l netlink.Link, routes []Route) error {
+func addRoutes(h *netlink.Handle, l netlink.Link, routes []state.Route) error {
 	var errs []error
 	for _, r := range routes {
-		nr, err := r.netlink(l.Attrs().Index)
+		nr, err := netlinkRoute(r, l.Attrs().Index)
 		if err == nil {
 			err = h.RouteAdd(nr)
 		}
@@ -84,7 +71,7 @@ func addRoutes(h *netlink.Handle, l netlink.Link, routes []Route) error {
 	return errors.Join(errs...)
 }
 
-func (r Route) netlink(linkIndex int) (*netlink.Route, error) {
+func netlinkRoute(r state.Route, linkIndex int) (*netlink.Route, error) {
 	nr := &netlink.Route{
 		LinkIndex: linkIndex, Family: r.Family, Table: r.Table, Priority: r.Priority,
 		Scope: netlink.Scope(r.Scope), Protocol: netlink.RouteProtocol(r.Protocol),

@@ -13,6 +13,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/rdma-chain/rdma-chain/pkg/config"
+	"github.com/rdma-chain/rdma-chain/pkg/netnsid"
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 	"github.com/rdma-chain/rdma-chain/pkg/smc"
 	"github.com/rdma-chain/rdma-chain/pkg/smc/hookcmd"
@@ -76,9 +77,9 @@ func newKernelReader() *kernelReader { return &kernelReader{sys: rdma.New()} }
 func (k *kernelReader) NetnsMode() (rdma.Mode, error)   { return k.sys.NetnsMode() }
 func (k *kernelReader) Devices() ([]rdma.Device, error) { return k.sys.Devices() }
 func (k *kernelReader) InNetns(dev, nsPath string) (bool, error) {
-	return rdma.InNetns(dev, nsPath)
+	return k.sys.InNetns(dev, nsPath)
 }
-func (k *kernelReader) NetnsGone(nsPath string) (bool, error) { return netnsGone(nsPath) }
+func (k *kernelReader) NetnsGone(nsPath string) (bool, error) { return netnsid.Gone(nsPath) }
 
 func (k *kernelReader) Pnet(nsPath string) (list []smc.PnetEntry, err error) {
 	err = smc.Do(nsPath, func(c *smc.Client) (err error) {

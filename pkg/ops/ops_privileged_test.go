@@ -40,7 +40,7 @@ func podWithChild(t *testing.T, node ns.NetNS, dir, cid string, age time.Duratio
 	r := &state.Record{Network: "rdmanet", ContainerID: cid, IfName: "eth0", NetNS: pod.Path(), Mode: "shared",
 		Pod: state.Pod{Namespace: "default", Name: "pod-" + cid}, CreatedAt: time.Now().Add(-age).UTC(),
 		Links: []state.Link{{Device: "rxe0", Kind: "macvlan", Step: "done", IPs: []string{"fd00:77::" + cid[len(cid)-1:] + "/64"},
-			HostLink: netdev.HostLink{HostName: "rdmaeth", PodName: "rdma0", MAC: child.MAC}}}}
+			HostLink: state.HostLink{HostName: "rdmaeth", PodName: "rdma0", MAC: child.MAC}}}}
 	if err := state.New(dir).Put(r); err != nil {
 		t.Fatal(err)
 	}

@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/containernetworking/cni/pkg/skel"
-	"github.com/containernetworking/plugins/pkg/ns"
 
 	"github.com/rdma-chain/rdma-chain/pkg/chain"
 	"github.com/rdma-chain/rdma-chain/pkg/config"
+	"github.com/rdma-chain/rdma-chain/pkg/netnsid"
 	"github.com/rdma-chain/rdma-chain/pkg/ops/cri"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
@@ -135,7 +135,7 @@ func (r *reconciler) useKernel(o IO) {
 	env.Stderr = o.Stderr
 	r.del = chain.New(env).Del
 	r.listSandboxes = cri.List
-	r.netnsGone = netnsGone
+	r.netnsGone = netnsid.Gone
 	r.now = time.Now
 	r.stranded = kernelStranded(env)
 	r.watch = r.watchKernel
@@ -258,21 +258,6 @@ func entryStdin(data []byte) ([]byte, error) {
 		}
 	}
 	return renderObject(members), nil
-}
-
-// netnsGone reports whether the netns path no longer holds a netns. A
-// path left as a plain file counts as gone, as it does for DEL.
-func netnsGone(path string) (bool, error) {
-	err := ns.IsNSorErr(path)
-	var notExist ns.NSPathNotExistErr
-	var notNS ns.NSPathNotNSErr
-	switch {
-	case err == nil:
-		return false, nil
-	case errors.As(err, &notExist), errors.As(err, &notNS):
-		return true, nil
-	}
-	return false, err
 }
 
 // podArgs are CNI_ARGS for the record's pod, for the IPAM plugin.

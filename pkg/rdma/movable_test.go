@@ -41,8 +41,8 @@ func TestReturnToHostPlainFile(t *testing.T) {
 	if err := os.WriteFile(f, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	stubOpenNLAt(t, 3, &fakeNL{mode: "exclusive", links: links("rxe0")}, nil)
-	if err := ReturnToHost("rxe0", f, 3); err != nil {
+	s := &System{Netns: stubNetns{at: openAs(t, 3, &fakeNL{mode: "exclusive", links: links("rxe0")}, nil)}}
+	if err := s.ReturnToHost("rxe0", f, 3); err != nil {
 		t.Errorf("ReturnToHost on a plain file: %v", err)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+
+	"github.com/rdma-chain/rdma-chain/pkg/netnsid"
 )
 
 // MoveToNetns moves RDMA device dev from the caller's netns into the netns
@@ -28,10 +30,8 @@ func (s *System) MoveToNetns(dev string, nsFd int) error {
 	return moveError(dev, s.driverOf(dev), err)
 }
 
-// HostWait bounds how long ReturnToHost waits for the kernel to give a dead
-// pod netns's device back to the host netns (the kernel does it from its
-// netns clean-up work, after the netns's last reference is gone).
-var HostWait = 5 * time.Second
+// DefaultHostWait is System.HostWait's default.
+const DefaultHostWait = 5 * time.Second
 
 // ReturnToHost moves device dev from the netns at podNSPath back to the
 // netns open at hostNsFd (the caller's, normally init_net).
@@ -48,13 +48,13 @@ var HostWait = 5 * time.Second
 // init_net itself when the netns dies (VM tier, exclusive-rdma scenario):
 // ReturnToHost waits up to HostWait for it to appear in the host netns and
 // fails if it does not (a netns kept alive by some process still holds it).
-func ReturnToHost(dev, podNSPath string, hostNsFd int) error {
+func (s *System) ReturnToHost(dev, podNSPath string, hostNsFd int) error {
 	if dev == "" || podNSPath == "" || hostNsFd < 0 {
 		return fmt.Errorf("return RDMA device %q from netns %q to fd %d: invalid argument", dev, podNSPath, hostNsFd)
 	}
-	err := inNetns(podNSPath, func(n Netlink) error { return returnFromPod(n, dev, hostNsFd) })
-	if errors.Is(err, errNetnsGone) {
-		return waitInHost(dev, podNSPath, hostNsFd)
+	err := s.netns().Enter(podNSPath, func(n Netlink) error { return returnFromPod(n, dev, hostNsFd) })
+	if errors.Is(err, netnsid.ErrGone) {
+		return s.waitInHost(dev, podNSPath, hostNsFd)
 	}
 	if err != nil {
 		return fmt.Errorf("return RDMA device %s from netns %s: %w", dev, podNSPath, err)
@@ -99,8 +99,8 @@ func podLink(n Netlink, dev string) (*netlink.RdmaLink, error) {
 }
 
 // waitInHost waits until dev is visible in the netns open at hostNsFd.
-func waitInHost(dev, podNSPath string, hostNsFd int) error {
-	n, closeNL, err := openNLAt(hostNsFd)
+func (s *System) waitInHost(dev, podNSPath string, hostNsFd int) error {
+	n, closeNL, err := s.netns().At(hostNsFd)
 	if err != nil {
 		if isNoRDMA(err) {
 			return nil
@@ -108,7 +108,7 @@ func waitInHost(dev, podNSPath string, hostNsFd int) error {
 		return fmt.Errorf("netns %s is gone; look for RDMA device %s in the host netns: %w", podNSPath, dev, err)
 	}
 	defer closeNL()
-	deadline := time.Now().Add(HostWait)
+	deadline := time.Now().Add(s.hostWait())
 	for {
 		mode, err := n.SystemGetNetnsMode()
 		if isNoRDMA(err) || (err == nil && Mode(mode) == ModeShared) {
@@ -123,7 +123,7 @@ func waitInHost(dev, podNSPath string, hostNsFd int) error {
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("netns %s is gone but RDMA device %s did not come back to the host netns within %s "+
-				"(a process may keep that netns alive)", podNSPath, dev, HostWait)
+				"(a process may keep that netns alive)", podNSPath, dev, s.hostWait())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -156,9 +156,9 @@ func moveError(dev, driver string, err error) error {
 // InNetns reports whether RDMA device dev is visible in the netns at nsPath
 // (for CNI CHECK in exclusive mode), listed from a thread inside that netns.
 // A missing netns is an error.
-func InNetns(dev, nsPath string) (bool, error) {
+func (s *System) InNetns(dev, nsPath string) (bool, error) {
 	found := false
-	err := inNetns(nsPath, func(n Netlink) error {
+	err := s.netns().Enter(nsPath, func(n Netlink) error {
 		links, err := listLinks(n)
 		if err != nil {
 			return fmt.Errorf("list RDMA devices: %w", err)

@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rdma-chain/rdma-chain/pkg/netnsid"
 )
 
 func TestMoveToNetns(t *testing.T) {
@@ -111,9 +113,10 @@ func TestReturnToHost(t *testing.T) {
 			if tt.afterSet != nil {
 				nl.linksAfterSet = links(tt.afterSet...)
 			}
-			entered := stubInNetns(t, "/run/netns/pod", nl, tt.enterErr)
-			stubOpenNLAt(t, 5, &fakeNL{mode: "exclusive"}, nil) // never used: the pod netns exists
-			err := ReturnToHost(tt.dev, "/run/netns/pod", 5)
+			enter, entered := enterAs(t, "/run/netns/pod", nl, tt.enterErr)
+			// At is never used: the pod netns exists.
+			s := &System{Netns: stubNetns{enter: enter, at: openAs(t, 5, &fakeNL{mode: "exclusive"}, nil)}}
+			err := s.ReturnToHost(tt.dev, "/run/netns/pod", 5)
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("ReturnToHost = %v; wantErr %v", err, tt.wantErr)
 			}
@@ -146,14 +149,11 @@ func TestReturnToHostNetnsGone(t *testing.T) {
 		{"host netns unreadable", nil, syscall.EPERM, true},
 		{"host list fails", &fakeNL{mode: "exclusive", listErrs: []error{syscall.EPERM}}, nil, true},
 	}
-	orig := HostWait
-	HostWait = 200 * time.Millisecond
-	t.Cleanup(func() { HostWait = orig })
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			stubInNetns(t, "/run/netns/pod", nil, errNetnsGone)
-			stubOpenNLAt(t, 5, tt.host, tt.openErr)
-			err := ReturnToHost("mlx5_0", "/run/netns/pod", 5)
+			enter, _ := enterAs(t, "/run/netns/pod", nil, netnsid.ErrGone)
+			s := &System{Netns: stubNetns{enter: enter, at: openAs(t, 5, tt.host, tt.openErr)}, HostWait: 200 * time.Millisecond}
+			err := s.ReturnToHost("mlx5_0", "/run/netns/pod", 5)
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("ReturnToHost = %v; wantErr %v", err, tt.wantErr)
 			}
@@ -173,7 +173,7 @@ func TestInNetns(t *testing.T) {
 		wantErr  bool
 	}{
 		{"present", nil, nil, true, false},
-		{"netns gone", errNetnsGone, nil, false, true},
+		{"netns gone", netnsid.ErrGone, nil, false, true},
 		{"list fails", nil, syscall.EPERM, false, true},
 	}
 	for _, tt := range tests {
@@ -182,27 +182,48 @@ func TestInNetns(t *testing.T) {
 			if tt.listErr != nil {
 				nl.listErrs = []error{tt.listErr}
 			}
-			stubInNetns(t, "/run/netns/pod", nl, tt.enterErr)
-			got, err := InNetns("mlx5_0", "/run/netns/pod")
+			enter, _ := enterAs(t, "/run/netns/pod", nl, tt.enterErr)
+			got, err := (&System{Netns: stubNetns{enter: enter}}).InNetns("mlx5_0", "/run/netns/pod")
 			if got != tt.want || (err != nil) != tt.wantErr {
 				t.Fatalf("InNetns = %v, %v; want %v, err %v", got, err, tt.want, tt.wantErr)
 			}
 		})
 	}
-	stubInNetns(t, "/run/netns/pod", &fakeNL{mode: "exclusive", links: links("rxe0")}, nil)
-	if got, err := InNetns("mlx5_0", "/run/netns/pod"); got || err != nil {
+	enter, _ := enterAs(t, "/run/netns/pod", &fakeNL{mode: "exclusive", links: links("rxe0")}, nil)
+	if got, err := (&System{Netns: stubNetns{enter: enter}}).InNetns("mlx5_0", "/run/netns/pod"); got || err != nil {
 		t.Fatalf("InNetns(absent) = %v, %v; want false, nil", got, err)
 	}
 }
 
-// stubInNetns makes inNetns run fn with n for path (or fail with err); the
-// returned flag reports whether fn ran.
-func stubInNetns(t *testing.T, path string, n Netlink, err error) *bool {
+// stubNetns is a Netns whose nil methods are the kernel's.
+type stubNetns struct {
+	enter func(path string, fn func(Netlink) error) error
+	at    func(fd int) (Netlink, func(), error)
+}
+
+func (s stubNetns) Enter(path string, fn func(Netlink) error) error {
+	if s.enter == nil {
+		return kernelNetns{}.Enter(path, fn)
+	}
+	return s.enter(path, fn)
+}
+
+func (s stubNetns) At(fd int) (Netlink, func(), error) {
+	if s.at == nil {
+		return kernelNetns{}.At(fd)
+	}
+	return s.at(fd)
+}
+
+// enterAs is an Enter that runs fn with n for path (or fails with err);
+// the flag reports whether fn ran.
+func enterAs(t *testing.T, path string, n Netlink, err error) (func(string, func(Netlink) error) error, *bool) {
 	t.Helper()
 	entered := new(bool)
-	orig := inNetns
-	t.Cleanup(func() { inNetns = orig })
-	inNetns = func(p string, fn func(Netlink) error) error {
+	if err != nil {
+		*entered = true // nothing to enter
+	}
+	return func(p string, fn func(Netlink) error) error {
 		if p != path {
 			t.Fatalf("entered %q, want %q", p, path)
 		}
@@ -211,19 +232,13 @@ func stubInNetns(t *testing.T, path string, n Netlink, err error) *bool {
 		}
 		*entered = true
 		return fn(n)
-	}
-	if err != nil {
-		*entered = true // nothing to enter
-	}
-	return entered
+	}, entered
 }
 
-// stubOpenNLAt makes openNLAt return n (or err) for fd.
-func stubOpenNLAt(t *testing.T, fd int, n *fakeNL, err error) {
+// openAs is an At that returns n (or err) for fd.
+func openAs(t *testing.T, fd int, n *fakeNL, err error) func(int) (Netlink, func(), error) {
 	t.Helper()
-	orig := openNLAt
-	t.Cleanup(func() { openNLAt = orig })
-	openNLAt = func(got int) (Netlink, func(), error) {
+	return func(got int) (Netlink, func(), error) {
 		if got != fd {
 			t.Fatalf("opened fd %d, want %d", got, fd)
 		}
@@ -239,7 +254,7 @@ func TestReturnToHostInvalidArgs(t *testing.T) {
 		dev, path string
 		fd        int
 	}{{"", "/p", 3}, {"rxe0", "", 3}, {"rxe0", "/p", -1}} {
-		if err := ReturnToHost(c.dev, c.path, c.fd); err == nil {
+		if err := New().ReturnToHost(c.dev, c.path, c.fd); err == nil {
 			t.Errorf("ReturnToHost(%q, %q, %d) = nil; want error", c.dev, c.path, c.fd)
 		}
 	}
@@ -249,8 +264,8 @@ func TestReturnToHostInvalidArgs(t *testing.T) {
 // does not exist: a gone pod netns is not an error once the device is back
 // in the host netns.
 func TestReturnToHostMissingNetns(t *testing.T) {
-	stubOpenNLAt(t, 0, &fakeNL{mode: "exclusive", links: links("rxe0")}, nil)
-	if err := ReturnToHost("rxe0", filepath.Join(t.TempDir(), "gone"), 0); err != nil {
+	s := &System{Netns: stubNetns{at: openAs(t, 0, &fakeNL{mode: "exclusive", links: links("rxe0")}, nil)}}
+	if err := s.ReturnToHost("rxe0", filepath.Join(t.TempDir(), "gone"), 0); err != nil {
 		t.Fatalf("ReturnToHost on missing netns = %v; want nil", err)
 	}
 }

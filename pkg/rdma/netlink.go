@@ -1,14 +1,13 @@
 package rdma
 
 import (
-	"errors"
 	"fmt"
 	"strings"
-	"syscall"
 
 	cnins "github.com/containernetworking/plugins/pkg/ns"
 
 	"github.com/rdma-chain/rdma-chain/internal/nldump"
+	"github.com/rdma-chain/rdma-chain/pkg/netnsid"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
 	"github.com/vishvananda/netns"
@@ -87,18 +86,30 @@ func (n handleNL) LinkByName(name string) (*netlink.RdmaLink, error) {
 	return n.h.RdmaLinkByName(name)
 }
 
-// errNetnsGone: the netns path is missing, or a plain file a runtime left
-// after unmounting it.
-var errNetnsGone = fmt.Errorf("netns is gone: %w", syscall.ENOENT)
+// Netns is how a System reaches RDMA netlink in a netns other than the
+// caller's.
+type Netns interface {
+	// Enter runs fn on a locked OS thread that has entered the netns at
+	// path, with the kernel's RDMA netlink (sockets opened by that thread,
+	// so they live in that netns too). The kernel checks RDMA device moves
+	// against the calling thread's netns, so a move out of a netns must be
+	// sent from inside it. A path that names no netns any more gives an
+	// error wrapping netnsid.ErrGone.
+	Enter(path string, fn func(Netlink) error) error
+	// At opens RDMA netlink in the netns open at fd, for reading (dumps
+	// are answered for the socket's netns); the func closes it.
+	At(fd int) (Netlink, func(), error)
+}
 
-// inNetns runs fn on a locked OS thread that has entered the netns at path,
-// with the kernel's RDMA netlink (sockets opened by that thread, so they
-// live in that netns too). The kernel checks RDMA device moves against the
-// calling thread's netns, so a move out of a netns must be sent from inside
-// it. It is a variable so tests can replace it.
-var inNetns = func(path string, fn func(Netlink) error) error {
-	if netnsGone(path) {
-		return fmt.Errorf("%s: %w", path, errNetnsGone)
+// kernelNetns is the kernel's Netns.
+type kernelNetns struct{}
+
+func (kernelNetns) Enter(path string, fn func(Netlink) error) error {
+	if gone, err := netnsid.Gone(path); err != nil || gone {
+		if err == nil {
+			err = fmt.Errorf("enter netns %s: %w", path, netnsid.ErrGone)
+		}
+		return err
 	}
 	target, err := cnins.GetNS(path)
 	if err != nil {
@@ -108,24 +119,14 @@ var inNetns = func(path string, fn func(Netlink) error) error {
 	return target.Do(func(cnins.NetNS) error { return fn(kernelNL{}) })
 }
 
-// openNLAt opens RDMA netlink in the netns open at fd, for reading (dumps
-// are answered for the socket's netns). The handle asks for NETLINK_RDMA
-// explicitly; without it RDMA requests would go to the caller's netns. It is
-// a variable so tests can replace it.
-var openNLAt = func(fd int) (Netlink, func(), error) {
+// At asks for NETLINK_RDMA explicitly: without it RDMA requests would go
+// to the caller's netns.
+func (kernelNetns) At(fd int) (Netlink, func(), error) {
 	h, err := netlink.NewHandleAt(netns.NsHandle(fd), unix.NETLINK_RDMA)
 	if err != nil {
 		return nil, nil, err
 	}
 	return handleNL{h: h}, h.Close, nil
-}
-
-// netnsGone reports whether path no longer names a netns.
-func netnsGone(path string) bool {
-	err := cnins.IsNSorErr(path)
-	var notExist cnins.NSPathNotExistErr
-	var notNS cnins.NSPathNotNSErr
-	return errors.As(err, &notExist) || errors.As(err, &notNS)
 }
 
 // listLinks dumps RDMA devices, retrying when the dump was interrupted.

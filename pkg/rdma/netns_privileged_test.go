@@ -21,7 +21,7 @@ func nsInode(t *testing.T, path string) uint64 {
 	return st.Ino
 }
 
-// TestInNetnsRunsInsideTarget: the real inNetns runs fn on a thread whose
+// TestInNetnsRunsInsideTarget: the kernel's Netns.Enter runs fn on a thread whose
 // netns is the target (the kernel checks RDMA device moves against the
 // calling thread's netns), and the caller's thread is back afterwards.
 func TestInNetnsRunsInsideTarget(t *testing.T) {
@@ -29,7 +29,7 @@ func TestInNetnsRunsInsideTarget(t *testing.T) {
 	want := nsInode(t, pod.Path())
 	host := nsInode(t, "/proc/self/ns/net")
 	var got uint64
-	err := inNetns(pod.Path(), func(n Netlink) error {
+	err := kernelNetns{}.Enter(pod.Path(), func(n Netlink) error {
 		if _, ok := n.(kernelNL); !ok {
 			t.Errorf("fn got %T; want the kernel's netlink of the entered thread", n)
 		}
@@ -55,10 +55,10 @@ func TestReturnToHostRealNetnsWithoutRDMA(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer host.Close()
-	if err := ReturnToHost("simrdma0", pod.Path(), int(host.Fd())); err != nil {
+	if err := New().ReturnToHost("simrdma0", pod.Path(), int(host.Fd())); err != nil {
 		t.Fatalf("ReturnToHost = %v; want nil without RDMA", err)
 	}
-	if found, err := InNetns("simrdma0", pod.Path()); found || err == nil {
+	if found, err := New().InNetns("simrdma0", pod.Path()); found || err == nil {
 		t.Fatalf("InNetns = %v, %v; want false and the no-RDMA error", found, err)
 	}
 }

@@ -8,6 +8,8 @@
 package rdma
 
 import (
+	"time"
+
 	"github.com/vishvananda/netlink"
 )
 
@@ -50,6 +52,12 @@ type PortNetdever interface {
 type System struct {
 	SysRoot string  // sysfs mount point; "" means "/sys"
 	NL      Netlink // RDMA netlink; nil means the kernel's, in the current netns
+	Netns   Netns   // RDMA netlink in other netns; nil means the kernel's
+	// HostWait bounds how long ReturnToHost waits for the kernel to give a
+	// dead pod netns's device back to the host netns (the kernel does it
+	// from its netns clean-up work, after the netns's last reference is
+	// gone); 0 means DefaultHostWait.
+	HostWait time.Duration
 }
 
 // New returns a System over the real kernel: /sys and RDMA netlink in the
@@ -64,6 +72,22 @@ func (s *System) sysRoot() string {
 		return "/sys"
 	}
 	return s.SysRoot
+}
+
+// netns returns the seam over other netns, defaulting to the kernel's.
+func (s *System) netns() Netns {
+	if s.Netns == nil {
+		return kernelNetns{}
+	}
+	return s.Netns
+}
+
+// hostWait returns HostWait, defaulting to DefaultHostWait.
+func (s *System) hostWait() time.Duration {
+	if s.HostWait == 0 {
+		return DefaultHostWait
+	}
+	return s.HostWait
 }
 
 // nl returns the netlink seam, defaulting to the kernel's.

@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"reflect"
 	"testing"
-
-	"github.com/rdma-chain/rdma-chain/pkg/netdev"
 )
 
 // The host link's identity is flattened into the link: none of its keys may
@@ -13,7 +11,7 @@ import (
 // dropped without an error).
 func TestLinkKeepsHostIdentity(t *testing.T) {
 	in := Link{Device: "mlx5_bond_0", Kind: "moved", Step: "done", IPAMRange: "fd00:79::f:0:c00/124",
-		HostLink: netdev.HostLink{HostName: "bond0", PodName: "rdma0", MAC: "02:00:00:00:00:01", HostIndex: 7,
+		HostLink: HostLink{HostName: "bond0", PodName: "rdma0", MAC: "02:00:00:00:00:01", HostIndex: 7,
 			HostNetns: 4096, PermMAC: "02:00:00:00:00:02", LinkKind: "bond"}}
 	b, err := json.Marshal(in)
 	if err != nil {

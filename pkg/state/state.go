@@ -54,12 +54,12 @@ import (
 	"strings"
 	"time"
 	"unicode"
-
-	"github.com/rdma-chain/rdma-chain/pkg/netdev"
 )
 
 // Version is the record format version written by Put. Get and List refuse
-// records with a newer version.
+// records with a newer version. The record's schema, every type Put
+// encodes, lives in this package: its JSON names are what released
+// binaries wrote, and testdata/records holds them (TestGoldenRecords).
 const Version = 1
 
 // ErrNotFound is returned (wrapped) by Get when no record exists for a key.
@@ -97,7 +97,7 @@ type Link struct {
 	Kind   string `json:"kind"`   // "moved" (exclusive) | "ipvlan" | "macvlan" | "none"
 	// HostLink is the netdev's host identity (for a child: HostName is the
 	// parent, PodName and MAC the child's), flattened into the record.
-	netdev.HostLink
+	HostLink
 	RDMAMoved bool     `json:"rdmaMoved,omitempty"` // exclusive: RDMA device is in the pod netns
 	IPAM      bool     `json:"ipam,omitempty"`      // an IPAM lease was (or is being) taken for PodName
 	IPs       []string `json:"ips,omitempty"`       // CIDRs the IPAM gave PodName
@@ -108,6 +108,38 @@ type Link struct {
 	Step      string `json:"step"` // progress marker written before/after each host change
 }
 
+// HostLink is a netdev's host-side identity, recorded before it moves so
+// it can be restored exactly and found again among look-alikes.
+type HostLink struct {
+	HostName   string   `json:"hostName"`             // name in the host netns before the move
+	PodName    string   `json:"podName,omitempty"`    // name in the pod netns
+	MAC        string   `json:"mac,omitempty"`        // hardware address, lower-case colon form
+	HostIndex  int      `json:"hostIndex,omitempty"`  // ifindex in the host netns before the move
+	MTU        int      `json:"mtu,omitempty"`        // MTU before the move
+	WasUp      bool     `json:"wasUp,omitempty"`      // administratively up before the move
+	HostAddrs  []string `json:"hostAddrs,omitempty"`  // CIDRs the netdev had on the host (see netdev's keepAddr)
+	HostRoutes []Route  `json:"hostRoutes,omitempty"` // routes through it the kernel does not re-create
+	// What identifies it besides name and MAC, which bond slaves, VLANs and
+	// macvlans share (see netdev's findInHost).
+	HostNetns uint64 `json:"hostNetns,omitempty"` // SO_NETNS_COOKIE of the host netns HostIndex belongs to
+	PermMAC   string `json:"permMAC,omitempty"`   // permanent address (IFLA_PERM_ADDRESS), if the device has one
+	LinkKind  string `json:"linkKind,omitempty"`  // link kind (IFLA_INFO_KIND; "device" for a NIC)
+}
+
+// Route is a host route through a moved netdev that the kernel does not
+// make again by itself: leaving the netns drops every route through a
+// netdev, and the kernel only re-creates the prefix routes of its addresses.
+type Route struct {
+	Family   int    `json:"family"`
+	Dst      string `json:"dst,omitempty"` // CIDR; empty: default route
+	Gw       string `json:"gw,omitempty"`
+	Src      string `json:"src,omitempty"`
+	Table    int    `json:"table,omitempty"`
+	Priority int    `json:"priority,omitempty"`
+	Scope    uint8  `json:"scope,omitempty"`
+	Protocol int    `json:"protocol,omitempty"`
+}
+
 // Record is everything the plugin needs to remember about one attachment.
 type Record struct {
 	Version     int    `json:"version"`
@@ -115,7 +147,7 @@ type Record struct {
 	ContainerID string `json:"containerID"`
 	IfName      string `json:"ifName"`
 	NetNS       string `json:"netns,omitempty"`
-	// NetNSIno is the inode of the pod netns at ADD (see NetnsInode): it
+	// NetNSIno is the inode of the pod netns at ADD (see netnsid.ID): it
 	// tells the original netns from another one later found at NetNS.
 	NetNSIno uint64 `json:"netnsIno,omitempty"`
 	// NetNSCookie is the pod netns's SO_NETNS_COOKIE at ADD: unlike the

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/rdma-chain/rdma-chain/pkg/netdev"
 )
 
 func fullRecord() *Record {
@@ -23,10 +21,10 @@ func fullRecord() *Record {
 		Mode:        "exclusive",
 		CNIVersion:  "1.1.0",
 		Links: []Link{{
-			Device: "mlx5_1", Kind: "moved", HostLink: netdev.HostLink{HostName: "eth1", PodName: "net1",
+			Device: "mlx5_1", Kind: "moved", HostLink: HostLink{HostName: "eth1", PodName: "net1",
 				MAC: "02:00:00:00:00:01", HostIndex: 7, MTU: 9000, WasUp: true,
 				HostAddrs:  []string{"10.0.0.2/24", "fd00::2/64"},
-				HostRoutes: []netdev.Route{{Family: 2, Dst: "198.51.100.0/24", Gw: "10.0.0.1", Table: 100, Priority: 10, Protocol: 4}}},
+				HostRoutes: []Route{{Family: 2, Dst: "198.51.100.0/24", Gw: "10.0.0.1", Table: 100, Priority: 10, Protocol: 4}}},
 			RDMAMoved: true, Step: "done", IPAM: true, IPs: []string{"fd00:77::5/64"},
 		}},
 		SMC:       &SMC{PnetID: "P1", Device: "erdma_0", IBPort: 1, PodIfName: "eth0", HostEntry: true, PodEntry: true},
