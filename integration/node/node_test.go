@@ -52,6 +52,10 @@ func TestNode(t *testing.T) {
 	}
 	if !res.pass {
 		t.Errorf("no RC-RESULT pass from the guest (run.sh: %v)", runErr)
+	} else if runErr != nil {
+		// One boot passed; run.sh fails unless every boot did (a boot that
+		// timed out or died prints neither RC-RESULT nor RC-FAIL).
+		t.Errorf("run.sh: %v: a boot did not pass", runErr)
 	}
 	if res.passes == 0 {
 		t.Error("no check passed")

@@ -23,6 +23,12 @@
 #   test.rdma-chain/restarts: "true"  kubelet, then rdma-chain's DaemonSet
 #            pod, restart while the pod runs; it keeps rdma0 and its GID,
 #            and the time CRI's NetworkReady (CNI STATUS) is false is printed
+#   test.rdma-chain/sandbox-dies: "true"  (exclusive) with kubelet stopped,
+#            the pod's processes die and its netns goes without CNI DEL:
+#            the DaemonSet's reconcile gives NIC and device back on the
+#            kernel's event (the node equals its snapshot; the time is
+#            printed); kubelet, started again, gives the pod a new sandbox
+#            that gets them again
 # Then the manifests are removed: the pods and their sandboxes must go, and
 # the node must equal its snapshot from before the group (links, addresses,
 # routes, RDMA devices, links and GIDs, pnet table, records, leases).
@@ -186,6 +192,8 @@ check_pod() {
 		case "$_pod:$_node" in *" eth=eth0 "*:*" ib="*" port=1"*) pass ;; *) fail "pod: '$_pod', node: '$_node'" ;; esac
 	fi
 	[ "$(yaml_field "$1" test.rdma-chain/restarts)" = true ] && check_restarts "$1" "$_cid"
+	[ "$(yaml_field "$1" test.rdma-chain/sandbox-dies)" = true ] && check_sandbox_dies "$1" "$_cid"
+	return 0
 }
 
 # check_links EXPECT CID: rdma0 in the container's links, or not.
@@ -290,4 +298,85 @@ check_restarts() {
 	fi
 	check_links rdma0 "$2"
 	check_rdma_pod "$1" "$2"
+}
+
+# nic_home: the exclusive node's NIC is eth1 again with its address, and
+# simrdma0 is on it.
+nic_home() {
+	ip -o addr show dev eth1 2>/dev/null | grep -q 'fd00:11::15/64' && rdma link | grep -q 'simrdma0/1 .*netdev eth1'
+}
+reconcile_log() { cat /var/log/pods/kube-system_rdma-chain-node_*/reconcile/*.log 2>/dev/null; }
+# repair_logged NS/NAME: reconcile's log has the repair of the pod's attachment.
+repair_logged() { reconcile_log | grep -q "reconcile: repaired rdmanet/.*(pod $1-node, exclusive, .*is gone and .* is back on the host"; }
+# new_cid NS/NAME OLD FILE: the pod runs in a container other than OLD;
+# its ID goes into FILE.
+new_cid() {
+	_nc=$(nodectl wait "$1" running 5 2>/dev/null | awk '$1=="NODE-CID" {print $4; exit}')
+	[ -n "$_nc" ] && [ "$_nc" != "$2" ] && echo "$_nc" >"$3"
+}
+
+# check_sandbox_dies FILE CID: with kubelet stopped, the pod's processes are
+# killed and the runtime's pin of its netns removed: the netns dies without
+# CNI DEL. The DaemonSet's reconcile must give the NIC and device back (the
+# node equals the group's snapshot, $_snap0). Then kubelet starts again and
+# the pod gets a new sandbox with the device.
+check_sandbox_dies() {
+	_id=$(pod_id "$1")
+	step sandbox-dies
+	_ns=$(ip netns identify "$(pod_pid "$2")")
+	if [ -z "$_ns" ]; then
+		fail "the container's netns is not one of /var/run/netns"
+		return
+	fi
+	kill "$(cat /run/kubelet.pid)"
+	if ! wait_until 30 sh -c "! kill -0 $(cat /run/kubelet.pid)"; then
+		fail "kubelet still runs"
+		return
+	fi
+	_pids=$(ip netns pids "$_ns" | tr '\n' ' ')
+	info "kubelet stopped; killing the pod's processes ($_pids) and removing /var/run/netns/$_ns"
+	# shellcheck disable=SC2086 # one PID per word
+	kill -9 $_pids
+	if wait_until 30 sh -c "[ -z \"\$(ip netns pids $_ns)\" ]" && umount "/var/run/netns/$_ns" && rm "/var/run/netns/$_ns"; then
+		pass
+	else
+		fail "the pod's netns is still held: pids '$(ip netns pids "$_ns" | tr '\n' ' ')'"
+		return
+	fi
+	_t0=$(cut -d' ' -f1 /proc/uptime)
+	step repaired
+	if wait_until 120 nic_home; then
+		_t1=$(cut -d' ' -f1 /proc/uptime)
+		pass
+		info "repair-time: eth1 back with its address and simrdma0 on it $(awk -v a="$_t0" -v b="$_t1" 'BEGIN { printf "%d", (b - a) * 1000 }') ms after the netns pin went"
+	else
+		fail "not repaired: $(ip -o link | tr '\n' ';') $(rdma link | tr '\n' ';')"
+	fi
+	step repair-logged
+	if wait_until 30 repair_logged "$_id"; then
+		pass
+		info "reconcile: $(reconcile_log | grep 'reconcile: repaired' | tail -1 | cut -c1-400)"
+	else
+		fail "no repair in reconcile's log: $(reconcile_log | tail -5 | tr '\n' '|')"
+	fi
+	step repaired-on-event
+	if wget -q -O - http://127.0.0.1:9742/metrics | grep -q '^rdma_chain_repairs_total{network="rdmanet",trigger="event"} 1$'; then
+		pass
+	else
+		fail "$(wget -q -O - http://127.0.0.1:9742/metrics | grep repairs_total | tr '\n' ';')"
+	fi
+	step repaired-as-before
+	if records_are 0 && settle_equal "$_snap0"; then pass; else fail "records $(records); $DELTA"; fi
+	step new-sandbox
+	start_kubelet
+	_cidf="$POD/$(yaml_field "$1" name).cid"
+	if wait_until 300 new_cid "$_id" "$2" "$_cidf"; then
+		pass
+		nodectl wait "$_id" running 5 | grep NODE-TIME
+	else
+		fail "no new container running: $(nodectl show "$_id" 2>&1 | tr -d '\n' | cut -c1-600)"
+		return
+	fi
+	check_links rdma0 "$(cat "$_cidf")"
+	check_rdma_pod "$1" "$(cat "$_cidf")"
 }
