@@ -94,8 +94,7 @@ func (p *Plugin) podRequest(c *call) (*request, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), podres.DefaultTimeout)
 	defer cancel()
-	client := p.env.PodResources(c.conf.PodResourcesSocket)
-	allocs, err := client.Allocated(ctx, c.pod.Namespace, c.pod.Name, c.conf.ResourceNames)
+	allocs, err := p.env.PodResources.Allocated(ctx, c.conf.PodResourcesSocket, c.pod.Namespace, c.pod.Name, c.conf.ResourceNames)
 	if err != nil {
 		return nil, cniError(types.ErrTryAgainLater, "kubelet pod-resources API at "+c.conf.PodResourcesSocket+" did not answer", err)
 	}

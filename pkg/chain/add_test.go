@@ -11,6 +11,7 @@ import (
 
 	"github.com/containernetworking/cni/pkg/types"
 
+	"github.com/rdma-chain/rdma-chain/pkg/config"
 	"github.com/rdma-chain/rdma-chain/pkg/podres"
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 )
@@ -58,7 +59,7 @@ func TestPassThroughEveryVersion(t *testing.T) {
 				t.Fatal(err)
 			}
 			assertSameJSON(t, w.stdout.Bytes(), []byte(in))
-			if !reflect.DeepEqual(w.calls, []string{"Allocated default/p1"}) {
+			if !reflect.DeepEqual(w.calls, []string{"Allocated " + config.DefaultPodResourcesSocket + " default/p1"}) {
 				t.Errorf("calls = %v, want only the kubelet lookup", w.calls)
 			}
 			if f := stateFiles(t, dir); len(f) != 0 {

@@ -78,7 +78,7 @@ func (p *Plugin) status(c *call) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), podres.DefaultTimeout)
 	defer cancel()
-	if err := p.env.PodResources(c.conf.PodResourcesSocket).Probe(ctx); err != nil {
+	if err := p.env.PodResources.Probe(ctx, c.conf.PodResourcesSocket); err != nil {
 		return cniError(CodeNotAvailable, "kubelet pod-resources API at "+c.conf.PodResourcesSocket+" is not reachable", err)
 	}
 	return nil

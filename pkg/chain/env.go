@@ -1,6 +1,7 @@
 package chain
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -26,7 +27,7 @@ func KernelEnv() Env {
 		IPAM:         addr.Exec(),
 		Addrs:        kernelAddrs{},
 		SMC:          kernelSMC{},
-		PodResources: func(socket string) PodResources { return podres.New(socket, podres.DefaultTimeout) },
+		PodResources: kubeletPodResources{},
 		Netns:        kernelNetns{},
 		Stdout:       os.Stdout,
 		Stderr:       os.Stderr,
@@ -53,6 +54,18 @@ func (kernelNetns) Own(path string) (bool, error) {
 		return false, fmt.Errorf("stat the plugin's netns: %w", err)
 	}
 	return pod.Ino == own.Ino && pod.Dev == own.Dev, nil
+}
+
+// kubeletPodResources asks kubelet through pkg/podres, one connection per
+// call.
+type kubeletPodResources struct{}
+
+func (kubeletPodResources) Allocated(ctx context.Context, socket, namespace, name string, resourceNames []string) ([]podres.Allocation, error) {
+	return podres.New(socket, podres.DefaultTimeout).Allocated(ctx, namespace, name, resourceNames)
+}
+
+func (kubeletPodResources) Probe(ctx context.Context, socket string) error {
+	return podres.New(socket, podres.DefaultTimeout).Probe(ctx)
 }
 
 type kernelRDMA struct{ *rdma.System }

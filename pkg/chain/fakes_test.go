@@ -229,11 +229,11 @@ func (w *world) DelChild(nsPath, name, mac string) error {
 func (w *world) CheckInPod(nsPath, name, mac string) error {
 	return w.record("CheckInPod %s %s %s", nsPath, name, mac)
 }
-func (w *world) Allocated(_ context.Context, namespace, name string, _ []string) ([]podres.Allocation, error) {
-	w.record("Allocated %s/%s", namespace, name)
+func (w *world) Allocated(_ context.Context, socket, namespace, name string, _ []string) ([]podres.Allocation, error) {
+	w.record("Allocated %s %s/%s", socket, namespace, name)
 	return w.allocs, w.podErr
 }
-func (w *world) Probe(context.Context) error { return w.record("Probe") }
+func (w *world) Probe(_ context.Context, socket string) error { return w.record("Probe %s", socket) }
 
 // IPAM fake: hands out fd00:77::N/64 per interface.
 func (w *world) Add(_ context.Context, r addr.Request) (*types100.Result, error) {
@@ -271,7 +271,7 @@ func (w *world) HostRouteWarning(parent string, _ []*types100.IPConfig) string {
 
 func (w *world) plugin() *Plugin {
 	return New(Env{
-		RDMA: w, Links: w, IPAM: w, Addrs: w, SMC: (*fakeSMC)(w), PodResources: func(string) PodResources { return w },
+		RDMA: w, Links: w, IPAM: w, Addrs: w, SMC: (*fakeSMC)(w), PodResources: w,
 		Netns:  (*fakeNetns)(w),
 		Stdout: &w.stdout, Stderr: &w.stderr,
 	})

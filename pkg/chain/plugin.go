@@ -57,10 +57,11 @@ type Links interface {
 	CheckInPod(podNSPath, name, mac string) error
 }
 
-// PodResources is the seam over kubelet's pod-resources API.
+// PodResources is the seam over kubelet's pod-resources API at the socket
+// the conf names.
 type PodResources interface {
-	Allocated(ctx context.Context, namespace, name string, resourceNames []string) ([]podres.Allocation, error)
-	Probe(ctx context.Context) error
+	Allocated(ctx context.Context, socket, namespace, name string, resourceNames []string) ([]podres.Allocation, error)
+	Probe(ctx context.Context, socket string) error
 }
 
 // Addressing is the seam over in-pod address configuration.
@@ -105,7 +106,7 @@ type Env struct {
 	IPAM         addr.IPAM
 	Addrs        Addressing
 	SMC          SMC
-	PodResources func(socket string) PodResources
+	PodResources PodResources
 	Netns        Netns
 	// LockTimeout bounds the wait for the node lock; 0 means
 	// DefaultLockTimeout.

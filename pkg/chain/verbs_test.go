@@ -142,6 +142,9 @@ func TestStatus(t *testing.T) {
 	t.Run("kubelet unreachable", func(t *testing.T) {
 		w := &world{failOn: map[string]error{"Probe": errors.New("dial unix: no such file")}}
 		wantCode(t, w.plugin().Status(cmd(t.TempDir(), `,"podResourcesSocket":"/run/k.sock"`, "")), CodeNotAvailable, "/run/k.sock")
+		if !reflect.DeepEqual(w.calls, []string{"Probe /run/k.sock"}) {
+			t.Errorf("calls = %v, want the conf's socket probed", w.calls)
+		}
 	})
 	t.Run("podSelection all needs no kubelet", func(t *testing.T) {
 		w := &world{failOn: map[string]error{"Probe": errors.New("unreachable")}}

@@ -34,6 +34,22 @@ type network struct {
 	path    string // the conflist it comes from ("" with --net-name)
 }
 
+// node is the reconciler's seam over the node it runs on: the runtime that
+// lists the pod sandboxes, the plugin's DEL, the kernel's netns and
+// devices, the clock.
+type node interface {
+	Sandboxes(ctx context.Context, criSocket string) ([]cri.Sandbox, error)
+	NetnsGone(path string) (bool, error)
+	Del(args *skel.CmdArgs) error
+	Now() time.Time
+	// Stranded says why rec is an exclusive-mode attachment whose pod
+	// netns died and whose device the kernel refunded ("" if it is not).
+	Stranded(rec *state.Record) (string, error)
+	// Watch starts the kernel's event sources, which fire into sink until
+	// ctx ends; a node without any starts none (the interval only).
+	Watch(ctx context.Context, sink eventSink)
+}
+
 // reconciler releases the attachments of pods that are gone.
 type reconciler struct {
 	nets      []network
@@ -47,17 +63,7 @@ type reconciler struct {
 	// mu serialises passes and repairs; netsMu guards nets, which reload
 	// replaces while the metrics handler reads them.
 	mu, netsMu sync.Mutex
-	// seams for tests
-	listSandboxes func(ctx context.Context, socket string) ([]cri.Sandbox, error)
-	netnsGone     func(path string) (bool, error)
-	del           func(args *skel.CmdArgs) error
-	now           func() time.Time
-	// stranded says why an attachment is an exclusive-mode one whose pod
-	// netns died and whose device the kernel refunded ("" if it is not);
-	// nil: never.
-	stranded func(*state.Record) (string, error)
-	// watch starts the kernel event sources; nil: none (the interval only).
-	watch func(ctx context.Context, sink eventSink)
+	node       node
 }
 
 func runReconcile(o IO, args []string) int {
@@ -133,13 +139,27 @@ func runReconcile(o IO, args []string) int {
 func (r *reconciler) useKernel(o IO) {
 	env := chain.KernelEnv()
 	env.Stderr = o.Stderr
-	r.del = chain.New(env).Del
-	r.listSandboxes = cri.List
-	r.netnsGone = netnsid.Gone
-	r.now = time.Now
-	r.stranded = kernelStranded(env)
-	r.watch = r.watchKernel
+	r.node = kernelNode{env: env, plugin: chain.New(env), metrics: r.metrics, out: r.out}
 }
+
+// kernelNode is the node the command runs on: CRI at the socket, the
+// plugin's own DEL, the kernel.
+type kernelNode struct {
+	env     chain.Env
+	plugin  *chain.Plugin
+	metrics *reconcileMetrics
+	out     io.Writer
+}
+
+func (kernelNode) Sandboxes(ctx context.Context, criSocket string) ([]cri.Sandbox, error) {
+	return cri.List(ctx, criSocket)
+}
+
+func (kernelNode) NetnsGone(path string) (bool, error) { return netnsid.Gone(path) }
+
+func (k kernelNode) Del(args *skel.CmdArgs) error { return k.plugin.Del(args) }
+
+func (kernelNode) Now() time.Time { return time.Now() }
 
 // serveMetrics starts following the outcome logs (what they hold now is
 // never counted) and serves /metrics.
@@ -169,11 +189,9 @@ func (r *reconciler) setNetworks(nets []network) {
 // loop runs a pass every interval until ctx ends (SIGTERM), and a repair
 // on every kernel event in between.
 func (r *reconciler) loop(ctx context.Context, interval time.Duration) int {
-	if r.watch != nil {
-		sink := eventSink{ch: make(chan time.Time, 1), r: r}
-		r.watch(ctx, sink)
-		go r.waitEvents(ctx, sink.ch)
-	}
+	sink := eventSink{ch: make(chan time.Time, 1), r: r}
+	r.node.Watch(ctx, sink)
+	go r.waitEvents(ctx, sink.ch)
 	for {
 		if r.reload != nil {
 			if err := r.reload(); err != nil {

@@ -39,9 +39,9 @@ func (r *reconciler) pass(ctx context.Context) int {
 			}
 			why, p := r.stale(rec, live)
 			problems += p
-			if why == "" && p == 0 && r.stranded != nil {
+			if why == "" && p == 0 {
 				// The safety net of the event-driven repair.
-				if sw, err := r.stranded(rec); err == nil && sw != "" {
+				if sw, err := r.node.Stranded(rec); err == nil && sw != "" {
 					if r.repairOne(n, rec, sw, triggerInterval, time.Time{}) {
 						released++
 					} else {
@@ -80,7 +80,7 @@ func (r *reconciler) liveSandboxes(ctx context.Context) (map[string]bool, error)
 	}
 	ctx, cancel := context.WithTimeout(ctx, criTimeout)
 	defer cancel()
-	list, err := r.listSandboxes(ctx, r.criSocket)
+	list, err := r.node.Sandboxes(ctx, r.criSocket)
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +103,7 @@ func (r *reconciler) stale(rec *state.Record, live map[string]bool) (string, int
 		if live[rec.ContainerID] {
 			return "", 0
 		}
-		if age := r.now().Sub(rec.CreatedAt); age < r.minAge {
+		if age := r.node.Now().Sub(rec.CreatedAt); age < r.minAge {
 			say(r.out, "reconcile: keeping %s: not listed by CRI but only %s old\n", describeRec(rec), age.Round(time.Second))
 			return "", 0
 		}
@@ -113,7 +113,7 @@ func (r *reconciler) stale(rec *state.Record, live map[string]bool) (string, int
 		say(r.out, "reconcile: keeping %s: no netns recorded, liveness unknown without --cri-socket\n", describeRec(rec))
 		return "", 1
 	}
-	gone, err := r.netnsGone(rec.NetNS)
+	gone, err := r.node.NetnsGone(rec.NetNS)
 	if err != nil {
 		say(r.out, "reconcile: keeping %s: %v\n", describeRec(rec), err)
 		return "", 1
@@ -140,7 +140,7 @@ func (r *reconciler) release(n network, rec *state.Record, why, reason string) b
 
 // delRecord runs the plugin's DEL for rec's attachment.
 func (r *reconciler) delRecord(n network, rec *state.Record) error {
-	return r.del(&skel.CmdArgs{
+	return r.node.Del(&skel.CmdArgs{
 		ContainerID: rec.ContainerID,
 		IfName:      rec.IfName,
 		Args:        podArgs(rec.Pod),

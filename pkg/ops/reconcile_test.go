@@ -32,6 +32,11 @@ type fakeNode struct {
 	delErr    map[string]error
 	deleted   []string
 	stdins    []string
+	// stranded names the containers whose pods died and whose devices are
+	// back; read under the reconciler's mu.
+	stranded []string
+	// watching, when set, receives the sink of the node's one event source.
+	watching chan eventSink
 }
 
 func newFakeNode(t *testing.T, recs ...*state.Record) *fakeNode {
@@ -54,29 +59,52 @@ func (n *fakeNode) reconciler(criSocket string) *reconciler {
 	return &reconciler{
 		nets:      []network{{name: "rdmanet", dataDir: n.dir, stdin: []byte(`{"name":"rdmanet"}`)}},
 		criSocket: criSocket, cniPath: "/opt/cni/bin", minAge: time.Minute, out: &n.out, metrics: newReconcileMetrics(),
-		listSandboxes: func(context.Context, string) ([]cri.Sandbox, error) { return n.sandboxes, n.criErr },
-		netnsGone: func(p string) (bool, error) {
-			if p == "/run/netns/broken" {
-				return false, errors.New("permission denied")
-			}
-			return n.gone[p], nil
-		},
-		del: func(a *skel.CmdArgs) error {
-			if err := n.delErr[a.ContainerID]; err != nil {
-				return err
-			}
-			n.deleted = append(n.deleted, a.ContainerID)
-			// As DEL does: the record goes.
-			recs, _ := state.New(n.dir).List()
-			for _, r := range recs {
-				if r.ContainerID == a.ContainerID && r.IfName == a.IfName {
-					_ = state.New(n.dir).Delete(r.Key())
-				}
-			}
-			n.stdins = append(n.stdins, string(a.StdinData)+" "+a.Args+" "+a.Path+" netns="+a.Netns+" if="+a.IfName)
-			return nil
-		},
-		now: func() time.Time { return now },
+		node: n,
+	}
+}
+
+func (n *fakeNode) Sandboxes(context.Context, string) ([]cri.Sandbox, error) {
+	return n.sandboxes, n.criErr
+}
+
+func (n *fakeNode) NetnsGone(p string) (bool, error) {
+	if p == "/run/netns/broken" {
+		return false, errors.New("permission denied")
+	}
+	return n.gone[p], nil
+}
+
+func (n *fakeNode) Del(a *skel.CmdArgs) error {
+	if err := n.delErr[a.ContainerID]; err != nil {
+		return err
+	}
+	n.deleted = append(n.deleted, a.ContainerID)
+	// As DEL does: the record goes.
+	recs, _ := state.New(n.dir).List()
+	for _, r := range recs {
+		if r.ContainerID == a.ContainerID && r.IfName == a.IfName {
+			_ = state.New(n.dir).Delete(r.Key())
+		}
+	}
+	n.stdins = append(n.stdins, string(a.StdinData)+" "+a.Args+" "+a.Path+" netns="+a.Netns+" if="+a.IfName)
+	return nil
+}
+
+func (n *fakeNode) Now() time.Time { return now }
+
+func (n *fakeNode) Stranded(r *state.Record) (string, error) {
+	if r.ContainerID == "broken" {
+		return "", errors.New("netns cookie: permission denied")
+	}
+	if slices.Contains(n.stranded, r.ContainerID) {
+		return "netns " + r.NetNS + " is gone and RDMA device simrdma0 is back on the host", nil
+	}
+	return "", nil
+}
+
+func (n *fakeNode) Watch(_ context.Context, sink eventSink) {
+	if n.watching != nil {
+		n.watching <- sink
 	}
 }
 
@@ -250,27 +278,13 @@ func exclusiveRec(cid string) *state.Record {
 	return r
 }
 
-// strandedSet is a stranded seam: the named containers' pods died and
-// their devices are back.
-func strandedSet(cids ...string) func(*state.Record) (string, error) {
-	return func(r *state.Record) (string, error) {
-		if r.ContainerID == "broken" {
-			return "", errors.New("netns cookie: permission denied")
-		}
-		if slices.Contains(cids, r.ContainerID) {
-			return "netns " + r.NetNS + " is gone and RDMA device simrdma0 is back on the host", nil
-		}
-		return "", nil
-	}
-}
-
 // TestRepairOnEvent: an event repairs the stranded attachments through
 // DEL (and nothing else), logs the time since the event and counts.
 func TestRepairOnEvent(t *testing.T) {
 	n := newFakeNode(t, exclusiveRec("dead"), exclusiveRec("live"), exclusiveRec("broken"), exclusiveRec("fails"))
 	n.delErr["fails"] = errors.New("boom")
+	n.stranded = []string{"dead", "fails"}
 	r := n.reconciler("/run/cri.sock")
-	r.stranded = strandedSet("dead", "fails")
 	r.repair(time.Now().Add(-300 * time.Millisecond))
 	if want := []string{"dead"}; !slices.Equal(n.deleted, want) {
 		t.Errorf("repaired %v, want %v", n.deleted, want)
@@ -317,8 +331,8 @@ rdma_chain_repair_duration_seconds_bucket{le="+Inf"} 1
 func TestPassRepairsWhatCRIStillLists(t *testing.T) {
 	n := newFakeNode(t, exclusiveRec("dead"), exclusiveRec("live"))
 	n.sandboxes = []cri.Sandbox{{ID: "dead"}, {ID: "live"}}
+	n.stranded = []string{"dead"}
 	r := n.reconciler("/run/cri.sock")
-	r.stranded = strandedSet("dead")
 	if problems := r.pass(context.Background()); problems != 0 {
 		t.Errorf("problems %d\n%s", problems, n.out.String())
 	}
@@ -339,21 +353,13 @@ func TestLoopRepairsOnEvent(t *testing.T) {
 	n := newFakeNode(t, exclusiveRec("dead"))
 	r := n.reconciler("/run/cri.sock")
 	n.sandboxes = []cri.Sandbox{{ID: "dead"}}
-	stranded := false
-	r.stranded = func(rec *state.Record) (string, error) {
-		if stranded {
-			return "gone", nil
-		}
-		return "", nil
-	}
-	fired := make(chan eventSink, 1)
-	r.watch = func(_ context.Context, sink eventSink) { fired <- sink }
+	n.watching = make(chan eventSink, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int)
 	go func() { done <- r.loop(ctx, time.Hour) }()
-	sink := <-fired
+	sink := <-n.watching
 	r.mu.Lock() // after the first pass has started, before the event
-	stranded = true
+	n.stranded = []string{"dead"}
 	r.mu.Unlock()
 	sink.fire("rtnetlink")
 	deadline := time.Now().Add(10 * time.Second)

@@ -24,10 +24,10 @@ func (r *reconciler) repair(since time.Time) {
 	for _, n := range r.networks() {
 		recs, _ := state.New(n.dataDir).List() // unreadable ones are the interval pass's to report
 		for _, rec := range recs {
-			if rec.Network != n.name || r.stranded == nil {
+			if rec.Network != n.name {
 				continue
 			}
-			if why, err := r.stranded(rec); err == nil && why != "" {
+			if why, err := r.node.Stranded(rec); err == nil && why != "" {
 				r.repairOne(n, rec, why, triggerEvent, since)
 			}
 		}
@@ -53,45 +53,43 @@ func (r *reconciler) repairOne(n network, rec *state.Record, why, trigger string
 	return true
 }
 
-// kernelStranded says why rec is a stranded exclusive-mode attachment: it
+// Stranded says why rec is a stranded exclusive-mode attachment: it
 // holds a device, its pod netns is gone (as ADD's reclaim decides: the
 // path, its inode, its cookie) and the kernel shows a refunded device in
 // this netns (the RDMA device, or a netdev with the moved NIC's MAC). Both
 // must hold: a netns path this process cannot see (a mount it lacks) never
 // releases a live pod, since that pod's device is not back.
-func kernelStranded(env chain.Env) func(*state.Record) (string, error) {
-	return func(rec *state.Record) (string, error) {
-		if !chain.HoldsDevice(rec) {
-			return "", nil
-		}
-		gone, err := chain.NetnsGone(env, rec)
-		if err != nil || !gone {
-			return "", err
-		}
-		var links []netlink.Link
-		for _, l := range rec.Links {
-			if l.Kind != "moved" {
-				continue
-			}
-			if _, err := netlink.RdmaLinkByName(l.Device); err == nil {
-				return fmt.Sprintf("netns %s is gone and RDMA device %s is back on the host", rec.NetNS, l.Device), nil
-			}
-			if l.MAC == "" {
-				continue
-			}
-			if links == nil {
-				if links, err = netlink.LinkList(); err != nil {
-					return "", err
-				}
-			}
-			for _, hl := range links {
-				if strings.EqualFold(hl.Attrs().HardwareAddr.String(), l.MAC) {
-					return fmt.Sprintf("netns %s is gone and its NIC %s is back on the host as %s", rec.NetNS, l.MAC, hl.Attrs().Name), nil
-				}
-			}
-		}
+func (k kernelNode) Stranded(rec *state.Record) (string, error) {
+	if !chain.HoldsDevice(rec) {
 		return "", nil
 	}
+	gone, err := chain.NetnsGone(k.env, rec)
+	if err != nil || !gone {
+		return "", err
+	}
+	var links []netlink.Link
+	for _, l := range rec.Links {
+		if l.Kind != "moved" {
+			continue
+		}
+		if _, err := netlink.RdmaLinkByName(l.Device); err == nil {
+			return fmt.Sprintf("netns %s is gone and RDMA device %s is back on the host", rec.NetNS, l.Device), nil
+		}
+		if l.MAC == "" {
+			continue
+		}
+		if links == nil {
+			if links, err = netlink.LinkList(); err != nil {
+				return "", err
+			}
+		}
+		for _, hl := range links {
+			if strings.EqualFold(hl.Attrs().HardwareAddr.String(), l.MAC) {
+				return fmt.Sprintf("netns %s is gone and its NIC %s is back on the host as %s", rec.NetNS, l.MAC, hl.Attrs().Name), nil
+			}
+		}
+	}
+	return "", nil
 }
 
 // waitEvents runs repair for every event until ctx ends; events arriving

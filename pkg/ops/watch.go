@@ -66,22 +66,22 @@ func (s eventSink) fire(source string) {
 	}
 }
 
-// watchKernel starts the event sources: rtnetlink link events of this
+// Watch starts the event sources: rtnetlink link events of this
 // netns (a refunded NIC appears here when its pod netns dies) and the RDMA
 // netlink monitor where the kernel has it. A source that fails is said
 // once; the --interval pass remains the safety net.
-func (r *reconciler) watchKernel(ctx context.Context, sink eventSink) {
+func (k kernelNode) Watch(ctx context.Context, sink eventSink) {
 	if err := watchLinks(ctx, sink); err != nil {
-		r.metrics.watching.WithLabelValues("rtnetlink").Set(0)
-		say(r.out, "reconcile: cannot listen to link events (%v): repairs wait for the next pass\n", err)
+		k.metrics.watching.WithLabelValues("rtnetlink").Set(0)
+		say(k.out, "reconcile: cannot listen to link events (%v): repairs wait for the next pass\n", err)
 	} else {
-		r.metrics.watching.WithLabelValues("rtnetlink").Set(1)
+		k.metrics.watching.WithLabelValues("rtnetlink").Set(1)
 	}
 	if err := watchRDMA(ctx, sink); err != nil {
-		r.metrics.watching.WithLabelValues("rdma").Set(0)
-		say(r.out, "reconcile: RDMA monitor: %v\n", err)
+		k.metrics.watching.WithLabelValues("rdma").Set(0)
+		say(k.out, "reconcile: RDMA monitor: %v\n", err)
 	} else {
-		r.metrics.watching.WithLabelValues("rdma").Set(1)
+		k.metrics.watching.WithLabelValues("rdma").Set(1)
 	}
 }
 
