@@ -69,7 +69,8 @@ test-containerd: deps build
 test-vm: deps-vm build
 	RC_VM_PLUGIN=$(CURDIR)/bin/rdma-chain RC_VM_BOOT_TIMEOUT=$${RC_VM_BOOT_TIMEOUT:-480s} $(GO) test -tags vm -count=1 -timeout 40m -v ./integration/vm/
 
-# Node tier: a Kubernetes node in a VM (Debian 6.12, qemu TCG): kubelet
+# Node tier: a Kubernetes node in a VM (Debian 6.12, or 6.1 with
+# NODE_KERNEL=6.1; qemu TCG): kubelet
 # v1.37 standalone, containerd 2.4.2 + runc, the Mellanox RDMA device plugin,
 # rdma-chain by its DaemonSet's pod on make image's image, then the pod
 # manifests of integration/node/pods (PODS=DIR: anyone's; shared/ and

@@ -1,12 +1,13 @@
 //go:build node
 
-// Package node is the node tier: a Kubernetes node in a VM (Debian 6.12 under
-// qemu TCG) with real parts only, kubelet v1.37 standalone, containerd 2.4.2
-// and runc, the Mellanox RDMA shared device plugin, rdma-chain deployed by a
-// static pod derived from conf/daemonset.yaml on the image make image builds,
-// and pod manifests as users write them (integration/node/pods, or
-// RC_NODE_PODS), each checked against its annotation test.rdma-chain/expect;
-// one boot per RDMA netns mode (the pods' shared/ and exclusive/ folders).
+// Package node is the node tier: a Kubernetes node in a VM (Debian 6.12, or
+// 6.1 with NODE_KERNEL=6.1, under qemu TCG) with real parts only, kubelet
+// v1.37 standalone, containerd 2.4.2 and runc, the Mellanox RDMA shared
+// device plugin, rdma-chain deployed by a static pod derived from
+// conf/daemonset.yaml on the image make image builds, and pod manifests as
+// users write them (integration/node/pods, or RC_NODE_PODS), each checked
+// against its annotation test.rdma-chain/expect; one boot per RDMA netns
+// mode (the pods' shared/ and exclusive/ folders).
 // scripts/node/run.sh builds and boots the guest; this test runs it and
 // reads the console's markers.
 package node

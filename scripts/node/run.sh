@@ -8,8 +8,9 @@
 # (integration/node/guest/pods.sh says what each check means; default
 # integration/node/pods). A PODS_DIR with subdirectories shared/ and
 # exclusive/ boots the node once per subdirectory, in that RDMA netns mode;
-# one without boots it once in shared mode. Needs: scripts/vm/prepare.sh's cache (the
-# Debian 6.12 kernel, qemu, the guest userland), scripts/node/parts.sh's
+# one without boots it once in shared mode. NODE_KERNEL: 6.12 (default) or
+# 6.1. Needs: scripts/vm/prepare.sh's cache (the Debian kernel with its
+# simrdma module, qemu, the guest userland), scripts/node/parts.sh's
 # (kubelet, the RDMA device plugin, containerd 2.4.2, runc) and make image's
 # bin/rdma-chain-image.tar. Builds, under .cache/node/run/: the guest's
 # helpers (nodectl, pause), the pause and test images, the static pod derived
@@ -47,9 +48,11 @@ IMAGE="$ROOT/bin/rdma-chain-image.tar"
 [ -f "$IMAGE" ] || die "$IMAGE missing: run make image"
 QEMU=$(envval "$VMENV" QEMU)
 ROOTFS=$(envval "$VMENV" ROOTFS)
-KDIR=$(envval "$VMENV" KERNEL_6_12)
+case "${NODE_KERNEL:=6.12}" in 6.12 | 6.1) ;; *) die "NODE_KERNEL=$NODE_KERNEL: 6.12 or 6.1" ;; esac
+KDIR=$(envval "$VMENV" "KERNEL_${NODE_KERNEL/./_}")
+[ -n "$KDIR" ] || die "no $NODE_KERNEL kernel in $VMENV: run scripts/vm/prepare.sh"
 KVER=$(cat "$KDIR/kver")
-SIMRDMA=$(envval "$VMENV" SIMRDMA_6_12)
+SIMRDMA=$(envval "$VMENV" "SIMRDMA_${NODE_KERNEL/./_}")
 [ -f "$SIMRDMA" ] || die "no simrdma module for $KVER in $VMENV: run scripts/vm/prepare.sh"
 KUBELET=$(envval "$PARTS" KUBELET)
 RDMA_DP=$(envval "$PARTS" RDMA_DP)
