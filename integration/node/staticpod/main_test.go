@@ -13,13 +13,15 @@ import (
 	"github.com/rdma-chain/rdma-chain/internal/testenv"
 )
 
-// TestDerive: the static pod carries the DaemonSet's pod template exactly.
-func TestDerive(t *testing.T) {
+// deriveConf derives the static pod from conf/daemonset.yaml with set as
+// -install-set and returns both, decoded strictly, and the derived YAML.
+func deriveConf(t *testing.T, set string) (appsv1.DaemonSet, corev1.Pod, []byte) {
+	t.Helper()
 	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "conf", "daemonset.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := derive(data, "")
+	out, err := derive(data, set)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,6 +33,12 @@ func TestDerive(t *testing.T) {
 	if err := yaml.UnmarshalStrict(out, &pod); err != nil {
 		t.Fatalf("derived pod: %v\n%s", err, out)
 	}
+	return ds, pod, out
+}
+
+// TestDerive: the static pod carries the DaemonSet's pod template exactly.
+func TestDerive(t *testing.T) {
+	ds, pod, out := deriveConf(t, "")
 	if pod.Kind != "Pod" || pod.Name != ds.Name || pod.Namespace != ds.Namespace || !reflect.DeepEqual(pod.Labels, ds.Spec.Template.Labels) {
 		t.Errorf("pod %s %s/%s labels %v", pod.Kind, pod.Namespace, pod.Name, pod.Labels)
 	}
@@ -45,23 +53,8 @@ func TestDerive(t *testing.T) {
 // TestDeriveInstallSet: -install-set changes the install container's --set
 // value and nothing else.
 func TestDeriveInstallSet(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "conf", "daemonset.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	const set = `{"mode":"shared"}`
-	out, err := derive(data, set)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ds appsv1.DaemonSet
-	var pod corev1.Pod
-	if err := yaml.UnmarshalStrict(data, &ds); err != nil {
-		t.Fatal(err)
-	}
-	if err := yaml.UnmarshalStrict(out, &pod); err != nil {
-		t.Fatal(err)
-	}
+	ds, pod, out := deriveConf(t, set)
 	want := ds.Spec.Template.Spec.DeepCopy()
 	cmd := want.InitContainers[0].Command
 	for i := range cmd[:len(cmd)-1] {
