@@ -139,16 +139,14 @@ func runReconcile(o IO, args []string) int {
 func (r *reconciler) useKernel(o IO) {
 	env := chain.KernelEnv()
 	env.Stderr = o.Stderr
-	r.node = kernelNode{env: env, plugin: chain.New(env), metrics: r.metrics, out: r.out}
+	r.node = kernelNode{env: env, plugin: chain.New(env)}
 }
 
 // kernelNode is the node the command runs on: CRI at the socket, the
 // plugin's own DEL, the kernel.
 type kernelNode struct {
-	env     chain.Env
-	plugin  *chain.Plugin
-	metrics *reconcileMetrics
-	out     io.Writer
+	env    chain.Env
+	plugin *chain.Plugin
 }
 
 func (kernelNode) Sandboxes(ctx context.Context, criSocket string) ([]cri.Sandbox, error) {

@@ -66,23 +66,24 @@ func (s eventSink) fire(source string) {
 	}
 }
 
+// sourceUp reports whether the event source started: the watching gauge,
+// and the reason once when it did not.
+func (s eventSink) sourceUp(source string, err error, format string) {
+	if err != nil {
+		s.r.metrics.watching.WithLabelValues(source).Set(0)
+		say(s.r.out, format, err)
+		return
+	}
+	s.r.metrics.watching.WithLabelValues(source).Set(1)
+}
+
 // Watch starts the event sources: rtnetlink link events of this
 // netns (a refunded NIC appears here when its pod netns dies) and the RDMA
 // netlink monitor where the kernel has it. A source that fails is said
 // once; the --interval pass remains the safety net.
-func (k kernelNode) Watch(ctx context.Context, sink eventSink) {
-	if err := watchLinks(ctx, sink); err != nil {
-		k.metrics.watching.WithLabelValues("rtnetlink").Set(0)
-		say(k.out, "reconcile: cannot listen to link events (%v): repairs wait for the next pass\n", err)
-	} else {
-		k.metrics.watching.WithLabelValues("rtnetlink").Set(1)
-	}
-	if err := watchRDMA(ctx, sink); err != nil {
-		k.metrics.watching.WithLabelValues("rdma").Set(0)
-		say(k.out, "reconcile: RDMA monitor: %v\n", err)
-	} else {
-		k.metrics.watching.WithLabelValues("rdma").Set(1)
-	}
+func (kernelNode) Watch(ctx context.Context, sink eventSink) {
+	sink.sourceUp("rtnetlink", watchLinks(ctx, sink), "reconcile: cannot listen to link events (%v): repairs wait for the next pass\n")
+	sink.sourceUp("rdma", watchRDMA(ctx, sink), "reconcile: RDMA monitor: %v\n")
 }
 
 // watchLinks subscribes to RTNLGRP_LINK and fires on every new or changed
