@@ -9,8 +9,6 @@ package main
 import (
 	"os"
 	"runtime"
-
-	"github.com/rdma-chain/rdma-chain/pkg/ops"
 )
 
 // buildVersion is stamped by the Makefile with -ldflags.
@@ -20,5 +18,5 @@ func main() {
 	// inspect and reconcile enter pod netns; netns switches apply to the OS
 	// thread, so main stays on one, which is in the host netns.
 	runtime.LockOSThread()
-	os.Exit(ops.Main(os.Args[1:], buildVersion, ops.IO{Stdout: os.Stdout, Stderr: os.Stderr}))
+	os.Exit(Main(os.Args[1:], buildVersion, IO{Stdout: os.Stdout, Stderr: os.Stderr}))
 }
