@@ -212,3 +212,55 @@ func TestReconcileCommandNetns(t *testing.T) {
 		t.Errorf("records left: %v %v", recs, err)
 	}
 }
+
+// TestInstallAutoAndUninstall: install --conflist auto finds the
+// primary's conflist as runtimes do; uninstall takes the entry out first,
+// then the binaries, and keeps the records for their pods' DEL.
+func TestInstallAutoAndUninstall(t *testing.T) {
+	src, bin := newBinTree(t)
+	conf := t.TempDir()
+	stateDir := filepath.Join(t.TempDir(), "state")
+	primary := filepath.Join(conf, "10-calico.conflist")
+	orig := `{"cniVersion":"1.0.0","name":"k8s-pod-network","plugins":[{"type":"calico"},{"type":"portmap"}]}`
+	if err := os.WriteFile(primary, []byte(orig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(conf, "20-later.conflist"), []byte(orig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := run("install", "--binaries-from", src, "--cni-bin-dir", bin, "--cni-conf-dir", conf, "--conflist", "auto",
+		"--after", "calico", "--set", `{"dataDir":"`+stateDir+`"}`)
+	if code != ExitOK || !strings.Contains(out, primary+": rdma-chain entry inserted") {
+		t.Fatalf("install: %d %q %q", code, out, errOut)
+	}
+	if err := outcome.Record(stateDir, outcome.Entry{Verb: "ADD", Pod: "ns/p"}); err != nil {
+		t.Fatal(err)
+	}
+	rec := &state.Record{Network: "k8s-pod-network", ContainerID: "c1", IfName: "eth0"}
+	if err := state.New(stateDir).Put(rec); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut = run("uninstall", "--cni-conf-dir", conf, "--conflist", "auto", "--cni-bin-dir", bin)
+	want := primary + ": rdma-chain entry removed\n" + stateDir + ": 1 attachments still recorded, kept for their pods' DEL\n" +
+		bin + "/" + conflist.PluginType + ": removed\n" + bin + "/" + hookcmd.Binary + ": removed\n"
+	if code != ExitOK || out != want {
+		t.Fatalf("uninstall: %d\n%s\nwant\n%s%s", code, out, want, errOut)
+	}
+	if data, _ := os.ReadFile(primary); string(data) != orig {
+		t.Errorf("conflist after uninstall:\n%s\nwant\n%s", data, orig)
+	}
+	if recs, err := state.New(stateDir).List(); err != nil || len(recs) != 1 {
+		t.Errorf("records after uninstall: %v %v", recs, err)
+	}
+	if code, out, _ := run("uninstall", "--cni-conf-dir", conf, "--conflist", "auto", "--cni-bin-dir", bin); code != ExitOK ||
+		!strings.Contains(out, "no rdma-chain entry") || !strings.Contains(out, "not there") {
+		t.Errorf("second uninstall: %d %q", code, out)
+	}
+	empty := t.TempDir()
+	if code, _, errOut := run("install", "--cni-conf-dir", empty, "--conflist", "auto", "--wait", "1100ms"); code != ExitProblems || !strings.Contains(errOut, "no conflist in "+empty) {
+		t.Errorf("no conflist at all: %d %q", code, errOut)
+	}
+	if code, _, errOut := run("uninstall"); code != ExitUsage || !strings.Contains(errOut, "is required") {
+		t.Errorf("uninstall without arguments: %d %q", code, errOut)
+	}
+}

@@ -19,8 +19,9 @@ type Options struct {
 	// BinariesFrom and BinDir: copy PluginBinaries from BinariesFrom into
 	// BinDir first ("" both: no binaries).
 	BinariesFrom, BinDir string
-	// Conflist is the conflist to change ("": none).
-	Conflist string
+	// Conflist is the conflist to change ("": none; conflist.Auto: the
+	// primary's conflist in ConfDir).
+	Conflist, ConfDir string
 	// Wait is how long to wait for Conflist to appear.
 	Wait time.Duration
 	// After places the entry after the last plugin of this type.
@@ -46,18 +47,19 @@ func Run(o Options, out io.Writer) error {
 	if o.Conflist == "" {
 		return nil
 	}
-	if err := conflist.WaitFor(o.Conflist, o.Wait); err != nil {
+	path, err := waitConflist(o.Conflist, o.ConfDir, o.Wait)
+	if err != nil {
 		return err
 	}
-	data, st, err := conflist.ReadNoFollow(o.Conflist)
+	data, st, err := conflist.ReadNoFollow(path)
 	if err != nil {
 		return err
 	}
 	result, what, err := conflist.Upsert(data, o.After, o.Set)
 	if err != nil {
-		return fmt.Errorf("%s: %w", o.Conflist, err)
+		return fmt.Errorf("%s: %w", path, err)
 	}
-	if err := checkResult(o.Conflist, result); err != nil {
+	if err := checkResult(path, result); err != nil {
 		return err
 	}
 	switch {
@@ -65,14 +67,49 @@ func Run(o Options, out io.Writer) error {
 		_, err := out.Write(result)
 		return err
 	case what == "":
-		say(out, "%s: unchanged\n", o.Conflist)
+		say(out, "%s: unchanged\n", path)
 		return nil
 	}
-	if err := conflist.WriteAtomic(o.Conflist, result, st); err != nil {
+	if err := conflist.WriteAtomic(path, result, st); err != nil {
 		return err
 	}
-	say(out, "%s: %s\n", o.Conflist, what)
+	say(out, "%s: %s\n", path, what)
 	return nil
+}
+
+// waitConflist resolves --conflist (a path, or conflist.Auto for the
+// primary's conflist in confDir) and waits up to d for it.
+func waitConflist(path, confDir string, d time.Duration) (string, error) {
+	if path == conflist.Auto {
+		return conflist.WaitPrimary(confDir, d)
+	}
+	return path, conflist.WaitFor(path, d)
+}
+
+// EnsureEntry puts the rdma-chain entry back into the conflist at path
+// (after the last plugin of type after, with the keys of set) when it has
+// none, as after an agent rewrote the file; it reports whether it did. A
+// conflist that still has its entry is left as it is.
+func EnsureEntry(path, after string, set []byte) (bool, error) {
+	data, st, err := conflist.ReadNoFollow(path)
+	if err != nil {
+		return false, err
+	}
+	_, plugins, err := conflist.Plugins(data)
+	if err != nil {
+		return false, fmt.Errorf("%s: %w", path, err)
+	}
+	if conflist.EntryIndex(plugins) >= 0 {
+		return false, nil
+	}
+	result, _, err := conflist.Upsert(data, after, set)
+	if err != nil {
+		return false, fmt.Errorf("%s: %w", path, err)
+	}
+	if err := checkResult(path, result); err != nil {
+		return false, err
+	}
+	return true, conflist.WriteAtomic(path, result, st)
 }
 
 // checkResult refuses a conflist the plugin would reject, naming each

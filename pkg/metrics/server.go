@@ -41,6 +41,8 @@ type Reconcile struct {
 	RepairSeconds   prometheus.Histogram
 	Events          *prometheus.CounterVec
 	Watching        *prometheus.GaugeVec
+	// ConflistRestores counts the entries --ensure-entry put back.
+	ConflistRestores prometheus.Counter
 }
 
 func NewReconcile() *Reconcile {
@@ -66,12 +68,14 @@ func NewReconcile() *Reconcile {
 		Watching: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "event_source_up",
 			Help: "1 while reconcile listens to the event source (rtnetlink, rdma), 0 when it cannot (the kernel has no RDMA monitor before Linux 6.11)."},
 			[]string{"source"}),
+		ConflistRestores: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "conflist_restores_total",
+			Help: "Times reconcile --ensure-entry put the rdma-chain entry back into a conflist that had lost it (an agent rewrote the file)."}),
 	}
 }
 
 // Collectors are the counters, to register.
 func (m *Reconcile) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.Passes, m.Releases, m.ReleaseFailures, m.Repairs, m.RepairFailures, m.RepairSeconds, m.Events, m.Watching}
+	return []prometheus.Collector{m.Passes, m.Releases, m.ReleaseFailures, m.Repairs, m.RepairFailures, m.RepairSeconds, m.Events, m.Watching, m.ConflistRestores}
 }
 
 // Options are reconcile's metrics flags.

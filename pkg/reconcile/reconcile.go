@@ -17,6 +17,7 @@ import (
 
 	"github.com/rdma-chain/rdma-chain/pkg/conflist"
 	"github.com/rdma-chain/rdma-chain/pkg/cri"
+	"github.com/rdma-chain/rdma-chain/pkg/install"
 	"github.com/rdma-chain/rdma-chain/pkg/metrics"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
@@ -29,12 +30,19 @@ var ErrProblems = errors.New("the pass found problems")
 
 // Options say what Run reconciles and how.
 type Options struct {
-	// Conflists name the networks by their rdma-chain entries; NetName and
+	// Conflists name the networks by their rdma-chain entries
+	// (conflist.Auto: the primary's conflist in ConfDir); NetName and
 	// DataDir name one without a conflist; without either, the entries of
 	// the conflists in ConfDir.
 	Conflists        []string
 	ConfDir          string
 	NetName, DataDir string
+	// EnsureEntry puts the entry back, before each pass, into each of
+	// Conflists that lost it (after the last plugin of type After, with
+	// the keys of Set).
+	EnsureEntry bool
+	After       string
+	Set         []byte
 	// CRISocket is the runtime's CRI socket ("": a pod is gone when its
 	// netns is).
 	CRISocket string
@@ -90,22 +98,14 @@ type reconciler struct {
 // Interval) or after one pass. It returns ErrProblems when the one pass
 // found problems, and other errors when it cannot start.
 func Run(ctx context.Context, o Options, out io.Writer) error {
-	load := func() ([]conflist.Network, error) {
-		if len(o.Conflists) == 0 && o.NetName == "" {
-			nets, skipped, err := conflist.Discover(o.ConfDir)
-			for _, e := range skipped {
-				say(out, "reconcile: skipped %v\n", e)
-			}
-			return nets, err
-		}
-		return conflist.Load(o.Conflists, o.NetName, o.DataDir)
-	}
+	m := metrics.NewReconcile()
+	load := o.loader(m, out)
 	nets, err := load()
 	if err != nil {
 		return err
 	}
 	r := &reconciler{nets: nets, criSocket: o.CRISocket, version: o.Version, cniPath: o.CNIPath, minAge: o.MinAge,
-		out: out, metrics: metrics.NewReconcile(), node: newKernelNode(o.Stderr)}
+		out: out, metrics: m, node: newKernelNode(o.Stderr)}
 	if o.Interval == 0 {
 		return r.passErr(ctx)
 	}
@@ -125,6 +125,63 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 	}
 	r.loop(ctx, o.Interval)
 	return nil
+}
+
+// loader returns what reads the networks before each pass: the conflists
+// named (their entries put back first with EnsureEntry), or those of
+// ConfDir with an entry, or NetName's.
+func (o Options) loader(m *metrics.Reconcile, out io.Writer) func() ([]conflist.Network, error) {
+	return func() ([]conflist.Network, error) {
+		paths, err := resolveConflists(o.Conflists, o.ConfDir)
+		if err != nil {
+			return nil, err
+		}
+		if o.EnsureEntry {
+			ensureEntries(paths, o, m, out)
+		}
+		if len(paths) == 0 && o.NetName == "" {
+			nets, skipped, err := conflist.Discover(o.ConfDir)
+			for _, e := range skipped {
+				say(out, "reconcile: skipped %v\n", e)
+			}
+			return nets, err
+		}
+		return conflist.Load(paths, o.NetName, o.DataDir)
+	}
+}
+
+// resolveConflists replaces conflist.Auto with the primary's conflist in
+// confDir, as it is now.
+func resolveConflists(paths []string, confDir string) ([]string, error) {
+	out := make([]string, 0, len(paths))
+	for _, p := range paths {
+		if p == conflist.Auto {
+			primary, err := conflist.Primary(confDir)
+			if err != nil {
+				return nil, err
+			}
+			p = primary
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// ensureEntries puts the rdma-chain entry back into each conflist that
+// lost it (a primary's agent rewrote the file on restart), logs and counts
+// it. A conflist it cannot read or fix is logged; loading it then says
+// what is wrong.
+func ensureEntries(paths []string, o Options, m *metrics.Reconcile, out io.Writer) {
+	for _, p := range paths {
+		restored, err := install.EnsureEntry(p, o.After, o.Set)
+		switch {
+		case err != nil:
+			say(out, "reconcile: cannot put the rdma-chain entry back into %s: %v\n", p, err)
+		case restored:
+			m.ConflistRestores.Inc()
+			say(out, "reconcile: %s had lost its rdma-chain entry (rewritten by another agent): put it back\n", p)
+		}
+	}
 }
 
 // serveMetrics starts following the outcome logs (what they hold now is

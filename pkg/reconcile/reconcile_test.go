@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -332,5 +334,69 @@ func TestLoopRepairsOnEvent(t *testing.T) {
 	<-done
 	if testutil.ToFloat64(r.metrics.Events.WithLabelValues("rtnetlink")) != 1 {
 		t.Error("event not counted")
+	}
+}
+
+// TestEnsureEntryAfterAgentRewrite: the primary's agent rewrites its
+// conflist without the rdma-chain entry between passes; each pass's load
+// puts it back after the named plugin, logs it and counts it, and a
+// conflist that kept its entry is not touched.
+func TestEnsureEntryAfterAgentRewrite(t *testing.T) {
+	dir := t.TempDir()
+	agent := `{"cniVersion":"1.0.0","name":"k8s-pod-network","plugins":[{"type":"calico"},{"type":"portmap"}]}`
+	rewrite := func() {
+		// As agents do: a new file renamed over the old one.
+		tmp := filepath.Join(dir, ".tmp")
+		if err := os.WriteFile(tmp, []byte(agent), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, filepath.Join(dir, "10-calico.conflist")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rewrite()
+	if err := os.WriteFile(filepath.Join(dir, "99-other.conflist"), []byte(agent), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	m := metrics.NewReconcile()
+	o := Options{Conflists: []string{conflist.Auto}, ConfDir: dir, EnsureEntry: true, After: "calico",
+		Set: []byte(`{"mode":"shared","dataDir":"` + filepath.Join(dir, "state") + `"}`)}
+	load := o.loader(m, &out)
+	for pass, rewritten := range []bool{true, false, true} {
+		if rewritten && pass > 0 {
+			rewrite()
+		}
+		nets, err := load()
+		if err != nil || len(nets) != 1 || nets[0].Name != "k8s-pod-network" || nets[0].Path != filepath.Join(dir, "10-calico.conflist") {
+			t.Fatalf("pass %d: networks %+v, %v\n%s", pass, nets, err, out.String())
+		}
+	}
+	if got := testutil.ToFloat64(m.ConflistRestores); got != 2 {
+		t.Errorf("restores counted %v, want 2", got)
+	}
+	if n := strings.Count(out.String(), "10-calico.conflist had lost its rdma-chain entry (rewritten by another agent): put it back"); n != 2 {
+		t.Errorf("logged %d restores, want 2:\n%s", n, out.String())
+	}
+	data, _ := os.ReadFile(filepath.Join(dir, "10-calico.conflist"))
+	if !strings.Contains(string(data), `{"type":"calico"}, {"type": "rdma-chain", "mode": "shared"`) {
+		t.Errorf("conflist after the restore:\n%s", data)
+	}
+	if other, _ := os.ReadFile(filepath.Join(dir, "99-other.conflist")); string(other) != agent {
+		t.Errorf("a conflist other than the primary's changed:\n%s", other)
+	}
+}
+
+// TestEnsureEntryNeedsAConflist: no conflist at all fails the load, and
+// nothing is written.
+func TestEnsureEntryNeedsAConflist(t *testing.T) {
+	dir := t.TempDir()
+	var out bytes.Buffer
+	o := Options{Conflists: []string{conflist.Auto}, ConfDir: dir, EnsureEntry: true}
+	if _, err := o.loader(metrics.NewReconcile(), &out)(); !errors.Is(err, conflist.ErrNoConflist) {
+		t.Errorf("load without a conflist: %v", err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("files written: %v", entries)
 	}
 }
