@@ -1,8 +1,6 @@
 package main
 
 import (
-	"os"
-
 	"github.com/rdma-chain/rdma-chain/pkg/validate"
 )
 
@@ -18,15 +16,15 @@ func runValidate(o IO, args []string) int {
 	}
 	bad := 0
 	for _, name := range files {
-		data, err := os.ReadFile(name)
+		data, err := validate.ReadFile(name)
 		if err != nil {
 			say(o.Stdout, "%s: %v\n", name, err)
 			bad++
 			continue
 		}
 		probs := validate.Conflist(data, *binDir)
-		for _, p := range probs {
-			sayln(o.Stdout, p.Format(name, data))
+		for _, line := range validate.FormatAll(name, data, probs) {
+			sayln(o.Stdout, line)
 		}
 		for _, n := range validate.OrderNotes(data) {
 			say(o.Stdout, "%s: note: %s\n", name, n)

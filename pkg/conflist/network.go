@@ -35,11 +35,21 @@ func Discover(dir string) (nets []Network, skipped []error, err error) {
 		return nil, nil, fmt.Errorf("conflist directory %s: %w", dir, err)
 	}
 	for _, f := range files {
-		if st, err := os.Lstat(f); err == nil && st.Mode()&os.ModeSymlink != 0 {
+		// Only regular files are read: a FIFO would block the read
+		// forever, a device could be endless.
+		st, err := os.Lstat(f)
+		switch {
+		case err != nil:
+			skipped = append(skipped, err)
+			continue
+		case st.Mode()&os.ModeSymlink != 0:
 			skipped = append(skipped, fmt.Errorf("%s: a symlink, not followed", f))
 			continue
+		case !st.Mode().IsRegular():
+			skipped = append(skipped, fmt.Errorf("%s: not a regular file, not read", f))
+			continue
 		}
-		if b, err := os.ReadFile(f); err == nil && !bytes.Contains(b, []byte(`"rdma-chain"`)) {
+		if b, _, err := ReadNoFollow(f); err == nil && !bytes.Contains(b, []byte(`"rdma-chain"`)) {
 			continue // another plugin's file
 		}
 		n, err := FromFile(f)

@@ -4,7 +4,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 func TestDiscoverNetworks(t *testing.T) {
@@ -66,5 +68,37 @@ func TestNetworkFromConflist(t *testing.T) {
 	}
 	if _, err := FromFile(filepath.Join(dir, "missing")); err == nil {
 		t.Error("missing conflist: no error")
+	}
+}
+
+// TestDiscoverRefusesFIFO: a FIFO in the conflist directory (it blocks a
+// plain read forever) is named and skipped; the directory's networks are
+// still found.
+func TestDiscoverRefusesFIFO(t *testing.T) {
+	dir := t.TempDir()
+	if err := syscall.Mkfifo(filepath.Join(dir, "05-fifo.conflist"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	list := `{"cniVersion":"1.0.0","name":"rdmanet","plugins":[{"type":"ptp"},{"type":"rdma-chain"}]}`
+	if err := os.WriteFile(filepath.Join(dir, "10-rdma.conflist"), []byte(list), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		nets    []Network
+		skipped []error
+		err     error
+	}
+	done := make(chan result, 1)
+	go func() {
+		nets, skipped, err := Discover(dir)
+		done <- result{nets, skipped, err}
+	}()
+	select {
+	case r := <-done:
+		if r.err != nil || len(r.nets) != 1 || len(r.skipped) != 1 || !strings.Contains(r.skipped[0].Error(), "05-fifo.conflist: not a regular file") {
+			t.Errorf("Discover = %+v, skipped %v, %v", r.nets, r.skipped, r.err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Discover blocked on a FIFO")
 	}
 }

@@ -177,6 +177,36 @@ func Position(data []byte, off int) (line, col int) {
 	return line, utf8.RuneCount(before[lineStart:]) + 1
 }
 
+// Positions turns ascending byte offsets of one document into lines and
+// columns in one pass over it: for many offsets in order, Position would
+// rescan from the start for each.
+type Positions struct {
+	data           []byte
+	off, line, col int
+}
+
+// NewPositions starts at the beginning of data.
+func NewPositions(data []byte) *Positions { return &Positions{data: data, line: 1, col: 1} }
+
+// At returns the 1-based line and column (in runes) of off; an offset
+// before the previous one starts again from the beginning.
+func (p *Positions) At(off int) (line, col int) {
+	off = min(max(off, 0), len(p.data))
+	if off < p.off {
+		p.off, p.line, p.col = 0, 1, 1
+	}
+	for p.off < off {
+		r, size := utf8.DecodeRune(p.data[p.off:off])
+		if r == '\n' {
+			p.line, p.col = p.line+1, 1
+		} else {
+			p.col++
+		}
+		p.off += size
+	}
+	return p.line, p.col
+}
+
 // SyntaxOffset is the offset of a JSON decoding error, or -1.
 func SyntaxOffset(err error) int {
 	var se *json.SyntaxError

@@ -119,10 +119,8 @@ func checkResult(path string, result []byte) error {
 	if len(probs) == 0 {
 		return nil
 	}
-	lines := []string{path + ": the result would not be valid, nothing written:"}
-	for _, p := range probs {
-		lines = append(lines, p.Format(path+" (result)", result))
-	}
+	lines := append([]string{path + ": the result would not be valid, nothing written:"},
+		validate.FormatAll(path+" (result)", result, probs)...)
 	return errors.New(strings.Join(lines, "\n"))
 }
 

@@ -330,3 +330,26 @@ func TestOperationsDocs(t *testing.T) {
 		}
 	}
 }
+
+// TestServeBindsExactlyWhatWasAsked: 0.0.0.0 listens on IPv4 only (with
+// "tcp" Go listens on [::] as well, which an IPv4 firewall rule misses).
+func TestServeBindsExactlyWhatWasAsked(t *testing.T) {
+	reg, err := NewRegistry("v", NewReconcile(), NewNodeCollector(&fakeStats{}, func() []conflist.Network { return nil }, nil, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out bytes.Buffer
+	if err := Serve(ctx, "0.0.0.0:0", reg, func(f string, a ...any) { fmt.Fprintf(&out, f+"\n", a...) }); err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`serving metrics at http://0\.0\.0\.0:\d+/metrics`).MatchString(out.String()) {
+		t.Errorf("listening on %s, want 0.0.0.0 only", out.String())
+	}
+	for addr, want := range map[string]string{"0.0.0.0:9742": "tcp4", "10.0.0.1:1": "tcp4", "[::]:9742": "tcp6", "[fd00::1]:1": "tcp6", "localhost:9742": "tcp", ":9742": "tcp"} {
+		if got := listenNetwork(addr); got != want {
+			t.Errorf("listenNetwork(%s) = %s, want %s", addr, got, want)
+		}
+	}
+}

@@ -103,7 +103,7 @@ func NewRegistry(version string, m *Reconcile, node *NodeCollector) (*prometheus
 // Serve listens on addr (so that a taken port fails the command at
 // once) and serves /metrics from reg until ctx ends.
 func Serve(ctx context.Context, addr string, reg *prometheus.Registry, logf func(string, ...any)) error {
-	ln, err := net.Listen("tcp", addr)
+	ln, err := net.Listen(listenNetwork(addr), addr)
 	if err != nil {
 		return fmt.Errorf("--metrics-bind-address: %w", err)
 	}
@@ -123,4 +123,19 @@ func Serve(ctx context.Context, addr string, reg *prometheus.Registry, logf func
 	}()
 	logf("reconcile: serving metrics at http://%s/metrics", ln.Addr())
 	return nil
+}
+
+// listenNetwork is the network that listens on exactly addr: tcp4 for an
+// IPv4 address (0.0.0.0 with "tcp" would also listen on IPv6 [::], which
+// an IPv4 firewall rule leaves open), tcp6 for an IPv6 one, tcp for a name.
+func listenNetwork(addr string) string {
+	host, _, err := net.SplitHostPort(addr)
+	ip := net.ParseIP(host)
+	switch {
+	case err != nil || ip == nil:
+		return "tcp"
+	case ip.To4() != nil:
+		return "tcp4"
+	}
+	return "tcp6"
 }

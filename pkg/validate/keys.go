@@ -62,14 +62,20 @@ var runtimeOnlyKeys = map[string]bool{
 	"prevResult": true, "cni.dev/valid-attachments": true, "cni.dev/attachments": true,
 }
 
-// closest returns the known key nearest to k: same letters in another case
-// first, then the smallest edit distance (at most half of k's length).
-func closest(k string, known map[string]bool) string {
+// sortedNames lists the keys of known in order.
+func sortedNames(known map[string]bool) []string {
 	names := make([]string, 0, len(known))
 	for n := range known {
 		names = append(names, n)
 	}
 	sort.Strings(names)
+	return names
+}
+
+// closest returns the known key (names, sorted) nearest to k: same letters
+// in another case first, then the smallest edit distance (at most half of
+// k's length).
+func closest(k string, names []string) string {
 	best, bestD := "", len(k)/2+1
 	for _, n := range names {
 		if strings.EqualFold(n, k) {

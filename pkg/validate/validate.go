@@ -42,6 +42,22 @@ func (p Problem) Format(name string, data []byte) string {
 	return fmt.Sprintf("%s:%d:%d: %s", name, line, col, p.Msg)
 }
 
+// FormatAll renders probs (in file order, as Conflist returns them) with
+// one pass over data.
+func FormatAll(name string, data []byte, probs []Problem) []string {
+	pos := conflist.NewPositions(data)
+	out := make([]string, 0, len(probs))
+	for _, p := range probs {
+		if p.Off < 0 {
+			out = append(out, fmt.Sprintf("%s: %s", name, p.Msg))
+			continue
+		}
+		line, col := pos.At(p.Off)
+		out = append(out, fmt.Sprintf("%s:%d:%d: %s", name, line, col, p.Msg))
+	}
+	return out
+}
+
 // Conflist returns every problem of one conflist, in file order.
 func Conflist(data []byte, binDir string) []Problem {
 	top, err := conflist.Parse(data)
@@ -59,11 +75,17 @@ func Conflist(data []byte, binDir string) []Problem {
 }
 
 type validator struct {
-	data   []byte
-	top    *conflist.Node
-	binDir string
-	probs  []Problem
+	data      []byte
+	top       *conflist.Node
+	binDir    string
+	probs     []Problem
+	suggested int // unknown keys given a "did you mean"
 }
+
+// maxSuggestions bounds the unknown keys that get a "did you mean": each
+// costs an edit distance to every known key, and a file with thousands of
+// unknown keys is not a typo.
+const maxSuggestions = 100
 
 func (v *validator) add(off int, format string, args ...any) {
 	v.probs = append(v.probs, Problem{off, fmt.Sprintf(format, args...)})
@@ -180,6 +202,7 @@ func (v *validator) checkEntry(e *conflist.Node) {
 func (v *validator) checkKeys(obj *conflist.Node, ks keySet, prefix string) []string {
 	var reported []string
 	seen := map[string]bool{}
+	names := sortedNames(ks.keys)
 	for _, m := range obj.Members {
 		path := prefix + m.Key
 		switch {
@@ -189,7 +212,12 @@ func (v *validator) checkKeys(obj *conflist.Node, ks keySet, prefix string) []st
 			v.add(m.KeyOff, "key %q is set by the runtime for each call: remove it from the file", path)
 		case !ks.keys[m.Key]:
 			reported = append(reported, path)
-			if c := closest(m.Key, ks.keys); c != "" {
+			c := ""
+			if v.suggested < maxSuggestions {
+				v.suggested++
+				c = closest(m.Key, names)
+			}
+			if c != "" {
 				v.add(m.KeyOff, "unknown key %q: did you mean %q?", path, prefix+c)
 			} else {
 				v.add(m.KeyOff, "unknown key %q", path)

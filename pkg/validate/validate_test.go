@@ -64,8 +64,12 @@ func TestValidate(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			probs := Conflist([]byte(tt.data), "")
 			var got []string
-			for _, p := range probs {
+			all := FormatAll("f", []byte(tt.data), probs)
+			for i, p := range probs {
 				got = append(got, strings.TrimPrefix(p.Format("f", []byte(tt.data)), "f:"))
+				if all[i] != "f:"+got[i] && all[i] != "f: "+strings.TrimPrefix(got[i], " ") {
+					t.Errorf("FormatAll %q, Format %q", all[i], got[i])
+				}
 			}
 			if len(got) != len(tt.want) {
 				t.Fatalf("got %d problems, want %d:\n%s", len(got), len(tt.want), strings.Join(got, "\n"))
@@ -110,7 +114,7 @@ func TestValidateIPAMBinary(t *testing.T) {
 func TestClosest(t *testing.T) {
 	known := entryKeys().keys
 	for k, want := range map[string]string{"datadir": "dataDir", "podselection": "podSelection", "smrc": "smcr", "resourceName": "resourceNames", "qqqqqqqq": ""} {
-		if got := closest(k, known); got != want {
+		if got := closest(k, sortedNames(known)); got != want {
 			t.Errorf("closest(%q) = %q, want %q", k, got, want)
 		}
 	}
