@@ -5,13 +5,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -213,7 +217,7 @@ func TestServeMetrics(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if err := Serve(ctx, "127.0.0.1:0", reg, func(f string, a ...any) { fmt.Fprintf(&out, f+"\n", a...) }); err != nil {
+	if err := Serve(ctx, "127.0.0.1:0", reg, nil, func(f string, a ...any) { fmt.Fprintf(&out, f+"\n", a...) }); err != nil {
 		t.Fatal(err)
 	}
 	m := regexp.MustCompile(`http://(\S+)/metrics`).FindStringSubmatch(out.String())
@@ -237,7 +241,7 @@ func TestServeMetrics(t *testing.T) {
 	if f := fams["rdma_chain_rdma_netns_mode"]; f == nil || f.GetMetric()[0].GetLabel()[0].GetValue() != "shared" {
 		t.Errorf("netns mode %v", f)
 	}
-	if err := Serve(ctx, m[1], reg, func(string, ...any) {}); err == nil {
+	if err := Serve(ctx, m[1], reg, nil, func(string, ...any) {}); err == nil {
 		t.Error("a taken address did not fail")
 	}
 }
@@ -341,7 +345,7 @@ func TestServeBindsExactlyWhatWasAsked(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var out bytes.Buffer
-	if err := Serve(ctx, "0.0.0.0:0", reg, func(f string, a ...any) { fmt.Fprintf(&out, f+"\n", a...) }); err != nil {
+	if err := Serve(ctx, "0.0.0.0:0", reg, nil, func(f string, a ...any) { fmt.Fprintf(&out, f+"\n", a...) }); err != nil {
 		t.Fatal(err)
 	}
 	if !regexp.MustCompile(`serving metrics at http://0\.0\.0\.0:\d+/metrics`).MatchString(out.String()) {
@@ -351,5 +355,82 @@ func TestServeBindsExactlyWhatWasAsked(t *testing.T) {
 		if got := listenNetwork(addr); got != want {
 			t.Errorf("listenNetwork(%s) = %s, want %s", addr, got, want)
 		}
+	}
+}
+
+// slowCollector counts its collections and how many run at once.
+type slowCollector struct {
+	desc              *prometheus.Desc
+	running, max, all atomic.Int32
+}
+
+func (c *slowCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *slowCollector) Collect(ch chan<- prometheus.Metric) {
+	n := c.running.Add(1)
+	defer c.running.Add(-1)
+	for {
+		m := c.max.Load()
+		if n <= m || c.max.CompareAndSwap(m, n) {
+			break
+		}
+	}
+	c.all.Add(1)
+	time.Sleep(50 * time.Millisecond) // a collection that enters pod netns takes time
+	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, 1)
+}
+
+// TestConcurrentScrapes: 50 scrapes at once run at most one collection at
+// a time, and the cached result answers those that waited; /healthz says
+// what the health check says.
+func TestConcurrentScrapes(t *testing.T) {
+	c := &slowCollector{desc: prometheus.NewDesc("rdma_chain_test", "test", nil, nil)}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(c)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out bytes.Buffer
+	sick := errors.New("CRI at /run/cri.sock unreachable for 3m0s")
+	if err := Serve(ctx, "127.0.0.1:0", reg, func() error { return sick }, func(f string, a ...any) { fmt.Fprintf(&out, f+"\n", a...) }); err != nil {
+		t.Fatal(err)
+	}
+	addr := regexp.MustCompile(`http://(\S+)/metrics`).FindStringSubmatch(out.String())[1]
+	var wg sync.WaitGroup
+	errs := make(chan error, 50)
+	for range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := http.Get("http://" + addr + "/metrics")
+			if err != nil {
+				errs <- err
+				return
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 || !strings.Contains(string(body), "rdma_chain_test 1") {
+				errs <- fmt.Errorf("status %d: %s", resp.StatusCode, body)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if m := c.max.Load(); m != 1 {
+		t.Errorf("%d collections ran at once, want 1", m)
+	}
+	if n := c.all.Load(); n < 1 || n >= 50 {
+		t.Errorf("%d collections for 50 concurrent scrapes, want the cache to answer most", n)
+	}
+	resp, err := http.Get("http://" + addr + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), sick.Error()) {
+		t.Errorf("/healthz: %d %s", resp.StatusCode, body)
 	}
 }

@@ -7,12 +7,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // metricsNamespace prefixes every metric name.
@@ -43,6 +46,8 @@ type Reconcile struct {
 	Watching        *prometheus.GaugeVec
 	// ConflistRestores counts the entries --ensure-entry put back.
 	ConflistRestores prometheus.Counter
+	// CRIFailures counts the passes that could not list the sandboxes.
+	CRIFailures prometheus.Counter
 }
 
 func NewReconcile() *Reconcile {
@@ -70,12 +75,14 @@ func NewReconcile() *Reconcile {
 			[]string{"source"}),
 		ConflistRestores: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "conflist_restores_total",
 			Help: "Times reconcile --ensure-entry put the rdma-chain entry back into a conflist that had lost it (an agent rewrote the file)."}),
+		CRIFailures: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "cri_failures_total",
+			Help: "Reconcile passes that could not list the pod sandboxes through CRI (nothing was released in them)."}),
 	}
 }
 
 // Collectors are the counters, to register.
 func (m *Reconcile) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.Passes, m.Releases, m.ReleaseFailures, m.Repairs, m.RepairFailures, m.RepairSeconds, m.Events, m.Watching, m.ConflistRestores}
+	return []prometheus.Collector{m.Passes, m.Releases, m.ReleaseFailures, m.Repairs, m.RepairFailures, m.RepairSeconds, m.Events, m.Watching, m.ConflistRestores, m.CRIFailures}
 }
 
 // Options are reconcile's metrics flags.
@@ -101,15 +108,29 @@ func NewRegistry(version string, m *Reconcile, node *NodeCollector) (*prometheus
 }
 
 // Serve listens on addr (so that a taken port fails the command at
-// once) and serves /metrics from reg until ctx ends.
-func Serve(ctx context.Context, addr string, reg *prometheus.Registry, logf func(string, ...any)) error {
+// once) and serves /metrics from g until ctx ends: one collection at a
+// time (a scrape enters every pod's netns and runs the hook binary),
+// its result reused for CacheFor, with read, write and idle timeouts.
+// With healthy, it also serves /healthz: 200, or 503 and healthy's error.
+func Serve(ctx context.Context, addr string, g prometheus.Gatherer, healthy func() error, logf func(string, ...any)) error {
 	ln, err := net.Listen(listenNetwork(addr), addr)
 	if err != nil {
 		return fmt.Errorf("--metrics-bind-address: %w", err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError, Timeout: 20 * time.Second}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	mux.Handle("/metrics", promhttp.HandlerFor(&cachedGatherer{g: g, ttl: CacheFor},
+		promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError, Timeout: 20 * time.Second}))
+	if healthy != nil {
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+			if err := healthy(); err != nil {
+				http.Error(w, err.Error(), http.StatusServiceUnavailable)
+				return
+			}
+			_, _ = io.WriteString(w, "ok\n")
+		})
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+		WriteTimeout: 30 * time.Second, IdleTimeout: time.Minute}
 	go func() {
 		<-ctx.Done()
 		shut, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -123,6 +144,32 @@ func Serve(ctx context.Context, addr string, reg *prometheus.Registry, logf func
 	}()
 	logf("reconcile: serving metrics at http://%s/metrics", ln.Addr())
 	return nil
+}
+
+// CacheFor is how long one collection answers the scrapes that follow it.
+const CacheFor = 2 * time.Second
+
+// cachedGatherer runs one Gather at a time and hands its result to every
+// scrape within ttl of it: concurrent scrapes wait for the one collection
+// in progress instead of starting their own.
+type cachedGatherer struct {
+	g   prometheus.Gatherer
+	ttl time.Duration
+
+	mu   sync.Mutex
+	at   time.Time
+	fams []*dto.MetricFamily
+	err  error
+}
+
+func (c *cachedGatherer) Gather() ([]*dto.MetricFamily, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.at.IsZero() || time.Since(c.at) >= c.ttl {
+		c.fams, c.err = c.g.Gather()
+		c.at = time.Now()
+	}
+	return c.fams, c.err
 }
 
 // listenNetwork is the network that listens on exactly addr: tcp4 for an

@@ -16,12 +16,13 @@ import (
 // returns the number of problems (releases that failed, things it could
 // not read).
 func (r *reconciler) pass(ctx context.Context) int {
+	r.metrics.Passes.WithLabelValues(metrics.TriggerInterval).Inc()
 	live, err := r.liveSandboxes(ctx)
 	if err != nil {
+		r.metrics.CRIFailures.Inc()
 		say(r.out, "reconcile: %v: nothing released\n", err)
 		return 1
 	}
-	r.metrics.Passes.WithLabelValues(metrics.TriggerInterval).Inc()
 	problems, released, kept := 0, 0, 0
 	reason := metrics.ReasonNetnsGone
 	if live != nil {
@@ -83,6 +84,7 @@ func (r *reconciler) liveSandboxes(ctx context.Context) (map[string]bool, error)
 	ctx, cancel := context.WithTimeout(ctx, criTimeout)
 	defer cancel()
 	list, err := r.node.Sandboxes(ctx, r.criSocket)
+	r.cri.observe(r.node.Now(), err)
 	if err != nil {
 		return nil, err
 	}

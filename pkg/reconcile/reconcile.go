@@ -53,8 +53,11 @@ type Options struct {
 	// Interval runs a pass every interval until ctx ends, and repairs on
 	// kernel events between passes; 0 runs one pass.
 	Interval time.Duration
-	// Metrics, with Interval, serves /metrics.
+	// Metrics, with Interval, serves /metrics and /healthz.
 	Metrics metrics.Options
+	// LivenessGrace is how long CRI may be unreachable before /healthz
+	// fails.
+	LivenessGrace time.Duration
 	// Version is the binary's, for the build info metric.
 	Version string
 	// Stderr receives the plugin's own log lines.
@@ -92,6 +95,7 @@ type reconciler struct {
 	// replaces while the metrics handler reads them.
 	mu, netsMu sync.Mutex
 	node       node
+	cri        criHealth
 }
 
 // Run reconciles as o says, logging to out, until ctx ends (with an
@@ -106,6 +110,7 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 	}
 	r := &reconciler{nets: nets, criSocket: o.CRISocket, version: o.Version, cniPath: o.CNIPath, minAge: o.MinAge,
 		out: out, metrics: m, node: newKernelNode(o.Stderr)}
+	r.cri = criHealth{grace: o.LivenessGrace, lastOK: time.Now()}
 	if o.Interval == 0 {
 		return r.passErr(ctx)
 	}
@@ -194,7 +199,8 @@ func (r *reconciler) serveMetrics(ctx context.Context, mo metrics.Options) error
 	if err != nil {
 		return err
 	}
-	return metrics.Serve(ctx, mo.Addr, reg, func(f string, a ...any) { say(r.out, f+"\n", a...) })
+	healthy := func() error { return r.cri.healthy(r.criSocket, time.Now()) }
+	return metrics.Serve(ctx, mo.Addr, reg, healthy, func(f string, a ...any) { say(r.out, f+"\n", a...) })
 }
 
 func (r *reconciler) networks() []conflist.Network {

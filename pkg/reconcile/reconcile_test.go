@@ -400,3 +400,37 @@ func TestEnsureEntryNeedsAConflist(t *testing.T) {
 		t.Errorf("files written: %v", entries)
 	}
 }
+
+// TestCRILossIsVisible: a pass that cannot reach CRI is counted and
+// logged, and /healthz's check fails once CRI has been unreachable longer
+// than the grace, and recovers when CRI answers again.
+func TestCRILossIsVisible(t *testing.T) {
+	n := newFakeNode(t, rec("rdmanet", "a", "/run/netns/a", time.Hour))
+	r := n.reconciler("/run/cri.sock")
+	r.cri = criHealth{grace: time.Minute, lastOK: now.Add(-30 * time.Second)}
+	n.criErr = errors.New("connection refused")
+	if p := r.pass(context.Background()); p != 1 {
+		t.Errorf("problems %d, want 1", p)
+	}
+	if got := testutil.ToFloat64(r.metrics.CRIFailures); got != 1 {
+		t.Errorf("CRI failures %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(r.metrics.Passes.WithLabelValues(metrics.TriggerInterval)); got != 1 {
+		t.Errorf("passes %v, want 1: a pass without CRI is still a pass", got)
+	}
+	if err := r.cri.healthy(r.criSocket, now); err != nil {
+		t.Errorf("within the grace: %v", err)
+	}
+	if err := r.cri.healthy(r.criSocket, now.Add(31*time.Second)); err == nil || !strings.Contains(err.Error(), "connection refused") {
+		t.Errorf("past the grace: %v", err)
+	}
+	n.criErr = nil
+	n.sandboxes = []cri.Sandbox{{ID: "a"}}
+	r.pass(context.Background())
+	if err := r.cri.healthy(r.criSocket, now.Add(time.Hour)); err != nil {
+		t.Errorf("after CRI answered: %v", err)
+	}
+	if err := (&criHealth{lastErr: errors.New("x")}).healthy("", now); err != nil {
+		t.Errorf("without CRI: %v", err)
+	}
+}
