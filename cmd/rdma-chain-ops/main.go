@@ -1,8 +1,8 @@
 // Command rdma-chain-ops holds the operator commands of rdma-chain: inspect
 // (what the node and its pods have), validate (is a conflist right),
-// install (put the plugin's entry into a conflist atomically) and reconcile
-// (release the attachments of pods that are gone; long-running in the
-// DaemonSet). The CNI plugin, bin/rdma-chain, serves only the CNI verbs: it
+// install (put the plugin's entry into a conflist atomically), uninstall
+// (take it out, then the binaries) and reconcile (release the attachments
+// of pods that are gone; long-running in the DaemonSet). The CNI plugin, bin/rdma-chain, serves only the CNI verbs: it
 // is started for every pod and links none of this.
 package main
 
