@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdma-chain/rdma-chain/pkg/ops"
+	"github.com/rdma-chain/rdma-chain/pkg/install"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
@@ -35,7 +35,7 @@ func testReconcile(t *testing.T, e *env) {
 			t.Fatal(err)
 		}
 	}
-	opsBin := builtBinary(t, ops.Binary)
+	opsBin := builtBinary(t, install.OpsBinary)
 	cmd := exec.Command(opsBin, "reconcile", "--net-name", netName, "--data-dir", e.cni.state,
 		"--cri-socket", e.d.socket, "--cni-bin-dir", e.cni.bin, "--min-age", "0s", "--once")
 	out, err := cmd.CombinedOutput()

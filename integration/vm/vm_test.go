@@ -39,7 +39,7 @@ import (
 
 	"github.com/rdma-chain/rdma-chain/internal/testenv"
 
-	"github.com/rdma-chain/rdma-chain/pkg/ops"
+	"github.com/rdma-chain/rdma-chain/pkg/install"
 	"github.com/rdma-chain/rdma-chain/pkg/smc/hookcmd"
 )
 
@@ -284,7 +284,7 @@ func buildBinaries(root string) (prepared, error) {
 	if err := buildAt(root, from, filepath.Join(dir, "rdma-chain-old"), "./plugins/meta/rdma-chain"); err != nil {
 		return p, err
 	}
-	for name, pkg := range map[string]string{hookcmd.Binary: "./cmd/rdma-chain-smc-hook", ops.Binary: "./cmd/rdma-chain-ops"} {
+	for name, pkg := range map[string]string{hookcmd.Binary: "./cmd/rdma-chain-smc-hook", install.OpsBinary: "./cmd/rdma-chain-ops"} {
 		if err := companionBinary(root, dir, name, pkg, build); err != nil {
 			return p, err
 		}

@@ -1,10 +1,7 @@
 package chain
 
 import (
-	"errors"
-
 	"github.com/rdma-chain/rdma-chain/internal/failpoint"
-	"github.com/rdma-chain/rdma-chain/pkg/netnsid"
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
@@ -58,39 +55,14 @@ func holdsDevice(r *state.Record) bool {
 }
 
 // netnsGone reports whether r's pod netns no longer exists (see
-// NetnsGone). An error while looking counts as alive: a device is never
-// taken from a live pod.
+// state.Record.NetnsGone). An error while looking counts as alive: a
+// device is never taken from a live pod.
 func (p *Plugin) netnsGone(c *call, r *state.Record) bool {
-	gone, err := NetnsGone(p.env, r)
+	gone, err := r.NetnsGone(p.env.Netns.ID)
 	if err != nil {
 		c.log.Warn("cannot tell whether a holder's netns is alive: keeping it", "holder", r.ContainerID, "netns", r.NetNS, "error", err)
 	}
 	return gone
-}
-
-// NetnsGone reports whether r's pod netns no longer exists: the path names
-// no netns, or one with another inode or cookie than ADD recorded (the
-// kernel reuses inode numbers, never cookies). ADD's reclaim and the
-// operator's reconcile decide with it; on an error the caller must keep
-// the attachment.
-func NetnsGone(env Env, r *state.Record) (bool, error) {
-	if r.NetNS == "" {
-		return false, nil
-	}
-	id, err := env.Netns.ID(r.NetNS)
-	switch {
-	case errors.Is(err, netnsid.ErrGone):
-		return true, nil
-	case id.Inode == 0:
-		return false, err
-	case r.NetNSIno != 0 && id.Inode != r.NetNSIno:
-		return true, nil
-	case r.NetNSCookie == 0:
-		return false, nil
-	case err != nil:
-		return false, err
-	}
-	return id.Cookie != r.NetNSCookie, nil
 }
 
 // HoldsDevice reports whether r is an exclusive-mode attachment that still

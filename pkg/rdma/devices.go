@@ -134,3 +134,12 @@ func (s *System) netPath() string {
 func sortDevices(devs []Device) {
 	sort.Slice(devs, func(i, j int) bool { return devs[i].Name < devs[j].Name })
 }
+
+// Visible reports whether RDMA netlink in the calling netns finds the
+// device dev (in exclusive mode: it is not in a pod's netns). Any failure
+// to find it reads as not visible: the caller only acts on a device it
+// sees.
+func (s *System) Visible(dev string) bool {
+	_, err := s.nl().LinkByName(dev)
+	return err == nil
+}

@@ -41,12 +41,7 @@ func (m *mapper) netdev(name string, link *netlink.RdmaLink, guid string) string
 // fromGIDAttrs reads the netdev of GID 0 of port 1. The name counts only if
 // that netdev exists in this netns (class/net/NAME).
 func (m *mapper) fromGIDAttrs(name string) string {
-	p := filepath.Join(m.s.ibPath(), name, "ports", "1", "gid_attrs", "ndevs", "0")
-	b, err := os.ReadFile(p)
-	if err != nil {
-		return ""
-	}
-	n := strings.TrimSpace(string(b))
+	n := sysfsWord(m.s.portPath(name, 1, "gid_attrs", "ndevs", "0"))
 	if n == "" || !m.netdevExists(n) {
 		return ""
 	}

@@ -1,0 +1,154 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/rdma-chain/rdma-chain/pkg/install"
+)
+
+// Binary is the name of the operator binary, as its messages and usage say.
+const Binary = install.OpsBinary
+
+// Exit codes of every command.
+const (
+	ExitOK       = 0 // done, nothing wrong found
+	ExitProblems = 1 // done or attempted, and problems were found
+	ExitUsage    = 2 // the command line is wrong
+)
+
+// IO is where a command reads and writes.
+type IO struct {
+	Stdout, Stderr io.Writer
+	// Version is the binary's, set by Main (reconcile's metrics show it).
+	Version string
+}
+
+type command struct {
+	name, args, summary string
+	run                 func(io IO, args []string) int
+}
+
+func commands() []command {
+	return []command{
+		{"inspect", "[--netns PATH] [--json] [--data-dir DIR | --conflist FILE | --cni-conf-dir DIR]...", "show the node's RDMA devices, SMC-R tables, attachments and recent failures (read-only)", runInspect},
+		{"validate", "FILE... [--cni-bin-dir DIR]", "check conflists strictly, one line per problem", runValidate},
+		{"install", "[--binaries-from DIR --cni-bin-dir DIR] [--conflist FILE|auto [--cni-conf-dir DIR] [--wait D] [--after TYPE] [--set JSON] [--dry-run]]", "install the plugin binaries and insert or update the rdma-chain entry of a conflist, atomically", runInstall},
+		{"reconcile", "[--conflist FILE|auto [--ensure-entry [--set JSON] [--after TYPE]] | --net-name N --data-dir DIR | --cni-conf-dir DIR] [--cri-socket PATH] [--once | --interval D [--metrics-bind-address ADDR [--liveness-grace D]]]", "release attachments of pods that are gone (the GC runtimes behind Terway never send)", runReconcile},
+		{"uninstall", "[--conflist FILE|auto [--cni-conf-dir DIR]] [--cni-bin-dir DIR]", "take the rdma-chain entry out of a conflist, then the plugin binaries out of the CNI bin dir; records stay for their pods' DEL", runUninstall},
+	}
+}
+
+// Main runs the operator command named by args[0] and returns the exit code.
+func Main(args []string, version string, o IO) int {
+	if len(args) == 0 {
+		usage(o.Stderr, version)
+		return ExitUsage
+	}
+	switch args[0] {
+	case "-h", "--help", "help":
+		usage(o.Stdout, version)
+		return ExitOK
+	case "--version", "version":
+		sayln(o.Stdout, Binary, version)
+		return ExitOK
+	}
+	o.Version = version
+	for _, c := range commands() {
+		if c.name == args[0] {
+			return c.run(o, args[1:])
+		}
+	}
+	say(o.Stderr, "%s: unknown command %q\n\n", Binary, args[0])
+	usage(o.Stderr, version)
+	return ExitUsage
+}
+
+func usage(w io.Writer, version string) {
+	say(w, "%s %s: the operator commands of rdma-chain, the chained CNI plugin that\n", Binary, version)
+	sayln(w, "gives Kubernetes pods RDMA (the plugin itself serves only the CNI verbs).")
+	sayln(w)
+	for _, c := range commands() {
+		say(w, "  %-10s %s\n", c.name, c.summary)
+	}
+	say(w, "\n%s COMMAND --help shows a command's options.\n", Binary)
+	sayln(w, "Exit codes: 0 ok, 1 problems found, 2 usage error.")
+}
+
+// newFlags returns a flag set for the command whose --help prints to
+// stdout and whose errors print to stderr.
+func newFlags(o IO, name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(o.Stderr)
+	for _, c := range commands() {
+		if c.name == name {
+			fs.Usage = func() {
+				say(fs.Output(), "usage: %s %s %s\n\n%s.\n\nOptions:\n", Binary, c.name, c.args, c.summary)
+				fs.PrintDefaults()
+			}
+		}
+	}
+	return fs
+}
+
+// parseFlags parses args with flags and positional arguments in any order.
+// It returns the positional arguments, or an exit code when the command
+// must stop (--help: 0, a bad flag: 2).
+func parseFlags(o IO, fs *flag.FlagSet, args []string) ([]string, int, bool) {
+	var pos []string
+	for {
+		err := parseHelp(o, fs, args)
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, ExitOK, false
+		}
+		if err != nil {
+			return nil, ExitUsage, false
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, 0, true
+		}
+		if rest[0] == "--" {
+			return append(pos, rest[1:]...), 0, true
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+// parseHelp parses args, printing --help to stdout.
+func parseHelp(o IO, fs *flag.FlagSet, args []string) error {
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if a == "-h" || a == "-help" || a == "--help" {
+			fs.SetOutput(o.Stdout)
+			fs.Usage()
+			return flag.ErrHelp
+		}
+	}
+	return fs.Parse(args)
+}
+
+// usageError prints msg and the command's usage to stderr.
+func usageError(fs *flag.FlagSet, format string, args ...any) int {
+	say(fs.Output(), "%s %s: %s\n", Binary, fs.Name(), fmt.Sprintf(format, args...))
+	fs.Usage()
+	return ExitUsage
+}
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (s *stringList) String() string     { return strings.Join(*s, ",") }
+func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
+
+// say and sayln print a command's output; a failed write to stdout or
+// stderr is not something a command can report anywhere.
+func say(w io.Writer, format string, args ...any) { _, _ = fmt.Fprintf(w, format, args...) }
+
+func sayln(w io.Writer, args ...any) { _, _ = fmt.Fprintln(w, args...) }

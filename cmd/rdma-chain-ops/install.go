@@ -1,0 +1,62 @@
+package main
+
+import (
+	"strings"
+
+	"github.com/rdma-chain/rdma-chain/pkg/conflist"
+	"github.com/rdma-chain/rdma-chain/pkg/install"
+)
+
+func runInstall(o IO, args []string) int {
+	fs := newFlags(o, "install")
+	var opt install.Options
+	fs.StringVar(&opt.Conflist, "conflist", "", "the conflist to change (a symlink is refused); auto: the primary's, the first *.conf, *.conflist or *.json of --cni-conf-dir, as runtimes choose it")
+	fs.StringVar(&opt.ConfDir, "cni-conf-dir", conflist.DefaultConfDir(), "the runtime's conflist directory, for --conflist auto (default $NETCONFPATH, else /etc/cni/net.d)")
+	fs.StringVar(&opt.After, "after", "", "place the entry after the last plugin of this type (default: keep its place, or append)")
+	set := fs.String("set", "", `JSON object of entry keys to set, e.g. '{"mode":"shared"}'; a null value removes the key`)
+	fs.BoolVar(&opt.DryRun, "dry-run", false, "print the resulting conflist instead of writing it")
+	fs.StringVar(&opt.BinariesFrom, "binaries-from", "", "first copy "+strings.Join(install.PluginBinaries, " and ")+" from this directory (atomically, in that order)")
+	fs.StringVar(&opt.BinDir, "cni-bin-dir", "", "the runtime's CNI bin dir the binaries go to (not a symlink)")
+	fs.DurationVar(&opt.Wait, "wait", 0, "wait this long for --conflist to appear (the primary plugin writes it)")
+	pos, code, ok := parseFlags(o, fs, args)
+	if !ok {
+		return code
+	}
+	opt.Set = []byte(*set)
+	switch {
+	case len(pos) > 0:
+		return usageError(fs, "unexpected argument %q", pos[0])
+	case (opt.BinariesFrom == "") != (opt.BinDir == ""):
+		return usageError(fs, "--binaries-from and --cni-bin-dir go together")
+	case opt.Conflist == "" && opt.BinariesFrom == "":
+		return usageError(fs, "--conflist or --binaries-from is required")
+	}
+	if err := install.Run(opt, o.Stdout); err != nil {
+		say(o.Stderr, Binary+" install: %v\n", err)
+		return ExitProblems
+	}
+	return ExitOK
+}
+
+func runUninstall(o IO, args []string) int {
+	fs := newFlags(o, "uninstall")
+	var opt install.UninstallOptions
+	fs.StringVar(&opt.Conflist, "conflist", "", "the conflist to take the rdma-chain entry out of (a symlink is refused); auto: the primary's in --cni-conf-dir")
+	fs.StringVar(&opt.ConfDir, "cni-conf-dir", conflist.DefaultConfDir(), "the runtime's conflist directory, for --conflist auto (default $NETCONFPATH, else /etc/cni/net.d)")
+	fs.StringVar(&opt.BinDir, "cni-bin-dir", "", "the runtime's CNI bin dir to remove "+strings.Join(install.PluginBinaries, " and ")+" from, after the entry")
+	pos, code, ok := parseFlags(o, fs, args)
+	if !ok {
+		return code
+	}
+	switch {
+	case len(pos) > 0:
+		return usageError(fs, "unexpected argument %q", pos[0])
+	case opt.Conflist == "" && opt.BinDir == "":
+		return usageError(fs, "--conflist or --cni-bin-dir is required")
+	}
+	if err := install.Uninstall(opt, o.Stdout); err != nil {
+		say(o.Stderr, Binary+" uninstall: %v\n", err)
+		return ExitProblems
+	}
+	return ExitOK
+}

@@ -1,0 +1,176 @@
+//go:build privileged
+
+package main
+
+import (
+	"context"
+	"net"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/containernetworking/plugins/pkg/ns"
+	"google.golang.org/grpc"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/rdma-chain/rdma-chain/internal/netnstest"
+	"github.com/rdma-chain/rdma-chain/internal/testenv"
+	"github.com/rdma-chain/rdma-chain/pkg/inspect"
+	"github.com/rdma-chain/rdma-chain/pkg/netdev"
+	"github.com/rdma-chain/rdma-chain/pkg/state"
+)
+
+// podWithChild creates a pod netns holding a macvlan child "rdma0" of the
+// node netns's stand-in RDMA netdev, as shared-mode ADD leaves it, and
+// records the attachment.
+func podWithChild(t *testing.T, node ns.NetNS, dir, cid string, age time.Duration) ns.NetNS {
+	t.Helper()
+	pod := netnstest.NewNS(t)
+	var child netdev.Child
+	err := node.Do(func(ns.NetNS) (err error) {
+		child, err = netdev.AddChild(netdev.ChildSpec{Kind: "macvlan", Mode: "bridge", Parent: "rdmaeth", PodName: "rdma0"}, pod)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("macvlan child: %v", err)
+	}
+	netnstest.AddAddr(t, pod, "rdma0", "fd00:77::"+cid[len(cid)-1:]+"/64")
+	r := &state.Record{Network: "rdmanet", ContainerID: cid, IfName: "eth0", NetNS: pod.Path(), Mode: "shared",
+		Pod: state.Pod{Namespace: "default", Name: "pod-" + cid}, CreatedAt: time.Now().Add(-age).UTC(),
+		Links: []state.Link{{Device: "rxe0", Kind: "macvlan", Step: "done", IPs: []string{"fd00:77::" + cid[len(cid)-1:] + "/64"},
+			HostLink: state.HostLink{HostName: "rdmaeth", PodName: "rdma0", MAC: child.MAC}}}}
+	if err := state.New(dir).Put(r); err != nil {
+		t.Fatal(err)
+	}
+	return pod
+}
+
+func newNodeNS(t *testing.T) ns.NetNS {
+	testenv.RequireRoot(t)
+	node := netnstest.NewNS(t)
+	peer := netnstest.NewNS(t)
+	netnstest.AddVeth(t, node, peer, "rdmaeth", 1500)
+	return node
+}
+
+func hasLink(t *testing.T, n ns.NetNS, name string) bool {
+	return slices.Contains(netnstest.Names(t, n), name)
+}
+
+// serveCRI serves ListPodSandbox with the given sandbox IDs.
+func serveCRI(t *testing.T, ids ...string) string {
+	sock := filepath.Join(t.TempDir(), "cri.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	f := &criServer{}
+	for _, id := range ids {
+		f.items = append(f.items, &runtimeapi.PodSandbox{Id: id, Metadata: &runtimeapi.PodSandboxMetadata{Name: "pod-" + id, Namespace: "default"}})
+	}
+	runtimeapi.RegisterRuntimeServiceServer(srv, f)
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(srv.Stop)
+	return sock
+}
+
+type criServer struct {
+	runtimeapi.UnimplementedRuntimeServiceServer
+	items []*runtimeapi.PodSandbox
+}
+
+func (c *criServer) ListPodSandbox(context.Context, *runtimeapi.ListPodSandboxRequest) (*runtimeapi.ListPodSandboxResponse, error) {
+	return &runtimeapi.ListPodSandboxResponse{Items: c.items}, nil
+}
+
+// reconcileIn runs the reconcile command with the node netns as the host.
+func reconcileIn(t *testing.T, node ns.NetNS, args ...string) (int, string) {
+	var code int
+	var out, errOut string
+	err := node.Do(func(ns.NetNS) error {
+		code, out, errOut = run(append([]string{"reconcile"}, args...)...)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("reconcile %v: code %d\n%s%s", args, code, out, errOut)
+	return code, out
+}
+
+// TestReconcileNetnsGone: without CRI, the attachment whose netns was
+// deleted is released through the plugin's real DEL; the live one and its
+// child are untouched.
+func TestReconcileNetnsGone(t *testing.T) {
+	node := newNodeNS(t)
+	dir := t.TempDir()
+	live := podWithChild(t, node, dir, "live1", time.Hour)
+	dead := podWithChild(t, node, dir, "dead2", time.Hour)
+	netnstest.Delete(dead)
+	code, out := reconcileIn(t, node, "--net-name", "rdmanet", "--data-dir", dir, "--once")
+	if code != ExitOK || !strings.Contains(out, "released rdmanet/dead2/eth0 (pod default/pod-dead2, shared, macvlan rxe0 as rdma0): netns "+dead.Path()+" is gone") {
+		t.Fatalf("code %d\n%s", code, out)
+	}
+	recs, err := state.New(dir).List()
+	if err != nil || len(recs) != 1 || recs[0].ContainerID != "live1" {
+		t.Errorf("records left %v %v", recs, err)
+	}
+	if !hasLink(t, live, "rdma0") {
+		t.Error("the live pod lost its child")
+	}
+}
+
+// TestReconcileCRIGone: with CRI, an attachment whose sandbox the runtime
+// no longer lists is released although its netns lives: its child is
+// deleted in that netns. A listed one and a young one are kept.
+func TestReconcileCRIGone(t *testing.T) {
+	node := newNodeNS(t)
+	dir := t.TempDir()
+	listed := podWithChild(t, node, dir, "listed1", time.Hour)
+	gone := podWithChild(t, node, dir, "gone2", time.Hour)
+	young := podWithChild(t, node, dir, "young3", time.Second)
+	sock := serveCRI(t, "listed1", "other")
+	code, out := reconcileIn(t, node, "--net-name", "rdmanet", "--data-dir", dir, "--cri-socket", sock, "--once")
+	if code != ExitOK || !strings.Contains(out, "released rdmanet/gone2/eth0") || !strings.Contains(out, "1 released, 2 kept, 0 problems") {
+		t.Fatalf("code %d\n%s", code, out)
+	}
+	if hasLink(t, gone, "rdma0") {
+		t.Error("the gone sandbox's child is still in its netns")
+	}
+	if !hasLink(t, listed, "rdma0") || !hasLink(t, young, "rdma0") {
+		t.Error("a kept pod lost its child")
+	}
+}
+
+// TestInspectRealNetns: inspect reads a real pod netns and judges the
+// recorded child healthy, then missing once it is deleted behind its back.
+func TestInspectRealNetns(t *testing.T) {
+	node := newNodeNS(t)
+	dir := t.TempDir()
+	pod := podWithChild(t, node, dir, "pod1", time.Hour)
+	r, err := inspect.Run(inspect.Options{Netns: pod.Path(), DataDirs: []string{dir}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Attachments) != 1 || !r.Attachments[0].Healthy {
+		t.Fatalf("attachments %+v", r.Attachments)
+	}
+	if r.Netns == nil || !slices.ContainsFunc(r.Netns.Interfaces, func(i inspect.Iface) bool {
+		return i.Name == "rdma0" && i.Kind == "macvlan" && i.RDMA && slices.Contains(i.Addrs, "fd00:77::1/64")
+	}) {
+		t.Fatalf("netns %+v", r.Netns)
+	}
+	err = pod.Do(func(ns.NetNS) error { return netdev.DelChild(pod.Path(), "rdma0", "") })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err = inspect.Run(inspect.Options{DataDirs: []string{dir}}); err != nil {
+		t.Fatal(err)
+	}
+	if r.Attachments[0].Healthy || !slices.Contains(r.Attachments[0].Problems, "interface rdma0 is missing from the pod netns") {
+		t.Errorf("after deleting the child: %+v", r.Attachments[0])
+	}
+}

@@ -1,0 +1,186 @@
+package inspect
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/rdma-chain/rdma-chain/pkg/rdma"
+)
+
+// WriteText renders the report for people.
+func WriteText(w io.Writer, r Report) {
+	mode := r.RDMA.Mode
+	if mode == "" {
+		mode = "unknown"
+	}
+	say(w, "RDMA netns mode: %s\n", mode)
+	say(w, "RDMA devices (%d):\n", len(r.RDMA.Devices))
+	for _, d := range r.RDMA.Devices {
+		say(w, "  %s  driver %s  netdev %s  netns %s%s\n", d.Name, orDash(d.Driver), orDash(d.Netdev), d.Netns, portsText(d.Ports))
+	}
+	writeSMCText(w, r.SMC)
+	say(w, "Attachments (%d):\n", len(r.Attachments))
+	for _, a := range r.Attachments {
+		writeAttachmentText(w, a)
+	}
+	say(w, "Last failure per pod (%d):\n", len(r.Failures))
+	for _, f := range r.Failures {
+		writeFailureText(w, f)
+	}
+	if r.Netns != nil {
+		writeNetnsText(w, r.Netns)
+	}
+	if len(r.Unreadable) > 0 {
+		say(w, "Could not read (%d):\n", len(r.Unreadable))
+		for _, u := range r.Unreadable {
+			say(w, "  %s: %s\n", u.What, u.Error)
+		}
+	}
+}
+
+func portsText(ports []rdma.Port) string {
+	var b strings.Builder
+	for _, p := range ports {
+		say(&b, "  port %d %s", p.Port, orDash(p.State))
+		if p.PhysState != "" {
+			say(&b, " (%s)", p.PhysState)
+		}
+		say(&b, " %d GIDs", p.GIDs)
+	}
+	return b.String()
+}
+
+func writeSMCText(w io.Writer, s SMCReport) {
+	if !s.Available {
+		say(w, "SMC: not available (%s)\n", orDash(s.Reason))
+		return
+	}
+	say(w, "SMC: available; UEIDs: %s\n", orDash(strings.Join(s.UEIDs, ", ")))
+	say(w, "  init_net pnet table (%d):\n", len(s.Pnet))
+	for _, p := range s.Pnet {
+		say(w, "    %s\n", pnetText(p))
+	}
+	if h := s.Hook; h != nil {
+		state := "attached"
+		if !h.Attached {
+			state = "NOT attached (pinned map only)"
+		}
+		say(w, "  socket hook (smcr.transparent bpf): %s, %d netns listed %v\n", state, len(h.Netns), h.Netns)
+	}
+}
+
+func pnetText(p PnetRow) string {
+	if p.IB != "" {
+		return fmt.Sprintf("%s ib %s port %d", p.PnetID, p.IB, p.IBPort)
+	}
+	return fmt.Sprintf("%s eth %s", p.PnetID, p.Eth)
+}
+
+func writeAttachmentText(w io.Writer, a Attachment) {
+	say(w, "  %s/%s/%s  pod %s  %s  netns %s  since %s\n", a.Network, shortID(a.ContainerID), a.IfName,
+		orDash(a.Pod), a.Mode, orDash(a.NetNS), a.Created.UTC().Format(time.RFC3339))
+	for _, l := range a.Links {
+		say(w, "    link %s %s", l.Device, l.Kind)
+		if l.PodName != "" {
+			say(w, " as %s", l.PodName)
+		}
+		if l.Host != "" {
+			say(w, " (host %s)", l.Host)
+		}
+		if len(l.IPs) > 0 {
+			say(w, " ips %s", strings.Join(l.IPs, " "))
+		}
+		say(w, " step %s\n", l.Step)
+	}
+	if a.SMCR != "" {
+		say(w, "    SMC-R %s\n", a.SMCR)
+	}
+	if a.Healthy {
+		sayln(w, "    healthy")
+	}
+	for _, p := range a.Problems {
+		say(w, "    PROBLEM: %s\n", p)
+	}
+}
+
+func writeFailureText(w io.Writer, f Failure) {
+	who := f.Pod
+	if who == "" {
+		who = "container " + shortID(f.ContainerID)
+	}
+	say(w, "  %s  %s  code %d  at %s  %s/%s: %s\n", who, f.Verb, f.Code,
+		f.Time.UTC().Format(time.RFC3339), shortID(f.ContainerID), orDash(f.IfName), f.Msg)
+	if f.Since != "" {
+		say(w, "    since then: %s\n", f.Since)
+	}
+}
+
+func writeNetnsText(w io.Writer, n *NetnsReport) {
+	say(w, "Netns %s:\n", n.Path)
+	for _, i := range n.Interfaces {
+		state := "down"
+		if i.Up {
+			state = "up"
+		}
+		tag := ""
+		if i.RDMA {
+			tag = "  [RDMA]"
+		}
+		say(w, "  %s %s %s %s%s\n", i.Name, i.Kind, state, orDash(i.MAC), tag)
+		for _, a := range i.Addrs {
+			say(w, "    inet %s\n", a)
+		}
+		for _, g := range i.GIDs {
+			say(w, "    GID %s port %d index %d %s %s\n", g.Device, g.Port, g.Index, g.GID, g.Type)
+		}
+	}
+	say(w, "  pnet table (%d):\n", len(n.Pnet))
+	for _, p := range n.Pnet {
+		say(w, "    %s\n", pnetText(p))
+	}
+	if len(n.SMCSysctls) > 0 {
+		keys := make([]string, 0, len(n.SMCSysctls))
+		for k := range n.SMCSysctls {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		sayln(w, "  net.smc:")
+		for _, k := range keys {
+			say(w, "    %s = %s\n", k, n.SMCSysctls[k])
+		}
+	}
+	if fb := n.Fallbacks; fb != nil {
+		say(w, "  SMC fallbacks to TCP: server %d, client %d\n", fb.ServerTotal, fb.ClientTotal)
+		for _, s := range fb.Reasons {
+			side := "client"
+			if s.Server {
+				side = "server"
+			}
+			say(w, "    %s reason 0x%08x x%d\n", side, s.Reason, s.Count)
+		}
+	}
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// shortID shortens a runtime's 64-hex container ID for text output.
+func shortID(id string) string {
+	if len(id) > 16 {
+		return id[:13] + "..."
+	}
+	return id
+}
+
+// say and sayln print the report; a failed write to the output is not
+// something inspect can report anywhere.
+func say(w io.Writer, format string, args ...any) { _, _ = fmt.Fprintf(w, format, args...) }
+
+func sayln(w io.Writer, args ...any) { _, _ = fmt.Fprintln(w, args...) }

@@ -1,0 +1,345 @@
+package metrics
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/rdma-chain/rdma-chain/pkg/chain"
+	"github.com/rdma-chain/rdma-chain/pkg/config"
+	"github.com/rdma-chain/rdma-chain/pkg/conflist"
+	"github.com/rdma-chain/rdma-chain/pkg/netnsid"
+	"github.com/rdma-chain/rdma-chain/pkg/rdma"
+	"github.com/rdma-chain/rdma-chain/pkg/smc"
+	"github.com/rdma-chain/rdma-chain/pkg/smc/hookcmd"
+	"github.com/rdma-chain/rdma-chain/pkg/state"
+)
+
+// StatsReader is what the node collector reads at scrape time: the
+// kernel's in production, a fake in unit tests. An empty nsPath is the
+// calling (host) netns.
+type StatsReader interface {
+	NetnsMode() (rdma.Mode, error)
+	PortStats(nsPath string) ([]rdma.PortStats, error)
+	Pnet(nsPath string) ([]smc.PnetEntry, error)
+	Fallbacks(nsPath string) (smc.FallbackReport, error)
+	SocketHook() (attached bool, listed []uint32, err error)
+	// NetnsGone is state.Record.NetnsGone on the kernel.
+	NetnsGone(rec *state.Record) (bool, error)
+}
+
+// Values of the collect_errors source label.
+var collectSources = []string{"rdma", "records", "outcomes", "smc", "socket_hook", "pods"}
+
+// NodeCollector reads the node at scrape time: RDMA ports and counters (in
+// the host netns, and in exclusive mode in each pod netns that holds a
+// device), the attachment records, the outcome logs, SMC-R tables and
+// fallbacks, and the socket hook. Label values are device, port, counter
+// and network names and fixed words: their number is bounded by the
+// node's devices and configured networks. Pods are named only with
+// --metrics-pod-labels.
+type NodeCollector struct {
+	k         StatsReader
+	networks  func() []conflist.Network
+	outcomes  *OutcomeTail
+	podLabels bool
+
+	mode, attachments, outcomeCount, portInfo, portCounters, hwCounters *prometheus.Desc
+	pnetEntries, fallbacks, hookAttached, hookNetns, collectErrors      *prometheus.Desc
+}
+
+// NewNodeCollector reads the node through k, the records of networks()
+// and, when outcomes is not nil, the outcome logs.
+func NewNodeCollector(k StatsReader, networks func() []conflist.Network, outcomes *OutcomeTail, podLabels bool) *NodeCollector {
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc(prometheus.BuildFQName(metricsNamespace, "", name), help, labels, nil)
+	}
+	pod := []string{}
+	if podLabels {
+		pod = []string{"namespace", "pod"}
+	}
+	return &NodeCollector{
+		k: k, networks: networks, outcomes: outcomes, podLabels: podLabels,
+		mode: d("rdma_netns_mode", "Always 1; the mode label is the RDMA subsystem's netns mode (shared or exclusive).", "mode"),
+		attachments: d("attachments", "Recorded attachments, by network, mode (shared, exclusive, pass-through) and RDMA device (none: no link).",
+			"network", "mode", "device"),
+		outcomeCount: d("cni_outcomes_total", "CNI calls the plugin answered, from its outcome log, by network, verb and CNI error code (0: success), counted from the start of this process.",
+			"network", "verb", "code"),
+		portInfo: d("rdma_port_info", "Always 1 per RDMA port; labels: its state and physical state as sysfs names them, and the netns holding the device (host or pod).",
+			append([]string{"device", "port", "netns", "state", "phys_state"}, pod...)...),
+		portCounters: d("rdma_port_counters_total", "The port's counters (sysfs ports/N/counters), by counter file name, wherever the device is.",
+			"device", "port", "counter"),
+		hwCounters: d("rdma_port_hw_counters_total", "The port's driver counters (sysfs ports/N/hw_counters, without lifespan), by counter file name, wherever the device is.",
+			"device", "port", "counter"),
+		pnetEntries: d("smc_pnet_entries", "Entries of the host netns's SMC-R pnet table."),
+		fallbacks: d("smc_pod_fallbacks", "SMC connections that fell back to TCP in the netns of live SMC-R pods, summed over those pods, by side (client, server) and SMC decline reason code.",
+			append([]string{"side", "reason"}, pod...)...),
+		hookAttached:  d("smc_socket_hook_attached", "1 when the transparent-SMC socket hook's program is attached."),
+		hookNetns:     d("smc_socket_hook_netns", "Netns the transparent-SMC socket hook lists."),
+		collectErrors: d("collect_errors", "Things this scrape could not read, by source (rdma, records, outcomes, smc, socket_hook, pods); the reconcile log does not repeat them.", "source"),
+	}
+}
+
+func (c *NodeCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.mode, c.attachments, c.outcomeCount, c.portInfo, c.portCounters, c.hwCounters,
+		c.pnetEntries, c.fallbacks, c.hookAttached, c.hookNetns, c.collectErrors} {
+		ch <- d
+	}
+}
+
+// scrape is one Collect's state.
+type scrape struct {
+	c      *NodeCollector
+	ch     chan<- prometheus.Metric
+	errors map[string]int
+}
+
+func (s *scrape) gauge(d *prometheus.Desc, v float64, labels ...string) {
+	s.ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+}
+
+func (s *scrape) counter(d *prometheus.Desc, v float64, labels ...string) {
+	s.ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+}
+
+func (c *NodeCollector) Collect(ch chan<- prometheus.Metric) {
+	s := &scrape{c: c, ch: ch, errors: map[string]int{}}
+	nets := c.networks()
+	recs := s.records(nets)
+	s.rdma(recs)
+	s.outcomes(nets)
+	s.smc(recs)
+	for _, src := range collectSources {
+		s.gauge(c.collectErrors, float64(s.errors[src]), src)
+	}
+}
+
+// records lists the records of the configured networks (once per data
+// directory) and exports their count.
+func (s *scrape) records(nets []conflist.Network) []*state.Record {
+	type key struct{ network, mode, device string }
+	counts := map[key]int{}
+	var out []*state.Record
+	for dir, names := range dataDirs(nets) {
+		recs, err := state.New(dir).List()
+		if err != nil {
+			s.errors["records"]++
+		}
+		for _, r := range recs {
+			network := r.Network
+			if !names[network] {
+				continue
+			}
+			out = append(out, r)
+			mode := r.Mode
+			if mode == "" {
+				mode = "pass-through"
+			}
+			devs := map[string]bool{}
+			for _, l := range r.Links {
+				devs[l.Device] = true
+			}
+			if len(devs) == 0 {
+				devs["none"] = true
+			}
+			for dev := range devs {
+				counts[key{network, mode, dev}]++
+			}
+		}
+	}
+	for k, n := range counts {
+		s.gauge(s.c.attachments, float64(n), k.network, k.mode, k.device)
+	}
+	return out
+}
+
+// dataDirs maps each state directory to the networks recorded in it.
+func dataDirs(nets []conflist.Network) map[string]map[string]bool {
+	out := map[string]map[string]bool{}
+	for _, n := range nets {
+		if out[n.DataDir] == nil {
+			out[n.DataDir] = map[string]bool{}
+		}
+		out[n.DataDir][n.Name] = true
+	}
+	return out
+}
+
+func (s *scrape) podLabels(r *state.Record) []string {
+	if !s.c.podLabels {
+		return nil
+	}
+	return []string{r.Pod.Namespace, r.Pod.Name}
+}
+
+// rdma exports the mode and the ports: the host's, then in exclusive mode
+// those of each pod netns that holds a device.
+func (s *scrape) rdma(recs []*state.Record) {
+	mode, err := s.c.k.NetnsMode()
+	if err != nil {
+		s.errors["rdma"]++
+	} else {
+		s.gauge(s.c.mode, 1, string(mode))
+	}
+	host, err := s.c.k.PortStats("")
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		s.errors["rdma"]++
+	}
+	s.ports(host, "host", nil)
+	if mode != rdma.ModeExclusive {
+		return
+	}
+	for _, r := range recs {
+		if !chain.HoldsDevice(r) {
+			continue
+		}
+		if gone, err := s.c.k.NetnsGone(r); err != nil || gone {
+			continue // reconcile releases it
+		}
+		ports, err := s.c.k.PortStats(r.NetNS)
+		if err != nil {
+			s.errors["pods"]++
+		}
+		s.ports(ports, "pod", s.podLabels(r))
+	}
+}
+
+func (s *scrape) ports(ports []rdma.PortStats, where string, pod []string) {
+	for _, p := range ports {
+		port := strconv.Itoa(p.Port)
+		labels := append([]string{p.Device, port, where, p.State, p.PhysState}, pod...)
+		if s.c.podLabels && pod == nil {
+			labels = append(labels, "", "")
+		}
+		s.gauge(s.c.portInfo, 1, labels...)
+		for name, v := range p.Counters {
+			s.counter(s.c.portCounters, v, p.Device, port, name)
+		}
+		for name, v := range p.HWCounters {
+			s.counter(s.c.hwCounters, v, p.Device, port, name)
+		}
+	}
+}
+
+func (s *scrape) outcomes(nets []conflist.Network) {
+	if s.c.outcomes == nil {
+		return
+	}
+	counts, errs := s.c.outcomes.Poll(nets)
+	s.errors["outcomes"] += errs
+	for k, v := range counts {
+		s.counter(s.c.outcomeCount, v, k.network, k.verb, k.code)
+	}
+}
+
+// smc exports the host pnet table's size, the socket hook, and the
+// fallbacks counted in SMC-R pods' netns.
+func (s *scrape) smc(recs []*state.Record) {
+	pnet, err := s.c.k.Pnet("")
+	if errors.Is(err, smc.ErrUnavailable) {
+		return
+	}
+	if err != nil {
+		s.errors["smc"]++
+	} else {
+		s.gauge(s.c.pnetEntries, float64(len(pnet)))
+	}
+	attached, listed, err := s.c.k.SocketHook()
+	switch {
+	case errors.Is(err, hookcmd.ErrNotInstalled):
+	case err != nil:
+		s.errors["socket_hook"]++
+	default:
+		s.gauge(s.c.hookAttached, boolFloat(attached))
+		s.gauge(s.c.hookNetns, float64(len(listed)))
+	}
+	type key struct{ side, reason, ns, pod string }
+	sums := map[key]float64{}
+	for _, r := range recs {
+		if r.SMC == nil || r.NetNS == "" {
+			continue
+		}
+		if gone, err := s.c.k.NetnsGone(r); err != nil || gone {
+			continue
+		}
+		fb, err := s.c.k.Fallbacks(r.NetNS)
+		if err != nil {
+			s.errors["pods"]++
+			continue
+		}
+		k := key{}
+		if s.c.podLabels {
+			k.ns, k.pod = r.Pod.Namespace, r.Pod.Name
+		}
+		for _, st := range fb.Reasons {
+			k.side, k.reason = "client", fmt.Sprintf("0x%08x", st.Reason)
+			if st.Server {
+				k.side = "server"
+			}
+			sums[k] += float64(st.Count)
+		}
+	}
+	for k, v := range sums {
+		labels := []string{k.side, k.reason}
+		if s.c.podLabels {
+			labels = append(labels, k.ns, k.pod)
+		}
+		s.gauge(s.c.fallbacks, v, labels...)
+	}
+}
+
+func boolFloat(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// KernelStats is the StatsReader of the node the command runs on.
+type KernelStats struct{ sys *rdma.System }
+
+// NewKernelStats reads the kernel of the calling netns.
+func NewKernelStats() KernelStats { return KernelStats{sys: rdma.New()} }
+
+// NetnsMode is the RDMA subsystem's netns mode.
+func (k KernelStats) NetnsMode() (rdma.Mode, error) { return k.sys.NetnsMode() }
+
+// PortStats reads every port of every RDMA device sysfs shows in the netns
+// at nsPath ("" the host's; a pod's through a sysfs mounted from inside it,
+// as inspect --netns does).
+func (k KernelStats) PortStats(nsPath string) ([]rdma.PortStats, error) {
+	if nsPath == "" {
+		return k.sys.PortStats()
+	}
+	return rdma.PortStatsIn(nsPath)
+}
+
+// Pnet dumps the SMC-R pnet table of the netns at nsPath.
+func (KernelStats) Pnet(nsPath string) (list []smc.PnetEntry, err error) {
+	err = smc.Do(nsPath, func(c *smc.Client) (err error) {
+		list, err = c.PnetDump()
+		return err
+	})
+	return list, err
+}
+
+// Fallbacks reads the SMC fallback statistics of the netns at nsPath.
+func (KernelStats) Fallbacks(nsPath string) (r smc.FallbackReport, err error) {
+	err = smc.Do(nsPath, func(c *smc.Client) (err error) {
+		r, err = c.FallbackReport()
+		return err
+	})
+	return r, err
+}
+
+// SocketHook reads the transparent-SMC hook's pins through the hook binary
+// beside this one.
+func (KernelStats) SocketHook() (bool, []uint32, error) {
+	return hookcmd.Beside().State(config.DefaultBPFFSDir)
+}
+
+// NetnsGone is rec.NetnsGone on the kernel.
+func (KernelStats) NetnsGone(rec *state.Record) (bool, error) { return rec.NetnsGone(netnsid.Of) }

@@ -1,0 +1,53 @@
+//go:build privileged
+
+package rdma
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/rdma-chain/rdma-chain/internal/netnstest"
+	"github.com/rdma-chain/rdma-chain/internal/testenv"
+)
+
+// TestNetnsSysfs: the sysfs mounted from inside a pod netns shows that
+// netns's netdevs, and the host's mounts and /sys are untouched.
+func TestNetnsSysfs(t *testing.T) {
+	testenv.RequireRoot(t)
+	node := netnstest.NewNS(t)
+	peer := netnstest.NewNS(t)
+	netnstest.AddVeth(t, node, peer, "rdmaeth", 1500)
+	before, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	err = inNetnsSysfs(node.Path(), func(sys string) error {
+		entries, err := os.ReadDir(filepath.Join(sys, "class", "net"))
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(names)
+	if want := []string{"lo", "rdmaeth"}; !slices.Equal(names, want) {
+		t.Errorf("netdevs in the node netns's sysfs: %v, want %v", names, want)
+	}
+	after, _ := os.ReadFile("/proc/self/mountinfo")
+	if string(before) != string(after) {
+		t.Errorf("the process's mounts changed:\n%s\n---\n%s", before, after)
+	}
+	if _, err := os.Stat("/sys/class/net/rdmaeth"); err == nil {
+		t.Error("the host's /sys shows the node netns's netdev")
+	}
+	// This kernel has no RDMA: the GID read says so.
+	if _, err := GIDsIn(node.Path()); err == nil || !strings.Contains(err.Error(), "infiniband") {
+		t.Errorf("GIDsIn without RDMA: %v", err)
+	}
+}

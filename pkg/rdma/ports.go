@@ -1,0 +1,192 @@
+package rdma
+
+import (
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Port is one RDMA device port as sysfs shows it.
+type Port struct {
+	Port      int    `json:"port"`
+	State     string `json:"state"`
+	PhysState string `json:"physState,omitempty"`
+	GIDs      int    `json:"gids"`
+}
+
+// GID is one non-zero GID table row of an RDMA port.
+type GID struct {
+	Device string `json:"device"`
+	Port   int    `json:"port"`
+	Index  int    `json:"index"`
+	GID    string `json:"gid"`
+	Netdev string `json:"netdev,omitempty"`
+	Type   string `json:"type,omitempty"`
+}
+
+// PortStats is one RDMA port as sysfs shows it in one netns: its state and
+// the counters of ports/N/counters and ports/N/hw_counters.
+type PortStats struct {
+	Device, State, PhysState string
+	Port                     int
+	Counters, HWCounters     map[string]float64
+}
+
+func (s *System) portPath(dev string, port int, parts ...string) string {
+	return filepath.Join(append([]string{s.ibPath(), dev, "ports", strconv.Itoa(port)}, parts...)...)
+}
+
+// portNumbers lists the numbered entries of dev's ports directory.
+func (s *System) portNumbers(dev string) ([]int, error) {
+	entries, err := os.ReadDir(filepath.Join(s.ibPath(), dev, "ports"))
+	if err != nil {
+		return nil, err
+	}
+	var out []int
+	for _, e := range entries {
+		if n, err := strconv.Atoi(e.Name()); err == nil {
+			out = append(out, n)
+		}
+	}
+	sort.Ints(out)
+	return out, nil
+}
+
+// Ports reads ports/N/{state,phys_state,gids} of dev from sysfs.
+func (s *System) Ports(dev string) ([]Port, error) {
+	nums, err := s.portNumbers(dev)
+	if err != nil {
+		return nil, err
+	}
+	var out []Port
+	for _, n := range nums {
+		rows, _ := s.gidRows(dev, n)
+		out = append(out, Port{Port: n, State: sysfsWord(s.portPath(dev, n, "state")),
+			PhysState: sysfsWord(s.portPath(dev, n, "phys_state")), GIDs: len(rows)})
+	}
+	return out, nil
+}
+
+// sysfsWord turns "4: ACTIVE" into "ACTIVE"; "" when unreadable.
+func sysfsWord(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	s := strings.TrimSpace(string(b))
+	if _, w, ok := strings.Cut(s, ": "); ok {
+		return w
+	}
+	return s
+}
+
+const zeroGID = "0000:0000:0000:0000:0000:0000:0000:0000"
+
+func (s *System) gidRows(dev string, port int) ([]GID, error) {
+	entries, err := os.ReadDir(s.portPath(dev, port, "gids"))
+	if err != nil {
+		return nil, err
+	}
+	var out []GID
+	for _, e := range entries {
+		b, err := os.ReadFile(s.portPath(dev, port, "gids", e.Name()))
+		g := strings.TrimSpace(string(b))
+		if err != nil || g == zeroGID || g == "" {
+			continue
+		}
+		idx, _ := strconv.Atoi(e.Name())
+		out = append(out, GID{Device: dev, Port: port, Index: idx, GID: g,
+			Netdev: sysfsWord(s.portPath(dev, port, "gid_attrs", "ndevs", e.Name())),
+			Type:   sysfsWord(s.portPath(dev, port, "gid_attrs", "types", e.Name()))})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Index < out[j].Index })
+	return out, nil
+}
+
+// GIDs lists every non-zero GID of every device visible in sysfs.
+func (s *System) GIDs() ([]GID, error) {
+	devs, err := os.ReadDir(s.ibPath())
+	if err != nil {
+		return nil, err
+	}
+	var out []GID
+	for _, d := range devs {
+		nums, _ := s.portNumbers(d.Name())
+		for _, n := range nums {
+			rows, _ := s.gidRows(d.Name(), n)
+			out = append(out, rows...)
+		}
+	}
+	return out, nil
+}
+
+// PortStats reads every port of every RDMA device sysfs shows, with its
+// state and counters.
+func (s *System) PortStats() ([]PortStats, error) {
+	devs, err := os.ReadDir(s.ibPath())
+	if err != nil {
+		return nil, err
+	}
+	var out []PortStats
+	for _, d := range devs {
+		nums, err := s.portNumbers(d.Name())
+		if err != nil {
+			return out, err
+		}
+		for _, n := range nums {
+			out = append(out, PortStats{Device: d.Name(), Port: n,
+				State: sysfsWord(s.portPath(d.Name(), n, "state")), PhysState: sysfsWord(s.portPath(d.Name(), n, "phys_state")),
+				Counters: readCounters(s.portPath(d.Name(), n, "counters")), HWCounters: readCounters(s.portPath(d.Name(), n, "hw_counters"))})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		return out[i].Device < out[j].Device || (out[i].Device == out[j].Device && out[i].Port < out[j].Port)
+	})
+	return out, nil
+}
+
+// readCounters reads a directory of counter files, one unsigned number
+// each. lifespan (hw_counters' refresh interval, a setting) and files that
+// are not a number are left out.
+func readCounters(dir string) map[string]float64 {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	out := map[string]float64{}
+	for _, e := range entries {
+		if e.Name() == "lifespan" || !e.Type().IsRegular() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			continue
+		}
+		if v, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64); err == nil {
+			out[e.Name()] = float64(v)
+		}
+	}
+	return out
+}
+
+// GIDsIn lists the GIDs as the netns at nsPath sees them (exclusive mode:
+// the devices moved into it).
+func GIDsIn(nsPath string) (gids []GID, err error) {
+	err = inNetnsSysfs(nsPath, func(sysRoot string) (err error) {
+		gids, err = (&System{SysRoot: sysRoot}).GIDs()
+		return err
+	})
+	return gids, err
+}
+
+// PortStatsIn reads the ports as the netns at nsPath sees them (exclusive
+// mode: the devices moved into it).
+func PortStatsIn(nsPath string) (stats []PortStats, err error) {
+	err = inNetnsSysfs(nsPath, func(sysRoot string) (err error) {
+		stats, err = (&System{SysRoot: sysRoot}).PortStats()
+		return err
+	})
+	return stats, err
+}

@@ -1,0 +1,178 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/containernetworking/cni/pkg/skel"
+
+	"github.com/rdma-chain/rdma-chain/pkg/conflist"
+	"github.com/rdma-chain/rdma-chain/pkg/metrics"
+	"github.com/rdma-chain/rdma-chain/pkg/state"
+)
+
+// pass releases, for every network, the attachments whose pod is gone. It
+// returns the number of problems (releases that failed, things it could
+// not read).
+func (r *reconciler) pass(ctx context.Context) int {
+	r.metrics.Passes.WithLabelValues(metrics.TriggerInterval).Inc()
+	live, err := r.liveSandboxes(ctx)
+	if err != nil {
+		r.metrics.CRIFailures.Inc()
+		say(r.out, "reconcile: %v: nothing released\n", err)
+		return 1
+	}
+	problems, released, kept := 0, 0, 0
+	reason := metrics.ReasonNetnsGone
+	if live != nil {
+		reason = metrics.ReasonSandboxGone
+	}
+	for _, n := range r.networks() {
+		// Records are written atomically: reading them needs no lock, and
+		// DEL takes the node lock before it releases anything.
+		recs, err := state.New(n.DataDir).List()
+		if err != nil {
+			say(r.out, "reconcile: %s: %v\n", n.DataDir, err)
+			problems++
+		}
+		for _, rec := range recs {
+			if rec.Network != n.Name {
+				continue
+			}
+			why, p := r.stale(rec, live)
+			problems += p
+			if why == "" && p == 0 {
+				// The safety net of the event-driven repair.
+				if sw, err := r.node.Stranded(rec); err == nil && sw != "" {
+					if r.repairOne(n, rec, sw, metrics.TriggerInterval, time.Time{}) {
+						released++
+					} else {
+						problems++
+					}
+					continue
+				}
+			}
+			if why == "" {
+				kept++
+				continue
+			}
+			if r.release(n, rec, why, reason) {
+				released++
+			} else {
+				problems++
+			}
+		}
+	}
+	say(r.out, "reconcile: %d released, %d kept, %d problems (liveness: %s)\n", released, kept, problems, r.liveness())
+	return problems
+}
+
+func (r *reconciler) liveness() string {
+	if r.criSocket != "" {
+		return "CRI " + r.criSocket
+	}
+	return "netns"
+}
+
+// liveSandboxes is the set of sandbox IDs the runtime lists, or nil
+// without a CRI socket.
+func (r *reconciler) liveSandboxes(ctx context.Context) (map[string]bool, error) {
+	if r.criSocket == "" {
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, criTimeout)
+	defer cancel()
+	list, err := r.node.Sandboxes(ctx, r.criSocket)
+	r.cri.observe(r.node.Now(), err)
+	if err != nil {
+		return nil, err
+	}
+	if len(list) == 0 {
+		// A node that runs this command under Kubernetes has at least its
+		// own pod: an empty list means the wrong runtime, not a clean node.
+		return nil, fmt.Errorf("the runtime at %s lists no pod sandbox at all (is it the runtime that runs this network?)", r.criSocket)
+	}
+	live := make(map[string]bool, len(list))
+	for _, s := range list {
+		live[s.ID] = true
+	}
+	return live, nil
+}
+
+// stale says why rec's pod is gone, or "" to keep it, and counts a problem
+// when it cannot tell.
+func (r *reconciler) stale(rec *state.Record, live map[string]bool) (string, int) {
+	if live != nil {
+		if live[rec.ContainerID] {
+			return "", 0
+		}
+		if age := r.node.Now().Sub(rec.CreatedAt); age < r.minAge {
+			say(r.out, "reconcile: keeping %s: not listed by CRI but only %s old\n", describeRec(rec), age.Round(time.Second))
+			return "", 0
+		}
+		return "sandbox not listed by CRI", 0
+	}
+	if rec.NetNS == "" {
+		say(r.out, "reconcile: keeping %s: no netns recorded, liveness unknown without --cri-socket\n", describeRec(rec))
+		return "", 1
+	}
+	gone, err := r.node.NetnsGone(rec)
+	if err != nil {
+		say(r.out, "reconcile: keeping %s: %v\n", describeRec(rec), err)
+		return "", 1
+	}
+	if gone {
+		return "netns " + rec.NetNS + " is gone", 0
+	}
+	return "", 0
+}
+
+// release runs the plugin's own DEL for the attachment, as the runtime
+// would: under the node lock, devices and netdevs back, children deleted,
+// IPAM leases and SMC-R pnet entries released, then the record removed.
+func (r *reconciler) release(n conflist.Network, rec *state.Record, why, reason string) bool {
+	if err := r.delRecord(n, rec); err != nil {
+		r.metrics.ReleaseFailures.WithLabelValues(n.Name).Inc()
+		say(r.out, "reconcile: FAILED to release %s (%s): %v\n", describeRec(rec), why, err)
+		return false
+	}
+	r.metrics.Releases.WithLabelValues(n.Name, reason).Inc()
+	say(r.out, "reconcile: released %s: %s\n", describeRec(rec), why)
+	return true
+}
+
+// delRecord runs the plugin's DEL for rec's attachment.
+func (r *reconciler) delRecord(n conflist.Network, rec *state.Record) error {
+	return r.node.Del(&skel.CmdArgs{
+		ContainerID: rec.ContainerID,
+		IfName:      rec.IfName,
+		Args:        podArgs(rec.Pod),
+		Path:        r.cniPath,
+		StdinData:   n.Stdin,
+	})
+}
+
+func describeRec(rec *state.Record) string {
+	s := fmt.Sprintf("%s/%s/%s", rec.Network, rec.ContainerID, rec.IfName)
+	if rec.Pod.Name != "" {
+		s += fmt.Sprintf(" (pod %s/%s", rec.Pod.Namespace, rec.Pod.Name)
+	} else {
+		s += " (pod unknown"
+	}
+	mode := rec.Mode
+	if mode == "" {
+		mode = "pass-through"
+	}
+	s += ", " + mode
+	for _, l := range rec.Links {
+		s += fmt.Sprintf(", %s %s", l.Kind, l.Device)
+		if l.PodName != "" {
+			s += " as " + l.PodName
+		}
+	}
+	if rec.SMC != nil {
+		s += ", SMC-R " + rec.SMC.PnetID
+	}
+	return s + ")"
+}

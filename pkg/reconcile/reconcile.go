@@ -1,0 +1,267 @@
+// Package reconcile releases the attachments of pods that are gone (the GC
+// runtimes behind Terway never send), through the plugin's own DEL: passes
+// that ask CRI or the kernel which pods are gone, and between them repairs
+// on kernel events that give a dead pod's device back.
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/containernetworking/cni/pkg/skel"
+
+	"github.com/rdma-chain/rdma-chain/pkg/conflist"
+	"github.com/rdma-chain/rdma-chain/pkg/cri"
+	"github.com/rdma-chain/rdma-chain/pkg/install"
+	"github.com/rdma-chain/rdma-chain/pkg/metrics"
+	"github.com/rdma-chain/rdma-chain/pkg/state"
+)
+
+const criTimeout = 10 * time.Second
+
+// ErrProblems: a pass found problems (releases that failed, things it
+// could not read); its log says which.
+var ErrProblems = errors.New("the pass found problems")
+
+// Options say what Run reconciles and how.
+type Options struct {
+	// Conflists name the networks by their rdma-chain entries
+	// (conflist.Auto: the primary's conflist in ConfDir); NetName and
+	// DataDir name one without a conflist; without either, the entries of
+	// the conflists in ConfDir.
+	Conflists        []string
+	ConfDir          string
+	NetName, DataDir string
+	// EnsureEntry puts the entry back, before each pass, into each of
+	// Conflists that lost it (after the last plugin of type After, with
+	// the keys of Set).
+	EnsureEntry bool
+	After       string
+	Set         []byte
+	// CRISocket is the runtime's CRI socket ("": a pod is gone when its
+	// netns is).
+	CRISocket string
+	// CNIPath is CNI_PATH for the IPAM plugin that releases leases.
+	CNIPath string
+	// MinAge: with CRISocket, attachments younger than this are kept.
+	MinAge time.Duration
+	// Interval runs a pass every interval until ctx ends, and repairs on
+	// kernel events between passes; 0 runs one pass.
+	Interval time.Duration
+	// Metrics, with Interval, serves /metrics and /healthz.
+	Metrics metrics.Options
+	// LivenessGrace is how long CRI may be unreachable before /healthz
+	// fails.
+	LivenessGrace time.Duration
+	// Version is the binary's, for the build info metric.
+	Version string
+	// Stderr receives the plugin's own log lines.
+	Stderr io.Writer
+}
+
+// node is the reconciler's seam over the node it runs on: the runtime that
+// lists the pod sandboxes, the plugin's DEL, the kernel's netns and
+// devices, the clock.
+type node interface {
+	Sandboxes(ctx context.Context, criSocket string) ([]cri.Sandbox, error)
+	// NetnsGone is state.Record.NetnsGone on the node.
+	NetnsGone(rec *state.Record) (bool, error)
+	Del(args *skel.CmdArgs) error
+	Now() time.Time
+	// Stranded says why rec is an exclusive-mode attachment whose pod
+	// netns died and whose device the kernel refunded ("" if it is not).
+	Stranded(rec *state.Record) (string, error)
+	// Watch starts the kernel's event sources, which fire into sink until
+	// ctx ends; a node without any starts none (the interval only).
+	Watch(ctx context.Context, sink eventSink)
+}
+
+// reconciler releases the attachments of pods that are gone.
+type reconciler struct {
+	nets      []conflist.Network
+	criSocket string
+	version   string
+	cniPath   string
+	minAge    time.Duration
+	out       io.Writer
+	reload    func() error // nil: the networks never change
+	metrics   *metrics.Reconcile
+	// mu serialises passes and repairs; netsMu guards nets, which reload
+	// replaces while the metrics handler reads them.
+	mu, netsMu sync.Mutex
+	node       node
+	cri        criHealth
+}
+
+// Run reconciles as o says, logging to out, until ctx ends (with an
+// Interval) or after one pass. It returns ErrProblems when the one pass
+// found problems, and other errors when it cannot start.
+func Run(ctx context.Context, o Options, out io.Writer) error {
+	m := metrics.NewReconcile()
+	load := o.loader(m, out)
+	nets, err := load()
+	if err != nil {
+		return err
+	}
+	r := &reconciler{nets: nets, criSocket: o.CRISocket, version: o.Version, cniPath: o.CNIPath, minAge: o.MinAge,
+		out: out, metrics: m, node: newKernelNode(o.Stderr)}
+	r.cri = criHealth{grace: o.LivenessGrace, lastOK: time.Now()}
+	if o.Interval == 0 {
+		return r.passErr(ctx)
+	}
+	// A conflist may be rewritten (Terway regenerates its own): read it
+	// again before every pass, keeping the last good one.
+	r.reload = func() error {
+		nets, err := load()
+		if err == nil {
+			r.setNetworks(nets)
+		}
+		return err
+	}
+	if o.Metrics.Addr != "" {
+		if err := r.serveMetrics(ctx, o.Metrics); err != nil {
+			return err
+		}
+	}
+	r.loop(ctx, o.Interval)
+	return nil
+}
+
+// loader returns what reads the networks before each pass: the conflists
+// named (their entries put back first with EnsureEntry), or those of
+// ConfDir with an entry, or NetName's.
+func (o Options) loader(m *metrics.Reconcile, out io.Writer) func() ([]conflist.Network, error) {
+	return func() ([]conflist.Network, error) {
+		paths, err := resolveConflists(o.Conflists, o.ConfDir)
+		if err != nil {
+			return nil, err
+		}
+		if o.EnsureEntry {
+			ensureEntries(paths, o, m, out)
+		}
+		if len(paths) == 0 && o.NetName == "" {
+			nets, skipped, err := conflist.Discover(o.ConfDir)
+			for _, e := range skipped {
+				say(out, "reconcile: skipped %v\n", e)
+			}
+			return nets, err
+		}
+		return conflist.Load(paths, o.NetName, o.DataDir)
+	}
+}
+
+// resolveConflists replaces conflist.Auto with the primary's conflist in
+// confDir, as it is now.
+func resolveConflists(paths []string, confDir string) ([]string, error) {
+	out := make([]string, 0, len(paths))
+	for _, p := range paths {
+		if p == conflist.Auto {
+			primary, err := conflist.Primary(confDir)
+			if err != nil {
+				return nil, err
+			}
+			p = primary
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// ensureEntries puts the rdma-chain entry back into each conflist that
+// lost it (a primary's agent rewrote the file on restart), logs and counts
+// it. A conflist it cannot read or fix is logged; loading it then says
+// what is wrong.
+func ensureEntries(paths []string, o Options, m *metrics.Reconcile, out io.Writer) {
+	for _, p := range paths {
+		restored, err := install.EnsureEntry(p, o.After, o.Set)
+		switch {
+		case err != nil:
+			say(out, "reconcile: cannot put the rdma-chain entry back into %s: %v\n", p, err)
+		case restored:
+			m.ConflistRestores.Inc()
+			say(out, "reconcile: %s had lost its rdma-chain entry (rewritten by another agent): put it back\n", p)
+		}
+	}
+}
+
+// serveMetrics starts following the outcome logs (what they hold now is
+// never counted) and serves /metrics.
+func (r *reconciler) serveMetrics(ctx context.Context, mo metrics.Options) error {
+	tail := metrics.NewOutcomeTail()
+	tail.Poll(r.networks())
+	node := metrics.NewNodeCollector(metrics.NewKernelStats(), r.networks, tail, mo.PodLabels)
+	reg, err := metrics.NewRegistry(r.version, r.metrics, node)
+	if err != nil {
+		return err
+	}
+	healthy := func() error { return r.cri.healthy(r.criSocket, time.Now()) }
+	return metrics.Serve(ctx, mo.Addr, reg, healthy, func(f string, a ...any) { say(r.out, f+"\n", a...) })
+}
+
+func (r *reconciler) networks() []conflist.Network {
+	r.netsMu.Lock()
+	defer r.netsMu.Unlock()
+	return r.nets
+}
+
+func (r *reconciler) setNetworks(nets []conflist.Network) {
+	r.netsMu.Lock()
+	defer r.netsMu.Unlock()
+	r.nets = nets
+}
+
+// loop runs a pass every interval until ctx ends (SIGTERM), and a repair
+// on every kernel event in between.
+func (r *reconciler) loop(ctx context.Context, interval time.Duration) {
+	sink := eventSink{ch: make(chan time.Time, 1), r: r}
+	r.node.Watch(ctx, sink)
+	go r.waitEvents(ctx, sink.ch)
+	for {
+		if r.reload != nil {
+			if err := r.reload(); err != nil {
+				say(r.out, "reconcile: %v: using the configuration read before\n", err)
+			}
+		}
+		_ = r.passErr(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(interval):
+		}
+	}
+}
+
+// passErr runs one pass: ErrProblems when it found any.
+func (r *reconciler) passErr(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if n := r.pass(ctx); n > 0 {
+		return ErrProblems
+	}
+	return nil
+}
+
+// podArgs are CNI_ARGS for the record's pod, for the IPAM plugin.
+func podArgs(p state.Pod) string {
+	for _, v := range []string{p.Namespace, p.Name, p.UID} {
+		if strings.ContainsAny(v, ";=") {
+			return "IgnoreUnknown=1"
+		}
+	}
+	args := []string{"IgnoreUnknown=1"}
+	for _, kv := range [][2]string{{"K8S_POD_NAMESPACE", p.Namespace}, {"K8S_POD_NAME", p.Name}, {"K8S_POD_UID", p.UID}} {
+		if kv[1] != "" {
+			args = append(args, kv[0]+"="+kv[1])
+		}
+	}
+	return strings.Join(args, ";")
+}
+
+// say prints a log line; a failed write to the log is not something
+// reconcile can report anywhere.
+func say(w io.Writer, format string, args ...any) { _, _ = fmt.Fprintf(w, format, args...) }

@@ -1,0 +1,436 @@
+package reconcile
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/containernetworking/cni/pkg/skel"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/common/expfmt"
+
+	"github.com/rdma-chain/rdma-chain/pkg/conflist"
+	"github.com/rdma-chain/rdma-chain/pkg/cri"
+	"github.com/rdma-chain/rdma-chain/pkg/metrics"
+	"github.com/rdma-chain/rdma-chain/pkg/state"
+)
+
+var now = time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+
+// fakeNode is a state dir with records and a fake runtime and kernel.
+type fakeNode struct {
+	dir       string
+	out       bytes.Buffer
+	sandboxes []cri.Sandbox
+	criErr    error
+	gone      map[string]bool
+	delErr    map[string]error
+	deleted   []string
+	stdins    []string
+	// stranded names the containers whose pods died and whose devices are
+	// back; read under the reconciler's mu.
+	stranded []string
+	// watching, when set, receives the sink of the node's one event source.
+	watching chan eventSink
+}
+
+func newFakeNode(t *testing.T, recs ...*state.Record) *fakeNode {
+	n := &fakeNode{dir: t.TempDir(), gone: map[string]bool{}, delErr: map[string]error{}}
+	for _, r := range recs {
+		if err := state.New(n.dir).Put(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return n
+}
+
+func rec(network, cid, netns string, age time.Duration) *state.Record {
+	return &state.Record{Network: network, ContainerID: cid, IfName: "eth0", NetNS: netns, Mode: "shared",
+		Pod:   state.Pod{Namespace: "default", Name: "pod-" + cid, UID: "uid-" + cid},
+		Links: []state.Link{{Device: "rxe0", Kind: "ipvlan", Step: "done"}}, CreatedAt: now.Add(-age)}
+}
+
+func (n *fakeNode) reconciler(criSocket string) *reconciler {
+	return &reconciler{
+		nets:      []conflist.Network{{Name: "rdmanet", DataDir: n.dir, Stdin: []byte(`{"name":"rdmanet"}`)}},
+		criSocket: criSocket, cniPath: "/opt/cni/bin", minAge: time.Minute, out: &n.out, metrics: metrics.NewReconcile(),
+		node: n,
+	}
+}
+
+func (n *fakeNode) Sandboxes(context.Context, string) ([]cri.Sandbox, error) {
+	return n.sandboxes, n.criErr
+}
+
+func (n *fakeNode) NetnsGone(r *state.Record) (bool, error) {
+	if r.NetNS == "/run/netns/broken" {
+		return false, errors.New("permission denied")
+	}
+	return n.gone[r.NetNS], nil
+}
+
+func (n *fakeNode) Del(a *skel.CmdArgs) error {
+	if err := n.delErr[a.ContainerID]; err != nil {
+		return err
+	}
+	n.deleted = append(n.deleted, a.ContainerID)
+	// As DEL does: the record goes.
+	recs, _ := state.New(n.dir).List()
+	for _, r := range recs {
+		if r.ContainerID == a.ContainerID && r.IfName == a.IfName {
+			_ = state.New(n.dir).Delete(r.Key())
+		}
+	}
+	n.stdins = append(n.stdins, string(a.StdinData)+" "+a.Args+" "+a.Path+" netns="+a.Netns+" if="+a.IfName)
+	return nil
+}
+
+func (n *fakeNode) Now() time.Time { return now }
+
+func (n *fakeNode) Stranded(r *state.Record) (string, error) {
+	if r.ContainerID == "broken" {
+		return "", errors.New("netns cookie: permission denied")
+	}
+	if slices.Contains(n.stranded, r.ContainerID) {
+		return "netns " + r.NetNS + " is gone and RDMA device simrdma0 is back on the host", nil
+	}
+	return "", nil
+}
+
+func (n *fakeNode) Watch(_ context.Context, sink eventSink) {
+	if n.watching != nil {
+		n.watching <- sink
+	}
+}
+
+func TestReconcileNetnsLiveness(t *testing.T) {
+	n := newFakeNode(t,
+		rec("rdmanet", "live", "/run/netns/live", time.Hour),
+		rec("rdmanet", "dead", "/run/netns/dead", time.Hour),
+		rec("rdmanet", "young-dead", "/run/netns/young", time.Second),
+		rec("rdmanet", "broken", "/run/netns/broken", time.Hour),
+		rec("othernet", "other", "/run/netns/dead", time.Hour),
+		rec("rdmanet", "fails", "/run/netns/dead2", time.Hour),
+	)
+	n.gone["/run/netns/dead"], n.gone["/run/netns/young"], n.gone["/run/netns/dead2"] = true, true, true
+	n.delErr["fails"] = errors.New("boom")
+	problems := n.reconciler("").pass(context.Background())
+	slices.Sort(n.deleted)
+	if want := []string{"dead", "young-dead"}; !slices.Equal(n.deleted, want) {
+		t.Errorf("released %v, want %v", n.deleted, want)
+	}
+	if problems != 2 { // broken netns, failed DEL
+		t.Errorf("problems %d, want 2\n%s", problems, n.out.String())
+	}
+	out := n.out.String()
+	for _, want := range []string{
+		"reconcile: released rdmanet/dead/eth0 (pod default/pod-dead, shared, ipvlan rxe0): netns /run/netns/dead is gone",
+		"reconcile: keeping rdmanet/broken/eth0 (pod default/pod-broken, shared, ipvlan rxe0): permission denied",
+		"reconcile: FAILED to release rdmanet/fails/eth0",
+		"reconcile: 2 released, 2 kept, 2 problems (liveness: netns)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if want := `{"name":"rdmanet"} IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=pod-dead;K8S_POD_UID=uid-dead /opt/cni/bin netns= if=eth0`; !slices.Contains(n.stdins, want) {
+		t.Errorf("DEL args %q, want %q", n.stdins, want)
+	}
+}
+
+func TestReconcileCRI(t *testing.T) {
+	n := newFakeNode(t,
+		rec("rdmanet", "listed", "/run/netns/a", time.Hour),
+		rec("rdmanet", "notready", "/run/netns/b", time.Hour),
+		rec("rdmanet", "gone-live-netns", "/run/netns/c", time.Hour),
+		rec("rdmanet", "starting", "/run/netns/d", 10*time.Second),
+	)
+	n.sandboxes = []cri.Sandbox{{ID: "listed"}, {ID: "notready", State: cri.StateNotReady}, {ID: "unrelated"}}
+	if problems := n.reconciler("/run/containerd/containerd.sock").pass(context.Background()); problems != 0 {
+		t.Errorf("problems %d\n%s", problems, n.out.String())
+	}
+	if want := []string{"gone-live-netns"}; !slices.Equal(n.deleted, want) {
+		t.Errorf("released %v, want %v\n%s", n.deleted, want, n.out.String())
+	}
+	if !strings.Contains(n.out.String(), "keeping rdmanet/starting/eth0 (pod default/pod-starting, shared, ipvlan rxe0): not listed by CRI but only 10s old") {
+		t.Errorf("output:\n%s", n.out.String())
+	}
+}
+
+func TestReconcileCRIUnreachableReleasesNothing(t *testing.T) {
+	n := newFakeNode(t, rec("rdmanet", "x", "/run/netns/x", time.Hour))
+	n.gone["/run/netns/x"] = true
+	n.criErr = errors.New("connection refused")
+	if problems := n.reconciler("/run/cri.sock").pass(context.Background()); problems != 1 || len(n.deleted) != 0 {
+		t.Errorf("problems %d, released %v", problems, n.deleted)
+	}
+}
+
+func TestReconcileCRIEmptyListReleasesNothing(t *testing.T) {
+	n := newFakeNode(t, rec("rdmanet", "x", "/run/netns/x", time.Hour))
+	if problems := n.reconciler("/run/other.sock").pass(context.Background()); problems != 1 || len(n.deleted) != 0 ||
+		!strings.Contains(n.out.String(), "lists no pod sandbox at all") {
+		t.Errorf("problems %d, released %v\n%s", problems, n.deleted, n.out.String())
+	}
+}
+
+func TestPodArgs(t *testing.T) {
+	for _, tt := range []struct {
+		pod  state.Pod
+		want string
+	}{
+		{state.Pod{Namespace: "ns", Name: "p", UID: "u"}, "IgnoreUnknown=1;K8S_POD_NAMESPACE=ns;K8S_POD_NAME=p;K8S_POD_UID=u"},
+		{state.Pod{Name: "p"}, "IgnoreUnknown=1;K8S_POD_NAME=p"},
+		{state.Pod{Namespace: "ns", Name: "p;K8S_POD_NAME=q"}, "IgnoreUnknown=1"},
+	} {
+		if got := podArgs(tt.pod); got != tt.want {
+			t.Errorf("podArgs(%+v) = %q, want %q", tt.pod, got, tt.want)
+		}
+	}
+}
+
+// TestReconcileLoop: every pass reads the networks again (a rewritten
+// conflist is picked up, a broken one keeps the last good one), and the
+// loop ends with its context.
+func TestReconcileLoop(t *testing.T) {
+	n := newFakeNode(t, rec("rdmanet", "dead", "/run/netns/dead", time.Hour), rec("other", "dead2", "/run/netns/dead", time.Hour))
+	n.gone["/run/netns/dead"] = true
+	r := n.reconciler("")
+	ctx, cancel := context.WithCancel(context.Background())
+	reloads := 0
+	r.reload = func() error {
+		reloads++
+		switch reloads {
+		case 2:
+			return errors.New("conflist unreadable")
+		case 3:
+			r.nets = []conflist.Network{{Name: "other", DataDir: n.dir, Stdin: []byte(`{"name":"other"}`)}}
+		case 4:
+			cancel()
+		}
+		return nil
+	}
+	done := make(chan struct{})
+	go func() { r.loop(ctx, time.Millisecond); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("loop did not end with its context")
+	}
+	if want := []string{"dead", "dead2"}; !slices.Equal(n.deleted, want) {
+		t.Errorf("released %v, want %v\n%s", n.deleted, want, n.out.String())
+	}
+	if !strings.Contains(n.out.String(), "reconcile: conflist unreadable: using the configuration read before") {
+		t.Errorf("output:\n%s", n.out.String())
+	}
+}
+
+func exclusiveRec(cid string) *state.Record {
+	r := rec("rdmanet", cid, "/run/netns/"+cid, time.Hour)
+	r.Mode = "exclusive"
+	r.Links = []state.Link{{Device: "simrdma0", Kind: "moved", Step: "done", RDMAMoved: true}}
+	return r
+}
+
+// TestRepairOnEvent: an event repairs the stranded attachments through
+// DEL (and nothing else), logs the time since the event and counts.
+func TestRepairOnEvent(t *testing.T) {
+	n := newFakeNode(t, exclusiveRec("dead"), exclusiveRec("live"), exclusiveRec("broken"), exclusiveRec("fails"))
+	n.delErr["fails"] = errors.New("boom")
+	n.stranded = []string{"dead", "fails"}
+	r := n.reconciler("/run/cri.sock")
+	r.repair(time.Now().Add(-300 * time.Millisecond))
+	if want := []string{"dead"}; !slices.Equal(n.deleted, want) {
+		t.Errorf("repaired %v, want %v", n.deleted, want)
+	}
+	out := n.out.String()
+	if !regexp.MustCompile(`reconcile: repaired rdmanet/dead/eth0 \(pod default/pod-dead, exclusive, moved simrdma0\): netns /run/netns/dead is gone and RDMA device simrdma0 is back on the host \(0\.[3-9]\ds after the event\)`).MatchString(out) ||
+		!strings.Contains(out, "reconcile: FAILED to repair rdmanet/fails/eth0") {
+		t.Errorf("output:\n%s", out)
+	}
+	m := r.metrics
+	if testutil.ToFloat64(m.Repairs.WithLabelValues("rdmanet", metrics.TriggerEvent)) != 1 || testutil.ToFloat64(m.RepairFailures.WithLabelValues("rdmanet")) != 1 ||
+		testutil.ToFloat64(m.Passes.WithLabelValues(metrics.TriggerEvent)) != 1 {
+		t.Errorf("repairs/failures/passes not counted once each")
+	}
+	want := `
+# HELP rdma_chain_repair_duration_seconds Time from the event that triggered a repair to the end of the plugin's DEL that restored the device.
+# TYPE rdma_chain_repair_duration_seconds histogram
+rdma_chain_repair_duration_seconds_bucket{le="0.05"} 0
+rdma_chain_repair_duration_seconds_bucket{le="0.1"} 0
+rdma_chain_repair_duration_seconds_bucket{le="0.25"} 0
+rdma_chain_repair_duration_seconds_bucket{le="0.5"} 1
+rdma_chain_repair_duration_seconds_bucket{le="1"} 1
+rdma_chain_repair_duration_seconds_bucket{le="2"} 1
+rdma_chain_repair_duration_seconds_bucket{le="5"} 1
+rdma_chain_repair_duration_seconds_bucket{le="10"} 1
+rdma_chain_repair_duration_seconds_bucket{le="30"} 1
+rdma_chain_repair_duration_seconds_bucket{le="+Inf"} 1
+`
+	// The sum varies with the machine: compare the buckets only.
+	got, err := testutil.CollectAndFormat(m.RepairSeconds, expfmt.TypeTextPlain, "rdma_chain_repair_duration_seconds")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(strings.TrimSpace(want), "\n") {
+		if !strings.Contains(string(got), l) {
+			t.Errorf("histogram lacks %q:\n%s", l, got)
+		}
+	}
+}
+
+// TestPassRepairsWhatCRIStillLists: the interval pass is the safety net of
+// the event repair: a sandbox CRI still lists whose netns died and whose
+// device came back is repaired; a live one is kept.
+func TestPassRepairsWhatCRIStillLists(t *testing.T) {
+	n := newFakeNode(t, exclusiveRec("dead"), exclusiveRec("live"))
+	n.sandboxes = []cri.Sandbox{{ID: "dead"}, {ID: "live"}}
+	n.stranded = []string{"dead"}
+	r := n.reconciler("/run/cri.sock")
+	if problems := r.pass(context.Background()); problems != 0 {
+		t.Errorf("problems %d\n%s", problems, n.out.String())
+	}
+	if want := []string{"dead"}; !slices.Equal(n.deleted, want) {
+		t.Errorf("released %v, want %v", n.deleted, want)
+	}
+	if testutil.ToFloat64(r.metrics.Repairs.WithLabelValues("rdmanet", metrics.TriggerInterval)) != 1 {
+		t.Errorf("not counted as an interval repair")
+	}
+	if !strings.Contains(n.out.String(), "reconcile: 1 released, 1 kept, 0 problems") {
+		t.Errorf("output:\n%s", n.out.String())
+	}
+}
+
+// TestLoopRepairsOnEvent: between two passes of a long interval, an event
+// from a watched source runs a repair.
+func TestLoopRepairsOnEvent(t *testing.T) {
+	n := newFakeNode(t, exclusiveRec("dead"))
+	r := n.reconciler("/run/cri.sock")
+	n.sandboxes = []cri.Sandbox{{ID: "dead"}}
+	n.watching = make(chan eventSink, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { r.loop(ctx, time.Hour); close(done) }()
+	sink := <-n.watching
+	r.mu.Lock() // after the first pass has started, before the event
+	n.stranded = []string{"dead"}
+	r.mu.Unlock()
+	sink.fire("rtnetlink")
+	deadline := time.Now().Add(10 * time.Second)
+	for testutil.ToFloat64(r.metrics.Repairs.WithLabelValues("rdmanet", metrics.TriggerEvent)) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no repair after the event:\n%s", n.out.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	if testutil.ToFloat64(r.metrics.Events.WithLabelValues("rtnetlink")) != 1 {
+		t.Error("event not counted")
+	}
+}
+
+// TestEnsureEntryAfterAgentRewrite: the primary's agent rewrites its
+// conflist without the rdma-chain entry between passes; each pass's load
+// puts it back after the named plugin, logs it and counts it, and a
+// conflist that kept its entry is not touched.
+func TestEnsureEntryAfterAgentRewrite(t *testing.T) {
+	dir := t.TempDir()
+	agent := `{"cniVersion":"1.0.0","name":"k8s-pod-network","plugins":[{"type":"calico"},{"type":"portmap"}]}`
+	rewrite := func() {
+		// As agents do: a new file renamed over the old one.
+		tmp := filepath.Join(dir, ".tmp")
+		if err := os.WriteFile(tmp, []byte(agent), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, filepath.Join(dir, "10-calico.conflist")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rewrite()
+	if err := os.WriteFile(filepath.Join(dir, "99-other.conflist"), []byte(agent), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	m := metrics.NewReconcile()
+	o := Options{Conflists: []string{conflist.Auto}, ConfDir: dir, EnsureEntry: true, After: "calico",
+		Set: []byte(`{"mode":"shared","dataDir":"` + filepath.Join(dir, "state") + `"}`)}
+	load := o.loader(m, &out)
+	for pass, rewritten := range []bool{true, false, true} {
+		if rewritten && pass > 0 {
+			rewrite()
+		}
+		nets, err := load()
+		if err != nil || len(nets) != 1 || nets[0].Name != "k8s-pod-network" || nets[0].Path != filepath.Join(dir, "10-calico.conflist") {
+			t.Fatalf("pass %d: networks %+v, %v\n%s", pass, nets, err, out.String())
+		}
+	}
+	if got := testutil.ToFloat64(m.ConflistRestores); got != 2 {
+		t.Errorf("restores counted %v, want 2", got)
+	}
+	if n := strings.Count(out.String(), "10-calico.conflist had lost its rdma-chain entry (rewritten by another agent): put it back"); n != 2 {
+		t.Errorf("logged %d restores, want 2:\n%s", n, out.String())
+	}
+	data, _ := os.ReadFile(filepath.Join(dir, "10-calico.conflist"))
+	if !strings.Contains(string(data), `{"type":"calico"}, {"type": "rdma-chain", "mode": "shared"`) {
+		t.Errorf("conflist after the restore:\n%s", data)
+	}
+	if other, _ := os.ReadFile(filepath.Join(dir, "99-other.conflist")); string(other) != agent {
+		t.Errorf("a conflist other than the primary's changed:\n%s", other)
+	}
+}
+
+// TestEnsureEntryNeedsAConflist: no conflist at all fails the load, and
+// nothing is written.
+func TestEnsureEntryNeedsAConflist(t *testing.T) {
+	dir := t.TempDir()
+	var out bytes.Buffer
+	o := Options{Conflists: []string{conflist.Auto}, ConfDir: dir, EnsureEntry: true}
+	if _, err := o.loader(metrics.NewReconcile(), &out)(); !errors.Is(err, conflist.ErrNoConflist) {
+		t.Errorf("load without a conflist: %v", err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("files written: %v", entries)
+	}
+}
+
+// TestCRILossIsVisible: a pass that cannot reach CRI is counted and
+// logged, and /healthz's check fails once CRI has been unreachable longer
+// than the grace, and recovers when CRI answers again.
+func TestCRILossIsVisible(t *testing.T) {
+	n := newFakeNode(t, rec("rdmanet", "a", "/run/netns/a", time.Hour))
+	r := n.reconciler("/run/cri.sock")
+	r.cri = criHealth{grace: time.Minute, lastOK: now.Add(-30 * time.Second)}
+	n.criErr = errors.New("connection refused")
+	if p := r.pass(context.Background()); p != 1 {
+		t.Errorf("problems %d, want 1", p)
+	}
+	if got := testutil.ToFloat64(r.metrics.CRIFailures); got != 1 {
+		t.Errorf("CRI failures %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(r.metrics.Passes.WithLabelValues(metrics.TriggerInterval)); got != 1 {
+		t.Errorf("passes %v, want 1: a pass without CRI is still a pass", got)
+	}
+	if err := r.cri.healthy(r.criSocket, now); err != nil {
+		t.Errorf("within the grace: %v", err)
+	}
+	if err := r.cri.healthy(r.criSocket, now.Add(31*time.Second)); err == nil || !strings.Contains(err.Error(), "connection refused") {
+		t.Errorf("past the grace: %v", err)
+	}
+	n.criErr = nil
+	n.sandboxes = []cri.Sandbox{{ID: "a"}}
+	r.pass(context.Background())
+	if err := r.cri.healthy(r.criSocket, now.Add(time.Hour)); err != nil {
+		t.Errorf("after CRI answered: %v", err)
+	}
+	if err := (&criHealth{lastErr: errors.New("x")}).healthy("", now); err != nil {
+		t.Errorf("without CRI: %v", err)
+	}
+}
