@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"debug/elf"
+	"errors"
 	"io"
 	"os"
 	"os/exec"
@@ -134,7 +135,7 @@ func checkPlatformImage(t *testing.T, img v1.Image, p *v1.Platform, version stri
 	var got []string
 	for {
 		h, err := tr.Next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -54,7 +55,8 @@ func runBounded(t *testing.T, bin string, args, env []string, stdin *os.File) (s
 		t.Fatalf("%s %q did not exit by itself (killed after the bound); output %q", bin, args, out.String())
 	}
 	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
 		code = ee.ExitCode()
 	} else if err != nil {
 		t.Fatal(err)
