@@ -20,14 +20,24 @@ build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/rdma-chain-smc-hook ./cmd/rdma-chain-smc-hook
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/rdma-chain-ops ./cmd/rdma-chain-ops
 
-# The node component's OCI image: the three static binaries at /, nothing
-# else, as an OCI archive (index.json + blobs/ in a tar) that `ctr images
-# import` loads and a registry push takes; tagged IMAGE_TAG and VERSION,
-# labelled with the version and commit, reproducible (times from the commit).
+# The node component's OCI image: an OCI image index of one image per
+# IMAGE_ARCHES (Go cross-compiles; each image holds the three static
+# binaries of its architecture at /, nothing else), as an OCI archive
+# (index.json + blobs/ in a tar) that `ctr images import` loads and a
+# registry push takes; tagged IMAGE_TAG and VERSION, labelled with the
+# version and commit, reproducible (times from the commit). internal/mkimage
+# is a module of its own: its registry library stays out of the product's.
+IMAGE_ARCHES ?= amd64 arm64
+IMAGE_BINARIES := rdma-chain rdma-chain-smc-hook rdma-chain-ops
 image: build
-	@$(GO) run ./internal/mkimage --out bin/rdma-chain-image.tar --name $(IMAGE) --tag $(IMAGE_TAG) --tag $(VERSION) \
-		--version $(VERSION) --revision $$(git rev-parse HEAD) --created $$(git log -1 --format=%cI) \
-		--entrypoint /rdma-chain-ops bin/rdma-chain bin/rdma-chain-smc-hook bin/rdma-chain-ops
+	@for a in $(IMAGE_ARCHES); do \
+		for p in ./plugins/meta/rdma-chain ./cmd/rdma-chain-smc-hook ./cmd/rdma-chain-ops; do \
+			CGO_ENABLED=0 GOOS=linux GOARCH=$$a $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/linux-$$a/ $$p || exit 1; \
+		done; \
+	done
+	@$(GO) -C internal/mkimage run . --out $(CURDIR)/bin/rdma-chain-image.tar --name $(IMAGE) --tag $(IMAGE_TAG) --tag $(VERSION) \
+		--version $(VERSION) --revision $$(git rev-parse HEAD) --created $$(git log -1 --format=%cI) --entrypoint /rdma-chain-ops \
+		$(foreach a,$(IMAGE_ARCHES),--platform linux/$(a)=$(CURDIR)/bin/linux-$(a)) $(IMAGE_BINARIES)
 
 # Each target installs only what it needs: deps has no linter, deps-lint adds it.
 deps:
@@ -47,8 +57,11 @@ test-setup:
 	./scripts/test-stale-lists.sh
 
 # The hostile corpus runs the built binary ($RDMA_CHAIN_BIN): build first.
+# The modules beside the product's (kustomize, the image builder) test too.
 test-unit: build
 	$(GO) test -race -count=1 ./...
+	cd deploy && $(GO) test -count=1 ./...
+	cd internal/mkimage && $(GO) test -count=1 ./...
 
 # Every Fuzz target of the module, each for FUZZTIME (default 20s), from its
 # checked-in seed corpus under testdata/fuzz/.
@@ -89,7 +102,11 @@ lint: deps-lint
 	$(GO) vet -tags failpoint ./...
 	$(GO) vet -tags smchook ./...
 	$(GO) vet -tags node ./...
+	cd deploy && $(GO) vet ./...
+	cd internal/mkimage && $(GO) vet ./...
 	$(TOOLS)/bin/golangci-lint run --config conf/golangci.yml ./...
+	cd deploy && $(TOOLS)/bin/golangci-lint run --config ../conf/golangci.yml ./...
+	cd internal/mkimage && $(TOOLS)/bin/golangci-lint run --config ../../conf/golangci.yml ./...
 	./scripts/check-generated.sh
 
 # The bounded soak at full size in the VM (both kernels, shared and

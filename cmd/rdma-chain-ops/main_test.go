@@ -27,7 +27,7 @@ func TestServesCommandsWhateverTheCNIEnvironment(t *testing.T) {
 		{"ops", "CNI_PATH=/opt/cni/bin", []string{"--version"}, 0, "rdma-chain-ops dev"},
 		{"ops", "CNI_COMMAND=ADD", []string{"validate", "--help"}, 0, "usage: rdma-chain-ops validate"},
 		{"ops", "CNI_PATH=/opt/cni/bin", nil, 2, "inspect"},
-		{"plugin", "CNI_PATH=/opt/cni/bin", []string{"inspect"}, 1, `"code": 4`},
+		{"plugin", "CNI_PATH=/opt/cni/bin", []string{"inspect"}, 0, "rdma-chain-ops (inspect"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.bin+" "+tt.env+" "+strings.Join(tt.args, " "), func(t *testing.T) {

@@ -5,6 +5,12 @@
 //
 //	mkimage --out FILE --name REPO --tag T [--tag T]... --version V \
 //	        [--created RFC3339] [--revision SHA] BINARY...
+//	mkimage ... --platform linux/amd64=DIR --platform linux/arm64=DIR NAME...
+//
+// Without --platform the BINARY paths make one linux/amd64 image. With it,
+// each platform's image holds the NAMEs from its DIR, and the tags name an
+// OCI image index of them (what registries and runtimes pick a platform
+// from). Every binary must be a static ELF of its platform's architecture.
 //
 // The image is reproducible: file times, the config's creation time and the
 // history come from --created (make passes the commit time), every file is
@@ -14,6 +20,7 @@ package main
 import (
 	"archive/tar"
 	"bytes"
+	"debug/elf"
 	"errors"
 	"flag"
 	"fmt"
@@ -36,15 +43,24 @@ import (
 
 // spec is what one image holds and is called.
 type spec struct {
-	Name     string   // repository, e.g. localhost/rdma-chain
-	Tags     []string // each becomes a reference in index.json
-	Version  string
-	Revision string
-	Created  time.Time
-	Entry    string   // the entrypoint, one of the binaries' /NAME
-	Binaries []string // host paths; each lands at /BASENAME
-	Tree     string   // optional: a directory whose tree the layer holds too (test images)
+	Name      string   // repository, e.g. localhost/rdma-chain
+	Tags      []string // each becomes a reference in index.json
+	Version   string
+	Revision  string
+	Created   time.Time
+	Entry     string     // the entrypoint, one of the binaries' /NAME
+	Platforms []platform // one image each; several make an image index
+	Tree      string     // optional: a directory whose tree the layer holds too (test images)
 }
+
+// platform is one image of the index: its binaries, built for Arch.
+type platform struct {
+	OS, Arch string
+	Binaries []string // host paths; each lands at /BASENAME
+}
+
+// machines are the ELF machines of the architectures the image is built for.
+var machines = map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}
 
 type stringList []string
 
@@ -53,7 +69,7 @@ func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 
 func main() {
 	var sp spec
-	var tags stringList
+	var tags, platforms stringList
 	out := flag.String("out", "", "the OCI archive to write (a tar of the OCI image layout)")
 	flag.StringVar(&sp.Name, "name", "", "image repository, e.g. localhost/rdma-chain")
 	flag.Var(&tags, "tag", "a tag of the image (repeatable)")
@@ -61,10 +77,14 @@ func main() {
 	flag.StringVar(&sp.Revision, "revision", "", "the source revision label")
 	flag.StringVar(&sp.Entry, "entrypoint", "", "the image's entrypoint, e.g. /rdma-chain-ops")
 	flag.StringVar(&sp.Tree, "tree", "", "also put this directory's tree into the image (for test images)")
+	flag.Var(&platforms, "platform", "OS/ARCH=DIR: an image of the named binaries from DIR (repeatable; several make an index)")
 	created := flag.String("created", "", "creation time, RFC 3339 [the Unix epoch]")
 	flag.Parse()
 	sp.Tags = tags
-	sp.Binaries = flag.Args()
+	var err error
+	if sp.Platforms, err = parsePlatforms(platforms, flag.Args()); err != nil {
+		fail(err)
+	}
 	if *created != "" {
 		t, err := time.Parse(time.RFC3339, *created)
 		if err != nil {
@@ -74,8 +94,8 @@ func main() {
 	} else {
 		sp.Created = time.Unix(0, 0).UTC()
 	}
-	if *out == "" || sp.Name == "" || len(sp.Tags) == 0 || sp.Version == "" || len(sp.Binaries) == 0 || sp.Entry == "" {
-		fmt.Fprintln(os.Stderr, "usage: mkimage --out FILE --name REPO --tag T... --version V --entrypoint /NAME [--created T] [--revision R] BINARY...")
+	if *out == "" || sp.Name == "" || len(sp.Tags) == 0 || sp.Version == "" || flag.NArg() == 0 || sp.Entry == "" {
+		fmt.Fprintln(os.Stderr, "usage: mkimage --out FILE --name REPO --tag T... --version V --entrypoint /NAME [--created T] [--revision R] [--platform OS/ARCH=DIR]... BINARY...")
 		os.Exit(2)
 	}
 	digest, err := build(sp, *out)
@@ -85,18 +105,53 @@ func main() {
 	fmt.Printf("%s %s@%s\n", *out, sp.Name, digest)
 }
 
+// parsePlatforms reads the --platform values; without any, the arguments
+// are the paths of one linux/amd64 image's binaries.
+func parsePlatforms(values, args []string) ([]platform, error) {
+	if len(values) == 0 {
+		return []platform{{OS: "linux", Arch: "amd64", Binaries: args}}, nil
+	}
+	var ps []platform
+	for _, v := range values {
+		osArch, dir, ok := strings.Cut(v, "=")
+		goos, arch, ok2 := strings.Cut(osArch, "/")
+		if !ok || !ok2 || goos != "linux" || dir == "" {
+			return nil, fmt.Errorf("--platform %q: want linux/ARCH=DIR", v)
+		}
+		p := platform{OS: goos, Arch: arch}
+		for _, name := range args {
+			if strings.Contains(name, "/") {
+				return nil, fmt.Errorf("with --platform, %q must be a name in each platform's DIR", name)
+			}
+			p.Binaries = append(p.Binaries, filepath.Join(dir, name))
+		}
+		ps = append(ps, p)
+	}
+	return ps, nil
+}
+
 func fail(err error) {
 	fmt.Fprintln(os.Stderr, "mkimage:", err)
 	os.Exit(1)
 }
 
-// build writes the image's archive to out and returns the manifest digest.
+// build writes the archive to out and returns the digest the tags name:
+// the image's manifest, or with several platforms the image index's.
 func build(sp spec, out string) (v1.Hash, error) {
-	img, err := image(sp)
+	if len(sp.Platforms) == 0 {
+		return v1.Hash{}, errors.New("no platform")
+	}
+	var top interface{ Digest() (v1.Hash, error) }
+	var err error
+	if len(sp.Platforms) == 1 {
+		top, err = image(sp, sp.Platforms[0])
+	} else {
+		top, err = index(sp)
+	}
 	if err != nil {
 		return v1.Hash{}, err
 	}
-	digest, err := img.Digest()
+	digest, err := top.Digest()
 	if err != nil {
 		return v1.Hash{}, err
 	}
@@ -110,12 +165,18 @@ func build(sp spec, out string) (v1.Hash, error) {
 		return v1.Hash{}, err
 	}
 	for _, tag := range sp.Tags {
-		err := p.AppendImage(img, layout.WithAnnotations(map[string]string{
+		ann := layout.WithAnnotations(map[string]string{
 			// The OCI name of the reference, and the one containerd's
 			// import names the image by.
 			"org.opencontainers.image.ref.name": tag,
 			"io.containerd.image.name":          sp.Name + ":" + tag,
-		}))
+		})
+		switch t := top.(type) {
+		case v1.Image:
+			err = p.AppendImage(t, ann)
+		case v1.ImageIndex:
+			err = p.AppendIndex(t, ann)
+		}
 		if err != nil {
 			return v1.Hash{}, err
 		}
@@ -126,9 +187,27 @@ func build(sp spec, out string) (v1.Hash, error) {
 	return digest, nil
 }
 
-// image is the one-layer image of sp's binaries.
-func image(sp spec) (v1.Image, error) {
-	layerTar, err := filesTar(sp.Tree, sp.Binaries, sp.Created)
+// index is the OCI image index of one image per platform, labelled as
+// each image is.
+func index(sp spec) (v1.ImageIndex, error) {
+	var adds []mutate.IndexAddendum
+	for _, pl := range sp.Platforms {
+		img, err := image(sp, pl)
+		if err != nil {
+			return nil, err
+		}
+		adds = append(adds, mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{
+			MediaType: types.OCIManifestSchema1,
+			Platform:  &v1.Platform{OS: pl.OS, Architecture: pl.Arch},
+		}})
+	}
+	idx := mutate.AppendManifests(mutate.IndexMediaType(empty.Index, types.OCIImageIndex), adds...)
+	return mutate.Annotations(idx, labels(sp)).(v1.ImageIndex), nil
+}
+
+// image is the one-layer image of a platform's binaries.
+func image(sp spec, pl platform) (v1.Image, error) {
+	layerTar, err := filesTar(sp.Tree, pl, sp.Created)
 	if err != nil {
 		return nil, err
 	}
@@ -137,7 +216,7 @@ func image(sp spec) (v1.Image, error) {
 		_, err := os.Lstat(filepath.Join(sp.Tree, sp.Entry))
 		inTree = err == nil
 	}
-	if !inTree && !slices.ContainsFunc(sp.Binaries, func(b string) bool { return "/"+filepath.Base(b) == sp.Entry }) {
+	if !inTree && !slices.ContainsFunc(pl.Binaries, func(b string) bool { return "/"+filepath.Base(b) == sp.Entry }) {
 		return nil, fmt.Errorf("entrypoint %s is none of the binaries", sp.Entry)
 	}
 	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
@@ -161,7 +240,7 @@ func image(sp spec) (v1.Image, error) {
 		return nil, err
 	}
 	cf = cf.DeepCopy()
-	cf.Architecture, cf.OS = "amd64", "linux"
+	cf.Architecture, cf.OS = pl.Arch, pl.OS
 	cf.Created = v1.Time{Time: sp.Created}
 	cf.Config.Labels = labels(sp)
 	cf.Config.Entrypoint = []string{sp.Entry}
@@ -188,10 +267,11 @@ func labels(sp spec) map[string]string {
 	return l
 }
 
-// filesTar is a tar of the tree (if any), then the binaries at /, owned by
-// root, the binaries mode 0755, all stamped with t, in name order.
-func filesTar(tree string, paths []string, t time.Time) ([]byte, error) {
-	sorted := append([]string(nil), paths...)
+// filesTar is a tar of the tree (if any), then the platform's binaries at
+// /, owned by root, the binaries mode 0755, all stamped with t, in name
+// order.
+func filesTar(tree string, pl platform, t time.Time) ([]byte, error) {
+	sorted := append([]string(nil), pl.Binaries...)
 	sort.Slice(sorted, func(i, j int) bool { return filepath.Base(sorted[i]) < filepath.Base(sorted[j]) })
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
@@ -211,7 +291,7 @@ func filesTar(tree string, paths []string, t time.Time) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := isStaticELF(p, data); err != nil {
+		if err := isStaticELF(p, data, pl.Arch); err != nil {
 			return nil, err
 		}
 		hdr := &tar.Header{Name: name, Mode: 0o755, Size: int64(len(data)), ModTime: t, Typeflag: tar.TypeReg, Format: tar.FormatPAX}
@@ -274,13 +354,22 @@ func writeEntry(tw *tar.Writer, hdr *tar.Header, p string) error {
 	return err
 }
 
-// isStaticELF refuses a binary that needs a dynamic loader: the image has
-// none.
-func isStaticELF(path string, data []byte) error {
-	if !bytes.HasPrefix(data, []byte("\x7fELF")) {
-		return fmt.Errorf("%s is not an ELF binary", path)
+// isStaticELF refuses a binary that is not an ELF of arch's machine, or
+// that needs a dynamic loader: the image has none.
+func isStaticELF(path string, data []byte, arch string) error {
+	f, err := elf.NewFile(bytes.NewReader(data))
+	if err != nil {
+		return fmt.Errorf("%s is not an ELF binary: %w", path, err)
 	}
-	if bytes.Contains(data, []byte("/lib64/ld-linux")) {
+	want, ok := machines[arch]
+	if !ok {
+		return fmt.Errorf("%s: no ELF machine known for architecture %q", path, arch)
+	}
+	if f.Machine != want {
+		return fmt.Errorf("%s is an ELF for %v, not for %s (%v)", path, f.Machine, arch, want)
+	}
+	if slices.ContainsFunc(f.Progs, func(p *elf.Prog) bool { return p.Type == elf.PT_INTERP }) ||
+		bytes.Contains(data, []byte("/lib64/ld-linux")) || bytes.Contains(data, []byte("/lib/ld-linux")) {
 		return fmt.Errorf("%s is dynamically linked (build with CGO_ENABLED=0)", path)
 	}
 	return nil

@@ -3,6 +3,8 @@ package main
 import (
 	"archive/tar"
 	"bytes"
+	"debug/elf"
+	"encoding/binary"
 	"io"
 	"os"
 	"os/exec"
@@ -15,11 +17,27 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 )
 
-// fakeBinary writes a file that passes for a static ELF binary.
+// fakeBinary writes a file that passes for a static amd64 ELF binary: an
+// ELF header and body.
 func fakeBinary(t *testing.T, dir, name, body string) string {
+	return fakeELF(t, dir, name, elf.EM_X86_64, body)
+}
+
+// fakeELF writes an ELF64 executable header for machine (no program or
+// section headers), then body.
+func fakeELF(t *testing.T, dir, name string, machine elf.Machine, body string) string {
 	t.Helper()
+	h := make([]byte, 64)
+	copy(h, "\x7fELF\x02\x01\x01")
+	le := binary.LittleEndian
+	le.PutUint16(h[16:], uint16(elf.ET_EXEC))
+	le.PutUint16(h[18:], uint16(machine))
+	le.PutUint32(h[20:], 1)
+	le.PutUint16(h[52:], 64) // e_ehsize
+	le.PutUint16(h[54:], 56) // e_phentsize
+	le.PutUint16(h[58:], 64) // e_shentsize
 	p := filepath.Join(dir, name)
-	if err := os.WriteFile(p, []byte("\x7fELF"+body), 0o700); err != nil {
+	if err := os.WriteFile(p, append(h, body...), 0o700); err != nil {
 		t.Fatal(err)
 	}
 	return p
@@ -30,7 +48,8 @@ func testSpec(t *testing.T) spec {
 	return spec{
 		Name: "localhost/rdma-chain", Tags: []string{"dev", "v1.2.3"}, Version: "v1.2.3", Revision: "abc123",
 		Created: time.Date(2026, 11, 24, 5, 0, 0, 0, time.UTC), Entry: "/rdma-chain-ops",
-		Binaries: []string{fakeBinary(t, dir, "rdma-chain", "plugin"), fakeBinary(t, dir, "rdma-chain-smc-hook", "hook"), fakeBinary(t, dir, "rdma-chain-ops", "ops")},
+		Platforms: []platform{{OS: "linux", Arch: "amd64", Binaries: []string{
+			fakeBinary(t, dir, "rdma-chain", "plugin"), fakeBinary(t, dir, "rdma-chain-smc-hook", "hook"), fakeBinary(t, dir, "rdma-chain-ops", "ops")}}},
 	}
 }
 
@@ -143,16 +162,22 @@ func TestBuildRefuses(t *testing.T) {
 		want   string
 	}{
 		{"dynamic binary", func(t *testing.T, sp *spec) {
-			sp.Binaries[0] = fakeBinary(t, t.TempDir(), "rdma-chain", "\x00/lib64/ld-linux-x86-64.so.2\x00")
+			sp.Platforms[0].Binaries[0] = fakeBinary(t, t.TempDir(), "rdma-chain", "\x00/lib64/ld-linux-x86-64.so.2\x00")
 		}, "dynamically linked"},
 		{"not ELF", func(t *testing.T, sp *spec) {
 			p := filepath.Join(t.TempDir(), "script")
 			_ = os.WriteFile(p, []byte("#!/bin/sh\n"), 0o755)
-			sp.Binaries = append(sp.Binaries, p)
+			sp.Platforms[0].Binaries = append(sp.Platforms[0].Binaries, p)
 		}, "not an ELF binary"},
 		{"same name twice", func(t *testing.T, sp *spec) {
-			sp.Binaries = append(sp.Binaries, fakeBinary(t, t.TempDir(), "rdma-chain", "other"))
+			sp.Platforms[0].Binaries = append(sp.Platforms[0].Binaries, fakeBinary(t, t.TempDir(), "rdma-chain", "other"))
 		}, "two binaries named rdma-chain"},
+		{"an arm64 binary in the amd64 image", func(t *testing.T, sp *spec) {
+			sp.Platforms[0].Binaries[0] = fakeELF(t, t.TempDir(), "rdma-chain", elf.EM_AARCH64, "plugin")
+		}, "not for amd64"},
+		{"an amd64 binary in the arm64 image", func(t *testing.T, sp *spec) {
+			sp.Platforms = append(sp.Platforms, platform{OS: "linux", Arch: "arm64", Binaries: sp.Platforms[0].Binaries})
+		}, "not for arm64"},
 		{"entrypoint not in the image", func(t *testing.T, sp *spec) { sp.Entry = "/bin/sh" }, "none of the binaries"},
 	}
 	for _, tt := range tests {
@@ -182,8 +207,9 @@ func TestBuildTree(t *testing.T) {
 		t.Fatal(err)
 	}
 	sp := testSpec(t)
-	sp.Tree, sp.Entry, sp.Binaries = tree, "/bin/sh", sp.Binaries[:1]
-	layerTar, err := filesTar(sp.Tree, sp.Binaries, sp.Created)
+	sp.Tree, sp.Entry = tree, "/bin/sh"
+	sp.Platforms[0].Binaries = sp.Platforms[0].Binaries[:1]
+	layerTar, err := filesTar(sp.Tree, sp.Platforms[0], sp.Created)
 	if err != nil {
 		t.Fatal(err)
 	}

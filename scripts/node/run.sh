@@ -70,7 +70,7 @@ export CGO_ENABLED=0
 go build -ldflags '-s -w' -o "$WORK/bin/nodectl" ./integration/node/guest/nodectl
 go build -ldflags '-s -w' -o "$WORK/pause" ./integration/node/guest/pause
 go build -ldflags '-s -w' -o "$WORK/bin/smcctl" ./integration/vm/guest/smcctl
-mkimage() { go run ./internal/mkimage --version node-test "$@" >&2; }
+mkimage() { go -C "$ROOT/internal/mkimage" run . --version node-test "$@" >&2; }
 # containerd 2.4.2's default sandbox image.
 mkimage --out "$WORK/images/pause.tar" --name registry.k8s.io/pause --tag 3.10.2 --entrypoint /pause "$WORK/pause"
 # The pods' image: the VM tier's guest userland (busybox, ip, rdma, rping,

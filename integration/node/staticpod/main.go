@@ -2,9 +2,9 @@
 // conf/daemonset.yaml mechanically: the DaemonSet's pod template, as it is,
 // becomes a Pod in the DaemonSet's namespace (kubelet runs static pods
 // without an API server). Nothing of the spec is changed or added, except
-// with -install-set: the value after the install container's --set, the one
-// line docs/install.md tells an operator to edit (a Lingjun node's mode,
-// ipam and podIPv6Block).
+// with -install-set: the value after --set in the install and reconcile
+// containers' arguments, the entry both write (an overlay's --set: a
+// Lingjun node's mode, ipam and podIPv6Block).
 //
 //	staticpod [-install-set JSON] conf/daemonset.yaml > /etc/kubernetes/manifests/rdma-chain.yaml
 package main
@@ -22,7 +22,7 @@ import (
 )
 
 func main() {
-	set := flag.String("install-set", "", "JSON for the install container's --set (default: the DaemonSet's)")
+	set := flag.String("install-set", "", "JSON for the containers' --set (default: the DaemonSet's)")
 	flag.Parse()
 	if flag.NArg() != 1 {
 		fmt.Fprintln(os.Stderr, "usage: staticpod [-install-set JSON] DAEMONSET.yaml")
@@ -40,7 +40,7 @@ func main() {
 }
 
 // derive returns the static pod of the DaemonSet manifest ds as YAML, with
-// set (if not empty) as the install container's --set value.
+// set (if not empty) as the install and reconcile containers' --set value.
 func derive(ds []byte, set string) ([]byte, error) {
 	var d appsv1.DaemonSet
 	if err := yaml.UnmarshalStrict(ds, &d); err != nil {
@@ -67,19 +67,33 @@ func derive(ds []byte, set string) ([]byte, error) {
 	return yaml.Marshal(&pod)
 }
 
-// setInstall replaces the value after --set in the install init container.
+// setInstall replaces the value after --set in the install init container's
+// and the reconcile container's arguments: both write the same entry.
 func setInstall(spec *corev1.PodSpec, set string) error {
-	for i := range spec.InitContainers {
-		c := &spec.InitContainers[i]
-		if c.Name != "install" {
-			continue
-		}
-		for j := 0; j+1 < len(c.Command); j++ {
-			if c.Command[j] == "--set" {
-				c.Command[j+1] = set
-				return nil
-			}
+	for _, c := range []*corev1.Container{container(spec.InitContainers, "install"), container(spec.Containers, "reconcile")} {
+		if c == nil || !replaceSet(c.Args, set) {
+			return errors.New("no --set in the arguments of containers install and reconcile")
 		}
 	}
-	return errors.New("no --set in an init container named install")
+	return nil
+}
+
+func container(cs []corev1.Container, name string) *corev1.Container {
+	for i := range cs {
+		if cs[i].Name == name {
+			return &cs[i]
+		}
+	}
+	return nil
+}
+
+// replaceSet puts set after the --set in args and reports whether there is one.
+func replaceSet(args []string, set string) bool {
+	for j := 0; j+1 < len(args); j++ {
+		if args[j] == "--set" {
+			args[j+1] = set
+			return true
+		}
+	}
+	return false
 }

@@ -50,20 +50,26 @@ func TestDerive(t *testing.T) {
 	}
 }
 
-// TestDeriveInstallSet: -install-set changes the install container's --set
-// value and nothing else.
+// TestDeriveInstallSet: -install-set changes the install and reconcile
+// containers' --set value and nothing else.
 func TestDeriveInstallSet(t *testing.T) {
 	const set = `{"mode":"shared"}`
 	ds, pod, out := deriveConf(t, set)
 	want := ds.Spec.Template.Spec.DeepCopy()
-	cmd := want.InitContainers[0].Command
-	for i := range cmd[:len(cmd)-1] {
-		if cmd[i] == "--set" {
-			if cmd[i+1] == set {
-				t.Fatalf("the DaemonSet already sets %s", set)
+	replaced := 0
+	for _, args := range [][]string{want.InitContainers[0].Args, want.Containers[0].Args} {
+		for i := range args[:len(args)-1] {
+			if args[i] == "--set" {
+				if args[i+1] == set {
+					t.Fatalf("the DaemonSet already sets %s", set)
+				}
+				args[i+1] = set
+				replaced++
 			}
-			cmd[i+1] = set
 		}
+	}
+	if replaced != 2 {
+		t.Fatalf("%d --set arguments in install and reconcile, want 2", replaced)
 	}
 	if !reflect.DeepEqual(&pod.Spec, want) {
 		t.Errorf("spec differs beyond --set:\n%s", out)
