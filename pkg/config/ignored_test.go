@@ -143,3 +143,34 @@ func jsonString(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
 }
+
+// TestSMCRFor: smcr.enabled and smcr.namespaces decide whether an
+// annotated pod gets SMC-R; one the conflist does not allow is a warning.
+func TestSMCRFor(t *testing.T) {
+	for _, tc := range []struct {
+		name, smcr, value, namespace string
+		want                         bool
+		warning                      string
+	}{
+		{"default: every namespace", ``, "true", "team-a", true, ""},
+		{"enabled true", `"enabled":true`, "true", "team-a", true, ""},
+		{"enabled false", `"enabled":false`, "true", "team-a", false, "smcr.enabled is false"},
+		{"enabled false, not asked", `"enabled":false`, "false", "team-a", false, ""},
+		{"namespace listed", `"namespaces":["team-a","team-b"]`, "true", "team-b", true, ""},
+		{"namespace not listed", `"namespaces":["team-a"]`, "true", "kube-system", false, `namespace "kube-system" is not in smcr.namespaces`},
+		{"no namespace in CNI_ARGS", `"namespaces":["team-a"]`, "true", "", false, `namespace "" is not in`},
+		{"listed but off", `"enabled":false,"namespaces":["team-a"]`, "true", "team-a", false, "smcr.enabled is false"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			conf, _, err := Parse([]byte(confAt("1.0.0", `,"smcr":{`+tc.smcr+`},"runtimeConfig":{"io.kubernetes.cri.pod-annotations":{"`+
+				AnnotationSMCR+`":"`+tc.value+`"}}`)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, warning := conf.SMCRFor(tc.namespace)
+			if got != tc.want || (tc.warning == "") != (warning == "") || !strings.Contains(warning, tc.warning) {
+				t.Errorf("got %v %q, want %v %q", got, warning, tc.want, tc.warning)
+			}
+		})
+	}
+}

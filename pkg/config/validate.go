@@ -115,6 +115,19 @@ func (c *NetConf) validateSMCR() error {
 	if !oneOf(c.SMCR.Transparent, TransparentAuto, TransparentTCP2SMC, TransparentBPF, TransparentOff) {
 		return invalid("smcr.transparent", "must be auto, tcp2smc, bpf or off, got %q", truncate(c.SMCR.Transparent))
 	}
+	if c.SMCR.Namespaces != nil && len(c.SMCR.Namespaces) == 0 {
+		return invalid("smcr.namespaces", "is empty: list the namespaces SMC-R serves, or set smcr.enabled to false")
+	}
+	seen := map[string]bool{}
+	for _, ns := range c.SMCR.Namespaces {
+		if !namespaceRE.MatchString(ns) {
+			return invalid("smcr.namespaces", "%q is not a Kubernetes namespace name (1-63 characters of [a-z0-9-], alphanumeric at both ends)", truncate(ns))
+		}
+		if seen[ns] {
+			return invalid("smcr.namespaces", "%q is listed twice", ns)
+		}
+		seen[ns] = true
+	}
 	return absPath("smcr.bpffsDir", c.SMCR.BPFFSDir, false)
 }
 
