@@ -32,9 +32,12 @@ func (p *Plugin) publishDeviceInfo(c *call, rec *state.Record, devs []rdma.Devic
 	if err := p.save(c, rec); err != nil {
 		return err
 	}
-	err := devinfo.Write(path, devinfo.Content(di.PCI, di.Device))
+	created, err := devinfo.Write(path, devinfo.Content(di.PCI, di.Device))
 	if err != nil {
 		rec.DeviceInfo = nil // the next record forgets it
+		if rerr := devinfo.RemoveDirs(created); rerr != nil {
+			c.log.Warn("cannot remove the device-info folders ADD created", "container", c.args.ContainerID, "error", rerr)
+		}
 		if errors.Is(err, devinfo.ErrExists) {
 			c.log.Info("device-info file already there: left as is", "container", c.args.ContainerID, "path", path)
 			return nil
@@ -42,7 +45,8 @@ func (p *Plugin) publishDeviceInfo(c *call, rec *state.Record, devs []rdma.Devic
 		c.log.Warn("cannot write the device-info file", "container", c.args.ContainerID, "path", path, "error", err)
 		return nil
 	}
-	u.Push(func() error { return removeDeviceInfo(di) })
+	di.Dirs = created // recorded with the next record
+	u.Push(func() error { removeDeviceInfo(c, di); return nil })
 	failpoint.Hit("add-device-info-written")
 	return nil
 }
@@ -58,7 +62,13 @@ func firstWithPCI(devs []rdma.Device) int {
 
 // removeDeviceInfo removes the recorded device-info file while it holds
 // what the plugin wrote for the recorded device (read from disk, the
-// record cannot name another file to remove).
-func removeDeviceInfo(di *state.DeviceInfo) error {
-	return devinfo.Remove(di.Path, devinfo.Content(di.PCI, di.Device))
+// record cannot name another file to remove), and the folders ADD created
+// for it that are empty. The file only informs: one that cannot be removed
+// (its folder replaced by a file, a read-only file system, a path a record
+// should not hold) is logged and forgotten, like an unreleasable lease,
+// and never fails DEL or GC.
+func removeDeviceInfo(c *call, di *state.DeviceInfo) {
+	if err := devinfo.Remove(di.Path, devinfo.Content(di.PCI, di.Device), di.Dirs); err != nil {
+		c.log.Warn("cannot remove the device-info file: forgotten", "container", c.args.ContainerID, "path", di.Path, "error", err)
+	}
 }

@@ -3,6 +3,8 @@ package config
 import (
 	"fmt"
 
+	"github.com/rdma-chain/rdma-chain/pkg/devinfo"
+
 	"github.com/containernetworking/cni/pkg/types"
 )
 
@@ -138,7 +140,7 @@ func (c *NetConf) validatePaths() error {
 	if err := absPath("logFile", c.LogFile, true); err != nil {
 		return err
 	}
-	if err := absPath("runtimeConfig."+DeviceInfoCapability, c.RuntimeConfig.DeviceInfoFile, true); err != nil {
+	if err := deviceInfoPath(c.RuntimeConfig.DeviceInfoFile); err != nil {
 		return err
 	}
 	return absPath("podResourcesSocket", c.PodResourcesSocket, false)
@@ -172,4 +174,16 @@ func oneOf(v string, allowed ...string) bool {
 		}
 	}
 	return false
+}
+
+// deviceInfoPath refuses what devinfo.CheckPath refuses, before anything
+// records it.
+func deviceInfoPath(p string) error {
+	if p == "" {
+		return nil
+	}
+	if err := devinfo.CheckPath(p); err != nil {
+		return invalid("runtimeConfig."+DeviceInfoCapability, "%v", err)
+	}
+	return nil
 }
