@@ -174,3 +174,31 @@ func TestSMCRFor(t *testing.T) {
 		})
 	}
 }
+
+// hostLocalRange has the range keys of host-local's ipam section.
+type hostLocalRange struct {
+	Subnet     string
+	Ranges     any
+	Range      any
+	RangeStart string
+	RangeEnd   string
+}
+
+// host-local decodes its ipam section with encoding/json, whose key
+// matching is case-insensitive with Unicode folding: each of these keys
+// sets its range or subnet, so podIPv6Block must refuse every one.
+func TestIPAMRangeKeysAsHostLocalReadsThem(t *testing.T) {
+	for _, key := range []string{"subnet", "Subnet", "SUBNET", "\u017fubnet", "Ranges", "RANGE", "rangestart", "RangeEnd"} {
+		var hostLocal hostLocalRange
+		if err := json.Unmarshal([]byte(`{`+jsonString(key)+`:"x"}`), &hostLocal); err != nil && !strings.Contains(err.Error(), "cannot unmarshal") {
+			t.Fatal(err)
+		}
+		if hostLocal == (hostLocalRange{}) {
+			t.Errorf("encoding/json does not read %q as a range key: the rule is stricter than it needs to be", key)
+		}
+		_, _, err := Parse([]byte(confAt("1.0.0", `,"podIPv6Block":"::f:0:c00/124","ipam":{"type":"host-local",`+jsonString(key)+`:"x"}`)))
+		if err == nil || !strings.Contains(err.Error(), "must not be set with podIPv6Block") {
+			t.Errorf("ipam key %q with podIPv6Block: %v", key, err)
+		}
+	}
+}
