@@ -27,15 +27,22 @@ func (p *Plugin) publishDeviceInfo(c *call, rec *state.Record, devs []rdma.Devic
 		c.log.Info("no device-info file written: the pod's RDMA devices have no PCI address", "container", c.args.ContainerID, "path", path)
 		return nil
 	}
-	di := &state.DeviceInfo{Path: path, Device: devs[i].Name, PCI: devs[i].PCI}
+	// The folders Write will create are recorded with the file, before
+	// either exists: DEL after a crash removes them when empty.
+	dirs, err := devinfo.MissingDirs(path)
+	if err != nil {
+		c.log.Warn("cannot write the device-info file", "container", c.args.ContainerID, "path", path, "error", err)
+		return nil
+	}
+	di := &state.DeviceInfo{Path: path, Device: devs[i].Name, PCI: devs[i].PCI, Dirs: dirs}
 	rec.DeviceInfo = di
 	if err := p.save(c, rec); err != nil {
 		return err
 	}
-	created, err := devinfo.Write(path, devinfo.Content(di.PCI, di.Device))
+	_, err = devinfo.Write(path, devinfo.Content(di.PCI, di.Device))
 	if err != nil {
 		rec.DeviceInfo = nil // the next record forgets it
-		if rerr := devinfo.RemoveDirs(created); rerr != nil {
+		if rerr := devinfo.RemoveDirs(dirs); rerr != nil {
 			c.log.Warn("cannot remove the device-info folders ADD created", "container", c.args.ContainerID, "error", rerr)
 		}
 		if errors.Is(err, devinfo.ErrExists) {
@@ -45,7 +52,6 @@ func (p *Plugin) publishDeviceInfo(c *call, rec *state.Record, devs []rdma.Devic
 		c.log.Warn("cannot write the device-info file", "container", c.args.ContainerID, "path", path, "error", err)
 		return nil
 	}
-	di.Dirs = created // recorded with the next record
 	u.Push(func() error { removeDeviceInfo(c, di); return nil })
 	failpoint.Hit("add-device-info-written")
 	return nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"syscall"
 	"testing"
@@ -234,5 +235,26 @@ func TestRemoveFolders(t *testing.T) {
 	write(t, filepath.Join(base, "c"), "not a folder")
 	if err := Remove(path2, ours, created); !errors.Is(err, syscall.ENOTDIR) {
 		t.Errorf("Remove with the folder replaced by a file = %v, want ENOTDIR", err)
+	}
+}
+
+// MissingDirs names the folders Write will create, outermost first, and
+// refuses what Write refuses.
+func TestMissingDirs(t *testing.T) {
+	base := t.TempDir()
+	path := filepath.Join(base, "a", "b", "x.json")
+	got, err := MissingDirs(path)
+	if want := []string{filepath.Join(base, "a"), filepath.Join(base, "a", "b")}; err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("MissingDirs = %v %v, want %v", got, err, want)
+	}
+	created, err := Write(path, ours)
+	if err != nil || !reflect.DeepEqual(created, got) {
+		t.Errorf("Write created %v %v, MissingDirs said %v", created, err, got)
+	}
+	if got, err := MissingDirs(path); err != nil || len(got) != 0 {
+		t.Errorf("MissingDirs after Write = %v %v", got, err)
+	}
+	if _, err := MissingDirs("/"); err == nil {
+		t.Error("MissingDirs(/) accepted")
 	}
 }

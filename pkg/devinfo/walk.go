@@ -125,3 +125,27 @@ func RemoveDirs(dirs []string) error {
 	}
 	return errors.Join(errs...)
 }
+
+// MissingDirs returns the folders of path's parent that do not exist yet,
+// outermost first: the ones Write will create, which a caller records
+// before writing so that a crash in between leaves none unrecorded. Like
+// Write, it follows no link but a trusted one.
+func MissingDirs(path string) ([]string, error) {
+	if err := CheckPath(path); err != nil {
+		return nil, err
+	}
+	dir := filepath.Dir(path)
+	var missing []string
+	for {
+		fd, _, err := openDir(dir, false)
+		if err == nil {
+			unix.Close(fd)
+			return missing, nil
+		}
+		if !errors.Is(err, unix.ENOENT) || dir == "/" {
+			return nil, fmt.Errorf("open the device-info folder: %w", err)
+		}
+		missing = append([]string{dir}, missing...)
+		dir = filepath.Dir(dir)
+	}
+}
