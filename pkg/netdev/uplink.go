@@ -39,6 +39,10 @@ func NodeUplinks() (map[string]string, error) {
 		return nil, err
 	}
 	defer h.Close()
+	direct, err := defaultRouteUse(h)
+	if err != nil || len(direct) == 0 {
+		return map[string]string{}, err
+	}
 	links, err := nldump.Retry(h.LinkList)
 	if err != nil {
 		return nil, fmt.Errorf("list host netdevs: %w", err)
@@ -47,20 +51,16 @@ func NodeUplinks() (map[string]string, error) {
 	for _, l := range links {
 		byIndex[l.Attrs().Index] = l
 	}
-	direct, err := defaultRouteUse(h, byIndex)
-	if err != nil {
-		return nil, err
-	}
 	return propagateDown(direct, links, byIndex), nil
 }
 
-// defaultRouteUse maps the index of each netdev a main-table default route
+// defaultRouteUse maps the index (> 0) of each netdev a main-table default route
 // goes out through, or whose address is such a route's source, to what
 // that is.
-func defaultRouteUse(h *netlink.Handle, byIndex map[int]netlink.Link) (map[int][]string, error) {
+func defaultRouteUse(h *netlink.Handle) (map[int][]string, error) {
 	out := map[int][]string{}
 	add := func(idx int, what string) {
-		if _, ok := byIndex[idx]; ok && !slices.Contains(out[idx], what) {
+		if idx > 0 && !slices.Contains(out[idx], what) {
 			out[idx] = append(out[idx], what)
 		}
 	}
@@ -125,7 +125,11 @@ func propagateDown(direct map[int][]string, links []netlink.Link, byIndex map[in
 	}
 	out := map[string]string{}
 	for idx, what := range direct {
-		upper := byIndex[idx].Attrs().Name
+		l, ok := byIndex[idx]
+		if !ok {
+			continue // gone since the route dump
+		}
+		upper := l.Attrs().Name
 		mark(out, lowers, byIndex, idx, strings.Join(what, " and "), upper, map[int]bool{})
 	}
 	return out
