@@ -23,7 +23,7 @@ func (p *Plugin) add(c *call) error {
 	if c.conf.PrevResult == nil {
 		return cniErrorf(types.ErrInvalidNetworkConfig, "rdma-chain must be chained after a primary plugin: no prevResult")
 	}
-	if _, warning := c.conf.SMCRRequested(); warning != "" {
+	if _, warning := c.conf.SMCRFor(c.pod.Namespace); warning != "" {
 		c.log.Warn(warning, "container", c.args.ContainerID)
 	}
 	req, err := p.podRequest(c)

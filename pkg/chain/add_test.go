@@ -137,6 +137,15 @@ func TestAddKernel(t *testing.T) {
 		{"soft-RoCE refused before any change", &world{mode: rdma.ModeExclusive, devices: []rdma.Device{rxe("rxe0", "veth0")},
 			failOn: map[string]error{"CheckMovable": rdma.CheckMovable(rxe("rxe0", "veth0"), "6.12.0")}},
 			`,"podSelection":"all"`, CodeMoveUnsupported, "rdma_rxe"},
+		{"uplink refused, named with what it carries", &world{mode: rdma.ModeExclusive, devices: []rdma.Device{rxe("rxe0", "eth0")},
+			uplinks: map[string]string{"eth0": "the node's IPv4 default route"}},
+			`,"podSelection":"all"`, CodeNodeUplink, "eth0 of RDMA device rxe0 carries the node's IPv4 default route"},
+		{"uplink asked for by name is refused", &world{mode: rdma.ModeExclusive, devices: []rdma.Device{rxe("rxe0", "eth0"), rxe("rxe1", "eth1")},
+			uplinks: map[string]string{"eth0": "the node's IPv6 default route"}},
+			`,"podSelection":"all","deviceID":"rxe0"`, CodeNodeUplink, "IPv6 default route"},
+		{"uplinks unreadable", &world{mode: rdma.ModeExclusive, devices: []rdma.Device{rxe("rxe0", "eth0")},
+			failOn: map[string]error{"NodeUplinks": errors.New("netlink: permission denied")}},
+			`,"podSelection":"all"`, CodeLinkSetup, "permission denied"},
 		{"no ipvlan", &world{mode: rdma.ModeShared, devices: []rdma.Device{rxe("rxe0", "veth0")},
 			failOn: map[string]error{"AddChild": errors.New("ipvlan: link kind not supported")}},
 			`,"podSelection":"all"`, CodeLinkSetup, "ipvlan"},
@@ -148,6 +157,9 @@ func TestAddKernel(t *testing.T) {
 			wantCode(t, err, tc.code, tc.words)
 			if f := stateFiles(t, dir); len(f) != 0 {
 				t.Errorf("failed ADD left state %v", f)
+			}
+			if tc.code == CodeNodeUplink && len(filterCalls(tc.w.calls, "MoveToPod"))+len(filterCalls(tc.w.calls, "MoveToNetns")) != 0 {
+				t.Errorf("an uplink was moved: %v", tc.w.calls)
 			}
 		})
 	}

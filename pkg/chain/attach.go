@@ -85,12 +85,35 @@ func (p *Plugin) selectLocked(c *call, rec *state.Record, req *request, offered 
 	if err != nil {
 		return nil, err
 	}
-	devs, err := selectDevices(req, selectInput{mode: rdma.Mode(rec.Mode), offered: offered,
-		busy: busy, macs: resultMACs(result), needNetdev: c.conf.SharedLink.Type != config.LinkNone})
+	var uplinks map[string]string
+	if rec.Mode == string(rdma.ModeExclusive) {
+		if uplinks, err = p.env.Links.NodeUplinks(); err != nil {
+			return nil, cniError(CodeLinkSetup, "cannot tell which host netdevs carry the node's traffic", err)
+		}
+	}
+	devs, err := selectDevices(req, selectInput{mode: rdma.Mode(rec.Mode), offered: offered, busy: busy,
+		macs: resultMACs(result), needNetdev: c.conf.SharedLink.Type != config.LinkNone, uplinks: uplinks})
 	if err != nil {
 		return nil, err
 	}
+	if err := checkUplinks(devs, uplinks); err != nil {
+		return nil, err
+	}
 	return devs, p.checkMovable(rec, devs)
+}
+
+// checkUplinks refuses, always, to move a netdev that carries the node's
+// own traffic (its default route or its address, directly or through a
+// bond, bridge or VLAN above it): the node, kubelet and every pod on it
+// would lose the network until DEL.
+func checkUplinks(devs []rdma.Device, uplinks map[string]string) error {
+	for _, d := range devs {
+		if what := uplinks[d.Netdev]; d.Netdev != "" && what != "" {
+			return cniErrorf(CodeNodeUplink, "netdev %s of RDMA device %s carries %s: exclusive mode never moves it into a pod, "+
+				"as the node would lose its network; offer another device (devices) or use shared mode", d.Netdev, d.Name, what)
+		}
+	}
+	return nil
 }
 
 // recordNetns records the pod netns's identity: its inode, and its cookie,

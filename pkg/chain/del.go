@@ -124,12 +124,9 @@ func (p *Plugin) detachHost(c *call, rec *state.Record, nsPath string) error {
 		failpoint.Hit("del-smc-released")
 	}
 	if rec.DeviceInfo != nil {
-		if err := removeDeviceInfo(rec.DeviceInfo); err != nil {
-			errs = append(errs, err)
-		} else {
-			rec.DeviceInfo = nil
-			failpoint.Hit("del-device-info-removed")
-		}
+		removeDeviceInfo(c, rec.DeviceInfo)
+		rec.DeviceInfo = nil
+		failpoint.Hit("del-device-info-removed")
 	}
 	for i := len(rec.Links) - 1; i >= 0; i-- {
 		l := &rec.Links[i]

@@ -27,14 +27,24 @@ func (p *Plugin) publishDeviceInfo(c *call, rec *state.Record, devs []rdma.Devic
 		c.log.Info("no device-info file written: the pod's RDMA devices have no PCI address", "container", c.args.ContainerID, "path", path)
 		return nil
 	}
-	di := &state.DeviceInfo{Path: path, Device: devs[i].Name, PCI: devs[i].PCI}
+	// The folders Write will create are recorded with the file, before
+	// either exists: DEL after a crash removes them when empty.
+	dirs, err := devinfo.MissingDirs(path)
+	if err != nil {
+		c.log.Warn("cannot write the device-info file", "container", c.args.ContainerID, "path", path, "error", err)
+		return nil
+	}
+	di := &state.DeviceInfo{Path: path, Device: devs[i].Name, PCI: devs[i].PCI, Dirs: dirs}
 	rec.DeviceInfo = di
 	if err := p.save(c, rec); err != nil {
 		return err
 	}
-	err := devinfo.Write(path, devinfo.Content(di.PCI, di.Device))
+	_, err = devinfo.Write(path, devinfo.Content(di.PCI, di.Device))
 	if err != nil {
 		rec.DeviceInfo = nil // the next record forgets it
+		if rerr := devinfo.RemoveDirs(dirs); rerr != nil {
+			c.log.Warn("cannot remove the device-info folders ADD created", "container", c.args.ContainerID, "error", rerr)
+		}
 		if errors.Is(err, devinfo.ErrExists) {
 			c.log.Info("device-info file already there: left as is", "container", c.args.ContainerID, "path", path)
 			return nil
@@ -42,7 +52,7 @@ func (p *Plugin) publishDeviceInfo(c *call, rec *state.Record, devs []rdma.Devic
 		c.log.Warn("cannot write the device-info file", "container", c.args.ContainerID, "path", path, "error", err)
 		return nil
 	}
-	u.Push(func() error { return removeDeviceInfo(di) })
+	u.Push(func() error { removeDeviceInfo(c, di); return nil })
 	failpoint.Hit("add-device-info-written")
 	return nil
 }
@@ -58,7 +68,13 @@ func firstWithPCI(devs []rdma.Device) int {
 
 // removeDeviceInfo removes the recorded device-info file while it holds
 // what the plugin wrote for the recorded device (read from disk, the
-// record cannot name another file to remove).
-func removeDeviceInfo(di *state.DeviceInfo) error {
-	return devinfo.Remove(di.Path, devinfo.Content(di.PCI, di.Device))
+// record cannot name another file to remove), and the folders ADD created
+// for it that are empty. The file only informs: one that cannot be removed
+// (its folder replaced by a file, a read-only file system, a path a record
+// should not hold) is logged and forgotten, like an unreleasable lease,
+// and never fails DEL or GC.
+func removeDeviceInfo(c *call, di *state.DeviceInfo) {
+	if err := devinfo.Remove(di.Path, devinfo.Content(di.PCI, di.Device), di.Dirs); err != nil {
+		c.log.Warn("cannot remove the device-info file: forgotten", "container", c.args.ContainerID, "path", di.Path, "error", err)
+	}
 }

@@ -103,6 +103,8 @@ type kernelLinks struct{}
 
 func (kernelLinks) NetnsLocal(name string) (string, error) { return netdev.NetnsLocal(name) }
 
+func (kernelLinks) NodeUplinks() (map[string]string, error) { return netdev.NodeUplinks() }
+
 func (kernelLinks) Describe(hostName, podName string) (state.HostLink, error) {
 	return netdev.Describe(hostName, podName)
 }

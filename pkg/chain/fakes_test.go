@@ -119,6 +119,7 @@ type world struct {
 	podErr     error
 	failOn     map[string]error
 	netnsLocal map[string]string // netdev -> why it cannot leave the host netns
+	uplinks    map[string]string // host netdev -> the node traffic it carries
 	prefixes   map[string][]netip.Prefix
 	ipamConfs  []string       // "ADD|DEL IFNAME STDIN" of every IPAM call
 	failNth    map[string]int // fail only that call of failOn's name (1-based)
@@ -197,6 +198,10 @@ func (w *world) InNetns(dev, nsPath string) (bool, error) {
 
 func (w *world) NetnsLocal(name string) (string, error) {
 	return w.netnsLocal[name], w.failOn["NetnsLocal"]
+}
+
+func (w *world) NodeUplinks() (map[string]string, error) {
+	return w.uplinks, w.failOn["NodeUplinks"]
 }
 
 func (w *world) Describe(host, pod string) (state.HostLink, error) {

@@ -122,13 +122,18 @@ func TestPodIPv6BlockConfig(t *testing.T) {
 		{`,"podIPv6Block":"::f:0:c01/124","ipam":{"type":"host-local"}`, "past its length"},
 		{`,"podIPv6Block":"fd00::f:0:c00/124","ipam":{"type":"host-local"}`, "upper 64"},
 		{`,"podIPv6Block":"::f:0:c00/124","ipam":{"type":"host-local","ranges":[[{"subnet":"fd00::/64"}]]}`, "ipam.ranges"},
+		{`,"podIPv6Block":"::f:0:c00/124","ipam":{"type":"host-local","Subnet":"10.99.0.0/24"}`, "ipam.Subnet"},
+		{`,"podIPv6Block":"::f:0:c00/124","ipam":{"type":"host-local","RANGES":[]}`, "ipam.RANGES"},
+		{`,"podIPv6Block":"::f:0:c00/124","ipam":{"type":"host-local","rangestart":"10.99.0.5"}`, "ipam.rangestart"},
+		{`,"podIPv6Block":"::f:0:c00/124","ipam":{"type":"host-local","Range":{}}`, "ipam.Range"},
+		{`,"podIPv6Block":"::f:0:c00/124","ipam":{"type":"host-local","\u017fubnet":"10.99.0.0/24"}`, "ipam.\u017fubnet"},
 	} {
 		t.Run(tt.word, func(t *testing.T) {
 			w := blockWorld(rdma.ModeShared)
 			err := w.plugin().Add(cmd(t.TempDir(), `,"podSelection":"all"`+tt.conf, prevResult100))
 			wantCode(t, err, types.ErrInvalidNetworkConfig, tt.word)
 			var te *types.Error
-			if errors.As(err, &te) && !strings.Contains(te.Msg+te.Details, "podIPv6Block") && tt.word != "ipam.ranges" {
+			if errors.As(err, &te) && !strings.Contains(te.Msg+te.Details, "podIPv6Block") && !strings.HasPrefix(tt.word, "ipam.") {
 				t.Errorf("error does not name podIPv6Block: %v", err)
 			}
 		})

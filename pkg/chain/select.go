@@ -27,7 +27,8 @@ type selectInput struct {
 	offered    []rdma.Device
 	busy       map[string]string // exclusive: device -> container holding it
 	macs       []net.HardwareAddr
-	needNetdev bool // shared mode with a child link: only devices with a netdev serve
+	needNetdev bool              // shared mode with a child link: only devices with a netdev serve
+	uplinks    map[string]string // exclusive: host netdevs carrying the node's traffic -> what
 }
 
 // synthetic reports whether a device-plugin ID names no device: Terway's
@@ -114,10 +115,20 @@ func pickAny(in selectInput) []rdma.Device {
 		}
 		return out
 	}
+	var uplink []rdma.Device
 	for _, d := range in.offered {
-		if _, held := in.busy[d.Name]; !held {
+		if _, held := in.busy[d.Name]; held {
+			continue
+		}
+		if in.uplinks[d.Netdev] == "" {
 			return []rdma.Device{d}
 		}
+		if uplink == nil {
+			uplink = []rdma.Device{d}
+		}
+	}
+	if uplink != nil {
+		return uplink // only the node's uplinks are free: checkUplinks refuses
 	}
 	return in.offered[:1] // all held: checkFree reports it
 }

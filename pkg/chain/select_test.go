@@ -27,6 +27,7 @@ func TestSelectDevices(t *testing.T) {
 		ids   []string
 		mode  rdma.Mode
 		busy  map[string]string
+		up    map[string]string
 		macs  []net.HardwareAddr
 		want  []string
 		code  uint
@@ -39,6 +40,9 @@ func TestSelectDevices(t *testing.T) {
 		{name: "terway eni id, MAC rule", ids: []string{"eni-3"}, macs: []net.HardwareAddr{podMAC}, want: []string{"erdma_1"}},
 		{name: "shared-plugin number, shared: all", ids: []string{"217"}, want: []string{"erdma_0", "erdma_1", "mlx5_0"}},
 		{name: "no ids, exclusive: first free", mode: rdma.ModeExclusive, busy: map[string]string{"erdma_0": "c9"}, want: []string{"erdma_1"}},
+		{name: "no ids, exclusive: a free uplink is passed over", mode: rdma.ModeExclusive, up: map[string]string{"eth1": "x"}, want: []string{"erdma_1"}},
+		{name: "no ids, exclusive: only an uplink free", mode: rdma.ModeExclusive, busy: map[string]string{"erdma_1": "c9", "mlx5_0": "c8"},
+			up: map[string]string{"eth1": "x"}, want: []string{"erdma_0"}},
 		{name: "no ids, MAC rule wins", macs: []net.HardwareAddr{podMAC}, want: []string{"erdma_1"}},
 		{name: "exclusive busy is try-again", ids: []string{"mlx5_0"}, mode: rdma.ModeExclusive, busy: map[string]string{"mlx5_0": "c9"}, code: 11, words: "c9"},
 		{name: "all busy", mode: rdma.ModeExclusive, busy: map[string]string{"erdma_0": "a", "erdma_1": "b", "mlx5_0": "c"}, code: 11, words: "erdma_0"},
@@ -53,7 +57,7 @@ func TestSelectDevices(t *testing.T) {
 			if mode == "" {
 				mode = rdma.ModeShared
 			}
-			got, err := selectDevices(&request{ids: tc.ids}, selectInput{mode: mode, offered: offered, busy: tc.busy, macs: tc.macs})
+			got, err := selectDevices(&request{ids: tc.ids}, selectInput{mode: mode, offered: offered, busy: tc.busy, macs: tc.macs, uplinks: tc.up})
 			if tc.code != 0 {
 				wantCode(t, err, tc.code, tc.words)
 				return

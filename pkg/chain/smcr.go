@@ -19,7 +19,7 @@ import (
 // init_net (IB entries exist only there) and {PNETID, the pod's primary
 // interface} in the pod netns. The pod's first RDMA device carries it.
 func (p *Plugin) setupSMC(c *call, rec *state.Record, devs []rdma.Device, podNS ns.NetNS, undo *undo.Stack) error {
-	if on, _ := c.conf.SMCRRequested(); !on || len(devs) == 0 {
+	if on, _ := c.conf.SMCRFor(c.pod.Namespace); !on || len(devs) == 0 {
 		return nil
 	}
 	rec.SMC = &state.SMC{PnetID: pnetIDFor(c.conf.SMCR.PnetID, devs[0]), Device: devs[0].Name, IBPort: 1, PodIfName: c.args.IfName}

@@ -192,3 +192,31 @@ func TestSMCGCRemovesHostEntry(t *testing.T) {
 		t.Errorf("left %v", w.pnet)
 	}
 }
+
+// An annotated pod that smcr.enabled or smcr.namespaces does not allow gets
+// no pnet entry, no UEID and no socket hook; ADD succeeds with a warning
+// naming why.
+func TestSMCRNotAllowed(t *testing.T) {
+	for _, tc := range []struct{ name, smcr, words string }{
+		{"turned off", `"enabled":false`, "smcr.enabled is false"},
+		{"other namespace", `"namespaces":["team-a"]`, `namespace \"default\" is not in smcr.namespaces`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w, dir := erdmaWorld(t), t.TempDir()
+			conf := annotated("true") + `,"smcr":{"transparent":"bpf",` + tc.smcr + `}`
+			addPod(t, w, dir, "a", conf)
+			if len(w.pnet[""]) != 0 || len(w.pnet["/var/run/netns/pod"]) != 0 {
+				t.Errorf("pnet tables %v", w.pnet)
+			}
+			for _, call := range w.calls {
+				if strings.HasPrefix(call, "Hook") || strings.HasPrefix(call, "TCP2SMC") || strings.HasPrefix(call, "EnsureUEID") {
+					t.Errorf("SMC-R set up: %v", w.calls)
+				}
+			}
+			if !strings.Contains(w.stderr.String(), tc.words) {
+				t.Errorf("log %q does not say %q", w.stderr.String(), tc.words)
+			}
+			delPod(t, w, dir, "a", conf)
+		})
+	}
+}

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -29,4 +30,21 @@ func (c *NetConf) SMCRRequested() (bool, string) {
 		v = v[:16] + "..."
 	}
 	return false, fmt.Sprintf("annotation %s=%q ignored: want \"true\" or \"false\"", AnnotationSMCR, v)
+}
+
+// SMCRFor reads the SMC-R annotation for a pod of namespace: requested,
+// and allowed by smcr.enabled and smcr.namespaces. A request the conflist
+// does not allow is ignored with a warning, never an error: the pod author
+// controls the annotation, the node's admin what it may change.
+func (c *NetConf) SMCRFor(namespace string) (bool, string) {
+	on, warning := c.SMCRRequested()
+	switch {
+	case !on:
+		return false, warning
+	case c.SMCR.Enabled != nil && !*c.SMCR.Enabled:
+		return false, fmt.Sprintf("annotation %s ignored: smcr.enabled is false on network %s", AnnotationSMCR, c.Name)
+	case c.SMCR.Namespaces != nil && !slices.Contains(c.SMCR.Namespaces, namespace):
+		return false, fmt.Sprintf("annotation %s ignored: namespace %q is not in smcr.namespaces of network %s", AnnotationSMCR, namespace, c.Name)
+	}
+	return true, ""
 }

@@ -37,6 +37,8 @@ var (
 	// dnsRE: Kubernetes namespace and pod names (DNS-1123 subdomain):
 	// ^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$
 	dnsRE = shape{first: lowerAlnum(""), middle: lowerAlnum(".-"), last: lowerAlnum(""), min: 1, max: 253}
+	// namespaceRE: a Kubernetes namespace name (a DNS-1123 label).
+	namespaceRE = shape{first: lowerAlnum(""), middle: lowerAlnum("-"), last: lowerAlnum(""), min: 1, max: 63}
 	// uidRE: ^[A-Za-z0-9-]+$
 	uidRE = same(alnum("-"), 1, 64)
 )

@@ -72,6 +72,12 @@ type SMCR struct {
 	Transparent string `json:"transparent,omitempty"`
 	// BPFFSDir is the bpffs directory of the socket hook's pins.
 	BPFFSDir string `json:"bpffsDir,omitempty"`
+	// Enabled false turns SMC-R off on this network: the annotation is
+	// then ignored with a warning. Absent means true.
+	Enabled *bool `json:"enabled,omitempty"`
+	// Namespaces, when set, lists the only Kubernetes namespaces whose pods
+	// the annotation serves; absent means every namespace.
+	Namespaces []string `json:"namespaces,omitempty"`
 }
 
 // How an annotated pod's TCP sockets become SMC sockets.

@@ -143,3 +143,62 @@ func jsonString(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
 }
+
+// TestSMCRFor: smcr.enabled and smcr.namespaces decide whether an
+// annotated pod gets SMC-R; one the conflist does not allow is a warning.
+func TestSMCRFor(t *testing.T) {
+	for _, tc := range []struct {
+		name, smcr, value, namespace string
+		want                         bool
+		warning                      string
+	}{
+		{"default: every namespace", ``, "true", "team-a", true, ""},
+		{"enabled true", `"enabled":true`, "true", "team-a", true, ""},
+		{"enabled false", `"enabled":false`, "true", "team-a", false, "smcr.enabled is false"},
+		{"enabled false, not asked", `"enabled":false`, "false", "team-a", false, ""},
+		{"namespace listed", `"namespaces":["team-a","team-b"]`, "true", "team-b", true, ""},
+		{"namespace not listed", `"namespaces":["team-a"]`, "true", "kube-system", false, `namespace "kube-system" is not in smcr.namespaces`},
+		{"no namespace in CNI_ARGS", `"namespaces":["team-a"]`, "true", "", false, `namespace "" is not in`},
+		{"listed but off", `"enabled":false,"namespaces":["team-a"]`, "true", "team-a", false, "smcr.enabled is false"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			conf, _, err := Parse([]byte(confAt("1.0.0", `,"smcr":{`+tc.smcr+`},"runtimeConfig":{"io.kubernetes.cri.pod-annotations":{"`+
+				AnnotationSMCR+`":"`+tc.value+`"}}`)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, warning := conf.SMCRFor(tc.namespace)
+			if got != tc.want || (tc.warning == "") != (warning == "") || !strings.Contains(warning, tc.warning) {
+				t.Errorf("got %v %q, want %v %q", got, warning, tc.want, tc.warning)
+			}
+		})
+	}
+}
+
+// hostLocalRange has the range keys of host-local's ipam section.
+type hostLocalRange struct {
+	Subnet     string
+	Ranges     any
+	Range      any
+	RangeStart string
+	RangeEnd   string
+}
+
+// host-local decodes its ipam section with encoding/json, whose key
+// matching is case-insensitive with Unicode folding: each of these keys
+// sets its range or subnet, so podIPv6Block must refuse every one.
+func TestIPAMRangeKeysAsHostLocalReadsThem(t *testing.T) {
+	for _, key := range []string{"subnet", "Subnet", "SUBNET", "\u017fubnet", "Ranges", "RANGE", "rangestart", "RangeEnd"} {
+		var hostLocal hostLocalRange
+		if err := json.Unmarshal([]byte(`{`+jsonString(key)+`:"x"}`), &hostLocal); err != nil && !strings.Contains(err.Error(), "cannot unmarshal") {
+			t.Fatal(err)
+		}
+		if hostLocal == (hostLocalRange{}) {
+			t.Errorf("encoding/json does not read %q as a range key: the rule is stricter than it needs to be", key)
+		}
+		_, _, err := Parse([]byte(confAt("1.0.0", `,"podIPv6Block":"::f:0:c00/124","ipam":{"type":"host-local",`+jsonString(key)+`:"x"}`)))
+		if err == nil || !strings.Contains(err.Error(), "must not be set with podIPv6Block") {
+			t.Errorf("ipam key %q with podIPv6Block: %v", key, err)
+		}
+	}
+}

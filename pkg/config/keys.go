@@ -55,6 +55,8 @@ func (c *NetConf) smcrFields() []field {
 		{"onUnsupported", plain(&c.SMCR.OnUnsupported)},
 		{"transparent", plain(&c.SMCR.Transparent)},
 		{"bpffsDir", plain(&c.SMCR.BPFFSDir)},
+		{"enabled", plain(&c.SMCR.Enabled)},
+		{"namespaces", stringList(&c.SMCR.Namespaces, maxConfList)},
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
+	"strings"
 )
 
 // PodBlock returns the podIPv6Block: host bits (the low 64 bits) and a
@@ -43,9 +44,13 @@ func (c *NetConf) validatePodIPv6Block() error {
 	if err != nil {
 		return errField("ipam", "%v", err)
 	}
-	for _, k := range []string{"ranges", "range", "subnet", "rangeStart", "rangeEnd"} {
-		if _, ok := obj[k]; ok {
-			return invalid("ipam."+k, "must not be set with podIPv6Block: the plugin renders each device's range")
+	// host-local decodes with encoding/json, which matches keys to its
+	// fields case-insensitively (Unicode folding: "ſubnet" is its subnet).
+	for k := range obj {
+		for _, field := range []string{"ranges", "range", "subnet", "rangeStart", "rangeEnd"} {
+			if strings.EqualFold(k, field) {
+				return invalid("ipam."+truncate(k), "must not be set with podIPv6Block (host-local reads it as %q, case-insensitively): the plugin renders each device's range", field)
+			}
 		}
 	}
 	return nil

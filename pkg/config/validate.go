@@ -3,6 +3,8 @@ package config
 import (
 	"fmt"
 
+	"github.com/rdma-chain/rdma-chain/pkg/devinfo"
+
 	"github.com/containernetworking/cni/pkg/types"
 )
 
@@ -115,6 +117,19 @@ func (c *NetConf) validateSMCR() error {
 	if !oneOf(c.SMCR.Transparent, TransparentAuto, TransparentTCP2SMC, TransparentBPF, TransparentOff) {
 		return invalid("smcr.transparent", "must be auto, tcp2smc, bpf or off, got %q", truncate(c.SMCR.Transparent))
 	}
+	if c.SMCR.Namespaces != nil && len(c.SMCR.Namespaces) == 0 {
+		return invalid("smcr.namespaces", "is empty: list the namespaces SMC-R serves, or set smcr.enabled to false")
+	}
+	seen := map[string]bool{}
+	for _, ns := range c.SMCR.Namespaces {
+		if !namespaceRE.MatchString(ns) {
+			return invalid("smcr.namespaces", "%q is not a Kubernetes namespace name (1-63 characters of [a-z0-9-], alphanumeric at both ends)", truncate(ns))
+		}
+		if seen[ns] {
+			return invalid("smcr.namespaces", "%q is listed twice", ns)
+		}
+		seen[ns] = true
+	}
 	return absPath("smcr.bpffsDir", c.SMCR.BPFFSDir, false)
 }
 
@@ -125,7 +140,7 @@ func (c *NetConf) validatePaths() error {
 	if err := absPath("logFile", c.LogFile, true); err != nil {
 		return err
 	}
-	if err := absPath("runtimeConfig."+DeviceInfoCapability, c.RuntimeConfig.DeviceInfoFile, true); err != nil {
+	if err := deviceInfoPath(c.RuntimeConfig.DeviceInfoFile); err != nil {
 		return err
 	}
 	return absPath("podResourcesSocket", c.PodResourcesSocket, false)
@@ -159,4 +174,16 @@ func oneOf(v string, allowed ...string) bool {
 		}
 	}
 	return false
+}
+
+// deviceInfoPath refuses what devinfo.CheckPath refuses, before anything
+// records it.
+func deviceInfoPath(p string) error {
+	if p == "" {
+		return nil
+	}
+	if err := devinfo.CheckPath(p); err != nil {
+		return invalid("runtimeConfig."+DeviceInfoCapability, "%v", err)
+	}
+	return nil
 }

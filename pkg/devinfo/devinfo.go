@@ -16,10 +16,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"syscall"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -53,39 +52,63 @@ func Content(pci, rdmaDevice string) []byte {
 	return append(b, '\n')
 }
 
-// CheckPath refuses a path that is not clean and absolute.
+// MaxPathLen bounds a device-info path (runtimes write about 100 bytes).
+const MaxPathLen = 1024
+
+// CheckPath refuses a device-info path that is empty, relative, not clean
+// (a ".." or "." component, a doubled or trailing slash), "/", longer than
+// MaxPathLen bytes, with a name longer than 255 bytes, or with a NUL.
 func CheckPath(path string) error {
-	if path == "" || !filepath.IsAbs(path) || filepath.Clean(path) != path || path == "/" {
-		return fmt.Errorf("device-info path %q is not a clean absolute file path", path)
+	switch {
+	case path == "" || !filepath.IsAbs(path) || filepath.Clean(path) != path || path == "/":
+		return fmt.Errorf("device-info path %.64q is not a clean absolute file path", path)
+	case len(path) > MaxPathLen:
+		return fmt.Errorf("device-info path %.64q... is longer than %d bytes", path, MaxPathLen)
+	case strings.IndexByte(path, 0) >= 0:
+		return fmt.Errorf("device-info path %.64q holds a NUL byte", path)
+	}
+	for _, c := range components(path) {
+		if len(c) > 255 {
+			return fmt.Errorf("device-info path %.64q has a name longer than 255 bytes", path)
+		}
 	}
 	return nil
 }
 
-// tempPath is where Write prepares the file: beside it, hidden, and named
+// tempName is where Write prepares the file: beside it, hidden, and named
 // after it, so a temporary file a killed call left is found again.
+func tempName(base string) string { return "." + base + ".rdma-chain-tmp" }
+
+// tempPath is tempName's full path.
 func tempPath(path string) string {
-	return filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".rdma-chain-tmp")
+	return filepath.Join(filepath.Dir(path), tempName(filepath.Base(path)))
 }
 
-// Write creates path holding data: missing parent folders are created (the
-// spec's), data goes to a temporary file beside it, synced, and is linked
-// to path, which fails with ErrExists, changing nothing, when any file
-// (even a dangling symbolic link) is there.
-func Write(path string, data []byte) error {
+// Write creates path holding data and returns the folders it created for
+// it, outermost first (the spec's: missing parent folders are created).
+// No symbolic link is followed on the way but one root placed in a folder
+// only root may write (openDir). data goes to a temporary file beside path,
+// synced, and is linked to path, which fails with ErrExists, changing
+// nothing, when any file (even a dangling symbolic link) is there.
+func Write(path string, data []byte) (created []string, err error) {
 	if err := CheckPath(path); err != nil {
-		return err
+		return nil, err
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("create the device-info folder: %w", err)
-	}
-	tmp := tempPath(path)
-	if err := removeIfPrefix(tmp, data); err != nil {
-		return err
-	}
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, 0o444)
+	dir, created, err := openDir(filepath.Dir(path), true)
 	if err != nil {
-		return fmt.Errorf("write device-info file: %w", err)
+		return created, fmt.Errorf("open the device-info folder: %w", err)
 	}
+	defer unix.Close(dir)
+	base := filepath.Base(path)
+	tmp := tempName(base)
+	if err := removeIfPrefix(dir, tmp, data); err != nil {
+		return created, err
+	}
+	fd, err := unix.Openat(dir, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o444)
+	if err != nil {
+		return created, fmt.Errorf("write device-info file: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), tmp)
 	_, err = f.Write(data)
 	if err == nil {
 		err = f.Sync()
@@ -95,61 +118,74 @@ func Write(path string, data []byte) error {
 	}
 	if err == nil {
 		failpoint.Hit("add-device-info-prepared")
-		err = os.Link(tmp, path)
-		if errors.Is(err, fs.ErrExist) {
+		err = unix.Linkat(dir, tmp, dir, base, 0)
+		if errors.Is(err, unix.EEXIST) {
 			err = fmt.Errorf("%s: %w", path, ErrExists)
 		}
 	}
-	if rerr := os.Remove(tmp); rerr != nil && err == nil {
+	if rerr := unix.Unlinkat(dir, tmp, 0); rerr != nil && err == nil {
 		err = rerr
 	}
-	return err
+	return created, err
 }
 
 // Remove removes path and a temporary file Write left beside it, each only
 // when it is a regular file holding data (the temporary one: a beginning of
-// it). Anything else, a missing file included, is left as is and no error.
-func Remove(path string, data []byte) error {
+// it), then the folders in dirs (Write's) that are empty. Anything else, a
+// missing file or folder included, is left as is and no error.
+func Remove(path string, data []byte, dirs []string) error {
 	if err := CheckPath(path); err != nil {
 		return err
 	}
-	if err := removeIfPrefix(tempPath(path), data); err != nil {
+	dir, _, err := openDir(filepath.Dir(path), false)
+	if errors.Is(err, unix.ENOENT) {
+		return RemoveDirs(dirs)
+	}
+	if err != nil {
+		return fmt.Errorf("open the device-info folder: %w", err)
+	}
+	defer unix.Close(dir)
+	base := filepath.Base(path)
+	if err := removeIfPrefix(dir, tempName(base), data); err != nil {
 		return err
 	}
-	got, err := readRegular(path)
-	if err != nil || !bytes.Equal(got, data) {
+	got, err := readRegular(dir, base)
+	if err != nil {
 		return err
 	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("remove device-info file: %w", err)
+	if bytes.Equal(got, data) {
+		if err := unix.Unlinkat(dir, base, 0); err != nil && !errors.Is(err, unix.ENOENT) {
+			return fmt.Errorf("remove device-info file: %w", err)
+		}
 	}
-	return nil
+	return RemoveDirs(dirs)
 }
 
-// removeIfPrefix removes name when it is a regular file holding a
+// removeIfPrefix removes name in dir when it is a regular file holding a
 // beginning of data.
-func removeIfPrefix(name string, data []byte) error {
-	got, err := readRegular(name)
+func removeIfPrefix(dir int, name string, data []byte) error {
+	got, err := readRegular(dir, name)
 	if err != nil || got == nil || !bytes.HasPrefix(data, got) {
 		return err
 	}
-	if err := os.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := unix.Unlinkat(dir, name, 0); err != nil && !errors.Is(err, unix.ENOENT) {
 		return fmt.Errorf("remove device-info temporary file: %w", err)
 	}
 	return nil
 }
 
-// readRegular reads name without following a symbolic link; it returns nil
+// readRegular reads name in dir without following a symbolic link; it returns nil
 // and no error when there is no file, a link or no regular file there, or
 // one larger than any file the plugin writes.
-func readRegular(name string) ([]byte, error) {
-	f, err := os.OpenFile(name, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
-	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ELOOP) {
+func readRegular(dir int, name string) ([]byte, error) {
+	fd, err := unix.Openat(dir, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ELOOP) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read device-info file: %w", err)
 	}
+	f := os.NewFile(uintptr(fd), name)
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {

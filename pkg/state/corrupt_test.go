@@ -58,6 +58,12 @@ func corruptCases(t *testing.T) []struct {
 		{"ifName missing", content(`{"version":1,"network":"n","containerID":"bad"}`)},
 		{"another key", content(string(other))},
 		{"trailing data", content(valid + `{}`)},
+		{"device-info path relative", content(devInfo(`"path":"devinfo/x.json"`))},
+		{"device-info path with ..", content(devInfo(`"path":"/run/../etc/x.json"`))},
+		{"device-info path /", content(devInfo(`"path":"/"`))},
+		{"device-info path empty", content(devInfo(`"path":""`))},
+		{"device-info path 100 KB", content(devInfo(`"path":"/` + strings.Repeat("a/", 50000) + `x"`))},
+		{"device-info folder not the path's", content(devInfo(`"path":"/run/x/y.json","dirs":["/etc"]`))},
 		{"wrong field type", content(`{"version":1,"network":"n","containerID":"bad","ifName":"eth0","links":"x"}`)},
 		{"too large", content(valid[:len(valid)-1] + `,"x":"` + strings.Repeat("a", maxRecordSize) + `"}`)},
 		{"empty directory", func(t *testing.T, path string) { mkdir(t, path) }},
@@ -165,4 +171,9 @@ func TestCorruptPaths(t *testing.T) {
 			t.Errorf("CorruptPaths(%v) = %v, want none", err, got)
 		}
 	}
+}
+
+// devInfo is a record of badKey with a deviceInfo object of fields.
+func devInfo(fields string) string {
+	return `{"version":1,"network":"n","containerID":"bad","ifName":"eth0","deviceInfo":{` + fields + `,"device":"mlx5_0","pci":"0000:3b:00.0"}}`
 }

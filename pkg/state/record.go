@@ -8,10 +8,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/rdma-chain/rdma-chain/pkg/devinfo"
 )
 
 // ErrCorrupt matches (errors.Is) every *CorruptError.
@@ -79,7 +82,30 @@ func decodeRecord(path string, data []byte) (*Record, error) {
 	if err := checkKey(r.Key()); err != nil {
 		return corrupt(err)
 	}
+	if err := checkDeviceInfo(r.DeviceInfo); err != nil {
+		return corrupt(err)
+	}
 	return &r, nil
+}
+
+// checkDeviceInfo refuses a device-info path devinfo.CheckPath refuses and
+// a created folder that is not one of the path's own.
+func checkDeviceInfo(di *DeviceInfo) error {
+	if di == nil {
+		return nil
+	}
+	if err := devinfo.CheckPath(di.Path); err != nil {
+		return err
+	}
+	if len(di.Dirs) > 64 {
+		return fmt.Errorf("device-info file with %d created folders", len(di.Dirs))
+	}
+	for _, d := range di.Dirs {
+		if err := devinfo.CheckPath(d); err != nil || !strings.HasPrefix(di.Path, d+"/") {
+			return fmt.Errorf("device-info folder %.64q is not a folder of %.64q", d, di.Path)
+		}
+	}
+	return nil
 }
 
 // readRecord reads the record file at path without following a symbolic

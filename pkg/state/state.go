@@ -171,6 +171,9 @@ type DeviceInfo struct {
 	Path   string `json:"path"`
 	Device string `json:"device"` // RDMA device name
 	PCI    string `json:"pci"`    // its PCI address
+	// Dirs are the folders ADD created for the file, outermost first: DEL
+	// removes those that are empty.
+	Dirs []string `json:"dirs,omitempty"`
 }
 
 // SMC is the SMC-R pnet table state of an annotated pod.

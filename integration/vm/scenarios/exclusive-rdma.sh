@@ -10,7 +10,8 @@
 #   mode shared on an exclusive kernel (101), a device not offered (rxe0)
 #   never touched, and what SMC does with an annotated pod; the result's
 #   shape (rdma0's entry only, the whole chain's CHECK passes), and at 1.1.0
-#   rdma0's MTU and, with reportIPs, its address.
+#   rdma0's MTU and, with reportIPs, its address; eth0 never moved while it
+#   carries the node's default route or address (110).
 # Assertions read the kernel's own view: rdma dev, rdma link, sysfs GIDs,
 # ip -d link. RC-INFO lines carry the views before ADD, after ADD, after DEL
 # and of the stranded reclaim.
@@ -369,6 +370,50 @@ check report-address-is-rdma0s test "$(result_ip fd00:99:)" = "$(pod_ip6 pod1 fd
 gone pod1
 expect_ok report-del
 host_restored report
+
+# ---- the node's uplink never moves: eth0 carries a main-table IPv4 or
+# IPv6 default route, or the source address of a default route through
+# another netdev; ADD is refused with 110 naming eth0 and what it carries,
+# nothing is recorded or moved, and DEL has nothing to give back ----
+write_conflist "$NETDIR" "$V" "$BASE,$IPAM"
+ip link add up0 type veth peer name up0p && ip link set up0p up && ip link set up0 up &&
+	ip addr add 10.77.0.2/24 dev up0
+# uplink_case NAME ROUTE WORDS: with ROUTE (ip route add arguments) in place
+uplink_case() {
+	_uc=$1 _route=$2 _words=$3
+	step uplink-$_uc-route
+	if _o=$(ip $_route 2>&1); then pass; else fail "ip $_route: $_o"; return; fi
+	_before=$(nic_view eth0)
+	info "uplink-$_uc: $(ip -4 route show default; ip -6 route show default)"
+	ip netns add up1
+	cni cnicall add up1
+	expect_code uplink-$_uc-refused-110 110 "netdev eth0 of RDMA device simrdma0 carries" "$_words"
+	step uplink-$_uc-eth0-untouched
+	_v=$(nic_view eth0)
+	if [ "$_v" = "$_before" ]; then pass; else fail "eth0 changed: $(delta "$_before" "$_v")"; fi
+	check uplink-$_uc-device-on-eth0 sh -c "/usr/sbin/rdma link | grep -q 'simrdma0/1 .*netdev eth0'"
+	check uplink-$_uc-nothing-in-pod sh -c "! /usr/sbin/ip -n up1 -o link | grep -q 'rdma0\\|$MAC' && ! /usr/sbin/ip netns exec up1 /usr/sbin/rdma dev | grep -q simrdma0"
+	step uplink-$_uc-no-record
+	if [ "$(state_count)" -eq 0 ]; then pass; else fail "records left: $(state_files)"; fi
+	cni cnicall del up1
+	expect_ok uplink-$_uc-del
+	ip netns del up1
+	ip $(echo "$_route" | sed 's/ add / del /')
+	host_restored uplink-$_uc
+}
+uplink_case ipv4-default "route add default via 192.168.88.254 dev eth0" "the node's IPv4 default route"
+uplink_case ipv6-default "-6 route add default via fd00:88::fe dev eth0" "the node's IPv6 default route"
+uplink_case node-address "route add default via 10.77.0.1 dev up0 src 192.168.88.1" "the node's address 192.168.88.1"
+# the control: a default route through another netdev moves eth0 as before
+ip route add default via 10.77.0.1 dev up0
+add pod1
+expect_ok uplink-elsewhere-add
+pod_holds uplink-elsewhere pod1
+gone pod1
+expect_ok uplink-elsewhere-del
+host_restored uplink-elsewhere
+ip route del default via 10.77.0.1 dev up0
+ip link del up0
 rm -rf "$DATADIR"
 check mode-still-exclusive test "$(netns_mode)" = exclusive
 exit 0

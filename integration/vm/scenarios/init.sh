@@ -12,6 +12,9 @@ export PATH=/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 export HOME=/root
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
+# as systemd does on every node: the SMC-R socket hook's pins, which every
+# hook operation (inspect's and the metrics' reads too) requires on a bpffs
+mount -t bpf bpf /sys/fs/bpf 2>/dev/null || echo "RC-INFO no bpffs at /sys/fs/bpf"
 mount -t devtmpfs devtmpfs /dev
 mount -t tmpfs tmpfs /run
 mount -t tmpfs tmpfs /tmp

@@ -18,6 +18,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
 )
 
 //go:generate go run github.com/cilium/ebpf/cmd/bpf2go -cc clang -cflags "-O2 -g -Wall -Werror" -target bpfel -go-package hook smcHook bpf/smc_hook.c -- -I/usr/include/x86_64-linux-gnu
@@ -45,6 +46,9 @@ func (h Hook) dir() string {
 // Add lists the netns with inode number ino, loading, attaching and pinning
 // the program first when no pinned link exists.
 func (h Hook) Add(ino uint32) error {
+	if err := h.onBPFFS(); err != nil {
+		return err
+	}
 	m, err := h.openMap()
 	if errors.Is(err, os.ErrNotExist) {
 		m, err = h.attach()
@@ -60,8 +64,12 @@ func (h Hook) Add(ino uint32) error {
 }
 
 // Remove unlists ino; with the last netns gone it detaches the program and
-// removes the pins. Nothing pinned is nothing to remove.
+// removes the pins. Nothing pinned on a bpffs is nothing to remove; a pin
+// directory that is not on a bpffs is an error, never "nothing pinned".
 func (h Hook) Remove(ino uint32) error {
+	if err := h.onBPFFS(); err != nil {
+		return err
+	}
 	m, err := h.openMap()
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -84,6 +92,9 @@ func (h Hook) Remove(ino uint32) error {
 
 // Listed reports whether ino is listed and the program attached.
 func (h Hook) Listed(ino uint32) (bool, error) {
+	if err := h.onBPFFS(); err != nil {
+		return false, err
+	}
 	if _, err := os.Lstat(filepath.Join(h.dir(), linkPin)); err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return false, nil
@@ -108,6 +119,9 @@ func (h Hook) Listed(ino uint32) (bool, error) {
 
 // State returns whether the program is attached and the listed netns.
 func (h Hook) State() (attached bool, listed []uint32, err error) {
+	if err := h.onBPFFS(); err != nil {
+		return false, nil, err
+	}
 	if _, err := os.Lstat(filepath.Join(h.dir(), linkPin)); err == nil {
 		attached = true
 	}
@@ -126,6 +140,28 @@ func (h Hook) State() (attached bool, listed []uint32, err error) {
 		listed = append(listed, k)
 	}
 	return attached, listed, it.Err()
+}
+
+// onBPFFS fails, wrapping ErrNoBPFFS, unless the pin directory (or, before
+// the first pin, its parent) is on a bpffs. Elsewhere (a container without
+// the host's /sys/fs/bpf, a bpffs unmounted) a missing pin says nothing of
+// the kernel's hook, which may still list netns whose inodes the kernel
+// gives to new pods.
+func (h Hook) onBPFFS() error {
+	dir := h.dir()
+	var fs unix.Statfs_t
+	err := unix.Statfs(dir, &fs)
+	if errors.Is(err, unix.ENOENT) {
+		dir = filepath.Dir(dir)
+		err = unix.Statfs(dir, &fs)
+	}
+	if err != nil {
+		return fmt.Errorf("%w at %s: %w", ErrNoBPFFS, dir, err)
+	}
+	if fs.Type != unix.BPF_FS_MAGIC {
+		return fmt.Errorf("%w at %s (file system magic %#x): the SMC socket hook's pins cannot be read", ErrNoBPFFS, dir, fs.Type)
+	}
+	return nil
 }
 
 func (h Hook) openMap() (*ebpf.Map, error) {

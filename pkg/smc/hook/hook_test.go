@@ -1,12 +1,15 @@
 package hook
 
 import (
+	"errors"
 	"math"
 	"os"
+	"path/filepath"
 	"syscall"
 	"testing"
 
 	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
 )
 
 // The embedded object is the program the package attaches: an fmod_ret on
@@ -36,4 +39,40 @@ func TestNetnsInodeFitsKey(t *testing.T) {
 	if ino := fi.Sys().(*syscall.Stat_t).Ino; ino == 0 || ino > math.MaxUint32 {
 		t.Errorf("netns inode %d does not fit the map's 32-bit key", ino)
 	}
+}
+
+// Every hook operation refuses a pin directory that is not on a bpffs (a
+// plain directory, a tmpfs, the parent of one not yet created) instead of
+// reading the missing pins as "nothing listed, nothing to remove".
+func TestRefusesWhatIsNotABPFFS(t *testing.T) {
+	dirs := map[string]string{"existing": t.TempDir(), "not yet created": filepath.Join(t.TempDir(), "rdma-chain")}
+	if fs, err := tmpfsDir(t); err == nil {
+		dirs["tmpfs"] = fs
+	} else {
+		t.Logf("no tmpfs to mount (%v): plain directories only", err)
+	}
+	for name, dir := range dirs {
+		h := Hook{Dir: dir}
+		ops := map[string]error{"add": h.Add(7), "remove": h.Remove(7)}
+		_, ops["listed"] = h.Listed(7)
+		_, _, ops["state"] = h.State()
+		for op, err := range ops {
+			if !errors.Is(err, ErrNoBPFFS) {
+				t.Errorf("%s: %s on %s = %v, want %v", name, op, dir, err, ErrNoBPFFS)
+			}
+		}
+		if entries, _ := os.ReadDir(filepath.Dir(dir)); name == "not yet created" && len(entries) != 0 {
+			t.Errorf("%s: created %v", name, entries)
+		}
+	}
+}
+
+// tmpfsDir mounts a tmpfs on a new directory (root only).
+func tmpfsDir(t *testing.T) (string, error) {
+	dir := t.TempDir()
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=1m"); err != nil {
+		return "", err
+	}
+	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
+	return dir, nil
 }

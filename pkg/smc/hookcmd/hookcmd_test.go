@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/rdma-chain/rdma-chain/internal/testenv"
 )
 
@@ -86,8 +88,10 @@ var built = sync.OnceValues(func() (string, error) {
 	return out, nil
 })
 
-// The real binary on this kernel, with pins in a directory that holds
-// none: nothing attached, nothing listed, nothing to remove. Attaching
+// The real binary on this kernel: with pins in a directory on a bpffs that
+// holds none, nothing attached, nothing listed, nothing to remove; with
+// pins in a directory that is not on a bpffs, every operation fails naming
+// it instead of reading the missing pins as "nothing listed". Attaching
 // needs tracing programs on a bpffs, which the VM tier proves.
 func TestRealBinaryWithoutPins(t *testing.T) {
 	bin, err := built()
@@ -95,7 +99,27 @@ func TestRealBinaryWithoutPins(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := Runner{Path: bin}
-	dir := filepath.Join(t.TempDir(), "pins")
+	plain := filepath.Join(t.TempDir(), "pins")
+	if _, _, err := r.State(plain); err == nil || !strings.Contains(err.Error(), "no bpffs mounted") {
+		t.Errorf("State on a plain directory = %v, want no bpffs", err)
+	}
+	if _, err := r.Listed(plain, 4026531840); err == nil || !strings.Contains(err.Error(), "no bpffs mounted") {
+		t.Errorf("Listed on a plain directory = %v, want no bpffs", err)
+	}
+	if err := r.Remove(plain, 4026531840); err == nil || !strings.Contains(err.Error(), "no bpffs mounted") {
+		t.Errorf("Remove on a plain directory = %v, want no bpffs", err)
+	}
+	// A temp dir is no bpffs: Supported names what is missing.
+	if err := r.Supported(plain); err == nil || !strings.Contains(err.Error(), "no ") {
+		t.Errorf("Supported = %v, want what the kernel or the directory lacks", err)
+	}
+	testenv.RequireRoot(t)
+	fs := t.TempDir()
+	if err := unix.Mount("bpf", fs, "bpf", 0, "mode=0700"); err != nil {
+		testenv.Unavailable(t, "cannot mount a bpffs: %v", err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(fs, unix.MNT_DETACH) })
+	dir := filepath.Join(fs, "pins")
 	if a, l, err := r.State(dir); err != nil || a || l != nil {
 		t.Errorf("State = %v %v %v, want nothing", a, l, err)
 	}
@@ -104,10 +128,6 @@ func TestRealBinaryWithoutPins(t *testing.T) {
 	}
 	if err := r.Remove(dir, 4026531840); err != nil {
 		t.Errorf("Remove = %v, want nil", err)
-	}
-	// A temp dir is no bpffs: Supported names what is missing.
-	if err := r.Supported(dir); err == nil || !strings.Contains(err.Error(), "no ") {
-		t.Errorf("Supported = %v, want what the kernel or the directory lacks", err)
 	}
 }
 
