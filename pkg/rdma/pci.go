@@ -10,11 +10,11 @@ import (
 // link points at, "" when there is none. A PCI function is taken as is; a
 // virtio device (virtioN, as virtio-net NICs and with them eRDMA's ENIs
 // are) is resolved to its parent, the virtio-pci function it sits on. The
-// link is read, never followed: the answer comes from the kernel's own
-// path ("../../../devices/pci0000:00/0000:00:03.0/virtio0").
+// links are read, never followed: the answer comes from the kernel's own
+// paths.
 func pciFunctionOf(deviceLink string) string {
-	target, err := os.Readlink(deviceLink)
-	if err != nil {
+	target := linkTarget(deviceLink)
+	if target == "" {
 		return ""
 	}
 	base := filepath.Base(target)
@@ -27,6 +27,33 @@ func pciFunctionOf(deviceLink string) string {
 		}
 	}
 	return ""
+}
+
+// linkTarget returns where the symlink at link points, as a clean path.
+// The kernel writes a class device's "device" link relative to the class
+// device's real directory, and the class entry (class/net/eth0) is itself
+// a link into devices/: "../../../virtio0" from
+// devices/pci0000:00/0000:00:03.0/virtio0/net/eth0. Both links are read
+// with Readlink and joined as strings.
+func linkTarget(link string) string {
+	target, err := os.Readlink(link)
+	if err != nil {
+		return ""
+	}
+	if filepath.IsAbs(target) {
+		return filepath.Clean(target)
+	}
+	dir := filepath.Dir(link)
+	if fi, err := os.Lstat(dir); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+		if dt, err := os.Readlink(dir); err == nil {
+			if filepath.IsAbs(dt) {
+				dir = dt
+			} else {
+				dir = filepath.Join(filepath.Dir(dir), dt)
+			}
+		}
+	}
+	return filepath.Join(dir, target)
 }
 
 // isVirtio reports whether s is a virtio bus device name: virtio[0-9]+.

@@ -1,6 +1,10 @@
 package rdma
 
-import "testing"
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
 
 // TestDevicesPCIThroughVirtio: the PCI function of an RDMA device comes
 // from its own parent (PCI, or a virtio device on a PCI function) or, for a
@@ -20,6 +24,24 @@ func TestDevicesPCIThroughVirtio(t *testing.T) {
 			f.gidNdev("simrdma0", "eth0")
 			f.virtioNetdev("eth0", "52:54:00:12:34:56", "0000:00:03.0", "virtio0")
 		}, "simrdma0", "0000:00:03.0", "eth0"},
+		{"the kernel's layout: class entries link into devices/, device links are relative to them", func(f *fixture) {
+			f.ibDev("simrdma0", "5254:00ff:fe12:3456")
+			f.gidNdev("simrdma0", "eth0")
+			nd := "devices/pci0000:00/0000:00:03.0/virtio0/net/eth0"
+			f.write(nd+"/address", "52:54:00:12:34:56")
+			f.symlink("../../"+nd, "class/net/eth0")
+			f.symlink("../../../virtio0", nd+"/device")
+		}, "simrdma0", "0000:00:03.0", "eth0"},
+		{"kernel layout, RDMA device under its PCI function", func(f *fixture) {
+			ib := "devices/pci0000:3a/0000:3a:00.0/0000:3b:00.0/infiniband/mlx5_0"
+			f.mkdir(ib)
+			if err := os.Remove(filepath.Join(f.root, "class/infiniband")); err != nil {
+				t.Fatal(err)
+			}
+			f.mkdir("class/infiniband")
+			f.symlink("../../"+ib, "class/infiniband/mlx5_0")
+			f.symlink("../../../0000:3b:00.0", ib+"/device")
+		}, "mlx5_0", "0000:3b:00.0", ""},
 		{"parent is a virtio device", func(f *fixture) {
 			f.ibDev("erdma_0", "0216:3eff:fe01:0203")
 			f.mkdir("devices/pci0000:00/0000:00:05.0/virtio2")

@@ -346,7 +346,7 @@ IPAM="\"ipam\":{\"type\":\"host-local\",\"ranges\":[[{\"subnet\":\"fd00:99::/64\
 BASE="\"mode\":\"exclusive\",\"devices\":[\"simrdma0\"],\"podSelection\":\"all\",\"dataDir\":\"$DATADIR\""
 NIC_MTU=$(cat /sys/class/net/eth0/mtu)
 # eth0's device is virtioN, whose parent directory is the virtio-pci function
-NIC_DEV=$(readlink /sys/class/net/eth0/device)
+NIC_DEV=$(readlink -f /sys/class/net/eth0/device)
 NIC_PCI=$(basename "$(dirname "$NIC_DEV")")
 step nic-on-virtio-pci
 case "$(basename "$NIC_DEV") $NIC_PCI" in
