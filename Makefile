@@ -19,6 +19,7 @@ build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/rdma-chain ./plugins/meta/rdma-chain
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/rdma-chain-smc-hook ./cmd/rdma-chain-smc-hook
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/rdma-chain-ops ./cmd/rdma-chain-ops
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/rdma-chain-dra ./cmd/rdma-chain-dra
 
 # The node component's OCI image: an OCI image index of one image per
 # IMAGE_ARCHES (Go cross-compiles; each image holds the three static

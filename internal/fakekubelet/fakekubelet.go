@@ -15,11 +15,26 @@ import (
 	podresv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 )
 
-// Pod is one pod and the device IDs allocated to it per resource name.
+// Pod is one pod, the device IDs allocated to it per resource name, and
+// the devices of its DRA claims.
 type Pod struct {
 	Namespace string              `json:"namespace"`
 	Name      string              `json:"name"`
 	Resources map[string][]string `json:"resources"`
+	Claims    []Claim             `json:"claims,omitempty"`
+}
+
+// Claim is one device of a pod's ResourceClaim as kubelet reports it in
+// dynamic_resources (every container of the pod shows it, as kubelet does
+// for a claim all containers reference).
+type Claim struct {
+	Namespace string   `json:"namespace"` // the claim's
+	Name      string   `json:"name"`
+	Driver    string   `json:"driver"`
+	Pool      string   `json:"pool"`
+	Device    string   `json:"device"`
+	ShareID   string   `json:"shareID,omitempty"`
+	CDI       []string `json:"cdi,omitempty"`
 }
 
 // Options changes how the fake answers.
@@ -98,5 +113,20 @@ func (p Pod) resources() *podresv1.PodResources {
 	for _, n := range names {
 		c.Devices = append(c.Devices, &podresv1.ContainerDevices{ResourceName: n, DeviceIds: p.Resources[n]})
 	}
+	for _, cl := range p.Claims {
+		c.DynamicResources = append(c.DynamicResources, cl.resource())
+	}
 	return &podresv1.PodResources{Namespace: p.Namespace, Name: p.Name, Containers: []*podresv1.ContainerResources{c}}
+}
+
+func (cl Claim) resource() *podresv1.DynamicResource {
+	r := &podresv1.ClaimResource{DriverName: cl.Driver, PoolName: cl.Pool, DeviceName: cl.Device}
+	if cl.ShareID != "" {
+		id := cl.ShareID
+		r.ShareId = &id
+	}
+	for _, n := range cl.CDI {
+		r.CdiDevices = append(r.CdiDevices, &podresv1.CDIDevice{Name: n})
+	}
+	return &podresv1.DynamicResource{ClaimName: cl.Name, ClaimNamespace: cl.Namespace, ClaimResources: []*podresv1.ClaimResource{r}}
 }

@@ -51,3 +51,31 @@ func TestServesPodResources(t *testing.T) {
 		})
 	}
 }
+
+// The fake reports claims in dynamic_resources as kubelet does: the
+// client's Lookup splits them by driver.
+func TestServesClaims(t *testing.T) {
+	pods := []Pod{{Namespace: "default", Name: "dra", Resources: map[string][]string{"rdma/hca": {"3"}}, Claims: []Claim{
+		{Namespace: "default", Name: "nic", Driver: "rdma-chain.github.io", Pool: "node1", Device: "simrdma0", ShareID: "s1", CDI: []string{"rdma-chain.github.io/rdma=x"}},
+		{Namespace: "default", Name: "nic2", Driver: "dranet.gke.io", Pool: "node1", Device: "eth2"},
+	}}}
+	sock := filepath.Join(testenv.SocketDir(t), "kubelet.sock")
+	s, err := Start(sock, pods)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop)
+	got, err := podres.New(sock, 0).Lookup(context.Background(), "default", "dra", podres.Query{ResourceNames: []string{"rdma/hca"}, Drivers: []string{"rdma-chain.github.io"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &podres.Pod{
+		Devices: []podres.Allocation{{ResourceName: "rdma/hca", DeviceIDs: []string{"3"}}},
+		Claims: []podres.ClaimDevice{{ClaimNamespace: "default", ClaimName: "nic", Driver: "rdma-chain.github.io", Pool: "node1",
+			Device: "simrdma0", ShareID: "s1", CDIDevices: []string{"rdma-chain.github.io/rdma=x"}}},
+		Foreign: []podres.ClaimDevice{{ClaimNamespace: "default", ClaimName: "nic2", Driver: "dranet.gke.io", Pool: "node1", Device: "eth2"}},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Lookup =\n%+v\nwant\n%+v", got, want)
+	}
+}

@@ -26,7 +26,7 @@ func (p *Plugin) add(c *call) error {
 	if _, warning := c.conf.SMCRFor(c.pod.Namespace); warning != "" {
 		c.log.Warn(warning, "container", c.args.ContainerID)
 	}
-	req, err := p.podRequest(c)
+	req, claims, err := p.podRequest(c)
 	if err != nil || req == nil {
 		if err == nil {
 			c.log.Debug("pod needs no RDMA: passed through", "container", c.args.ContainerID)
@@ -38,7 +38,12 @@ func (p *Plugin) add(c *call) error {
 	if err != nil {
 		return err
 	}
+	offered, recClaims, err := applyClaims(c, req, claims, offered)
+	if err != nil {
+		return err
+	}
 	rec, tx := newRecord(c, mode), &txn{}
+	rec.Claims = recClaims
 	devs, podNS, err := p.attachLocked(c, rec, req, offered, result, tx)
 	if podNS != nil {
 		defer podNS.Close()
@@ -80,32 +85,35 @@ func (p *Plugin) prepareAttach(c *call) (*types100.Result, rdma.Mode, []rdma.Dev
 	return result, mode, offered, err
 }
 
-// podRequest says what the pod asked for, or nil when it needs no RDMA.
-func (p *Plugin) podRequest(c *call) (*request, error) {
+// podRequest says what the pod asked for, or nil when it needs no RDMA,
+// and the DRA claim devices kubelet reports for it.
+func (p *Plugin) podRequest(c *call) (*request, claimed, error) {
 	if id := c.conf.RequestedDeviceID(); id != "" {
-		return &request{source: "deviceID", ids: []string{id}}, nil
+		return &request{source: "deviceID", ids: []string{id}}, claimed{}, nil
 	}
 	if c.conf.PodSelection == config.SelectAll {
-		return &request{source: "podSelection all"}, nil
+		return &request{source: "podSelection all"}, claimed{}, nil
 	}
 	if c.pod.Name == "" {
 		c.log.Debug("no K8S_POD_NAME in CNI_ARGS: cannot look up pod resources")
-		return nil, nil
+		return nil, claimed{}, nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), podres.DefaultTimeout)
 	defer cancel()
-	allocs, err := p.env.PodResources.Allocated(ctx, c.conf.PodResourcesSocket, c.pod.Namespace, c.pod.Name, c.conf.ResourceNames)
+	q := podres.Query{ResourceNames: c.conf.ResourceNames, Drivers: c.conf.DRADrivers}
+	pod, err := p.env.PodResources.Lookup(ctx, c.conf.PodResourcesSocket, c.pod.Namespace, c.pod.Name, q)
 	if err != nil {
-		return nil, cniError(types.ErrTryAgainLater, "kubelet pod-resources API at "+c.conf.PodResourcesSocket+" did not answer", err)
+		return nil, claimed{}, cniError(types.ErrTryAgainLater, "kubelet pod-resources API at "+c.conf.PodResourcesSocket+" did not answer", err)
 	}
-	req := &request{source: "pod-resources"}
-	for _, a := range allocs {
+	req, cl := &request{source: "pod-resources"}, claimed{served: pod.Claims, foreign: pod.Foreign}
+	for _, a := range pod.Devices {
 		req.ids = append(req.ids, a.DeviceIDs...)
 	}
-	if len(req.ids) == 0 {
-		return nil, nil
+	if len(req.ids) == 0 && len(cl.served) == 0 {
+		logForeign(c, cl.foreign, "the pod asked this network for no RDMA device")
+		return nil, claimed{}, nil
 	}
-	return req, nil
+	return req, cl, nil
 }
 
 // nodeDevices reads the node's RDMA mode and the devices this conf offers.

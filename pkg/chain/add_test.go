@@ -59,7 +59,7 @@ func TestPassThroughEveryVersion(t *testing.T) {
 				t.Fatal(err)
 			}
 			assertSameJSON(t, w.stdout.Bytes(), []byte(in))
-			if !reflect.DeepEqual(w.calls, []string{"Allocated " + config.DefaultPodResourcesSocket + " default/p1"}) {
+			if !reflect.DeepEqual(w.calls, []string{"Lookup " + config.DefaultPodResourcesSocket + " default/p1"}) {
 				t.Errorf("calls = %v, want only the kubelet lookup", w.calls)
 			}
 			if f := stateFiles(t, dir); len(f) != 0 {

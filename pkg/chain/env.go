@@ -60,8 +60,8 @@ func (kernelNetns) Own(path string) (bool, error) {
 // call.
 type kubeletPodResources struct{}
 
-func (kubeletPodResources) Allocated(ctx context.Context, socket, namespace, name string, resourceNames []string) ([]podres.Allocation, error) {
-	return podres.New(socket, podres.DefaultTimeout).Allocated(ctx, namespace, name, resourceNames)
+func (kubeletPodResources) Lookup(ctx context.Context, socket, namespace, name string, q podres.Query) (*podres.Pod, error) {
+	return podres.New(socket, podres.DefaultTimeout).Lookup(ctx, namespace, name, q)
 }
 
 func (kubeletPodResources) Probe(ctx context.Context, socket string) error {

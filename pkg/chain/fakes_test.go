@@ -116,6 +116,8 @@ type world struct {
 	modeErr    error
 	devices    []rdma.Device
 	allocs     []podres.Allocation
+	claims     []podres.ClaimDevice // DRA devices of the served drivers
+	foreign    []podres.ClaimDevice // DRA devices of other drivers
 	podErr     error
 	failOn     map[string]error
 	netnsLocal map[string]string // netdev -> why it cannot leave the host netns
@@ -234,9 +236,12 @@ func (w *world) DelChild(nsPath, name, mac string) error {
 func (w *world) CheckInPod(nsPath, name, mac string) error {
 	return w.record("CheckInPod %s %s %s", nsPath, name, mac)
 }
-func (w *world) Allocated(_ context.Context, socket, namespace, name string, _ []string) ([]podres.Allocation, error) {
-	w.record("Allocated %s %s/%s", socket, namespace, name)
-	return w.allocs, w.podErr
+func (w *world) Lookup(_ context.Context, socket, namespace, name string, _ podres.Query) (*podres.Pod, error) {
+	w.record("Lookup %s %s/%s", socket, namespace, name)
+	if w.podErr != nil {
+		return nil, w.podErr
+	}
+	return &podres.Pod{Devices: w.allocs, Claims: w.claims, Foreign: w.foreign}, nil
 }
 func (w *world) Probe(_ context.Context, socket string) error { return w.record("Probe %s", socket) }
 

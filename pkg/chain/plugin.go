@@ -61,9 +61,9 @@ type Links interface {
 }
 
 // PodResources is the seam over kubelet's pod-resources API at the socket
-// the conf names.
+// the conf names: a pod's device-plugin allocations and DRA claim devices.
 type PodResources interface {
-	Allocated(ctx context.Context, socket, namespace, name string, resourceNames []string) ([]podres.Allocation, error)
+	Lookup(ctx context.Context, socket, namespace, name string, q podres.Query) (*podres.Pod, error)
 	Probe(ctx context.Context, socket string) error
 }
 

@@ -28,6 +28,9 @@ const (
 	DefaultPodResourcesSocket = "/var/lib/kubelet/pod-resources/kubelet.sock"
 	DefaultDataDir            = "/var/lib/cni/rdma-chain"
 	DefaultIfName             = "rdma"
+	// DefaultDRADriver is the DRA driver name of rdma-chain-dra (pkg/dra),
+	// served by default.
+	DefaultDRADriver = "rdma-chain.github.io"
 	// AnnotationsCapability is the runtimeConfig key under which containerd
 	// and CRI-O pass the pod's annotations.
 	AnnotationsCapability = "io.kubernetes.cri.pod-annotations"
@@ -104,6 +107,7 @@ type NetConf struct {
 	Devices            []string   `json:"devices,omitempty"`
 	PodSelection       string     `json:"podSelection,omitempty"`
 	ResourceNames      []string   `json:"resourceNames,omitempty"`
+	DRADrivers         []string   `json:"draDrivers,omitempty"`
 	PodResourcesSocket string     `json:"podResourcesSocket,omitempty"`
 	IfName             string     `json:"ifName,omitempty"`
 	SharedLink         SharedLink `json:"sharedLink"`
@@ -196,6 +200,9 @@ func (c *NetConf) applyDefaults() {
 	setDefault(&c.PodSelection, SelectRequested)
 	if c.ResourceNames == nil {
 		c.ResourceNames = []string{"aliyun/erdma", "rdma/hca"}
+	}
+	if c.DRADrivers == nil {
+		c.DRADrivers = []string{DefaultDRADriver}
 	}
 	setDefault(&c.PodResourcesSocket, DefaultPodResourcesSocket)
 	setDefault(&c.IfName, DefaultIfName)

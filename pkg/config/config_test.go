@@ -25,6 +25,7 @@ func TestDefaults(t *testing.T) {
 		"Mode": "auto", "PodSelection": "requested", "PodResourcesSocket": DefaultPodResourcesSocket,
 		"IfName": "rdma", "DataDir": DefaultDataDir, "LogLevel": "info", "LogFile": "",
 		"ResourceNames": []string{"aliyun/erdma", "rdma/hca"}, "Devices": []string(nil),
+		"DRADrivers": []string{"rdma-chain.github.io"},
 		"SharedLink": SharedLink{Type: "ipvlan", Mode: "l2"},
 		"SMCR":       SMCR{OnUnsupported: "warn", Transparent: TransparentAuto, BPFFSDir: DefaultBPFFSDir},
 	}
@@ -38,7 +39,7 @@ func TestDefaults(t *testing.T) {
 
 func TestEveryField(t *testing.T) {
 	conf, _, err := parse(t, `,"mode":"shared","devices":["rxe0","eth1"],"podSelection":"all",
-		"resourceNames":["rdma/hca"],"podResourcesSocket":"/run/k.sock","ifName":"roce",
+		"resourceNames":["rdma/hca"],"draDrivers":["dra.example.com"],"podResourcesSocket":"/run/k.sock","ifName":"roce",
 		"sharedLink":{"type":"macvlan"},"smcr":{"pnetId":"ABC123","ueid":"UEID-1.X","onUnsupported":"fail"},
 		"dataDir":"/run/rc","logFile":"/var/log/rc.log","logLevel":"debug","deviceID":"mlx5_1",
 		"ipam":{"type":"host-local"},"dad":true,"runtimeConfig":{"deviceID":"0000:3b:00.0",
@@ -50,7 +51,8 @@ func TestEveryField(t *testing.T) {
 		conf.SharedLink != (SharedLink{Type: "macvlan", Mode: "bridge"}) || conf.SMCR.PnetID != "ABC123" ||
 		conf.SMCR.UEID != "UEID-1.X" || conf.SMCR.OnUnsupported != "fail" || conf.DataDir != "/run/rc" ||
 		conf.LogFile != "/var/log/rc.log" || !conf.DAD || conf.LogLevel != "debug" || conf.PodResourcesSocket != "/run/k.sock" ||
-		!reflect.DeepEqual(conf.Devices, []string{"rxe0", "eth1"}) || conf.IPAM.Type != "host-local" {
+		!reflect.DeepEqual(conf.Devices, []string{"rxe0", "eth1"}) || conf.IPAM.Type != "host-local" ||
+		!reflect.DeepEqual(conf.DRADrivers, []string{"dra.example.com"}) {
 		t.Errorf("fields not parsed: %+v", conf)
 	}
 	if got := conf.RequestedDeviceID(); got != "0000:3b:00.0" {
@@ -72,7 +74,11 @@ func TestInvalid(t *testing.T) {
 		{"device twice", `,"devices":["rxe0","rxe0"]`, "devices"},
 		{"selection", `,"podSelection":"some"`, "podSelection"},
 		{"resource", `,"resourceNames":["hca"]`, "resourceNames"},
-		{"resources empty", `,"resourceNames":[]`, "resourceNames"},
+		{"resources and drivers empty", `,"resourceNames":[],"draDrivers":[]`, "resourceNames"},
+		{"driver upper case", `,"draDrivers":["Rdma.example.com"]`, "draDrivers"},
+		{"driver with slash", `,"draDrivers":["example.com/rdma"]`, "draDrivers"},
+		{"driver long", `,"draDrivers":["` + strings.Repeat("a", 64) + `"]`, "draDrivers"},
+		{"driver empty", `,"draDrivers":[""]`, "draDrivers"},
 		{"socket relative", `,"podResourcesSocket":"kubelet.sock"`, "podResourcesSocket"},
 		{"ifName long", `,"ifName":"abcdefghijklm"`, "ifName"},
 		{"ifName dot", `,"ifName":"a.b"`, "ifName"},
@@ -155,5 +161,17 @@ func assertCode7(t *testing.T, err error, field string) {
 	}
 	if field != "" && !strings.Contains(te.Msg, `"`+field+`"`) {
 		t.Errorf("message %q does not name field %q", te.Msg, field)
+	}
+}
+
+// With draDrivers, podSelection requested needs no resourceNames: the pods
+// that claimed a device of those drivers are the requested ones.
+func TestDRADriversOnly(t *testing.T) {
+	conf, _, err := parse(t, `,"resourceNames":[],"draDrivers":["rdma-chain.github.io","dra.example.com"]`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(conf.ResourceNames) != 0 || !reflect.DeepEqual(conf.DRADrivers, []string{"rdma-chain.github.io", "dra.example.com"}) {
+		t.Errorf("ResourceNames %v, DRADrivers %v", conf.ResourceNames, conf.DRADrivers)
 	}
 }

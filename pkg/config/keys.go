@@ -30,6 +30,7 @@ func (c *NetConf) topFields() []field {
 		{"devices", stringList(&c.Devices, maxConfList)},
 		{"podSelection", plain(&c.PodSelection)},
 		{"resourceNames", stringList(&c.ResourceNames, maxConfList)},
+		{"draDrivers", stringList(&c.DRADrivers, maxConfList)},
 		{"podResourcesSocket", plain(&c.PodResourcesSocket)},
 		{"ifName", plain(&c.IfName)},
 		{"sharedLink", object(c.sharedLinkFields)},

@@ -101,6 +101,9 @@ var (
 	// ^[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?$
 	resourceDomainRE = shape{first: lowerAlnum(""), middle: lowerAlnum(".-"), last: lowerAlnum(""), min: 1, max: 253}
 	resourceNameRE   = shape{first: alnum(""), middle: alnum("_.-"), last: alnum(""), min: 1, max: 63}
+	// draDriverRE: DRA driver names, DNS subdomains of at most 63
+	// characters (resource.k8s.io): ^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$
+	draDriverRE = shape{first: lowerAlnum(""), middle: lowerAlnum(".-"), last: lowerAlnum(""), min: 1, max: 63}
 	// pnetRE: SMC PNETIDs are 1-16 alphanumerics: ^[A-Za-z0-9]+$
 	pnetRE = same(alnum(""), 1, 16)
 	// ueidRE: SMC UEIDs are up to 32 characters of A-Z, 0-9, '.', '-',

@@ -69,12 +69,17 @@ func (c *NetConf) validateSelection() error {
 	if !oneOf(c.PodSelection, SelectRequested, SelectAll) {
 		return invalid("podSelection", "must be requested or all, got %q", truncate(c.PodSelection))
 	}
-	if c.PodSelection == SelectRequested && len(c.ResourceNames) == 0 {
-		return invalid("resourceNames", "must not be empty with podSelection requested")
+	if c.PodSelection == SelectRequested && len(c.ResourceNames) == 0 && len(c.DRADrivers) == 0 {
+		return invalid("resourceNames", "must not be empty with podSelection requested and no draDrivers")
 	}
 	for _, r := range c.ResourceNames {
 		if !validResourceName(r) {
 			return invalid("resourceNames", "%q is not an extended resource name (domain/name)", truncate(r))
+		}
+	}
+	for _, d := range c.DRADrivers {
+		if !draDriverRE.MatchString(d) {
+			return invalid("draDrivers", "%q is not a DRA driver name (a DNS subdomain of at most 63 characters)", truncate(d))
 		}
 	}
 	return nil

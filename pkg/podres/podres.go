@@ -1,5 +1,7 @@
 // Package podres asks kubelet, over its pod-resources gRPC API (v1), which
-// devices it allocated to a pod for given extended resource names. Each call
+// devices it allocated to a pod: from device plugins for given extended
+// resource names, and from DRA claims (dynamic_resources) for given DRA
+// drivers, with the devices of other drivers reported apart. Each call
 // is one unary gRPC call on a new connection (internal/grpcunix); the
 // messages are encoded by hand from kubelet's api.proto (wire.go) and checked
 // against the generated types in the tests.
@@ -38,6 +40,30 @@ type Allocation struct {
 	DeviceIDs    []string // de-duplicated, in kubelet's order
 }
 
+// ClaimDevice is one device kubelet prepared for the pod from a DRA
+// ResourceClaim, as pod-resources reports it. Values are kubelet's, which
+// copies them from the claim's allocation: callers match them, never use
+// them as names or paths.
+type ClaimDevice struct {
+	ClaimNamespace, ClaimName string
+	Driver, Pool, Device      string
+	ShareID                   string   // set for a share of a device with consumable capacity
+	CDIDevices                []string // fully qualified CDI device names
+}
+
+// Query says which allocations the caller serves.
+type Query struct {
+	ResourceNames []string // device-plugin extended resource names
+	Drivers       []string // DRA driver names
+}
+
+// Pod is what kubelet allocated to a pod, split by who serves it.
+type Pod struct {
+	Devices []Allocation  // device plugins, for Query.ResourceNames
+	Claims  []ClaimDevice // DRA devices of Query.Drivers, de-duplicated
+	Foreign []ClaimDevice // DRA devices of every other driver: never the caller's
+}
+
 // Client talks to kubelet's pod-resources API. It holds no connection: each
 // call dials and closes its own.
 type Client struct {
@@ -60,6 +86,18 @@ func New(socket string, timeout time.Duration) *Client {
 // left out. A pod unknown to kubelet, or with none of the resources, gives an
 // empty slice and a nil error.
 func (c *Client) Allocated(ctx context.Context, namespace, name string, resourceNames []string) ([]Allocation, error) {
+	pod, err := c.Lookup(ctx, namespace, name, Query{ResourceNames: resourceNames})
+	if err != nil {
+		return nil, err
+	}
+	return pod.Devices, nil
+}
+
+// Lookup returns, in one call to kubelet, the pod's device-plugin
+// allocations for q.ResourceNames (as Allocated) and its DRA claim devices,
+// those of q.Drivers apart from every other driver's. A pod unknown to
+// kubelet gives an empty Pod and a nil error.
+func (c *Client) Lookup(ctx context.Context, namespace, name string, q Query) (*Pod, error) {
 	if namespace == "" || name == "" {
 		return nil, fmt.Errorf("ask kubelet for pod resources: pod namespace and name are required (got %q/%q)", namespace, name)
 	}
@@ -67,7 +105,9 @@ func (c *Client) Allocated(ctx context.Context, namespace, name string, resource
 	if err != nil {
 		return nil, c.wrap(fmt.Sprintf("ask kubelet for the resources of pod %s/%s", namespace, name), err)
 	}
-	return collect(pod, resourceNames), nil
+	out := &Pod{Devices: collect(pod, q.ResourceNames)}
+	out.Claims, out.Foreign = collectClaims(pod, q.Drivers)
+	return out, nil
 }
 
 // Probe checks that the socket is reachable and that kubelet answers what
@@ -174,4 +214,31 @@ func collect(pod *podResources, resourceNames []string) []Allocation {
 		}
 	}
 	return out
+}
+
+// collectClaims splits the pod's claim devices into those of drivers and
+// the others, each de-duplicated (kubelet reports a claim shared by several
+// containers once per container).
+func collectClaims(pod *podResources, drivers []string) (served, foreign []ClaimDevice) {
+	if pod == nil {
+		return nil, nil
+	}
+	for _, d := range pod.claimDevs {
+		if slices.Contains(drivers, d.Driver) {
+			served = appendClaim(served, d)
+		} else {
+			foreign = appendClaim(foreign, d)
+		}
+	}
+	return served, foreign
+}
+
+func appendClaim(list []ClaimDevice, d ClaimDevice) []ClaimDevice {
+	for _, x := range list {
+		if x.ClaimNamespace == d.ClaimNamespace && x.ClaimName == d.ClaimName &&
+			x.Driver == d.Driver && x.Pool == d.Pool && x.Device == d.Device && x.ShareID == d.ShareID {
+			return list
+		}
+	}
+	return append(list, d)
 }

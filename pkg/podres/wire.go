@@ -13,8 +13,14 @@ import (
 //	GetPodResourcesResponse  { PodResources pod_resources = 1; }
 //	ListPodResourcesResponse { repeated PodResources pod_resources = 1; }
 //	PodResources             { string name = 1; string namespace = 2; repeated ContainerResources containers = 3; }
-//	ContainerResources       { string name = 1; repeated ContainerDevices devices = 2; ... }
+//	ContainerResources       { string name = 1; repeated ContainerDevices devices = 2; ...
+//	                           repeated DynamicResource dynamic_resources = 5; }
 //	ContainerDevices         { string resource_name = 1; repeated string device_ids = 2; ... }
+//	DynamicResource          { string claim_name = 2; string claim_namespace = 3;
+//	                           repeated ClaimResource claim_resources = 4; }
+//	ClaimResource            { repeated CDIDevice cdi_devices = 1; string driver_name = 2;
+//	                           string pool_name = 3; string device_name = 4; optional string share_id = 5; }
+//	CDIDevice                { string name = 1; }
 //
 // Fields not listed are skipped.
 
@@ -23,6 +29,7 @@ import (
 type podResources struct {
 	namespace, name string
 	containerDevs   []containerDevices
+	claimDevs       []ClaimDevice
 }
 
 type containerDevices struct {
@@ -118,24 +125,92 @@ func decodePod(b []byte) (*podResources, error) {
 	return p, err
 }
 
-// decodeContainer appends a ContainerResources' devices to p.
+// decodeContainer appends a ContainerResources' devices and DRA claim
+// devices to p.
 func (p *podResources) decodeContainer(b []byte) error {
 	return pbwire.Fields(b, func(f pbwire.Field) error {
-		if f.Num != 2 || f.Type != pbwire.Bytes {
+		if f.Type != pbwire.Bytes {
 			return nil
 		}
-		var d containerDevices
-		err := pbwire.Fields(f.Bytes, func(f pbwire.Field) error {
-			switch {
-			case f.Type != pbwire.Bytes:
-			case f.Num == 1:
-				d.resourceName = f.String()
-			case f.Num == 2:
-				d.deviceIDs = append(d.deviceIDs, f.String())
-			}
-			return nil
-		})
-		p.containerDevs = append(p.containerDevs, d)
+		switch f.Num {
+		case 2:
+			return p.decodeDevices(f.Bytes)
+		case 5:
+			return p.decodeDynamic(f.Bytes)
+		}
+		return nil
+	})
+}
+
+// decodeDevices appends one ContainerDevices to p.
+func (p *podResources) decodeDevices(b []byte) error {
+	var d containerDevices
+	err := pbwire.Fields(b, func(f pbwire.Field) error {
+		switch {
+		case f.Type != pbwire.Bytes:
+		case f.Num == 1:
+			d.resourceName = f.String()
+		case f.Num == 2:
+			d.deviceIDs = append(d.deviceIDs, f.String())
+		}
+		return nil
+	})
+	p.containerDevs = append(p.containerDevs, d)
+	return err
+}
+
+// decodeDynamic appends the devices of one DynamicResource (a claim) to p.
+func (p *podResources) decodeDynamic(b []byte) error {
+	var claimNS, claimName string
+	var devs [][]byte
+	err := pbwire.Fields(b, func(f pbwire.Field) error {
+		switch {
+		case f.Type != pbwire.Bytes:
+		case f.Num == 2:
+			claimName = f.String()
+		case f.Num == 3:
+			claimNS = f.String()
+		case f.Num == 4:
+			devs = append(devs, f.Bytes)
+		}
+		return nil
+	})
+	if err != nil {
 		return err
+	}
+	for _, db := range devs {
+		d := ClaimDevice{ClaimNamespace: claimNS, ClaimName: claimName}
+		if err := d.decode(db); err != nil {
+			return err
+		}
+		p.claimDevs = append(p.claimDevs, d)
+	}
+	return nil
+}
+
+// decode reads one ClaimResource into d.
+func (d *ClaimDevice) decode(b []byte) error {
+	return pbwire.Fields(b, func(f pbwire.Field) error {
+		if f.Type != pbwire.Bytes {
+			return nil
+		}
+		switch f.Num {
+		case 1:
+			return pbwire.Fields(f.Bytes, func(c pbwire.Field) error {
+				if c.Num == 1 && c.Type == pbwire.Bytes {
+					d.CDIDevices = append(d.CDIDevices, c.String())
+				}
+				return nil
+			})
+		case 2:
+			d.Driver = f.String()
+		case 3:
+			d.Pool = f.String()
+		case 4:
+			d.Device = f.String()
+		case 5:
+			d.ShareID = f.String()
+		}
+		return nil
 	})
 }

@@ -8,6 +8,8 @@ import (
 
 	"google.golang.org/protobuf/proto"
 	prv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
+
+	"github.com/rdma-chain/rdma-chain/internal/pbwire"
 )
 
 // fullPod sets every field kubelet may send, so the decoder skips what it
@@ -22,8 +24,23 @@ func fullPod(ns, name string) *prv1.PodResources {
 			{ResourceName: "aliyun/erdma", DeviceIds: []string{"erdma_0", "erdma_1"}, Topology: topo}},
 			DynamicResources: []*prv1.DynamicResource{{ClaimName: "c", ClaimNamespace: ns,
 				ClaimResources: []*prv1.ClaimResource{{DriverName: "d", PoolName: "p", DeviceName: "x",
-					CdiDevices: []*prv1.CDIDevice{{Name: "vendor/class=x"}}}}}}},
+					CdiDevices: []*prv1.CDIDevice{{Name: "vendor/class=x"}}}}},
+				{ClaimName: "nics", ClaimNamespace: ns, ClaimResources: []*prv1.ClaimResource{
+					{DriverName: "rdma-chain.github.io", PoolName: "node1", DeviceName: "mlx5-0", ShareId: &shareID,
+						CdiDevices: []*prv1.CDIDevice{{Name: "rdma-chain.github.io/rdma=a"}, {Name: "rdma-chain.github.io/rdma=b"}}},
+					{DriverName: "dranet.gke.io", PoolName: "node1", DeviceName: "eth2"}}}}},
 	}}
+}
+
+var shareID = "3f1e"
+
+var fullPodClaims = func(ns string) []ClaimDevice {
+	return []ClaimDevice{
+		{ClaimNamespace: ns, ClaimName: "c", Driver: "d", Pool: "p", Device: "x", CDIDevices: []string{"vendor/class=x"}},
+		{ClaimNamespace: ns, ClaimName: "nics", Driver: "rdma-chain.github.io", Pool: "node1", Device: "mlx5-0", ShareID: shareID,
+			CDIDevices: []string{"rdma-chain.github.io/rdma=a", "rdma-chain.github.io/rdma=b"}},
+		{ClaimNamespace: ns, ClaimName: "nics", Driver: "dranet.gke.io", Pool: "node1", Device: "eth2"},
+	}
 }
 
 var fullPodDevices = []containerDevices{
@@ -53,7 +70,7 @@ func TestDecodeMatchesGeneratedTypes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := &podResources{namespace: "default", name: "web", containerDevs: fullPodDevices}
+	want := &podResources{namespace: "default", name: "web", containerDevs: fullPodDevices, claimDevs: fullPodClaims("default")}
 	if !reflect.DeepEqual(pod, want) {
 		t.Errorf("decodeGetResponse = %+v, want %+v", pod, want)
 	}
@@ -77,7 +94,7 @@ func TestDecodeMatchesGeneratedTypes(t *testing.T) {
 		{"default", "web", want},
 		{"default", "ghost", nil},
 		{"ns", "pod-none", nil},
-		{"ns", "pod-zz", &podResources{namespace: "ns", name: "pod-zz", containerDevs: fullPodDevices}},
+		{"ns", "pod-zz", &podResources{namespace: "ns", name: "pod-zz", containerDevs: fullPodDevices, claimDevs: fullPodClaims("ns")}},
 	} {
 		got, err := findInList(list, tc.ns, tc.name)
 		if err != nil || !reflect.DeepEqual(got, tc.want) {
@@ -103,10 +120,24 @@ func TestDecodeRefusesMalformed(t *testing.T) {
 func FuzzDecodeReply(f *testing.F) {
 	good, _ := proto.Marshal(&prv1.GetPodResourcesResponse{PodResources: fullPod("default", "web")})
 	f.Add(good)
+	for _, seed := range hostileClaimSeeds() {
+		f.Add(seed)
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		pod, err := decodeGetResponse(b)
 		if err == nil {
 			collect(pod, resources)
+			served, foreign := collectClaims(pod, []string{"rdma-chain.github.io"})
+			for _, d := range served {
+				if d.Driver != "rdma-chain.github.io" {
+					t.Fatalf("served claim device of driver %q", d.Driver)
+				}
+			}
+			for _, d := range foreign {
+				if d.Driver == "rdma-chain.github.io" {
+					t.Fatalf("foreign claim device of the served driver: %+v", d)
+				}
+			}
 		}
 		if p, err := findInList(b, "default", "web"); err == nil && p != nil && (p.namespace != "default" || p.name != "web") {
 			t.Fatalf("findInList returned %s/%s", p.namespace, p.name)
@@ -130,5 +161,31 @@ func BenchmarkFindInList(b *testing.B) {
 		if p, err := findInList(list, "default", "pod-500"); err != nil || p == nil {
 			b.Fatal(p, err)
 		}
+	}
+}
+
+// hostileClaimSeeds: replies whose dynamic_resources are malformed, nested
+// past their length, of the wrong wire type, or huge in count.
+func hostileClaimSeeds() [][]byte {
+	str := func(num int, v string) []byte { return pbwire.AppendString(nil, num, v) }
+	wrap := func(num int, parts ...[]byte) []byte {
+		return pbwire.AppendString(nil, num, string(bytes.Join(parts, nil)))
+	}
+	claimRes := wrap(4, wrap(1, str(1, "x/y=z")), str(2, "rdma-chain.github.io"), str(3, "p"), str(4, "mlx5-0"), str(5, "s"))
+	pod := func(container []byte) []byte {
+		return wrap(1, str(1, "web"), str(2, "default"), wrap(3, str(1, "main"), container))
+	}
+	many := make([][]byte, 0, 2000)
+	for range 2000 {
+		many = append(many, claimRes)
+	}
+	return [][]byte{
+		pod(wrap(5, str(2, "c"), str(3, "default"), claimRes)),
+		pod(wrap(5, str(2, "c"), claimRes[:len(claimRes)-3])),                     // claim resource cut short
+		pod(wrap(5, []byte{0x22, 0x05, 0x08, 0x01})),                              // claim_resources too short for its length
+		pod(wrap(5, str(2, "c"), []byte{0x20, 0x07})),                             // claim_resources as a varint
+		pod(wrap(5, wrap(4, []byte{0x0a, 0x02, 0x08, 0x01}, []byte{0x10, 0x01}))), // cdi_devices holds a varint; driver_name a varint
+		pod(wrap(5, []byte{0x12, 0x7f}, bytes.Join(many, nil))),                   // claim_name's length runs into thousands of devices
+		pod(wrap(5, bytes.Join(many, nil))),
 	}
 }

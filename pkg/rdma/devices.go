@@ -67,6 +67,11 @@ func (s *System) device(name string, link *netlink.RdmaLink, m *mapper) Device {
 	d := Device{Name: name, NodeGUID: s.nodeGUID(name, link)}
 	d.PCI, d.Driver = s.parent(name)
 	d.Netdev = m.netdev(name, link, d.NodeGUID)
+	if d.PCI == "" && softDriver(name) == "" {
+		// A device registered without a parent (eRDMA-like devices on a
+		// virtio NIC) is the RDMA function of its netdev's PCI function.
+		d.PCI = s.netdevPCI(d.Netdev)
+	}
 	return d
 }
 
@@ -83,16 +88,13 @@ func (s *System) nodeGUID(name string, link *netlink.RdmaLink) string {
 	return ""
 }
 
-// parent returns the PCI address and the kernel driver of device name.
-// Soft devices are named by their driver (rxe*, siw*): that wins over the
-// device symlink, which for rxe may point at the underlying NIC.
+// parent returns the PCI address (of the parent, or of the virtio
+// device's PCI function) and the kernel driver of device name. Soft devices
+// are named by their driver (rxe*, siw*): that wins over the device symlink,
+// which for rxe may point at the underlying NIC.
 func (s *System) parent(name string) (pci, driver string) {
 	devLink := filepath.Join(s.ibPath(), name, "device")
-	if target, err := os.Readlink(devLink); err == nil {
-		if base := filepath.Base(target); pciAddr(base) {
-			pci = base
-		}
-	}
+	pci = pciFunctionOf(devLink)
 	if driver = softDriver(name); driver != "" {
 		return "", driver
 	}

@@ -162,3 +162,12 @@ func links(names ...string) []*netlink.RdmaLink {
 	}
 	return out
 }
+
+// virtioNetdev adds class/net/NAME on virtio device virtioN of PCI function
+// pci, as virtio-net registers its NICs.
+func (f *fixture) virtioNetdev(name, mac, pci, virtio string) {
+	f.write("class/net/"+name+"/address", mac)
+	fn := "devices/pci0000:00/" + pci + "/" + virtio
+	f.mkdir(fn)
+	f.symlink("../../../"+fn, "class/net/"+name+"/device")
+}

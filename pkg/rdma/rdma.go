@@ -29,7 +29,7 @@ type Device struct {
 	Driver   string // kernel driver (mlx5_core, erdma, rdma_rxe, siw) or ""
 	NodeGUID string // "xxxx:xxxx:xxxx:xxxx" as in sysfs node_guid
 	Netdev   string // mapped netdev name in the current netns ("" if none found)
-	PCI      string // PCI address of the device ("0000:3b:00.0"), else ""
+	PCI      string // PCI function of the device, or of its netdev through a virtio parent ("0000:3b:00.0"), else ""
 }
 
 // Netlink is the seam over the kernel's RDMA netlink (implemented by

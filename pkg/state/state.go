@@ -161,7 +161,22 @@ type Record struct {
 	// DeviceInfo is the NPWG device-info file ADD writes, recorded before
 	// it is written.
 	DeviceInfo *DeviceInfo `json:"deviceInfo,omitempty"`
-	CreatedAt  time.Time   `json:"createdAt"`
+	// Claims are the DRA claim devices the pod's RDMA devices came from
+	// (kubelet's pod-resources at ADD), each with the RDMA device it named.
+	Claims    []Claim   `json:"claims,omitempty"`
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+// Claim is one device of a pod's DRA ResourceClaim and the node's RDMA
+// device it maps to.
+type Claim struct {
+	Namespace  string `json:"namespace"` // the claim's
+	Name       string `json:"name"`
+	Driver     string `json:"driver"`
+	Pool       string `json:"pool"`
+	Device     string `json:"device"`            // the DRA device name
+	ShareID    string `json:"shareID,omitempty"` // a share of a device with consumable capacity
+	RDMADevice string `json:"rdmaDevice"`
 }
 
 // DeviceInfo names the device-info file of an attachment and the device it

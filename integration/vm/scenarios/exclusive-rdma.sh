@@ -332,10 +332,13 @@ for V in 0.4.0 1.0.0; do
 	rm -rf "$DATADIR"
 done
 
-# ---- cniVersion 1.1.0: rdma0's entry carries the moved NIC's MTU
-# (simrdma0 registers without a parent device: no PCI address, no pciID);
-# the whole chain's CHECK passes; with reportIPs the result also lists
-# rdma0's address, pointing at rdma0, without gateway ----
+# ---- cniVersion 1.1.0: rdma0's entry carries the moved NIC's MTU and, as
+# pciID, the PCI function under eth0's virtio device (simrdma0 registers
+# without a parent device, as eRDMA-like devices on a virtio NIC are found:
+# netdev -> virtioN -> its PCI function); the whole chain's CHECK passes;
+# with reportIPs the result also lists rdma0's address, pointing at rdma0,
+# without gateway; with runtimeConfig CNIDeviceInfoFile the NPWG
+# device-info file names that PCI function and simrdma0, and DEL removes it ----
 V=1.1.0
 PFX="v$V/"
 NETDIR=/etc/cni/net.d-xrdma-$V
@@ -343,11 +346,20 @@ DATADIR=/run/rdma-chain-xrdma-$V
 IPAM="\"ipam\":{\"type\":\"host-local\",\"ranges\":[[{\"subnet\":\"fd00:99::/64\",\"gateway\":\"fd00:99::1\"}]],\"dataDir\":\"/run/ipam-xrdma-$V\"}"
 BASE="\"mode\":\"exclusive\",\"devices\":[\"simrdma0\"],\"podSelection\":\"all\",\"dataDir\":\"$DATADIR\""
 NIC_MTU=$(cat /sys/class/net/eth0/mtu)
+# eth0's device is virtioN, whose parent directory is the virtio-pci function
+NIC_DEV=$(readlink -f /sys/class/net/eth0/device)
+NIC_PCI=$(basename "$(dirname "$NIC_DEV")")
+step nic-on-virtio-pci
+case "$(basename "$NIC_DEV") $NIC_PCI" in
+virtio[0-9]*" "[0-9a-f][0-9a-f][0-9a-f][0-9a-f]:[0-9a-f][0-9a-f]:[0-9a-f][0-9a-f].[0-7]) pass ;;
+*) fail "eth0's device link '$NIC_DEV' is not virtioN under a PCI function" ;;
+esac
+check simrdma0-without-parent test ! -e /sys/class/infiniband/simrdma0/device
 write_conflist "$NETDIR" "$V" "$BASE,$IPAM"
 add pod1
 expect_ok add
 pod_holds add pod1
-result_shape add-result pod1 "$V"
+result_shape add-result pod1 "$V" "$NIC_PCI"
 check add-mtu-is-nic-mtu sh -c "echo '$(rdma0_entry)' | grep -q '\"mtu\":$NIC_MTU[,}]'"
 cni cnicall check pod1
 expect_ok check-full-chain
@@ -414,6 +426,22 @@ expect_ok uplink-elsewhere-del
 host_restored uplink-elsewhere
 ip route del default via 10.77.0.1 dev up0
 ip link del up0
+DEVINFO=/run/devinfo-xrdma/rdmanet-pod1-rdma0.json
+write_conflist "$NETDIR" "$V" "$BASE,$IPAM,\"capabilities\":{\"CNIDeviceInfoFile\":true}"
+add_devinfo() { export CAP_ARGS="{\"CNIDeviceInfoFile\":\"$DEVINFO\"}"; add pod1; unset CAP_ARGS; }
+add_devinfo
+expect_ok devinfo-add
+info "device-info file after ADD: $(cat "$DEVINFO" 2>&1)"
+step devinfo-names-virtio-pci-function
+case "$(tr -d ' \n' <"$DEVINFO" 2>/dev/null)" in
+*'"type":"pci"'*'"pci-address":"'"$NIC_PCI"'"'*'"rdma-device":"simrdma0"'*) pass ;;
+*) fail "device-info file $DEVINFO: '$(cat "$DEVINFO" 2>&1)'; want pci-address $NIC_PCI, rdma-device simrdma0" ;;
+esac
+result_shape devinfo-result pod1 "$V" "$NIC_PCI"
+gone pod1
+expect_ok devinfo-del
+check devinfo-removed-by-del test ! -e "$DEVINFO"
+host_restored devinfo
 rm -rf "$DATADIR"
 check mode-still-exclusive test "$(netns_mode)" = exclusive
 exit 0

@@ -1,0 +1,129 @@
+package dra
+
+import (
+	"fmt"
+
+	"k8s.io/dynamic-resource-allocation/deviceattribute"
+
+	"github.com/rdma-chain/rdma-chain/pkg/rdma"
+	"github.com/rdma-chain/rdma-chain/pkg/state"
+)
+
+// Node is one discovery of the node's RDMA NICs.
+type Node struct {
+	Mode rdma.Mode
+	NICs []NIC // sorted by RDMA device name
+	// Skipped names devices left out, with why (no DRA name, a DRA name
+	// two devices share).
+	Skipped map[string]string
+}
+
+// Discoverer reads the node's RDMA NICs.
+type Discoverer struct {
+	System  *rdma.System
+	SysRoot string // "" means /sys
+	// Records lists the CNI plugin's attachment records: a device an
+	// exclusive-mode pod holds is gone from the host's view and stays
+	// published from what was last seen of it, or from its record.
+	Records func() ([]*state.Record, error)
+	last    map[string]NIC
+}
+
+func (d *Discoverer) sysRoot() string {
+	if d.SysRoot == "" {
+		return "/sys"
+	}
+	return d.SysRoot
+}
+
+// Discover reads the RDMA netns mode and every RDMA device of the host
+// netns, with the facts the driver publishes.
+func (d *Discoverer) Discover() (*Node, error) {
+	mode, err := d.System.NetnsMode()
+	if err != nil {
+		return nil, fmt.Errorf("read the RDMA netns mode: %w", err)
+	}
+	devs, err := d.System.Devices()
+	if err != nil {
+		return nil, fmt.Errorf("list RDMA devices: %w", err)
+	}
+	node := &Node{Mode: mode, Skipped: map[string]string{}}
+	seen := map[string]NIC{}
+	for _, dev := range devs {
+		n := d.facts(dev)
+		seen[n.Name] = n
+	}
+	if mode == rdma.ModeExclusive {
+		d.addHeld(seen)
+	}
+	d.last = seen
+	node.NICs = uniqueNames(seen, node.Skipped)
+	return node, nil
+}
+
+// facts reads what is published of dev.
+func (d *Discoverer) facts(dev rdma.Device) NIC {
+	root := d.sysRoot()
+	n := NIC{Device: dev, DRAName: rdma.DRADeviceName(dev.Name), NUMANode: -1}
+	n.LinkLayer, n.PortState, n.GIDTableSize = portFacts(root, dev.Name)
+	n.BondMembers = bondMembers(root, dev.Netdev)
+	if dev.PCI != "" {
+		if a, err := deviceattribute.GetPCIeRootAttributeByPCIBusID(dev.PCI, deviceattribute.WithFSFromRoot(root)); err == nil && a.Value.StringValue != nil {
+			n.PCIeRoot = *a.Value.StringValue
+		}
+		if a, err := deviceattribute.GetNUMANodeAttributeByPCIBusID(dev.PCI, deviceattribute.ScalarAttribute, deviceattribute.WithFSFromRoot(root)); err == nil && a.Value.IntValue != nil {
+			n.NUMANode = int(*a.Value.IntValue)
+		}
+	}
+	return n
+}
+
+// addHeld adds the devices exclusive-mode pods hold: from the last
+// discovery when it saw them, else from the plugin's record.
+func (d *Discoverer) addHeld(seen map[string]NIC) {
+	if d.Records == nil {
+		return
+	}
+	recs, _ := d.Records() // the readable records; unreadable ones are the plugin's to quarantine
+	for _, r := range recs {
+		if r.Mode != string(rdma.ModeExclusive) {
+			continue
+		}
+		for _, l := range r.Links {
+			if !l.RDMAMoved || l.Device == "" {
+				continue
+			}
+			if _, ok := seen[l.Device]; ok {
+				continue
+			}
+			n, ok := d.last[l.Device]
+			if !ok {
+				n = NIC{Device: rdma.Device{Name: l.Device, Netdev: l.HostName}, DRAName: rdma.DRADeviceName(l.Device), NUMANode: -1}
+			}
+			n.InPod = true
+			seen[l.Device] = n
+		}
+	}
+}
+
+// uniqueNames returns the NICs whose DRA name no other NIC has, sorted;
+// the others go to skipped with why.
+func uniqueNames(seen map[string]NIC, skipped map[string]string) []NIC {
+	byName := map[string][]string{}
+	for name, n := range seen {
+		byName[n.DRAName] = append(byName[n.DRAName], name)
+	}
+	var out []NIC
+	for name, n := range seen {
+		switch owners := byName[n.DRAName]; {
+		case n.DRAName == "":
+			skipped[name] = "its name has no letter or digit: no DRA device name"
+		case len(owners) > 1:
+			skipped[name] = fmt.Sprintf("DRA device name %s is shared by %d devices", n.DRAName, len(owners))
+		default:
+			out = append(out, n)
+		}
+	}
+	sortNICs(out)
+	return out
+}

@@ -1,0 +1,166 @@
+package dra
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+)
+
+// Driver prepares claims for the kubelet plugin helper: it implements
+// kubeletplugin.DRAPlugin.
+type Driver struct {
+	NodeName string // the pool's name: one pool, one ResourceSlice per node
+	SysRoot  string
+	CDIDir   string
+	Log      *slog.Logger
+	// OnFatal is called for a background error the helper cannot recover
+	// from (a slice the API refuses): the process ends and restarts.
+	OnFatal func(error)
+
+	mu   sync.Mutex
+	node *Node // the last discovery
+}
+
+var _ kubeletplugin.DRAPlugin = (*Driver)(nil)
+
+// SetNode replaces the discovery claims are prepared from.
+func (d *Driver) SetNode(n *Node) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.node = n
+}
+
+func (d *Driver) nic(draName string) (NIC, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.node == nil {
+		return NIC{}, false
+	}
+	for _, n := range d.node.NICs {
+		if n.DRAName == draName {
+			return n, true
+		}
+	}
+	return NIC{}, false
+}
+
+func (d *Driver) specs() cdiSpecs { return cdiSpecs{dir: d.CDIDir} }
+
+// PrepareResourceClaims gives each claim's containers exactly the character
+// devices of the RDMA devices allocated from this node's pool. A claim
+// prepared before (kubelet asks again after its restart, or after this
+// driver's) is answered from its CDI spec on disk, unchanged.
+func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
+	out := make(map[types.UID]kubeletplugin.PrepareResult, len(claims))
+	for _, c := range claims {
+		devs, err := d.prepare(c)
+		if err != nil {
+			d.Log.Warn("cannot prepare claim", "claim", c.Namespace+"/"+c.Name, "uid", c.UID, "error", err)
+		} else {
+			d.Log.Info("prepared claim", "claim", c.Namespace+"/"+c.Name, "uid", c.UID, "devices", len(devs))
+		}
+		out[c.UID] = kubeletplugin.PrepareResult{Err: err, Devices: devs}
+	}
+	return out, nil
+}
+
+// prepare writes (or reads back) the CDI spec of claim c.
+func (d *Driver) prepare(c *resourceapi.ResourceClaim) ([]kubeletplugin.Device, error) {
+	if c.Status.Allocation == nil {
+		return nil, fmt.Errorf("claim %s/%s is not allocated", c.Namespace, c.Name)
+	}
+	uid := string(c.UID)
+	prepared, err := d.specs().read(uid)
+	if err != nil {
+		return nil, err
+	}
+	var out []kubeletplugin.Device
+	var specDevs []cdiDevice
+	for _, r := range c.Status.Allocation.Devices.Results {
+		if r.Driver != DriverName || r.Pool != d.NodeName {
+			continue
+		}
+		name := cdiName(uid, r.Device)
+		out = append(out, kubeletplugin.Device{Requests: []string{r.Request}, PoolName: r.Pool, DeviceName: r.Device,
+			CDIDeviceIDs: []string{cdiID(name)}, ShareID: r.ShareID})
+		if prepared != nil {
+			if !contains(prepared, name) {
+				return nil, fmt.Errorf("claim %s/%s: its CDI spec has no device %s", c.Namespace, c.Name, name)
+			}
+			continue
+		}
+		nic, ok := d.nic(r.Device)
+		if !ok {
+			return nil, fmt.Errorf("claim %s/%s: device %s is not an RDMA device of node %s", c.Namespace, c.Name, r.Device, d.NodeName)
+		}
+		nodes := CharDevices(d.sysRoot(), nic.Name)
+		if !hasVerbs(nodes) {
+			return nil, fmt.Errorf("claim %s/%s: RDMA device %s has no uverbs character device (ib_uverbs not loaded?)", c.Namespace, c.Name, nic.Name)
+		}
+		specDevs = append(specDevs, cdiDevice{name: name, nodes: nodes})
+	}
+	if prepared == nil && len(specDevs) > 0 {
+		if err := d.specs().write(uid, specDevs); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// UnprepareResourceClaims removes each claim's CDI spec; a claim never
+// prepared, or already unprepared, is no error.
+func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
+	out := make(map[types.UID]error, len(claims))
+	for _, c := range claims {
+		out[c.UID] = d.specs().remove(string(c.UID))
+		d.Log.Info("unprepared claim", "claim", c.String(), "uid", c.UID, "error", out[c.UID])
+	}
+	return out, nil
+}
+
+// HandleError logs background errors; one the helper cannot recover from
+// ends the process through OnFatal.
+func (d *Driver) HandleError(ctx context.Context, err error, msg string) {
+	d.Log.Error(msg, "error", err)
+	if !errors.Is(err, kubeletplugin.ErrRecoverable) && d.OnFatal != nil {
+		d.OnFatal(fmt.Errorf("%s: %w", msg, err))
+	}
+}
+
+// WatchHealthStatus: device health is not reported (a port's state is an
+// attribute of the slice instead).
+func (d *Driver) WatchHealthStatus(ctx context.Context, reports chan<- kubeletplugin.DeviceHealthReport) error {
+	return kubeletplugin.ErrHealthNotSupported
+}
+
+func (d *Driver) sysRoot() string {
+	if d.SysRoot == "" {
+		return "/sys"
+	}
+	return d.SysRoot
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func hasVerbs(nodes []string) bool {
+	for _, n := range nodes {
+		if strings.HasPrefix(n, "/dev/infiniband/uverbs") {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,123 @@
+package dra
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"os"
+	"reflect"
+	"testing"
+
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	cdispec "tags.cncf.io/container-device-interface/specs-go"
+)
+
+func testDriver(t *testing.T) (*Driver, *sysfs) {
+	s := testSysfs(t)
+	s.charDev("infiniband_verbs", "uverbs0", "mlx5_0")
+	s.charDev("infiniband_verbs", "uverbs1", "rxe0")
+	s.charDev("infiniband_mad", "umad0", "mlx5_0")
+	s.charDev("infiniband_mad", "issm0", "mlx5_0")
+	s.mkdir("class/misc/rdma_cm")
+	_, node := discover(t, s, "shared", nil)
+	d := &Driver{NodeName: "node1", SysRoot: s.root, CDIDir: t.TempDir(), Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	d.SetNode(node)
+	return d, s
+}
+
+func claim(uid string, results ...resourceapi.DeviceRequestAllocationResult) *resourceapi.ResourceClaim {
+	return &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "c-" + uid, UID: types.UID(uid)},
+		Status: resourceapi.ResourceClaimStatus{Allocation: &resourceapi.AllocationResult{
+			Devices: resourceapi.DeviceAllocationResult{Results: results}}}}
+}
+
+func result(req, pool, dev string) resourceapi.DeviceRequestAllocationResult {
+	return resourceapi.DeviceRequestAllocationResult{Request: req, Driver: DriverName, Pool: pool, Device: dev}
+}
+
+// Prepare writes one CDI spec per claim with exactly the allocated
+// device's character devices; another driver's or another pool's results
+// are not this node's; kubelet asking again (or a restarted driver, with
+// the device gone from the host in exclusive mode) gets the same answer
+// from the spec on disk; Unprepare removes it, twice without error.
+func TestPrepareUnprepare(t *testing.T) {
+	d, _ := testDriver(t)
+	share := types.UID("0c9f")
+	shared := result("rdma", "node1", "mlx5-0")
+	shared.ShareID = &share
+	other := resourceapi.DeviceRequestAllocationResult{Request: "gpu", Driver: "gpu.example.com", Pool: "node1", Device: "gpu-0"}
+	c := claim("u1", shared, other, result("rdma", "node2", "mlx5-0"))
+	ctx := context.Background()
+	got, err := d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{c})
+	if err != nil || got["u1"].Err != nil {
+		t.Fatalf("prepare: %v %+v", err, got)
+	}
+	want := []kubeletplugin.Device{{Requests: []string{"rdma"}, PoolName: "node1", DeviceName: "mlx5-0",
+		CDIDeviceIDs: []string{"rdma-chain.github.io/rdma=u1-mlx5-0"}, ShareID: &share}}
+	if !reflect.DeepEqual(got["u1"].Devices, want) {
+		t.Errorf("devices %+v, want %+v", got["u1"].Devices, want)
+	}
+	b, err := os.ReadFile(d.specs().path("u1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spec cdispec.Spec
+	if err := json.Unmarshal(b, &spec); err != nil {
+		t.Fatal(err)
+	}
+	var nodes []string
+	for _, n := range spec.Devices[0].ContainerEdits.DeviceNodes {
+		nodes = append(nodes, n.Path)
+	}
+	if spec.Kind != CDIKind || len(spec.Devices) != 1 || spec.Devices[0].Name != "u1-mlx5-0" ||
+		!reflect.DeepEqual(nodes, []string{"/dev/infiniband/uverbs0", "/dev/infiniband/umad0", "/dev/infiniband/issm0", "/dev/infiniband/rdma_cm"}) {
+		t.Errorf("CDI spec %s", b)
+	}
+
+	restarted := &Driver{NodeName: "node1", SysRoot: d.SysRoot, CDIDir: d.CDIDir, Log: d.Log}
+	restarted.SetNode(&Node{}) // the device is in a pod now: not on the host
+	again, err := restarted.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{c})
+	if err != nil || again["u1"].Err != nil || !reflect.DeepEqual(again["u1"].Devices, want) {
+		t.Errorf("prepare again after a restart: %v %+v", err, again)
+	}
+	b2, _ := os.ReadFile(d.specs().path("u1"))
+	if string(b2) != string(b) {
+		t.Error("preparing again rewrote the spec")
+	}
+	for range 2 {
+		res, err := restarted.UnprepareResourceClaims(ctx, []kubeletplugin.NamespacedObject{{UID: "u1"}})
+		if err != nil || res["u1"] != nil {
+			t.Fatalf("unprepare: %v %+v", err, res)
+		}
+	}
+	if _, err := os.Stat(d.specs().path("u1")); !os.IsNotExist(err) {
+		t.Errorf("spec left after unprepare: %v", err)
+	}
+}
+
+func TestPrepareRefuses(t *testing.T) {
+	d, _ := testDriver(t)
+	unallocated := claim("u3")
+	unallocated.Status.Allocation = nil
+	cases := map[string]*resourceapi.ResourceClaim{
+		"unknown device":      claim("u2", result("rdma", "node1", "mlx5-9")),
+		"not allocated":       unallocated,
+		"no char devices":     claim("u4", result("rdma", "node1", "erdma-0")),
+		"one bad of two devs": claim("u5", result("a", "node1", "rxe0"), result("b", "node1", "nope")),
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, err := d.PrepareResourceClaims(context.Background(), []*resourceapi.ResourceClaim{c})
+			if err != nil || got[c.UID].Err == nil {
+				t.Fatalf("prepare = %v %+v; want a per-claim error", err, got)
+			}
+			if _, err := os.Stat(d.specs().path(string(c.UID))); !os.IsNotExist(err) {
+				t.Error("a refused claim got a CDI spec")
+			}
+		})
+	}
+}

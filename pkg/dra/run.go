@@ -1,0 +1,99 @@
+package dra
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"reflect"
+	"time"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
+
+	"github.com/rdma-chain/rdma-chain/pkg/rdma"
+	"github.com/rdma-chain/rdma-chain/pkg/state"
+)
+
+// Config is how rdma-chain-dra runs.
+type Config struct {
+	NodeName      string
+	Client        kubernetes.Interface
+	SysRoot       string        // sysfs mount point [/sys]
+	CDIDir        string        // where CDI specs go [/var/run/cdi]
+	KubeletDir    string        // kubelet's root [/var/lib/kubelet]
+	CNIDataDir    string        // the CNI plugin's dataDir, read for held devices
+	Interval      time.Duration // how often the node's devices are read again
+	Log           *slog.Logger
+	OnFatalCancel context.CancelCauseFunc
+}
+
+// Run registers the driver with kubelet, publishes the node's ResourceSlice
+// and keeps it current until ctx ends.
+func Run(ctx context.Context, cfg Config) error {
+	sys := rdma.New()
+	if cfg.SysRoot != "" {
+		sys.SysRoot = cfg.SysRoot
+	}
+	disc := &Discoverer{System: sys, SysRoot: cfg.SysRoot,
+		Records: func() ([]*state.Record, error) { return state.New(cfg.CNIDataDir).List() }}
+	node, err := disc.Discover()
+	if err != nil {
+		return err
+	}
+	drv := &Driver{NodeName: cfg.NodeName, SysRoot: cfg.SysRoot, CDIDir: cfg.CDIDir, Log: cfg.Log,
+		OnFatal: func(err error) { cfg.OnFatalCancel(err) }}
+	drv.SetNode(node)
+	helper, err := kubeletplugin.Start(ctx, drv,
+		kubeletplugin.DriverName(DriverName), kubeletplugin.NodeName(cfg.NodeName), kubeletplugin.KubeClient(cfg.Client),
+		kubeletplugin.PluginDataDirectoryPath(filepath.Join(cfg.KubeletDir, "plugins", DriverName)),
+		kubeletplugin.RegistrarDirectoryPath(filepath.Join(cfg.KubeletDir, "plugins_registry")))
+	if err != nil {
+		return fmt.Errorf("start the kubelet plugin: %w", err)
+	}
+	defer helper.Stop()
+	published, err := publish(ctx, helper, cfg, node, nil)
+	if err != nil {
+		return err
+	}
+	t := time.NewTicker(cfg.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		n, err := disc.Discover()
+		if err != nil {
+			cfg.Log.Warn("cannot read the node's RDMA devices: the slice stays as published", "error", err)
+			continue
+		}
+		drv.SetNode(n)
+		if published, err = publish(ctx, helper, cfg, n, published); err != nil {
+			return err
+		}
+	}
+}
+
+// publish publishes node's devices when they differ from published, and
+// returns what is published.
+func publish(ctx context.Context, h *kubeletplugin.Helper, cfg Config, node *Node, published []resourceapi.Device) ([]resourceapi.Device, error) {
+	devs := Devices(node)
+	if published != nil && reflect.DeepEqual(devs, published) {
+		return published, nil
+	}
+	for name, why := range node.Skipped {
+		cfg.Log.Warn("RDMA device not published", "device", name, "why", why)
+	}
+	res := resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{
+		cfg.NodeName: {Slices: []resourceslice.Slice{{Devices: devs}}},
+	}}
+	if err := h.PublishResources(ctx, res); err != nil {
+		return nil, fmt.Errorf("publish the ResourceSlice: %w", err)
+	}
+	cfg.Log.Info("published the node's RDMA devices", "devices", len(devs), "mode", node.Mode)
+	return devs, nil
+}
