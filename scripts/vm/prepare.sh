@@ -146,34 +146,40 @@ kernel() {
 }
 
 # kernel7 VERSION-PKG-SUFFIX -> prints the extracted folder of a split 7.x
-# kernel: linux-binary-X has usr/lib/modules/KVER/{vmlinuz,config}, and
-# linux-modules-X the modules (the linux-image-X metapackage holds neither).
+# kernel: linux-binary-X has usr/lib/modules/KVER/vmlinuz, linux-base-X its
+# config, modules.builtin and modules.order, linux-modules-X the modules
+# (the linux-image-X metapackage holds none of them).
 # Laid out as kernel() lays a 6.x one: vmlinuz, config, kver, lib/modules.
 kernel7() {
-	local x=$1 ver dir deb mdeb kver
+	local x=$1 ver dir deb mdeb bdeb kver
 	ver=$(APT_CONFIG=$TRIXIE_APT candidate "linux-binary-$x")
 	dir="$CACHE/kernel-${x}_${ver}"
 	if [ ! -f "$dir/.done" ]; then
 		deb=$(APT_CONFIG=$TRIXIE_APT download "linux-binary-$x")
 		mdeb=$(APT_CONFIG=$TRIXIE_APT download "linux-modules-$x")
+		bdeb=$(APT_CONFIG=$TRIXIE_APT download "linux-base-$x")
 		ver=$(dpkg-deb -f "$deb" Version) || die "cannot read the version of $deb"
 		[ "$(dpkg-deb -f "$mdeb" Version)" = "$ver" ] || die "$mdeb is not version $ver"
+		[ "$(dpkg-deb -f "$bdeb" Version)" = "$ver" ] || die "$bdeb is not version $ver"
 		dir="$CACHE/kernel-${x}_${ver}"
-		log "extracting $(basename "$deb") and $(basename "$mdeb")"
+		log "extracting $(basename "$deb"), $(basename "$bdeb") and $(basename "$mdeb")"
 		rm -rf "$dir" "$dir.tmp"
 		mkdir -p "$dir.tmp/lib"
 		dpkg-deb -x "$deb" "$dir.tmp"
+		dpkg-deb -x "$bdeb" "$dir.tmp"
 		dpkg-deb -x "$mdeb" "$dir.tmp"
 		mv "$dir.tmp/usr/lib/modules" "$dir.tmp/lib/modules"
 		kver=$(ls "$dir.tmp/lib/modules" | head -1)
 		[ -n "$kver" ] && [ -f "$dir.tmp/lib/modules/$kver/vmlinuz" ] || die "$deb has no vmlinuz"
+		[ -f "$dir.tmp/lib/modules/$kver/config" ] && [ -f "$dir.tmp/lib/modules/$kver/modules.builtin" ] ||
+			die "$bdeb has no config or modules.builtin"
 		ln -s "lib/modules/$kver/vmlinuz" "$dir.tmp/vmlinuz"
 		ln -s "lib/modules/$kver/config" "$dir.tmp/config"
 		echo "$kver" >"$dir.tmp/kver"
 		PATH="$PATH:/sbin:/usr/sbin" depmod -b "$dir.tmp" "$kver" || die "depmod failed for $kver"
 		touch "$dir.tmp/.done"
 		mv "$dir.tmp" "$dir"
-		rm -f "$deb" "$mdeb"
+		rm -f "$deb" "$mdeb" "$bdeb"
 	fi
 	echo "$dir"
 }
