@@ -108,7 +108,7 @@ start=$(date +%s.%N)
 set +e
 timeout -k 5 "$TIMEOUT" "$QEMU" -accel "${VM_ACCEL:-tcg,thread=single}" -m 1024 -smp 2 -nographic -no-reboot \
 	-kernel "$KDIR/vmlinuz" -initrd "$INITRD" "${NIC[@]}" \
-	-append "console=ttyS0 panic=-1 quiet rc.scenario=$SCEN ${VM_APPEND:-}" </dev/null 2>&1 | tr -d '\r' | tee "$LOG"
+	-append "console=ttyS0 panic=-1 quiet no_timer_check rc.scenario=$SCEN ${VM_APPEND:-}" </dev/null 2>&1 | tr -d '\r' | tee "$LOG"
 rc=${PIPESTATUS[0]}
 set -e
 end=$(date +%s.%N)
