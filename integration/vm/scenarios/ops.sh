@@ -23,10 +23,10 @@ check setup-rxe setup_rxe
 if has_smc; then
 	check smc-module test -d /sys/module/smc
 	SMC_NODE="SMC: available; UEIDs: $UEID" SMC_NODE_IB=" ib rxe0 port 1" SMC_POD="SMC-R pnetid "
-	SMC_NS="  net.smc:" SMC_NS_FB="SMC fallbacks to TCP:"
+	SMC_NS="  net.smc:" SMC_NS_FB="SMC fallbacks to TCP:" SMC_NS_ETH=" eth eth0"
 else
 	SMC_NODE="SMC: not available (" SMC_NODE_IB="SMC: not available" SMC_POD="link rxe0 ipvlan as rdma0"
-	SMC_NS="  pnet table (0):" SMC_NS_FB="  pnet table (0):"
+	SMC_NS="  pnet table (0):" SMC_NS_FB="  pnet table (0):" SMC_NS_ETH="  pnet table (0):"
 fi
 
 mkdir -p $NETDIR
@@ -90,7 +90,7 @@ step gid-ops-smc # rxe adds the child's GID on a netdev event
 if wait_until 20 gid_row "$(expand6 "$SMC_V6")" rdma0; then pass; else fail "no GID for $SMC_V6 on rdma0"; fi
 print_info inspect-netns rdma-chain-ops inspect --data-dir $DATADIR --netns /var/run/netns/ops-smc
 expect inspect-netns "Netns /var/run/netns/ops-smc:" "  rdma0 ipvlan up" "[RDMA]" "    GID rxe0 port 1 index " \
-	"RoCE v2" " eth eth0" "$SMC_NS" "$SMC_NS_FB"
+	"RoCE v2" "$SMC_NS_ETH" "$SMC_NS" "$SMC_NS_FB"
 
 print_info inspect-json rdma-chain-ops inspect --data-dir $DATADIR --json
 expect inspect-json '"mode": "shared"' '"healthy": true' '"lastFailures": [' '"code": 103'
