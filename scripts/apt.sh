@@ -18,6 +18,17 @@
 #   apt_download DIR PKG       downloads PKG's candidate .deb into DIR
 #                              (reuses one already there) and prints its path
 #   apt_refresh                apt-get update, at most once per shell process
+#   apt_suite_config DIR SUITE...
+#                              writes DIR/apt.conf, an apt of its own (own
+#                              sources, lists, cache, an empty dpkg status)
+#                              that sees only Debian's SUITE... (main),
+#                              fetches their lists when it has none and
+#                              prints the file's path. Under APT_CONFIG=that
+#                              path apt_newest, apt_candidate and
+#                              apt_download resolve and download from those
+#                              suites (a refresh updates those lists); the
+#                              host's apt and what it installs stay as they
+#                              are
 #
 # Every apt call waits up to APT_LOCK_TIMEOUT seconds (default 120) for a
 # dpkg/apt lock another apt process holds. When a package cannot be
@@ -165,4 +176,43 @@ apt__deb() { # dir pkg ver -> path of the .deb if present
 		[ -f "$f" ] && { echo "$f"; return 0; }
 	done
 	return 0
+}
+
+# apt_suite_config DIR SUITE...: see the API above. Debian's archive, checked
+# against the archive keyring (which names bookworm's successors too).
+apt_suite_config() {
+	local dir=$1 s
+	shift
+	mkdir -p "$dir/lists/partial" "$dir/cache/archives/partial" "$dir/parts" "$dir/sources.list.d" "$dir/preferences.d"
+	[ -f "$dir/status" ] || : >"$dir/status"
+	for s in "$@"; do
+		echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian $s main"
+	done >"$dir/sources.list.new"
+	{
+		echo "Dir::Etc::SourceList \"$dir/sources.list\";"
+		echo "Dir::Etc::SourceParts \"$dir/sources.list.d\";"
+		echo "Dir::Etc::Parts \"$dir/parts\";"
+		echo "Dir::Etc::Preferences \"$dir/preferences\";"
+		echo "Dir::Etc::PreferencesParts \"$dir/preferences.d\";"
+		echo "Dir::State::Lists \"$dir/lists\";"
+		echo "Dir::State::status \"$dir/status\";"
+		echo "Dir::Cache \"$dir/cache\";"
+		echo 'APT::Architecture "amd64";'
+		echo 'APT::Architectures { "amd64"; };'
+		echo 'Acquire::Languages "none";'
+	} >"$dir/apt.conf"
+	# Other suites than last time: fetch their lists afresh.
+	cmp -s "$dir/sources.list.new" "$dir/sources.list" 2>/dev/null || rm -f "$dir/lists/"*_Packages "$dir/lists/"*Release
+	mv "$dir/sources.list.new" "$dir/sources.list"
+	if ! compgen -G "$dir/lists/*_Packages" >/dev/null; then
+		local rc=0 opts
+		mapfile -t opts < <(apt__opts)
+		apt__say "apt-get update of $* (own lists in $dir, for downloads only)"
+		APT_CONFIG="$dir/apt.conf" apt__run apt-get "${opts[@]}" -o APT::Sandbox::User=root update || rc=$?
+		if [ $rc -ne 0 ] || grep -q '^[WE]: ' "$APT_OUT"; then
+			apt__fail "$rc" env APT_CONFIG="$dir/apt.conf" apt-get update
+			return 1
+		fi
+	fi
+	echo "$dir/apt.conf"
 }

@@ -1,17 +1,23 @@
 #!/usr/bin/env bash
 # Prepares everything the VM test tier needs, cached under .cache/vm/:
 #   - host tools: qemu-system-x86_64, static busybox, cpio (apt-get, only if missing)
-#   - two Debian kernels, extracted (never installed): the 6.1 series that
-#     linux-image-amd64 points at, and the newest 6.12 series
+#   - three Debian kernels, extracted (never installed): the 6.1 series that
+#     linux-image-amd64 points at, the newest 6.12 series, and the newest
+#     7.3 series of trixie-backports ("7.3"), downloaded through an apt of
+#     its own (.cache/vm/apt-trixie, apt_suite_config in scripts/apt.sh) so
+#     that the host's apt keeps seeing bookworm alone
 #   - a guest userland tree ("rootfs"): busybox, ip, rdma, rping, their
 #     libraries, the rxe verbs provider
 #   - the test-only RDMA module integration/vm/simrdma built for each kernel
 #     (gcc and Debian's linux-headers-KVER, installed with apt-get), cached
 #     per kernel version and module source hash. A kernel it cannot be built
-#     for gets no SIMRDMA_* line; under CI=true that is an error.
+#     for gets no SIMRDMA_* line; under CI=true that is an error. The 7.3
+#     headers want trixie's gcc-14 and libc: they are built in a trixie
+#     chroot (debootstrap --variant=minbase, run from its bookworm .deb
+#     without installing it) under .cache/vm/build-trixie-*, never on the host.
 # Each piece lives in a folder named after the package versions it came from,
 # so a second run with the same versions only checks and prints.
-# VM_KERNELS (default "6.1 6.12") names the kernels to prepare and
+# VM_KERNELS (default "6.1 6.12 7.3") names the kernels to prepare and
 # VM_SIMRDMA=0 skips the test module (and the linux-headers it needs):
 # `make demo` boots one 6.12 kernel and no test module.
 # Writes .cache/vm/env (KEY=VALUE lines) and prints it; what an earlier run
@@ -34,10 +40,10 @@ APT_PREFIX=vm-prepare
 . "$ROOT/scripts/apt.sh"
 SIMRDMA_SRC="$ROOT/integration/vm/simrdma"
 SIMRDMA_HASH=$(cat "$SIMRDMA_SRC/Kbuild" "$SIMRDMA_SRC/Makefile" "$SIMRDMA_SRC/simrdma.c" | sha256sum | cut -c1-12)
-VM_KERNELS=${VM_KERNELS:-6.1 6.12}
+VM_KERNELS=${VM_KERNELS:-6.1 6.12 7.3}
 VM_SIMRDMA=${VM_SIMRDMA:-1}
 for k in $VM_KERNELS; do
-	case $k in 6.1 | 6.12) ;; *) echo "vm-prepare: VM_KERNELS: unknown kernel $k (6.1 or 6.12)" >&2; exit 2 ;; esac
+	case $k in 6.1 | 6.12 | 7.3) ;; *) echo "vm-prepare: VM_KERNELS: unknown kernel $k (6.1, 6.12 or 7.3)" >&2; exit 2 ;; esac
 done
 wants() { case " $VM_KERNELS " in *" $1 "*) return 0 ;; esac; return 1; }
 
@@ -47,7 +53,8 @@ wants() { case " $VM_KERNELS " in *" $1 "*) return 0 ;; esac; return 1; }
 stamp() {
 	local LISTS=/var/lib/apt/lists/
 	eval "$(apt-config shell LISTS Dir::State::Lists/d 2>/dev/null)"
-	echo "script=$(sha256sum "$0" | cut -c1-16) simrdma=$SIMRDMA_HASH lists=$(stat -c %Y "$LISTS" 2>/dev/null || echo 0)"
+	echo "script=$(sha256sum "$0" | cut -c1-16) simrdma=$SIMRDMA_HASH lists=$(stat -c %Y "$LISTS" 2>/dev/null || echo 0)" \
+		"trixie=$(stat -c %Y "$CACHE/apt-trixie/lists" 2>/dev/null || echo 0)"
 }
 STAMP=$(stamp)
 if [ "${VM_PREPARE_FORCE:-0}" != 1 ] && [ -f "$CACHE/env" ] && grep -qxF "STAMP=$STAMP" "$CACHE/env"; then
@@ -78,6 +85,8 @@ command -v xz >/dev/null || need+=(xz-utils)
 command -v depmod >/dev/null || [ -x /sbin/depmod ] || need+=(kmod)
 command -v gcc >/dev/null || need+=(gcc)
 command -v make >/dev/null || need+=(make)
+# debootstrap (7.3's build chroot) fetches with wget.
+if wants 7.3 && [ "$VM_SIMRDMA" = 1 ]; then command -v wget >/dev/null || need+=(wget); fi
 if [ ${#need[@]} -gt 0 ]; then
 	apt_install "${need[@]}" || die "cannot install ${need[*]} (see above)"
 fi
@@ -125,12 +134,52 @@ kernel() {
 		kver=$(ls "$dir.tmp/lib/modules" | head -1)
 		[ -n "$kver" ] && [ -f "$dir.tmp/boot/vmlinuz-$kver" ] || die "$deb has no vmlinuz/modules"
 		ln -s "boot/vmlinuz-$kver" "$dir.tmp/vmlinuz"
+		ln -s "boot/config-$kver" "$dir.tmp/config"
 		echo "$kver" >"$dir.tmp/kver"
 		# Debian generates modules.dep at install time; we never install.
 		PATH="$PATH:/sbin:/usr/sbin" depmod -b "$dir.tmp" "$kver" || die "depmod failed for $kver"
 		touch "$dir.tmp/.done"
 		mv "$dir.tmp" "$dir"
 		rm -f "$deb" # 100+ MB each; the extracted tree is the cache
+	fi
+	echo "$dir"
+}
+
+# kernel7 VERSION-PKG-SUFFIX -> prints the extracted folder of a split 7.x
+# kernel: linux-binary-X has usr/lib/modules/KVER/vmlinuz, linux-base-X its
+# config, modules.builtin and modules.order, linux-modules-X the modules
+# (the linux-image-X metapackage holds none of them).
+# Laid out as kernel() lays a 6.x one: vmlinuz, config, kver, lib/modules.
+kernel7() {
+	local x=$1 ver dir deb mdeb bdeb kver
+	ver=$(APT_CONFIG=$TRIXIE_APT candidate "linux-binary-$x")
+	dir="$CACHE/kernel-${x}_${ver}"
+	if [ ! -f "$dir/.done" ]; then
+		deb=$(APT_CONFIG=$TRIXIE_APT download "linux-binary-$x")
+		mdeb=$(APT_CONFIG=$TRIXIE_APT download "linux-modules-$x")
+		bdeb=$(APT_CONFIG=$TRIXIE_APT download "linux-base-$x")
+		ver=$(dpkg-deb -f "$deb" Version) || die "cannot read the version of $deb"
+		[ "$(dpkg-deb -f "$mdeb" Version)" = "$ver" ] || die "$mdeb is not version $ver"
+		[ "$(dpkg-deb -f "$bdeb" Version)" = "$ver" ] || die "$bdeb is not version $ver"
+		dir="$CACHE/kernel-${x}_${ver}"
+		log "extracting $(basename "$deb"), $(basename "$bdeb") and $(basename "$mdeb")"
+		rm -rf "$dir" "$dir.tmp"
+		mkdir -p "$dir.tmp/lib"
+		dpkg-deb -x "$deb" "$dir.tmp"
+		dpkg-deb -x "$bdeb" "$dir.tmp"
+		dpkg-deb -x "$mdeb" "$dir.tmp"
+		mv "$dir.tmp/usr/lib/modules" "$dir.tmp/lib/modules"
+		kver=$(ls "$dir.tmp/lib/modules" | head -1)
+		[ -n "$kver" ] && [ -f "$dir.tmp/lib/modules/$kver/vmlinuz" ] || die "$deb has no vmlinuz"
+		[ -f "$dir.tmp/lib/modules/$kver/config" ] && [ -f "$dir.tmp/lib/modules/$kver/modules.builtin" ] ||
+			die "$bdeb has no config or modules.builtin"
+		ln -s "lib/modules/$kver/vmlinuz" "$dir.tmp/vmlinuz"
+		ln -s "lib/modules/$kver/config" "$dir.tmp/config"
+		echo "$kver" >"$dir.tmp/kver"
+		PATH="$PATH:/sbin:/usr/sbin" depmod -b "$dir.tmp" "$kver" || die "depmod failed for $kver"
+		touch "$dir.tmp/.done"
+		mv "$dir.tmp" "$dir"
+		rm -f "$deb" "$mdeb" "$bdeb"
 	fi
 	echo "$dir"
 }
@@ -146,12 +195,24 @@ resolve_kernels() {
 	apt_newest 'linux-image-6\.12\.[0-9]+\+deb[0-9]+-amd64' >"$K_OUT" ||
 		die "cannot resolve a 6.12 kernel (see above)"
 	K612_PKG=$(cat "$K_OUT")
+	K73_PKG=
+	if wants 7.3; then
+		# The newest linux-binary-7.3.N+debNN-amd64 of trixie(-backports).
+		APT_CONFIG=$TRIXIE_APT apt_newest 'linux-binary-7\.3\.[0-9]+\+deb[0-9]+-amd64' >"$K_OUT" ||
+			die "cannot resolve a 7.3 kernel in trixie-backports (see above)"
+		K73_PKG=$(cat "$K_OUT")
+	fi
 	K61_PKG=
 	wants 6.1 || return 0
 	apt_resolve "6.1 kernel linux-image-amd64 depends on" resolve_61 >"$K_OUT" ||
 		die "cannot resolve the 6.1 kernel (see above)"
 	K61_PKG=$(cat "$K_OUT")
 }
+TRIXIE_APT=
+if wants 7.3; then
+	TRIXIE_APT=$(apt_suite_config "$CACHE/apt-trixie" trixie trixie-backports) ||
+		die "cannot set up the apt lists of trixie and trixie-backports (see above)"
+fi
 refreshed=$APT_REFRESHED
 resolve_kernels
 [ "$APT_REFRESHED" = "$refreshed" ] || resolve_kernels
@@ -159,9 +220,10 @@ rm -f "$K_OUT"
 USER_PKGS="rdmacm-utils ibverbs-providers libibverbs1 librdmacm1 libnl-3-200 libnl-route-3-200"
 # shellcheck disable=SC2086 # K61_PKG is empty when 6.1 is not wanted
 load_candidates $K61_PKG "$K612_PKG" $USER_PKGS
-K61= K612=
+K61= K612= K73=
 wants 6.1 && K61=$(kernel "$K61_PKG")
 wants 6.12 && K612=$(kernel "$K612_PKG")
+wants 7.3 && K73=$(kernel7 "${K73_PKG#linux-binary-}")
 
 # ---- the simrdma test module ------------------------------------------------
 # simrdma KERNEL_DIR -> prints the path of simrdma.ko built for that kernel,
@@ -172,15 +234,28 @@ simrdma() {
 	out="$CACHE/simrdma-$kver-$SIMRDMA_HASH"
 	if [ -f "$out/simrdma.ko" ]; then echo "$out/simrdma.ko"; return 0; fi
 	hdr="linux-headers-$kver"
-	# The 6.12 headers package depends on its linux-image package: apt
-	# installs that kernel on this machine too (it is never booted here).
-	apt_install "$hdr" || return 1
-	[ -d "/usr/src/$hdr" ] || { echo "vm-prepare: $hdr installed but /usr/src/$hdr missing" >&2; return 1; }
-	b=$(mktemp -d)
+	local run=() croot=
+	case "$kver" in
+	7.*) # trixie's compiler and libc, in a chroot of their own
+		croot=$(trixie_chroot "$hdr") || return 1
+		b="$croot/build"
+		rm -rf "$b"
+		mkdir -p "$b"
+		# objtool reads /proc: mounted in a mount namespace of the build's own.
+		run=(unshare -m sh -c 'mount -t proc proc "$0/proc" && exec chroot "$0" "$@"' "$croot"
+			env PATH=/usr/sbin:/usr/bin:/sbin:/bin LC_ALL=C)
+		;;
+	*) # The 6.12 headers package depends on its linux-image package: apt
+		# installs that kernel on this machine too (it is never booted here).
+		apt_install "$hdr" || return 1
+		b=$(mktemp -d)
+		;;
+	esac
+	[ -d "$croot/usr/src/$hdr" ] || { echo "vm-prepare: $hdr installed but $croot/usr/src/$hdr missing" >&2; return 1; }
 	cp "$SIMRDMA_SRC/Kbuild" "$SIMRDMA_SRC/Makefile" "$SIMRDMA_SRC/simrdma.c" "$b/"
-	log "building simrdma.ko for $kver"
-	if ! make -C "/usr/src/$hdr" M="$b" modules >"$b/build.log" 2>&1; then
-		echo "vm-prepare: FAILED: make -C /usr/src/$hdr M=$b modules" >&2
+	log "building simrdma.ko for $kver${croot:+ in $croot}"
+	if ! "${run[@]}" make -C "/usr/src/$hdr" M="${b#"$croot"}" modules >"$b/build.log" 2>&1; then
+		echo "vm-prepare: FAILED: ${run[*]} make -C /usr/src/$hdr M=${b#"$croot"} modules" >&2
 		tail -n 25 "$b/build.log" | sed 's/^/vm-prepare:   | /' >&2
 		return 1
 	fi
@@ -192,11 +267,51 @@ simrdma() {
 	rm -rf "$b"
 	echo "$out/simrdma.ko"
 }
+# trixie_chroot HEADERS-PKG -> prints a trixie chroot (minbase, make,
+# binutils, gcc-14, the headers package from trixie-backports), made once per headers
+# package and kept under .cache/vm; older ones are removed. debootstrap runs
+# from bookworm's .deb, extracted, not installed; it and apt in the chroot
+# fetch from Debian's archive (packages checked against the host's keyring).
+trixie_chroot() {
+	local hdr=$1 ver croot dbs t0
+	ver=$(APT_CONFIG=$TRIXIE_APT candidate "$hdr")
+	croot="$CACHE/build-trixie-${hdr#linux-headers-}_${ver}"
+	if [ -f "$croot/.done" ]; then echo "$croot"; return 0; fi
+	t0=$(date +%s)
+	dbs="$CACHE/debootstrap-$(candidate debootstrap)"
+	if [ ! -x "$dbs/usr/sbin/debootstrap" ]; then
+		rm -rf "$dbs"
+		dpkg-deb -x "$(download debootstrap)" "$dbs" || return 1
+	fi
+	rm -rf "$croot"
+	log "debootstrap --variant=minbase trixie $croot (for $hdr; takes minutes)"
+	if ! DEBOOTSTRAP_DIR="$dbs/usr/share/debootstrap" "$dbs/usr/sbin/debootstrap" --variant=minbase \
+		--keyring=/usr/share/keyrings/debian-archive-keyring.gpg trixie "$croot" http://deb.debian.org/debian \
+		>"$CACHE/debootstrap.log" 2>&1; then
+		echo "vm-prepare: FAILED: debootstrap trixie $croot (log: $CACHE/debootstrap.log)" >&2
+		tail -n 20 "$CACHE/debootstrap.log" | sed 's/^/vm-prepare:   | /' >&2
+		return 1
+	fi
+	printf 'deb http://deb.debian.org/debian %s main\n' trixie trixie-backports >"$croot/etc/apt/sources.list"
+	log "installing make and $hdr=$ver (gcc-14) in the trixie chroot"
+	if ! chroot "$croot" env PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEND=noninteractive LC_ALL=C \
+		sh -c "apt-get -q update && apt-get -q -y --no-install-recommends install make binutils '$hdr=$ver' && apt-get clean" \
+		>"$CACHE/chroot-apt.log" 2>&1; then
+		echo "vm-prepare: FAILED: apt-get install $hdr in $croot (log: $CACHE/chroot-apt.log)" >&2
+		tail -n 20 "$CACHE/chroot-apt.log" | sed 's/^/vm-prepare:   | /' >&2
+		return 1
+	fi
+	touch "$croot/.done"
+	log "trixie build chroot ready in $(($(date +%s) - t0)) s ($(du -sh "$croot" | cut -f1))"
+	for t in "$CACHE"/build-trixie-*; do [ "$t" = "$croot" ] || rm -rf "$t"; done
+	echo "$croot"
+}
 SIMRDMA_ENV=
 pairs=()
 if [ "$VM_SIMRDMA" = 1 ]; then
 	[ -n "$K61" ] && pairs+=("6_1:$K61")
 	[ -n "$K612" ] && pairs+=("6_12:$K612")
+	[ -n "$K73" ] && pairs+=("7_3:$K73")
 fi
 for pair in "${pairs[@]}"; do
 	if ko=$(simrdma "${pair#*:}"); then
@@ -281,7 +396,10 @@ fi
 if [ -z "$K612" ] && d=$(old_env KERNEL_6_12) && [ -f "$d/.done" ]; then
 	K612=$d K612_PKG=$(old_env KERNEL_6_12_PKG)
 fi
-for k in 6_1 6_12; do
+if [ -z "$K73" ] && d=$(old_env KERNEL_7_3) && [ -f "$d/.done" ]; then
+	K73=$d K73_PKG=$(old_env KERNEL_7_3_PKG)
+fi
+for k in 6_1 6_12 7_3; do
 	case "$SIMRDMA_ENV" in *"SIMRDMA_$k="*) continue ;; esac
 	if f=$(old_env "SIMRDMA_$k") && [ -f "$f" ] && [[ "$f" == *"-$SIMRDMA_HASH/simrdma.ko" ]]; then
 		SIMRDMA_ENV+="SIMRDMA_$k=$f"$'\n'
@@ -294,6 +412,8 @@ KERNEL_6_1=$K61
 KERNEL_6_1_PKG=$K61_PKG
 KERNEL_6_12=$K612
 KERNEL_6_12_PKG=$K612_PKG
+KERNEL_7_3=$K73
+KERNEL_7_3_PKG=${K73_PKG:-}
 ${SIMRDMA_ENV}STAMP=$STAMP
 EOF
 mv "$CACHE/env.tmp" "$CACHE/env"

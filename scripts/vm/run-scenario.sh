@@ -3,10 +3,10 @@
 #
 #   scripts/vm/run-scenario.sh KERNEL SCENARIO[,SCENARIO...]
 #
-# KERNEL: 6.1 or 6.12. SCENARIO: a script name under integration/vm/scenarios
+# KERNEL: 6.1, 6.12 or 7.3 (docs/kernels.md). SCENARIO: a script name under integration/vm/scenarios
 # (smoke, shared, podres, ipv6, smc, bond, multi, exclusive, exclusive-rdma, bond-exclusive,
 # multi-exclusive (four NICs), ops, ops-exclusive, ops-repair, smc-hook, crash-rdma,
-# upgrade-shared, upgrade-exclusive, soak-shared, soak-exclusive; opt-in: demo); several share one
+# upgrade-shared, upgrade-exclusive, soak-shared, soak-exclusive, caps; opt-in: demo); several share one
 # boot when joined by commas (exclusive and exclusive-rdma need their own boots). A boot with
 # exclusive-rdma gets a second NIC (virtio-net, qemu user networking with restrict=on: nothing
 # leaves qemu) and the simrdma test module bound to it (rc.simrdma=eth0). Steps: prepare.sh (cached), build the
@@ -15,7 +15,7 @@
 # (rc.load=optional also loads xfrm_user and nfnetlink). Exit status 0 only on "RC-RESULT pass".
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-[ $# -eq 2 ] || { echo "usage: $0 6.1|6.12 SCENARIO[,SCENARIO...]" >&2; exit 2; }
+[ $# -eq 2 ] || { echo "usage: $0 6.1|6.12|7.3 SCENARIO[,SCENARIO...]" >&2; exit 2; }
 KERNEL=$1 SCEN=$2
 TIMEOUT=${VM_TIMEOUT:-180}
 export PATH="/usr/local/go/bin:$PATH"
@@ -24,18 +24,18 @@ export PATH="/usr/local/go/bin:$PATH"
 # scenarios that bind it.
 SIMRDMA=0
 case ",$SCEN," in *,exclusive-rdma,* | *,bond-exclusive,* | *,ops-exclusive,* | *,ops-repair,* | *,crash-rdma,* | \
-	*,upgrade-exclusive,* | *,soak-exclusive,* | *,multi-exclusive,*) SIMRDMA=1 ;;
+	*,upgrade-exclusive,* | *,soak-exclusive,* | *,multi-exclusive,* | *,caps,*) SIMRDMA=1 ;;
 esac
 VM_KERNELS=$KERNEL VM_SIMRDMA=$SIMRDMA "$ROOT/scripts/vm/prepare.sh" >/dev/null
 ENV="$ROOT/.cache/vm/env"
 key="KERNEL_${KERNEL//./_}"
 KDIR=$(awk -F= -v k="$key" '$1==k {print $2}' "$ENV")
-[ -n "$KDIR" ] || { echo "unknown kernel $KERNEL (6.1 or 6.12)" >&2; exit 2; }
+[ -n "$KDIR" ] || { echo "unknown kernel $KERNEL (6.1, 6.12 or 7.3)" >&2; exit 2; }
 QEMU=$(awk -F= '$1=="QEMU" {print $2}' "$ENV")
 SIMRDMA_KO=$(awk -F= -v k="SIMRDMA_${KERNEL//./_}" '$1==k {print $2}' "$ENV")
 NIC=()
 case ",$SCEN," in
-*,exclusive-rdma,* | *,bond-exclusive,* | *,ops-exclusive,* | *,ops-repair,* | *,crash-rdma,* | *,upgrade-exclusive,* | *,soak-exclusive,*)
+*,exclusive-rdma,* | *,bond-exclusive,* | *,ops-exclusive,* | *,ops-repair,* | *,crash-rdma,* | *,upgrade-exclusive,* | *,soak-exclusive,* | *,caps,*)
 	[ -n "$SIMRDMA_KO" ] || { echo "no simrdma module for $KERNEL in $ENV (see scripts/vm/prepare.sh output)" >&2; exit 1; }
 	NIC=(-netdev user,id=n1,restrict=on,ipv6=off -device virtio-net-pci,netdev=n1)
 	VM_APPEND="rc.simrdma=eth0 ${VM_APPEND:-}"
@@ -59,6 +59,7 @@ go build -ldflags '-s -w' -o "$BIN/cnicall" ./integration/vm/guest/cnicall
 go build -ldflags '-s -w' -o "$BIN/smcctl" ./integration/vm/guest/smcctl
 go build -ldflags '-s -w' -o "$BIN/tcpproto" ./integration/vm/guest/tcpproto
 go build -ldflags '-s -w' -o "$BIN/promscrape" ./integration/vm/guest/promscrape
+go build -ldflags '-s -w' -o "$BIN/kcaps" ./integration/vm/guest/kcaps
 go test -c -tags smchook -ldflags '-s -w' -o "$BIN/hook.test" ./pkg/smc/hook/
 go test -c -tags privileged -ldflags '-s -w' -o "$BIN/netdev.test" ./pkg/netdev/
 go build -tags failpoint -ldflags '-s -w' -o "$BIN/rdma-chain-fp" ./plugins/meta/rdma-chain
@@ -107,7 +108,7 @@ start=$(date +%s.%N)
 set +e
 timeout -k 5 "$TIMEOUT" "$QEMU" -accel "${VM_ACCEL:-tcg,thread=single}" -m 1024 -smp 2 -nographic -no-reboot \
 	-kernel "$KDIR/vmlinuz" -initrd "$INITRD" "${NIC[@]}" \
-	-append "console=ttyS0 panic=-1 quiet rc.scenario=$SCEN ${VM_APPEND:-}" </dev/null 2>&1 | tr -d '\r' | tee "$LOG"
+	-append "console=ttyS0 panic=-1 quiet no_timer_check rc.scenario=$SCEN ${VM_APPEND:-}" </dev/null 2>&1 | tr -d '\r' | tee "$LOG"
 rc=${PIPESTATUS[0]}
 set -e
 end=$(date +%s.%N)

@@ -340,3 +340,44 @@ setup_nic() {
 		ip route add 10.88.0.0/16 via 192.168.88.254 dev eth0 &&
 		ip route add 10.89.0.0/16 dev eth0 table 100
 }
+
+# has_smc: this kernel has SMC (init.sh loads smc where the kernel ships it).
+# Which kernels have it is docs/kernels.md's table, which the caps scenario
+# asserts per kernel, so a kernel losing SMC fails there, not here.
+has_smc() { [ -d /sys/module/smc ]; }
+
+# no_smc_outcomes TOOL POD CONF-FIELDS: on a kernel without SMC, what an
+# annotated pod gets under each smcr.onUnsupported (docs/configuration.md):
+# "warn" attaches it, logs why, writes no SMC part in its record, and DEL
+# cleans up; "fail" refuses it with 108 naming SMC and leaves no record. TOOL
+# is cnicall (its output carries the plugin's log); CONF-FIELDS are the
+# scenario's rdma-chain fields without "smcr". Uses NETDIR and DATADIR.
+no_smc_outcomes() {
+	_t=$1 _p=$2 _f=$3
+	info "kernel $(uname -r) has no SMC: an annotated pod gets what smcr.onUnsupported says"
+	check no-smc-family sh -c "! smcctl pnet"
+	for _on in warn fail; do
+		write_conflist "$NETDIR" 1.0.0 "$_f,\"smcr\":{\"onUnsupported\":\"$_on\"},
+  \"capabilities\":{\"io.kubernetes.cri.pod-annotations\":true}"
+		ip netns add "$_p"
+		export CAP_ARGS='{"io.kubernetes.cri.pod-annotations":{"network.alibabacloud.com/erdma-smcr":"true"}}'
+		cni "$_t" add "$_p"
+		unset CAP_ARGS
+		if [ $_on = warn ]; then
+			expect_ok no-smc-warn-attaches
+			step no-smc-warn-logs
+			case "$CNI_OUT" in *"SMC-R requested but unavailable"*"SMC is not available"*) pass ;; *) fail "no log line saying SMC is unavailable: $CNI_OUT" ;; esac
+			step no-smc-warn-record-without-smc
+			if [ "$(state_count)" = 1 ] && ! grep -q '"smc"' "$DATADIR/attachments/"*; then pass; else fail "records: $(state_files): $(cat "$DATADIR/attachments/"* 2>&1)"; fi
+		else
+			expect_code no-smc-fail-108 108 "SMC is not available"
+			step no-smc-fail-no-record
+			if [ "$(state_count)" = 0 ]; then pass; else fail "records left: $(state_files)"; fi
+		fi
+		cni "$_t" del "$_p"
+		expect_ok no-smc-$_on-del
+		step no-smc-$_on-del-no-record
+		if [ "$(state_count)" = 0 ]; then pass; else fail "records left: $(state_files)"; fi
+		ip netns del "$_p"
+	done
+}

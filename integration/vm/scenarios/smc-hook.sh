@@ -10,7 +10,8 @@
 # removes the pins. Go >= 1.24 listens with MPTCP where the kernel has it
 # (IPPROTO_MPTCP, which the hook leaves alone): the scenario shows that and
 # runs its Go server with GODEBUG=multipathtcp=0, the knob such pods need. On a kernel without IPPROTO_SMC (6.1): auto logs and
-# goes on, bpf with onUnsupported fail is 108 naming what is missing.
+# goes on, bpf with onUnsupported fail is 108 naming what is missing. On a
+# kernel without SMC (7.3): what smcr.onUnsupported documents, no pins.
 . /scenarios/lib.sh
 
 NETDIR=/etc/cni/net.d-smchook
@@ -20,6 +21,11 @@ ANN='{"io.kubernetes.cri.pod-annotations":{"network.alibabacloud.com/erdma-smcr"
 
 grep -q ' /sys/fs/bpf bpf ' /proc/mounts || mount -t bpf bpf /sys/fs/bpf
 check setup-rxe setup_rxe
+if ! has_smc; then
+	no_smc_outcomes cnicall pod1 "\"mode\":\"shared\",\"devices\":[\"rxe0\"],\"podSelection\":\"all\",\"dataDir\":\"$DATADIR\",\"sharedLink\":{\"type\":\"none\"}"
+	check no-smc-no-pins test ! -e $PINS
+	exit 0
+fi
 check smc-module test -d /sys/module/smc
 
 # conf TRANSPARENT ONUNSUPPORTED: the conflist of this scenario

@@ -7,7 +7,8 @@
 # smcr.ueid lands in the global UEID table. An AF_SMC connection between two
 # annotated pods must not fall back for "no SMC device" (0x03030000). DEL
 # removes the pod entry, and the init_net entry with the last annotated pod.
-# Dumps come from integration/vm/guest/smcctl (pkg/smc).
+# Dumps come from integration/vm/guest/smcctl (pkg/smc). On a kernel without
+# SMC (Debian's 7.3): what smcr.onUnsupported documents (no_smc_outcomes).
 . /scenarios/lib.sh
 
 UEID=RDMACHAIN-TEST
@@ -17,6 +18,10 @@ ANN_TRUE='{"io.kubernetes.cri.pod-annotations":{"network.alibabacloud.com/erdma-
 ANN_MAYBE='{"io.kubernetes.cri.pod-annotations":{"network.alibabacloud.com/erdma-smcr":"maybe"}}'
 
 check setup-rxe setup_rxe
+if ! has_smc; then
+	no_smc_outcomes cnicall pod1 "\"mode\":\"shared\",\"devices\":[\"rxe0\"],\"podSelection\":\"all\",\"dataDir\":\"$DATADIR\",\"sharedLink\":{\"type\":\"none\"}"
+	exit 0
+fi
 check smc-module test -d /sys/module/smc
 PNETID=$(tr -d ':\n' </sys/class/net/veth0/address | tr a-f A-F)
 info "veth0 MAC $(cat /sys/class/net/veth0/address) -> expected PNETID $PNETID; rxe0 node_guid $(cat /sys/class/infiniband/rxe0/node_guid)"

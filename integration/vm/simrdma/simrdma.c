@@ -204,8 +204,14 @@ static struct ib_mr *sim_get_dma_mr(struct ib_pd *pd, int access)
 	return ERR_PTR(-EOPNOTSUPP);
 }
 
+/* Linux 6.17 added a DMA handle argument (struct ib_dmah). */
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 17, 0)
+static struct ib_mr *sim_reg_user_mr(struct ib_pd *pd, u64 start, u64 len, u64 virt,
+				     int access, struct ib_dmah *dmah, struct ib_udata *udata)
+#else
 static struct ib_mr *sim_reg_user_mr(struct ib_pd *pd, u64 start, u64 len, u64 virt,
 				     int access, struct ib_udata *udata)
+#endif
 {
 	return ERR_PTR(-EOPNOTSUPP);
 }
