@@ -1,0 +1,57 @@
+//go:build cluster
+
+package cluster
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rdma-chain/rdma-chain/internal/testenv"
+)
+
+// testDeploy: rdma-chain installed as docs/install.md tells a user,
+// `kubectl apply -f conf/daemonset.yaml` as shipped; the DaemonSet rolls out
+// on every node and each node's allocatable holds the device plugin's
+// resources.
+func testDeploy(t *testing.T, cp *controlPlane) {
+	start := time.Now()
+	manifest := filepath.Join(testenv.RepoRoot(), "conf/daemonset.yaml")
+	if out, err := cp.kubectlOut("apply", "-f", manifest); err != nil {
+		t.Fatalf("kubectl apply: %v: %s", err, out)
+	}
+	out, err := cp.kubectlOut("-n", "kube-system", "rollout", "status", "daemonset/rdma-chain", "--timeout=30m")
+	if err != nil {
+		pods, _ := cp.kubectlOut("-n", "kube-system", "get", "pods", "-o", "wide")
+		events, _ := cp.kubectlOut("-n", "kube-system", "get", "events", "--sort-by=.lastTimestamp")
+		t.Fatalf("rollout status: %v: %s\n%s\n%s", err, out, pods, events)
+	}
+	t.Logf("%s", out)
+	t.Logf("CLUSTER-TIME DaemonSet rolled out on %d nodes in %.1f s", len(nodeNames), time.Since(start).Seconds())
+	pods, _ := cp.kubectlOut("-n", "kube-system", "get", "pods", "-l", "app=rdma-chain", "-o", "wide")
+	t.Logf("%s", pods)
+	for _, n := range nodeNames {
+		for _, res := range []string{"rdma/hca", "aliyun/erdma"} {
+			path := `jsonpath={.status.allocatable.` + strings.ReplaceAll(res, ".", `\.`) + `}`
+			got := cp.poll(t, 5*time.Minute, func(s string) bool { return s != "" && s != "0" }, "get", "node", n, "-o", path)
+			t.Logf("node %s allocatable %s: %s", n, res, got)
+		}
+	}
+}
+
+// testScheduling: a pod asking more rdma/hca than any node has stays
+// Pending; the scheduler's reason is in its PodScheduled condition.
+func testScheduling(t *testing.T, cp *controlPlane) {
+	manifest := filepath.Join(testenv.RepoRoot(), "integration/cluster/pods/too-many-hca.yaml")
+	if out, err := cp.kubectlOut("apply", "-f", manifest); err != nil {
+		t.Fatalf("kubectl apply: %v: %s", err, out)
+	}
+	t.Cleanup(func() { _, _ = cp.kubectlOut("delete", "-f", manifest, "--wait=false") })
+	msg := cp.poll(t, 5*time.Minute, func(s string) bool { return strings.Contains(s, "Insufficient rdma/hca") },
+		"get", "pod", "too-many-hca", "-o", `jsonpath={.status.phase} {.status.conditions[?(@.type=="PodScheduled")].reason}: {.status.conditions[?(@.type=="PodScheduled")].message}`)
+	if !strings.HasPrefix(msg, "Pending Unschedulable") {
+		t.Errorf("pod too-many-hca: %s, want Pending Unschedulable", msg)
+	}
+	t.Logf("too-many-hca: %s", msg)
+}
