@@ -45,6 +45,7 @@ func TestCluster(t *testing.T) {
 		return
 	}
 	t.Run("scheduling", func(t *testing.T) { testScheduling(t, cp) })
+	t.Run("cross-node-rping", func(t *testing.T) { testCrossNodeRping(t, cp) })
 }
 
 // testNodesJoin boots the node VMs; each kubelet registers through the

@@ -58,13 +58,27 @@ ip route add default via 10.0.2.2
 ip link set eth1 up
 NODE_IP=192.168.50.1$IDX
 ip addr add "$NODE_IP/24" dev eth1
-# The node's RDMA-network address; pods get theirs from a block of its /64.
-ip addr add "fd00:10::1$IDX/64" dev eth1 nodad
+# The node's RDMA-network address. Each node has its own /64, as each
+# Lingjun NIC does: pods get theirs from a block of it (podIPv6Block), the
+# same block on every node, so one /64 shared by the nodes would give their
+# first pods the same address.
+ip addr add "fd00:10:$IDX::1/64" dev eth1 nodad
 echo 1 >/proc/sys/net/ipv4/ip_forward
-# host-gw: each node's pod subnet through that node's address.
+# host-gw: each node's pod subnet through that node's address. On the RDMA
+# network, a pod's route off its /64 goes through its IPAM range's gateway
+# (host-local's default: the block's first address, fd00:10:N::f:0:c01).
+# On a Lingjun fabric a router answers there; here the other nodes play it:
+# each holds the others' pods' gateway address (/128: the plugin reads a
+# netdev's /64 from its addresses and ignores longer ones) with an on-link
+# route to their /64. ipvlan delivers by destination address, so a frame
+# sent to that node's MAC reaches the pod holding the address directly.
 i=1
 while [ "$i" -le "$NODES" ]; do
-	[ "$i" = "$IDX" ] || ip route add "10.244.$i.0/24" via "192.168.50.1$i" dev eth1
+	if [ "$i" != "$IDX" ]; then
+		ip route add "10.244.$i.0/24" via "192.168.50.1$i" dev eth1
+		ip addr add "fd00:10:$i::f:0:c01/128" dev eth1 nodad
+		ip -6 route add "fd00:10:$i::/64" dev eth1
+	fi
 	i=$((i + 1))
 done
 # The primary network: ptp + host-local on this node's pod subnet, in the
