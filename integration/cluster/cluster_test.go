@@ -11,6 +11,7 @@ package cluster
 import (
 	"fmt"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -33,6 +34,19 @@ func TestCluster(t *testing.T) {
 		t.Fatalf("kubectl version: %v: %s", err, out)
 	}
 	t.Logf("CLUSTER-VERSION KUBECTL: %s (build %s)", strings.ReplaceAll(strings.TrimSpace(string(out)), "\n", "; "), parts["KUBECTL_BUILD"])
+	// The node parts (the guests run these binaries).
+	for _, v := range [][]string{
+		{parts["CONTAINERD_DIR"] + "/containerd", "--version"},
+		{parts["RUNC"], "--version"},
+		{parts["KUBELET"], "--version"},
+	} {
+		out, err := exec.Command(v[0], v[1:]...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: %v: %s", v[0], err, out)
+		}
+		t.Logf("CLUSTER-VERSION %s: %s", filepath.Base(v[0]), strings.SplitN(strings.TrimSpace(string(out)), "\n", 2)[0])
+	}
+	t.Logf("CLUSTER-VERSION k8s-rdma-shared-dp: %s", parts["RDMA_DP_VERSION"])
 
 	cp := startControlPlane(t, parts)
 	if !t.Run("control-plane", func(t *testing.T) { testControlPlane(t, cp) }) {

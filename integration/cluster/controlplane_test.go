@@ -144,8 +144,9 @@ func startControlPlane(t *testing.T, parts map[string]string) *controlPlane {
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file="+p.saPub, "--service-account-signing-key-file="+p.saKey,
 		"--service-cluster-ip-range="+serviceCIDR, "--endpoint-reconciler-type=lease",
-		// The kubelets' API (logs, exec) through the test's egress proxy.
-		"--egress-selector-config-file="+egressConfig)
+		// The kubelets' API (logs, exec) through the test's egress proxy,
+		// which knows the nodes by address.
+		"--egress-selector-config-file="+egressConfig, "--kubelet-preferred-address-types=InternalIP")
 	if err := cp.waitReady(5 * time.Minute); err != nil {
 		t.Fatalf("kube-apiserver: %v\n%s", err, cp.tails())
 	}
