@@ -11,7 +11,8 @@
 # Each binary is cached under .cache/cluster/parts/NAME-VERSION-KEY as
 # scripts/node/parts.sh does (KEY: a hash of the wrapper module, the Go
 # version and this script), with build.txt beside it: the CPU seconds
-# (user, system) and peak RSS of its build.
+# (user, system) and peak RSS of its build. Builds of other keys stay, as
+# in scripts/node/parts.sh (checkouts sharing the cache may pin others).
 # Prints KEY=VALUE lines (ETCD, KUBE_APISERVER, ..., *_VERSION, *_BUILD) and
 # writes them, with the node parts', to .cache/cluster/parts.env.
 set -euo pipefail
@@ -47,9 +48,6 @@ build() {
 		mv "$dir.tmp" "$dir"
 		log "$name $version built: $(cat "$dir/build.txt")"
 	fi
-	for old in "$CACHE/$name"-*; do
-		[ "$old" = "$dir" ] || rm -rf "$old"
-	done
 	echo "$dir/$name"
 }
 
