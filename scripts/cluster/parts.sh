@@ -7,7 +7,7 @@
 #     kubelet's), version stamped, stripped;
 #   - etcd v3.7.3 (go.etcd.io/etcd/server/v3) through scripts/cluster/etcd.
 # The node parts (kubelet, the RDMA device plugin, containerd, runc) come from
-# scripts/node/parts.sh, which this script runs first.
+# scripts/node/parts.sh, which this script runs after them.
 # Each binary is cached under .cache/cluster/parts/NAME-VERSION-KEY as
 # scripts/node/parts.sh does (KEY: a hash of the wrapper module, the Go
 # version and this script), with build.txt beside it: the CPU seconds
@@ -51,7 +51,6 @@ build() {
 	echo "$dir/$name"
 }
 
-./scripts/node/parts.sh >/dev/null
 STAMP="-X k8s.io/component-base/version.gitVersion=$KUBE_VERSION -X k8s.io/component-base/version.gitTreeState=clean"
 {
 	for name in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
@@ -65,7 +64,7 @@ STAMP="-X k8s.io/component-base/version.gitVersion=$KUBE_VERSION -X k8s.io/compo
 	echo "ETCD=$bin"
 	echo "ETCD_BUILD=$(cat "$(dirname "$bin")/build.txt")"
 	echo "ETCD_VERSION=$ETCD_VERSION"
-	cat "$ROOT/.cache/node/parts.env"
+	./scripts/node/parts.sh
 } >"$CACHE/../parts.env.tmp"
 mv "$CACHE/../parts.env.tmp" "$CACHE/../parts.env"
 cat "$CACHE/../parts.env"
