@@ -18,6 +18,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"testing"
 	"time"
 )
 
@@ -179,4 +180,64 @@ contexts:
 current-context: test
 `, server, base64.StdEncoding.EncodeToString(ca), user, id.token, user)
 	return os.WriteFile(path, []byte(cfg), 0o600)
+}
+
+// TestPKI: the serving certificate verifies against the CA for every
+// address clients use (the host's loopback, the guests' forward, the
+// kubernetes Service), and each identity's token line names its groups.
+func TestPKI(t *testing.T) {
+	dir := t.TempDir()
+	p, err := newPKI(dir, []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP(guestAPIAddr)}, []string{"kubernetes.default.svc"},
+		map[string][]string{"admin": {"system:masters"}, "system:node:n1": {"system:nodes"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func(path string) *x509.Certificate {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		blk, _ := pem.Decode(b)
+		if blk == nil {
+			t.Fatalf("%s: no PEM", path)
+		}
+		c, err := x509.ParseCertificate(blk.Bytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(read(p.caCert))
+	srv := read(p.serverCert)
+	for _, name := range []string{"127.0.0.1", guestAPIAddr, "kubernetes.default.svc"} {
+		if _, err := srv.Verify(x509.VerifyOptions{DNSName: name, Roots: pool}); err != nil {
+			t.Errorf("serving certificate for %s: %v", name, err)
+		}
+	}
+	if _, err := srv.Verify(x509.VerifyOptions{DNSName: "10.0.2.15", Roots: pool}); err == nil {
+		t.Error("serving certificate valid for an address it should not name")
+	}
+	csv, err := os.ReadFile(p.tokens)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for user, want := range map[string]string{"admin": `,"system:masters"`, "system:node:n1": `,"system:nodes"`} {
+		line := p.ids[user].token + "," + user + ","
+		if !strings.Contains(string(csv), line) {
+			t.Errorf("no token line for %s in %s", user, csv)
+		}
+		i := strings.Index(string(csv), line)
+		rest, _, _ := strings.Cut(string(csv)[i:], "\n")
+		if !strings.HasSuffix(rest, want) {
+			t.Errorf("%s: %q, want groups %s", user, rest, want)
+		}
+	}
+	kc := filepath.Join(dir, "kc")
+	if err := p.kubeconfig(kc, "https://10.0.2.100:6443", "system:node:n1"); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(kc); !strings.Contains(string(b), "token: "+p.ids["system:node:n1"].token) {
+		t.Errorf("kubeconfig lacks the node's token:\n%s", b)
+	}
 }
