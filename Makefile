@@ -83,7 +83,8 @@ test-node: deps-vm image
 # Cluster tier: a control plane on the host's loopback (etcd v3.7.3,
 # kube-apiserver, kube-controller-manager, kube-scheduler and kubectl v1.37.2
 # from the Go module proxy, scripts/cluster/parts.sh), certificates, tokens
-# and kubeconfigs made by the test. Not part of `make test` yet.
+# and kubeconfigs made by the test; two node VMs joining it. Not part of
+# `make test`: not yet run end to end.
 test-cluster: deps-vm image
 	./scripts/cluster/parts.sh >/dev/null
 	$(GO) test -tags cluster -count=1 -timeout 90m -v ./integration/cluster/
