@@ -12,7 +12,10 @@
 #     without it), through scripts/apt.sh.
 # Each binary is cached under .cache/node/parts/NAME-VERSION-KEY, KEY being a
 # hash of its wrapper module (go.mod, go.sum), the Go version and this script:
-# a second run with nothing changed costs only the checks. Cold, the kubelet
+# a second run with nothing changed costs only the checks. Builds of other
+# keys stay: checkouts that share the cache (worktrees, branches) may pin
+# other wrapper modules, and deleting theirs would make each rebuild in
+# turn; remove .cache/node/parts to reclaim the space. Cold, the kubelet
 # takes about 13 minutes of CPU on 2 cores.
 # Prints KEY=VALUE lines (KUBELET, KUBELET_VERSION, RDMA_DP, RDMA_DP_VERSION,
 # CONTAINERD_DIR, RUNC) and writes them to .cache/node/parts.env.
@@ -50,10 +53,6 @@ build() {
 		mv "$dir.tmp" "$dir"
 		log "$name $version built in $(($(date +%s) - start)) s"
 	fi
-	# Builds of older keys only take space.
-	for old in "$CACHE/$name"-*; do
-		[ "$old" = "$dir" ] || rm -rf "$old"
-	done
 	echo "$dir/$name"
 }
 

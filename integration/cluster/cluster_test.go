@@ -1,0 +1,113 @@
+//go:build cluster
+
+// Package cluster is the cluster tier: a real control plane on the host's
+// loopback (etcd v3.7.3, kube-apiserver, kube-controller-manager and
+// kube-scheduler v1.37.2, built from the Go module proxy by
+// scripts/cluster/parts.sh), with certificates, static tokens and
+// kubeconfigs made fresh by this harness, checked through kubectl as an
+// operator would.
+package cluster
+
+import (
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rdma-chain/rdma-chain/internal/testenv"
+)
+
+func TestCluster(t *testing.T) {
+	testenv.RequireRoot(t)
+	parts := readParts(t)
+	for _, k := range []string{"ETCD", "KUBE_APISERVER", "KUBE_CONTROLLER_MANAGER", "KUBE_SCHEDULER"} {
+		out, err := exec.Command(parts[k], "--version").CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s --version: %v: %s", parts[k], err, out)
+		}
+		t.Logf("CLUSTER-VERSION %s: %s (build %s)", k, strings.ReplaceAll(strings.TrimSpace(string(out)), "\n", "; "), parts[k+"_BUILD"])
+	}
+	out, err := exec.Command(parts["KUBECTL"], "version", "--client").CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl version: %v: %s", err, out)
+	}
+	t.Logf("CLUSTER-VERSION KUBECTL: %s (build %s)", strings.ReplaceAll(strings.TrimSpace(string(out)), "\n", "; "), parts["KUBECTL_BUILD"])
+	// The node parts (the guests run these binaries).
+	for _, v := range [][]string{
+		{parts["CONTAINERD_DIR"] + "/containerd", "--version"},
+		{parts["RUNC"], "--version"},
+		{parts["KUBELET"], "--version"},
+	} {
+		out, err := exec.Command(v[0], v[1:]...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: %v: %s", v[0], err, out)
+		}
+		t.Logf("CLUSTER-VERSION %s: %s", filepath.Base(v[0]), strings.SplitN(strings.TrimSpace(string(out)), "\n", 2)[0])
+	}
+	t.Logf("CLUSTER-VERSION k8s-rdma-shared-dp: %s", parts["RDMA_DP_VERSION"])
+
+	cp := startControlPlane(t, parts)
+	if !t.Run("control-plane", func(t *testing.T) { testControlPlane(t, cp) }) {
+		return
+	}
+	if !t.Run("nodes-join", func(st *testing.T) { testNodesJoin(st, t, cp) }) {
+		return
+	}
+	if !t.Run("deploy", func(t *testing.T) { testDeploy(t, cp) }) {
+		return
+	}
+	t.Run("scheduling", func(t *testing.T) { testScheduling(t, cp) })
+	t.Run("cross-node-rping", func(t *testing.T) { testCrossNodeRping(t, cp) })
+}
+
+// testNodesJoin boots the node VMs; each kubelet registers through the
+// guest's forward with its static token and the node turns Ready.
+func testNodesJoin(t *testing.T, owner testing.TB, cp *controlPlane) {
+	start := time.Now()
+	vms := bootNodes(t, owner, cp)
+	for _, vm := range vms {
+		vm.waitReady(t, 40*time.Minute)
+		t.Logf("CLUSTER-TIME %s: qemu start to kubelet and device plugin running %.1f s", vm.name, vm.ready.Seconds())
+	}
+	for _, vm := range vms {
+		cp.poll(t, 20*time.Minute, func(s string) bool { return s == "True" },
+			"get", "node", vm.name, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
+		t.Logf("CLUSTER-TIME %s: Ready in the API %.1f s after the first qemu start", vm.name, time.Since(start).Seconds())
+		info, _ := cp.kubectlOut("get", "node", vm.name, "-o",
+			`jsonpath={.status.nodeInfo.kubeletVersion} {.status.nodeInfo.containerRuntimeVersion} {.status.nodeInfo.kernelVersion} {.status.addresses}`)
+		t.Logf("CLUSTER-VERSION node %s: %s", vm.name, info)
+	}
+}
+
+// testControlPlane: the API answers the admin through kubectl, and the
+// controller-manager did its first work (default ServiceAccounts, the
+// kube-root-ca.crt ConfigMap in every namespace).
+func testControlPlane(t *testing.T, cp *controlPlane) {
+	ver := cp.poll(t, time.Minute, func(s string) bool { return strings.Contains(s, `"gitVersion"`) }, "get", "--raw", "/version")
+	t.Logf("API /version: %s", strings.Join(strings.Fields(ver), " "))
+	start := time.Now()
+	for _, ns := range []string{"default", "kube-system"} {
+		cp.poll(t, 3*time.Minute, func(s string) bool { return s == "serviceaccount/default" },
+			"get", "serviceaccount", "default", "-n", ns, "-o", "name")
+		cp.poll(t, 3*time.Minute, func(s string) bool { return s == "configmap/kube-root-ca.crt" },
+			"get", "configmap", "kube-root-ca.crt", "-n", ns, "-o", "name")
+	}
+	// The controllers' own service accounts: --use-service-account-credentials
+	// made the controller-manager act as each.
+	cp.poll(t, 3*time.Minute, func(s string) bool { return s == "serviceaccount/daemon-set-controller" },
+		"get", "serviceaccount", "daemon-set-controller", "-n", "kube-system", "-o", "name")
+	if out, err := cp.kubectlOut("auth", "can-i", "create", "pods"); err != nil || out != "yes" {
+		t.Errorf("admin cannot create pods: %v: %s", err, out)
+	}
+	var rss []string
+	total := 0
+	for _, p := range cp.procs {
+		mb := p.rssMB()
+		rss = append(rss, fmt.Sprintf("%s %d", p.name, mb))
+		total += mb
+	}
+	t.Logf("CLUSTER-TIME control plane: /readyz %.1f s after etcd's start, default service accounts %.1f s after that; RSS MB: %s; total %d",
+		cp.started.Seconds(), time.Since(start).Seconds(), strings.Join(rss, ", "), total)
+}

@@ -1,0 +1,142 @@
+#!/bin/busybox sh
+# /init of a cluster-tier node VM (scripts/cluster/initramfs.sh builds the
+# initramfs; integration/cluster boots two). Real parts only, as on the node
+# tier's guest: containerd 2.4.2 + Debian's runc, kubelet v1.37 registered
+# with the API server on the host (reached at 10.0.2.100 through qemu's
+# guestfwd; --kubeconfig holds the node's static token), the Mellanox RDMA
+# shared device plugin, the images imported with ctr. No static pods:
+# rdma-chain comes as the DaemonSet the test applies through the API.
+# Networks:
+#   eth0  qemu user networking (restrict=on): the default route and the
+#         forward to the API server only
+#   eth1  the nodes' L2 segment (a qemu socket netdev between the VMs):
+#         the node address (kubelet's --node-ip), pod traffic routed per
+#         node subnet as host-gw networks do, and RoCE: soft-RoCE rxe0 and
+#         the simrdma PCI function the device plugin offers sit on it
+# Kernel command line: rc.cluster.node=NAME rc.cluster.idx=N (1, 2, ...),
+# rc.cluster.nodes=COUNT. The guest prints RC-NODE-READY once kubelet and
+# the device plugin run, then stays up until the test stops qemu.
+/bin/busybox --install -s /bin
+export PATH=/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+export HOME=/root
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+mount -t tmpfs tmpfs /run
+mount -t tmpfs tmpfs /tmp
+mkdir -p /run/netns /dev/pts /sys/fs/cgroup /var/lib/containerd /var/lib/kubelet /var/log /etc/cni/net.d
+mount -t devpts devpts /dev/pts
+mount --make-rshared / 2>/dev/null || true
+mount --make-rshared /run
+mount -t cgroup2 none /sys/fs/cgroup
+mount -t bpf bpf /sys/fs/bpf
+mount -t tmpfs tmpfs /var/lib/containerd
+: >/run/rc-fails
+SCEN=cluster
+. /scenarios/lib.sh
+
+arg() { sed -n "s/.*rc\.cluster\.$1=\([a-z0-9-]*\).*/\1/p" /proc/cmdline; }
+NAME=$(arg node)
+IDX=$(arg idx)
+NODES=$(arg nodes)
+SCEN=cluster-$NAME
+echo "RC-BOOT kernel=$(uname -r) node=$NAME up=$(cut -d' ' -f1 /proc/uptime)s"
+KVER=$(cat /lib/modules/kver)
+for m in $(cat /lib/modules/load-order) $(cat /lib/modules/load-nic) overlay; do
+	out=$(insmod "/lib/modules/$KVER/$m.ko" 2>&1) || echo "RC-INFO insmod $m: $out"
+done
+dmesg -n 1
+hostname "$NAME"
+echo "127.0.0.1 localhost $NAME" >/etc/hosts
+echo "nameserver 10.0.2.3" >/etc/resolv.conf
+printf '5f1c0ffee0ddba11c0ffee0ddba11c%02x\n' "$IDX" >/etc/machine-id
+ip link set lo up
+wait_until 10 test -e /sys/class/net/eth1
+ip link set eth0 up
+ip addr add 10.0.2.15/24 dev eth0
+ip route add default via 10.0.2.2
+ip link set eth1 up
+NODE_IP=192.168.50.1$IDX
+ip addr add "$NODE_IP/24" dev eth1
+# The node's RDMA-network address. Each node has its own /64, as each
+# Lingjun NIC does: pods get theirs from a block of it (podIPv6Block), the
+# same block on every node, so one /64 shared by the nodes would give their
+# first pods the same address.
+ip addr add "fd00:10:$IDX::1/64" dev eth1 nodad
+echo 1 >/proc/sys/net/ipv4/ip_forward
+# host-gw: each node's pod subnet through that node's address. On the RDMA
+# network, a pod's route off its /64 goes through its IPAM range's gateway
+# (host-local's default: the block's first address, fd00:10:N::f:0:c01).
+# On a Lingjun fabric a router answers there; here the other nodes play it:
+# each holds the others' pods' gateway address (/128: the plugin reads a
+# netdev's /64 from its addresses and ignores longer ones) with an on-link
+# route to their /64. ipvlan delivers by destination address, so a frame
+# sent to that node's MAC reaches the pod holding the address directly.
+i=1
+while [ "$i" -le "$NODES" ]; do
+	if [ "$i" != "$IDX" ]; then
+		ip route add "10.244.$i.0/24" via "192.168.50.1$i" dev eth1
+		ip addr add "fd00:10:$i::f:0:c01/128" dev eth1 nodad
+		ip -6 route add "fd00:10:$i::/64" dev eth1
+	fi
+	i=$((i + 1))
+done
+# The primary network: ptp + host-local on this node's pod subnet, in the
+# file name the shipped DaemonSet's --conflist names.
+cat >/etc/cni/net.d/10-rdmanet.conflist <<EOC
+{
+  "cniVersion": "1.1.0",
+  "name": "rdmanet",
+  "plugins": [
+    {"type": "ptp", "ipMasq": false, "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.244.$IDX.0/24"}]], "routes": [{"dst": "0.0.0.0/0"}]}}
+  ]
+}
+EOC
+info "node $NAME network up=$(cut -d' ' -f1 /proc/uptime)s: $(ip -br addr show eth1 | tr -s ' ')"
+
+step containerd
+containerd --config /etc/containerd/config.toml >/run/containerd.log 2>&1 &
+if wait_until 120 test -S /run/containerd/containerd.sock; then pass; else fail "no socket after 120 s: $(tail -5 /run/containerd.log)"; fi
+CTR="ctr --address /run/containerd/containerd.sock -n k8s.io"
+for img in /images/*.tar; do
+	check "import/$(basename "$img" .tar)" $CTR images import "$img"
+done
+
+# The RDMA devices on the L2 segment's NIC: soft-RoCE carries RoCE; simrdma
+# (pci_function=1) is the RDMA function of eth1's PCI device, what the device
+# plugin discovers and offers. rxe0 first: RDMA CM takes the first device
+# holding an address's GID.
+check rxe rdma link add rxe0 type rxe netdev eth1
+check simrdma insmod "/lib/modules/$KVER/simrdma.ko" netdev=eth1 pci_function=1
+
+step kubelet
+info "$(kubelet --version)"
+kubelet --config /etc/kubernetes/kubelet.yaml --kubeconfig /etc/kubernetes/kubelet.kubeconfig \
+	--hostname-override "$NAME" --node-ip "$NODE_IP" --v 2 >>/run/kubelet.log 2>&1 &
+if wait_until 600 wget -q -O /dev/null http://127.0.0.1:10248/healthz; then
+	pass
+	info "kubelet healthy up=$(cut -d' ' -f1 /proc/uptime)s"
+else
+	fail "healthz not ok after 600 s: $(grep -E '^[EF][0-9]{4}' /run/kubelet.log | tail -3)"
+fi
+
+step device-plugin
+k8s-rdma-shared-dp --config-file /etc/rdma-dp/config.json >/run/rdma-dp.log 2>&1 &
+if wait_until 600 grep -q 'All servers started' /run/rdma-dp.log; then pass; else fail "not started: $(tail -5 /run/rdma-dp.log)"; fi
+grep -E 'device found|no Rdma Devices|exposing|Warning|error' /run/rdma-dp.log | sed 's/^/RC-INFO rdma-dp: /'
+
+if [ "$(wc -l </run/rc-fails)" -eq 0 ]; then
+	echo "RC-NODE-READY $NAME up=$(cut -d' ' -f1 /proc/uptime)s"
+else
+	echo "RC-NODE-FAILED $NAME"
+	tail -n 20 /run/kubelet.log | sed 's/^/RC-KUBELET /'
+fi
+# Until the test stops qemu: kubelet's new errors to the console, for the
+# test's log.
+seen=0
+while :; do
+	sleep 30
+	total=$(wc -l </run/kubelet.log)
+	sed -n "$((seen + 1)),${total}p" /run/kubelet.log | grep -E '^E[0-9]{4}' | tail -n 5 | sed "s/^/RC-KUBELET $NAME /"
+	seen=$total
+done

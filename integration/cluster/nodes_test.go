@@ -1,0 +1,190 @@
+//go:build cluster
+
+package cluster
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rdma-chain/rdma-chain/internal/testenv"
+)
+
+// nodeVM is one node of the cluster: qemu (TCG) booting the initramfs of
+// scripts/cluster/initramfs.sh plus the node's own part (its kubeconfig).
+type nodeVM struct {
+	name    string
+	idx     int    // 1-based; the node's address is 192.168.50.1<idx>
+	console string // qemu's output
+	cmd     *exec.Cmd
+	started time.Time
+
+	mu    sync.Mutex
+	ready time.Duration // RC-NODE-READY after qemu's start; 0 until then
+	fails []string      // RC-FAIL and RC-NODE-FAILED lines
+	done  bool          // qemu exited
+}
+
+// bootNodes builds the node initramfs and boots one VM per name. Each VM
+// has two NICs: qemu user networking (restrict=on; a guestfwd to the API
+// server on the host's loopback, a hostfwd of its kubelet's port for the
+// egress proxy) and one on a UDP socket netdev on loopback joining the VMs
+// into one L2 segment (node addresses, pod routes, RoCE). The VMs run until
+// owner (the whole test) ends; t gets the failures.
+func bootNodes(t *testing.T, owner testing.TB, cp *controlPlane) []*nodeVM {
+	t.Helper()
+	root := testenv.RepoRoot()
+	work := filepath.Join(root, ".cache/cluster/run")
+	build := exec.Command(filepath.Join(root, "scripts/cluster/initramfs.sh"), work)
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("scripts/cluster/initramfs.sh: %v\n%s", err, out)
+	} else {
+		t.Logf("%s", strings.TrimSpace(string(out)))
+	}
+	env := map[string]string{}
+	b, err := os.ReadFile(filepath.Join(work, "env"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(l, "="); ok {
+			env[k] = v
+		}
+	}
+	fwd := filepath.Join(cp.dir, "fwd")
+	testenv.Build(t, fwd, "./integration/cluster/fwd", "")
+	udp := make([]int, len(nodeNames))
+	for i := range udp {
+		udp[i] = freeUDPPort(t)
+	}
+	var vms []*nodeVM
+	for i, name := range nodeNames {
+		vm := &nodeVM{name: name, idx: i + 1, console: filepath.Join(work, name+".console")}
+		initrd := filepath.Join(cp.dir, name+".cpio.gz")
+		if err := nodeInitrd(cp, name, work, initrd); err != nil {
+			t.Fatal(err)
+		}
+		kubeletPort := freePort(t)
+		cp.egress.route(fmt.Sprintf("192.168.50.1%d:10250", vm.idx), fmt.Sprintf("127.0.0.1:%d", kubeletPort))
+		peer := udp[(i+1)%len(udp)]
+		args := []string{"-accel", "tcg,thread=single", "-m", "3072", "-smp", "2", "-nographic", "-no-reboot",
+			"-kernel", env["KERNEL"], "-initrd", initrd,
+			"-netdev", fmt.Sprintf("user,id=n0,restrict=on,ipv6=off,guestfwd=tcp:%s:%d-cmd:%s 127.0.0.1:%d,hostfwd=tcp:127.0.0.1:%d-:10250",
+				guestAPIAddr, cp.port, fwd, cp.port, kubeletPort),
+			"-device", fmt.Sprintf("virtio-net-pci,netdev=n0,mac=52:54:00:00:00:%02x", vm.idx),
+			"-netdev", fmt.Sprintf("socket,id=n1,udp=127.0.0.1:%d,localaddr=127.0.0.1:%d", peer, udp[i]),
+			"-device", fmt.Sprintf("virtio-net-pci,netdev=n1,mac=52:54:00:00:01:%02x", vm.idx),
+			"-append", fmt.Sprintf("console=ttyS0 panic=-1 quiet no_timer_check rc.cluster.node=%s rc.cluster.idx=%d rc.cluster.nodes=%d",
+				name, vm.idx, len(nodeNames)),
+		}
+		vm.start(t, owner, env["QEMU"], args)
+		vms = append(vms, vm)
+	}
+	return vms
+}
+
+// nodeInitrd concatenates the shared parts and the node's own: its
+// kubeconfig (server at the guest's forward, the node's static token).
+func nodeInitrd(cp *controlPlane, name, work, out string) error {
+	stage := filepath.Join(cp.dir, name+"-stage")
+	if err := os.MkdirAll(filepath.Join(stage, "etc/kubernetes"), 0o755); err != nil {
+		return err
+	}
+	if err := cp.pki.kubeconfig(filepath.Join(stage, "etc/kubernetes/kubelet.kubeconfig"),
+		fmt.Sprintf("https://%s:%d", guestAPIAddr, cp.port), "system:node:"+name); err != nil {
+		return err
+	}
+	own := filepath.Join(cp.dir, name+"-own.cpio.gz")
+	sh := fmt.Sprintf("cd %q && find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc --owner 0:0 --quiet | gzip -1 >%q && cat %q %q %q >%q",
+		stage, own, filepath.Join(work, "base.cpio.gz"), filepath.Join(work, "node.cpio.gz"), own, out)
+	if o, err := exec.Command("sh", "-c", sh).CombinedOutput(); err != nil {
+		return fmt.Errorf("node initramfs: %v: %s", err, o)
+	}
+	return nil
+}
+
+func freeUDPPort(t *testing.T) int {
+	t.Helper()
+	c, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	return c.LocalAddr().(*net.UDPAddr).Port
+}
+
+// start runs qemu with its console copied to vm.console and read for the
+// guest's markers; the test's end stops it by its process.
+func (vm *nodeVM) start(t *testing.T, owner testing.TB, qemu string, args []string) {
+	t.Helper()
+	f, err := os.Create(vm.console)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm.cmd = exec.Command(qemu, args...)
+	vm.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	out, err := vm.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm.cmd.Stderr = vm.cmd.Stdout
+	vm.started = time.Now()
+	if err := vm.cmd.Start(); err != nil {
+		t.Fatalf("%s: qemu: %v", vm.name, err)
+	}
+	go func() {
+		defer f.Close()
+		sc := bufio.NewScanner(out)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			l := strings.TrimRight(sc.Text(), "\r")
+			fmt.Fprintln(f, l)
+			vm.mu.Lock()
+			switch {
+			case strings.HasPrefix(l, "RC-NODE-READY "):
+				vm.ready = time.Since(vm.started)
+			case strings.HasPrefix(l, "RC-FAIL "), strings.HasPrefix(l, "RC-NODE-FAILED "):
+				vm.fails = append(vm.fails, l)
+			}
+			vm.mu.Unlock()
+		}
+		_ = vm.cmd.Wait()
+		vm.mu.Lock()
+		vm.done = true
+		vm.mu.Unlock()
+	}()
+	owner.Cleanup(func() {
+		_ = vm.cmd.Process.Kill()
+		owner.Logf("%s console: %s", vm.name, vm.console)
+	})
+}
+
+// waitReady polls the console until the guest says its node parts run.
+func (vm *nodeVM) waitReady(t *testing.T, timeout time.Duration) {
+	t.Helper()
+	testenv.Eventually(t, timeout, func() (bool, string) {
+		vm.mu.Lock()
+		defer vm.mu.Unlock()
+		if len(vm.fails) > 0 || vm.done {
+			t.Fatalf("%s: guest failed (done=%v): %s\n%s", vm.name, vm.done, strings.Join(vm.fails, "\n"), tail(vm.console, 40))
+		}
+		if vm.ready == 0 {
+			time.Sleep(time.Second)
+		}
+		return vm.ready > 0, fmt.Sprintf("%s: no RC-NODE-READY\n%s", vm.name, tail(vm.console, 40))
+	})
+}
+
+func tail(path string, n int) string {
+	out, _ := exec.Command("tail", "-n", fmt.Sprint(n), path).Output()
+	return string(out)
+}
