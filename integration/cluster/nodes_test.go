@@ -107,7 +107,7 @@ func nodeInitrd(cp *controlPlane, name, work, out string) error {
 	sh := fmt.Sprintf("cd %q && find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc --owner 0:0 --quiet | gzip -1 >%q && cat %q %q %q >%q",
 		stage, own, filepath.Join(work, "base.cpio.gz"), filepath.Join(work, "node.cpio.gz"), own, out)
 	if o, err := exec.Command("sh", "-c", sh).CombinedOutput(); err != nil {
-		return fmt.Errorf("node initramfs: %v: %s", err, o)
+		return fmt.Errorf("node initramfs: %w: %s", err, o)
 	}
 	return nil
 }

@@ -36,7 +36,7 @@ func (h *criHealth) healthy(socket string, now time.Time) error {
 		return nil
 	}
 	if down := now.Sub(h.lastOK); down > h.grace {
-		return fmt.Errorf("CRI at %s unreachable for %s (longer than --liveness-grace %s): %v", socket, down.Round(time.Second), h.grace, h.lastErr)
+		return fmt.Errorf("CRI at %s unreachable for %s (longer than --liveness-grace %s): %w", socket, down.Round(time.Second), h.grace, h.lastErr)
 	}
 	return nil
 }
