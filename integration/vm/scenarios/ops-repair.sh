@@ -36,6 +36,9 @@ nic_back() {
 }
 # scrape LABEL: the parsed scrape in $OUT (printed as RC-INFO lines without the HELP-less noise)
 scrape() { print_info "$1" promscrape $METRICS; }
+# fresh_scrape LINE: the server answers from a collection up to 2 s old;
+# wait (10 s at most) for one that shows LINE, i.e. taken after the change
+fresh_scrape() { wait_until 10 sh -c "promscrape $METRICS | grep -qF '$1'"; }
 
 NETCONFPATH=$NETDIR rdma-chain-ops reconcile --cni-bin-dir /opt/cni/bin --interval 10m \
 	--metrics-bind-address 127.0.0.1:9742 >/run/reconcile-repair.log 2>&1 &
@@ -56,6 +59,7 @@ expect inspect-finds-network "pod default/rpod1  exclusive  netns /var/run/netns
 print_info inspect-json env NETCONFPATH=$NETDIR rdma-chain-ops inspect --json
 expect inspect-json-schema '"schemaVersion": 1' '"mode": "exclusive"'
 
+fresh_scrape 'rdma_chain_attachments{device="simrdma0"'
 scrape scrape-pod
 expect metrics-pod 'rdma_chain_attachments{device="simrdma0",mode="exclusive",network="rdmanet"} 1' \
 	'rdma_chain_cni_outcomes_total{code="0",network="rdmanet",verb="ADD"} 1' \
@@ -82,6 +86,7 @@ if grep -q "reconcile: repaired rdmanet/.*(pod default/rpod1, exclusive, moved s
 check no-records-left test "$(state_count)" = 0
 check lease-gone test ! -e "/run/ipam-repair/rdmanet/$V6"
 
+fresh_scrape 'rdma_chain_repairs_total{network="rdmanet",trigger="event"} 1'
 scrape scrape-after
 expect metrics-repaired 'rdma_chain_repairs_total{network="rdmanet",trigger="event"} 1' \
 	'rdma_chain_repair_duration_seconds_count 1' 'rdma_chain_events_total{source="rtnetlink"} ' \
