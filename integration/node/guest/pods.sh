@@ -360,7 +360,8 @@ check_sandbox_dies() {
 		fail "no repair in reconcile's log: $(reconcile_log | tail -5 | tr '\n' '|')"
 	fi
 	step repaired-on-event
-	if wget -q -O - http://127.0.0.1:9742/metrics | grep -q '^rdma_chain_repairs_total{network="rdmanet",trigger="event"} 1$'; then
+	# the metrics server answers from a collection up to 2 s old: poll
+	if wait_until 10 sh -c "wget -q -O - http://127.0.0.1:9742/metrics | grep -q '^rdma_chain_repairs_total{network=\"rdmanet\",trigger=\"event\"} 1\$'"; then
 		pass
 	else
 		fail "$(wget -q -O - http://127.0.0.1:9742/metrics | grep repairs_total | tr '\n' ';')"
