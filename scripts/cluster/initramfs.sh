@@ -16,6 +16,8 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 OUT=$(mkdir -p "$1" && cd "$1" && pwd)
 export PATH="/usr/local/go/bin:$PATH"
 die() { echo "cluster-initramfs: ERROR: $*" >&2; exit 1; }
+# shellcheck source=scripts/node/stage.sh
+. "$ROOT/scripts/node/stage.sh"
 envval() { awk -F= -v k="$2" '$1==k {print substr($0, length(k) + 2)}' "$1"; }
 
 VMENV="$ROOT/.cache/vm/env"
@@ -62,26 +64,7 @@ for f in containerd rdma-dp passwd group; do
 	cp -a "$ROOT/integration/node/guest/etc/$f" "$S/etc/"
 done
 cp -a "$ROOT/integration/cluster/guest/etc/." "$S/etc/"
-for b in "$KUBELET" "$RDMA_DP" "$CTRD/containerd" "$CTRD/containerd-shim-runc-v2" "$CTRD/ctr"; do
-	cp "$b" "$S/usr/local/bin/"
-done
-[ -f /usr/share/misc/pci.ids ] || die "/usr/share/misc/pci.ids missing: run scripts/node/parts.sh"
-install -D -m 0644 /usr/share/misc/pci.ids "$S/usr/share/misc/pci.ids"
-cp "$RUNC" "$S/usr/sbin/runc"
-ldd "$RUNC" | awk '/=>/ {print $3} $1 ~ /^\/.*ld-linux/ {print $1}' | while read -r lib; do
-	[ -n "$lib" ] || continue
-	case "$lib" in
-	*/ld-linux-x86-64.so.2) install -D -m 0755 "$(readlink -f "$lib")" "$S/lib64/ld-linux-x86-64.so.2" ;;
-	*) install -D -m 0755 "$(readlink -f "$lib")" "$S/lib/x86_64-linux-gnu/$(basename "$lib")" ;;
-	esac
-done
-ov=$(awk -F: '$1 ~ /\/overlay\.ko/ {print $1; exit}' "$KDIR/lib/modules/$KVER/modules.dep")
-[ -n "$ov" ] || die "no overlay module in $KVER"
-case "$ov" in
-*.xz) xz -dc "$KDIR/lib/modules/$KVER/$ov" >"$S/lib/modules/$KVER/overlay.ko" ;;
-*) cp "$KDIR/lib/modules/$KVER/$ov" "$S/lib/modules/$KVER/overlay.ko" ;;
-esac
-cp "$WORK/images/"*.tar "$S/images/"
+stage_node_parts "$S"
 (cd "$S" && find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc --owner 0:0 --quiet | gzip -1 >"$OUT/node.cpio.gz")
 rm -rf "$WORK"
 cat >"$OUT/env" <<EOV

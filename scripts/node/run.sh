@@ -38,6 +38,8 @@ done
 TIMEOUT=${NODE_TIMEOUT:-1500}
 export PATH="/usr/local/go/bin:$PATH"
 die() { echo "node-run: ERROR: $*" >&2; exit 1; }
+# shellcheck source=scripts/node/stage.sh
+. "$ROOT/scripts/node/stage.sh"
 envval() { awk -F= -v k="$2" '$1==k {print substr($0, length(k) + 2)}' "$1"; }
 
 VMENV="$ROOT/.cache/vm/env"
@@ -86,27 +88,7 @@ CNI_BIN_DIR="$ROOT/.tools/cni/bin" RC_BIN_DIR="$WORK/bin" SIMRDMA_KO="$SIMRDMA" 
 S="$WORK/stage"
 mkdir -p "$S/usr/local/bin" "$S/usr/sbin" "$S/images" "$S/pods" "$S/etc/node" "$S/etc/kubernetes/manifests" "$S/lib/modules/$KVER"
 cp -a "$ROOT/integration/node/guest/etc/." "$S/etc/"
-for b in "$KUBELET" "$RDMA_DP" "$CTRD/containerd" "$CTRD/containerd-shim-runc-v2" "$CTRD/ctr"; do
-	cp "$b" "$S/usr/local/bin/"
-done
-# The device plugin names PCI devices from pci.ids (ghw); without it, it exits.
-[ -f /usr/share/misc/pci.ids ] || die "/usr/share/misc/pci.ids missing: run scripts/node/parts.sh"
-install -D -m 0644 /usr/share/misc/pci.ids "$S/usr/share/misc/pci.ids"
-cp "$RUNC" "$S/usr/sbin/runc"
-ldd "$RUNC" | awk '/=>/ {print $3} $1 ~ /^\/.*ld-linux/ {print $1}' | while read -r lib; do
-	[ -n "$lib" ] || continue
-	case "$lib" in
-	*/ld-linux-x86-64.so.2) install -D -m 0755 "$(readlink -f "$lib")" "$S/lib64/ld-linux-x86-64.so.2" ;;
-	*) install -D -m 0755 "$(readlink -f "$lib")" "$S/lib/x86_64-linux-gnu/$(basename "$lib")" ;;
-	esac
-done
-ov=$(awk -F: '$1 ~ /\/overlay\.ko/ {print $1; exit}' "$KDIR/lib/modules/$KVER/modules.dep")
-[ -n "$ov" ] || die "no overlay module in $KVER"
-case "$ov" in
-*.xz) xz -dc "$KDIR/lib/modules/$KVER/$ov" >"$S/lib/modules/$KVER/overlay.ko" ;;
-*) cp "$KDIR/lib/modules/$KVER/$ov" "$S/lib/modules/$KVER/overlay.ko" ;;
-esac
-cp "$WORK/images/"*.tar "$S/images/"
+stage_node_parts "$S"
 # The DaemonSet as an operator sets it up for the node's mode (its --set,
 # integration/node/guest/etc/node/install-set-MODE.json; docs/lingjun.md):
 # each pod's IPv6 on rdma0 from a block of the node NIC's /64.
