@@ -1,11 +1,8 @@
 package main
 
 import (
-	"archive/tar"
 	"bytes"
 	"debug/elf"
-	"errors"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -122,37 +119,16 @@ func checkPlatformImage(t *testing.T, img v1.Image, p *v1.Platform, version stri
 	if cf.OS != p.OS || cf.Architecture != p.Architecture || cf.Config.Labels["org.opencontainers.image.version"] != version {
 		t.Errorf("%s config: %s/%s labels %v", p.Architecture, cf.OS, cf.Architecture, cf.Config.Labels)
 	}
-	layers, err := img.Layers()
-	if err != nil || len(layers) != 1 {
-		t.Fatalf("layers %d %v", len(layers), err)
-	}
-	rc, err := layers[0].Uncompressed()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.Close()
-	tr := tar.NewReader(rc)
 	var got []string
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
+	for _, lf := range layerFiles(t, img) {
+		f, err := elf.NewFile(bytes.NewReader(lf.Data))
 		if err != nil {
-			t.Fatal(err)
-		}
-		data, err := io.ReadAll(tr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f, err := elf.NewFile(bytes.NewReader(data))
-		if err != nil {
-			t.Fatalf("%s/%s: %v", p.Architecture, h.Name, err)
+			t.Fatalf("%s/%s: %v", p.Architecture, lf.Header.Name, err)
 		}
 		if want := map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}[p.Architecture]; f.Machine != want {
-			t.Errorf("%s/%s is an ELF for %v", p.Architecture, h.Name, f.Machine)
+			t.Errorf("%s/%s is an ELF for %v", p.Architecture, lf.Header.Name, f.Machine)
 		}
-		got = append(got, h.Name)
+		got = append(got, lf.Header.Name)
 	}
 	if strings.Join(got, " ") != strings.Join(names, " ") {
 		t.Errorf("%s layer holds %q", p.Architecture, got)

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"debug/elf"
 	"encoding/binary"
+	"errors"
 	"io"
 	"os"
 	"os/exec"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 )
 
@@ -110,25 +112,9 @@ func TestBuild(t *testing.T) {
 	if cf.OS != "linux" || cf.Architecture != "amd64" || strings.Join(cf.Config.Entrypoint, " ") != "/rdma-chain-ops" {
 		t.Errorf("config: %s/%s entrypoint %v", cf.OS, cf.Architecture, cf.Config.Entrypoint)
 	}
-	layers, err := img.Layers()
-	if err != nil || len(layers) != 1 {
-		t.Fatalf("layers %d %v", len(layers), err)
-	}
-	rc, err := layers[0].Uncompressed()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.Close()
-	tr := tar.NewReader(rc)
 	var names []string
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, f := range layerFiles(t, img) {
+		h := f.Header
 		names = append(names, h.Name)
 		if h.Mode != 0o755 || h.Uid != 0 || h.Gid != 0 || !h.ModTime.Equal(sp.Created) {
 			t.Errorf("%s: mode %o owner %d:%d time %v", h.Name, h.Mode, h.Uid, h.Gid, h.ModTime)
@@ -234,5 +220,41 @@ func TestBuildTree(t *testing.T) {
 	}
 	if _, err := build(sp, filepath.Join(t.TempDir(), "image.tar")); err != nil {
 		t.Errorf("entrypoint in the tree: %v", err)
+	}
+}
+
+// layerFile is one entry of an image's only layer.
+type layerFile struct {
+	Header *tar.Header
+	Data   []byte
+}
+
+// layerFiles reads the entries of img's single layer, in archive order.
+func layerFiles(t *testing.T, img v1.Image) []layerFile {
+	t.Helper()
+	layers, err := img.Layers()
+	if err != nil || len(layers) != 1 {
+		t.Fatalf("layers %d %v", len(layers), err)
+	}
+	rc, err := layers[0].Uncompressed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	tr := tar.NewReader(rc)
+	var files []layerFile
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return files
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, layerFile{h, data})
 	}
 }
