@@ -108,7 +108,7 @@ func startControlPlane(t *testing.T, parts map[string]string) *controlPlane {
 		t.Fatal(err)
 	}
 	cp := &controlPlane{dir: dir, pki: p, port: freePort(t), kubectl: parts["KUBECTL"], admin: filepath.Join(dir, "admin.kubeconfig"),
-		egress: startEgressProxy(t)}
+		egress: startEgressProxy(t, dir)}
 	t.Cleanup(cp.stop)
 	egressConfig, err := cp.egress.writeConfig(dir)
 	if err != nil {
@@ -260,12 +260,15 @@ func (p *proc) rssMB() int {
 	return -1
 }
 
-// tails is the last lines of every part's log, for failure messages.
+// tails is, for failure messages, each part's first error lines (klog's E
+// and F lines, a panic's message: a stack trace buries them) and its last
+// lines.
 func (cp *controlPlane) tails() string {
 	var b strings.Builder
 	for _, p := range cp.procs {
+		errs, _ := exec.Command("sh", "-c", `grep -m 5 -A 12 -E '^[EF][0-9]{4} |^panic:|^Error:|"level":"(error|fatal)"' "$0" | head -n 40`, p.log).Output()
 		out, _ := exec.Command("tail", "-n", "15", p.log).Output()
-		fmt.Fprintf(&b, "--- %s (%s)\n%s", p.name, p.log, out)
+		fmt.Fprintf(&b, "--- %s (%s)\n%s...\n%s", p.name, p.log, errs, out)
 	}
 	return b.String()
 }

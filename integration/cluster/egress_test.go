@@ -14,8 +14,10 @@ import (
 )
 
 // egressProxy is the API server's way to the nodes' kubelets (logs, exec):
-// an HTTP CONNECT proxy named by its EgressSelectorConfiguration ("cluster"),
-// as konnectivity is on managed control planes. A node's address
+// an HTTP CONNECT proxy on a unix socket named by its
+// EgressSelectorConfiguration ("cluster"), as konnectivity is on managed
+// control planes (over TCP the API server requires a client certificate for
+// the proxy; a socket in the test's own directory needs none). A node's address
 // (192.168.50.1N:10250, on the VMs' own segment) maps to the loopback port
 // qemu forwards to that guest's kubelet; every other target is refused.
 type egressProxy struct {
@@ -24,9 +26,9 @@ type egressProxy struct {
 	routes map[string]string // node address:port -> 127.0.0.1:port
 }
 
-func startEgressProxy(t *testing.T) *egressProxy {
+func startEgressProxy(t *testing.T, dir string) *egressProxy {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("unix", filepath.Join(dir, "egress.sock"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,8 +93,8 @@ egressSelections:
   connection:
     proxyProtocol: HTTPConnect
     transport:
-      tcp:
-        url: http://%s
+      uds:
+        udsName: %s
 `, p.ln.Addr())
 	return path, os.WriteFile(path, []byte(cfg), 0o600)
 }

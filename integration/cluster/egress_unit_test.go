@@ -45,13 +45,13 @@ func echoServer(t *testing.T) string {
 // TestEgressProxy: CONNECT to a routed node address reaches its loopback
 // port both ways; any other target is refused.
 func TestEgressProxy(t *testing.T) {
-	p := startEgressProxy(t)
+	p := startEgressProxy(t, t.TempDir())
 	p.route("192.168.50.11:10250", echoServer(t))
 	for _, tc := range []struct {
 		target string
 		status int
 	}{{"192.168.50.11:10250", http.StatusOK}, {"192.168.50.12:10250", http.StatusForbidden}, {"127.0.0.1:22", http.StatusForbidden}} {
-		c, err := net.Dial("tcp", p.ln.Addr().String())
+		c, err := net.Dial("unix", p.ln.Addr().String())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,7 +4,6 @@ package cluster
 
 import (
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -14,32 +13,21 @@ import (
 	"github.com/rdma-chain/rdma-chain/internal/testenv"
 )
 
-// testDeploy: rdma-chain installed as docs/install.md tells a user,
-// conf/daemonset.yaml as shipped with the overlay of integration/cluster/deploy
-// (its --set for a Lingjun-style shared-mode node), `kubectl apply -k`; the
-// DaemonSet rolls out on every node and each node's allocatable holds the
-// device plugin's resources.
+// testDeploy: rdma-chain installed as docs/install.md tells an admin whose
+// primary is not Terway: the nodes labelled rdma-chain/enabled=true, then
+// `kubectl apply -k` of a kustomization of their own
+// (integration/cluster/deploy) listing deploy/overlays/generic with their
+// entry; the DaemonSet rolls out on every node, the install container finds
+// the primary's conflist by itself (--conflist auto), and each node's
+// allocatable holds the device plugin's resources.
 func testDeploy(t *testing.T, cp *controlPlane) {
 	start := time.Now()
-	root := testenv.RepoRoot()
-	dir := filepath.Join(cp.dir, "deploy")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for src, dst := range map[string]string{
-		"conf/daemonset.yaml":                           "daemonset.yaml",
-		"integration/cluster/deploy/kustomization.yaml": "kustomization.yaml",
-		"integration/cluster/deploy/install-set.yaml":   "install-set.yaml",
-	} {
-		b, err := os.ReadFile(filepath.Join(root, src))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, dst), b, 0o644); err != nil {
-			t.Fatal(err)
+	for _, n := range nodeNames {
+		if out, err := cp.kubectlOut("label", "node", n, "rdma-chain/enabled=true"); err != nil {
+			t.Fatalf("kubectl label: %v: %s", err, out)
 		}
 	}
-	if out, err := cp.kubectlOut("apply", "-k", dir); err != nil {
+	if out, err := cp.kubectlOut("apply", "-k", filepath.Join(testenv.RepoRoot(), "integration/cluster/deploy")); err != nil {
 		t.Fatalf("kubectl apply -k: %v: %s", err, out)
 	}
 	out, err := cp.kubectlOut("-n", "kube-system", "rollout", "status", "daemonset/rdma-chain", "--timeout=30m")

@@ -46,13 +46,7 @@ rm -rf "$WORK"
 mkdir -p "$WORK/bin" "$WORK/images" "$WORK/stage"
 cd "$ROOT"
 export CGO_ENABLED=0
-go build -ldflags '-s -w' -o "$WORK/pause" ./integration/node/guest/pause
-mkimage() { go run ./internal/mkimage --version node-test "$@" >&2; }
-# containerd 2.4.2's default sandbox image.
-mkimage --out "$WORK/images/pause.tar" --name registry.k8s.io/pause --tag 3.10.2 --entrypoint /pause "$WORK/pause"
-# The pods' image: the VM tier's guest userland (busybox, ip, rdma, rping).
-mkimage --out "$WORK/images/test.tar" --name localhost/rdma-chain-test --tag node --entrypoint /bin/busybox --tree "$ROOTFS" "$WORK/pause"
-cp "$IMAGE" "$WORK/images/rdma-chain.tar"
+build_node_images
 
 CNI_BIN_DIR="$ROOT/.tools/cni/bin" RC_BIN_DIR="$WORK/bin" SIMRDMA_KO="$SIMRDMA" "$ROOT/scripts/vm/initramfs.sh" "$KDIR" "$OUT/base.cpio.gz" \
 	"$ROOT/integration/vm/scenarios" "$ROOT/integration/cluster/guest"

@@ -70,15 +70,8 @@ mkdir -p "$WORK/bin" "$WORK/images" "$WORK/stage"
 cd "$ROOT"
 export CGO_ENABLED=0
 go build -ldflags '-s -w' -o "$WORK/bin/nodectl" ./integration/node/guest/nodectl
-go build -ldflags '-s -w' -o "$WORK/pause" ./integration/node/guest/pause
 go build -ldflags '-s -w' -o "$WORK/bin/smcctl" ./integration/vm/guest/smcctl
-mkimage() { go -C "$ROOT/internal/mkimage" run . --version node-test "$@" >&2; }
-# containerd 2.4.2's default sandbox image.
-mkimage --out "$WORK/images/pause.tar" --name registry.k8s.io/pause --tag 3.10.2 --entrypoint /pause "$WORK/pause"
-# The pods' image: the VM tier's guest userland (busybox, ip, rdma, rping,
-# their libraries, the rxe verbs provider).
-mkimage --out "$WORK/images/test.tar" --name localhost/rdma-chain-test --tag node --entrypoint /bin/busybox --tree "$ROOTFS" "$WORK/pause"
-cp "$IMAGE" "$WORK/images/rdma-chain.tar"
+build_node_images
 
 # Part one: the VM tier's initramfs with the node's /init.
 CNI_BIN_DIR="$ROOT/.tools/cni/bin" RC_BIN_DIR="$WORK/bin" SIMRDMA_KO="$SIMRDMA" "$ROOT/scripts/vm/initramfs.sh" "$KDIR" "$WORK/base.cpio.gz" \

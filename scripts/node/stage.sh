@@ -1,4 +1,18 @@
 # shellcheck shell=bash
+# build_node_images: writes into $WORK/images the OCI archives every node VM
+# imports: pause (containerd 2.4.2's default sandbox image), the pods' image
+# (the VM tier's guest userland $ROOTFS: busybox, ip, rdma, rping, their
+# libraries, the rxe verbs provider) and make image's rdma-chain ($IMAGE).
+# Reads ROOT, ROOTFS, IMAGE and WORK.
+build_node_images() {
+	CGO_ENABLED=0 go -C "$ROOT" build -ldflags '-s -w' -o "$WORK/pause" ./integration/node/guest/pause
+	go -C "$ROOT/internal/mkimage" run . --version node-test --out "$WORK/images/pause.tar" \
+		--name registry.k8s.io/pause --tag 3.10.2 --entrypoint /pause "$WORK/pause" >&2
+	go -C "$ROOT/internal/mkimage" run . --version node-test --out "$WORK/images/test.tar" \
+		--name localhost/rdma-chain-test --tag node --entrypoint /bin/busybox --tree "$ROOTFS" "$WORK/pause" >&2
+	cp "$IMAGE" "$WORK/images/rdma-chain.tar"
+}
+
 # stage_node_parts S: puts into the staging tree S what every node VM runs
 # beside its own configs: kubelet, the RDMA device plugin, containerd with
 # its shim and ctr, runc with its libraries, the pci.ids the device plugin

@@ -81,12 +81,12 @@ while [ "$i" -le "$NODES" ]; do
 	fi
 	i=$((i + 1))
 done
-# The primary network: ptp + host-local on this node's pod subnet, in the
-# file name the shipped DaemonSet's --conflist names.
-cat >/etc/cni/net.d/10-rdmanet.conflist <<EOC
+# The primary network: ptp + host-local on this node's pod subnet, a
+# conflist of a name the DaemonSet does not know (--conflist auto finds it).
+cat >/etc/cni/net.d/10-podnet.conflist <<EOC
 {
   "cniVersion": "1.1.0",
-  "name": "rdmanet",
+  "name": "podnet",
   "plugins": [
     {"type": "ptp", "ipMasq": false, "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.244.$IDX.0/24"}]], "routes": [{"dst": "0.0.0.0/0"}]}}
   ]
