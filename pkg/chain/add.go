@@ -103,7 +103,7 @@ func (p *Plugin) podRequest(c *call) (*request, claimed, error) {
 	q := podres.Query{ResourceNames: c.conf.ResourceNames, Drivers: c.conf.DRADrivers}
 	pod, err := p.env.PodResources.Lookup(ctx, c.conf.PodResourcesSocket, c.pod.Namespace, c.pod.Name, q)
 	if err != nil {
-		return nil, claimed{}, cniError(types.ErrTryAgainLater, "kubelet pod-resources API at "+c.conf.PodResourcesSocket+" did not answer", err)
+		return nil, claimed{}, kubeletUnanswered(c, err)
 	}
 	req, cl := &request{source: "pod-resources"}, claimed{served: pod.Claims, foreign: pod.Foreign}
 	for _, a := range pod.Devices {
@@ -114,6 +114,20 @@ func (p *Plugin) podRequest(c *call) (*request, claimed, error) {
 		return nil, claimed{}, nil
 	}
 	return req, cl, nil
+}
+
+// kubeletUnanswered is what ADD does when kubelet gave no answer: error 11,
+// so that the runtime retries the sandbox, or, with kubeletUnreachable
+// passThrough and no kubelet at the socket, nothing: the pod passes
+// through without RDMA whatever it was allocated, which the log says. A
+// kubelet that answers with an error is alive and is always retried.
+func kubeletUnanswered(c *call, err error) error {
+	if c.conf.KubeletUnreachable == config.KubeletPassThrough && errors.Is(err, podres.ErrUnavailable) {
+		c.log.Warn("kubelet pod-resources API unreachable: pod passed through without RDMA (kubeletUnreachable: passThrough)",
+			"container", c.args.ContainerID, "pod", c.pod.String(), "socket", c.conf.PodResourcesSocket, "error", err)
+		return nil
+	}
+	return cniError(types.ErrTryAgainLater, "kubelet pod-resources API at "+c.conf.PodResourcesSocket+" did not answer", err)
 }
 
 // nodeDevices reads the node's RDMA mode and the devices this conf offers.

@@ -102,6 +102,25 @@ func TestAddKubelet(t *testing.T) {
 			t.Errorf("changed something: calls %v", w.calls)
 		}
 	})
+	t.Run("unreachable with passThrough passes through, warned", func(t *testing.T) {
+		w := &world{podErr: fmt.Errorf("dial: %w", podres.ErrUnavailable), allocs: []podres.Allocation{{ResourceName: "rdma/hca", DeviceIDs: []string{"mlx5_0"}}}}
+		dir := t.TempDir()
+		if err := w.plugin().Add(cmd(dir, `,"kubeletUnreachable":"passThrough"`, prevResult100)); err != nil {
+			t.Fatal(err)
+		}
+		assertSameJSON(t, w.stdout.Bytes(), []byte(prevResult100))
+		if len(stateFiles(t, dir)) != 0 || len(w.calls) != 1 {
+			t.Errorf("changed something: calls %v", w.calls)
+		}
+		if !strings.Contains(w.stderr.String(), "passed through without RDMA") || !strings.Contains(w.stderr.String(), "default/p1") {
+			t.Errorf("no warning naming the pod: %q", w.stderr.String())
+		}
+	})
+	t.Run("kubelet answering an error is try-again even with passThrough", func(t *testing.T) {
+		w := &world{podErr: errors.New("rpc error: code = ResourceExhausted desc = rejected by rate limit")}
+		err := w.plugin().Add(cmd(t.TempDir(), `,"kubeletUnreachable":"passThrough"`, prevResult100))
+		wantCode(t, err, types.ErrTryAgainLater, "did not answer")
+	})
 	t.Run("no pod identity passes through", func(t *testing.T) {
 		w := &world{}
 		args := cmd(t.TempDir(), "", prevResult100)

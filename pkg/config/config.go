@@ -52,6 +52,13 @@ const (
 	SelectAll       = "all"
 )
 
+// What ADD does with podSelection requested when kubelet's pod-resources
+// socket cannot be reached (missing, refused, or no answer in time).
+const (
+	KubeletRetry       = "retry"       // error 11: the runtime retries the sandbox
+	KubeletPassThrough = "passThrough" // the pod gets the primary's result, no RDMA
+)
+
 // Shared-mode link kinds.
 const (
 	LinkIPVlan  = "ipvlan"
@@ -109,6 +116,7 @@ type NetConf struct {
 	ResourceNames      []string   `json:"resourceNames,omitempty"`
 	DRADrivers         []string   `json:"draDrivers,omitempty"`
 	PodResourcesSocket string     `json:"podResourcesSocket,omitempty"`
+	KubeletUnreachable string     `json:"kubeletUnreachable,omitempty"`
 	IfName             string     `json:"ifName,omitempty"`
 	SharedLink         SharedLink `json:"sharedLink"`
 	SMCR               SMCR       `json:"smcr"`
@@ -205,6 +213,7 @@ func (c *NetConf) applyDefaults() {
 		c.DRADrivers = []string{DefaultDRADriver}
 	}
 	setDefault(&c.PodResourcesSocket, DefaultPodResourcesSocket)
+	setDefault(&c.KubeletUnreachable, KubeletRetry)
 	setDefault(&c.IfName, DefaultIfName)
 	setDefault(&c.SharedLink.Type, LinkIPVlan)
 	switch c.SharedLink.Type {
