@@ -184,6 +184,25 @@ func TestKubeletUnreachablePassThrough(t *testing.T) {
 	}
 }
 
+// A draining entry (what uninstall sets) passes a pod allocated rdma/hca
+// through: without drain the same pod gets 100 here (no RDMA subsystem).
+func TestDrainPassesThrough(t *testing.T) {
+	n := newNode(t, "1.1.0", map[string]any{"drain": true})
+	n.kubelet(fakekubelet.Pod{Namespace: "default", Name: "web", Resources: map[string][]string{"rdma/hca": {"3"}}})
+	p := n.pod("web")
+	res, err := n.add(p)
+	if err != nil {
+		t.Fatalf("ADD: %v", err)
+	}
+	assertOnlyPrimary(t, res, p)
+	if f := n.stateFiles(); len(f) != 0 {
+		t.Errorf("draining ADD wrote state %v", f)
+	}
+	if err := n.del(p); err != nil {
+		t.Fatalf("DEL: %v", err)
+	}
+}
+
 func TestStatus(t *testing.T) {
 	n := newNode(t, "1.1.0", nil)
 	wantCode(t, n.status(), 50, n.socket)

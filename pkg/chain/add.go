@@ -85,9 +85,13 @@ func (p *Plugin) prepareAttach(c *call) (*types100.Result, rdma.Mode, []rdma.Dev
 	return result, mode, offered, err
 }
 
-// podRequest says what the pod asked for, or nil when it needs no RDMA,
-// and the DRA claim devices kubelet reports for it.
+// podRequest says what the pod asked for, or nil when it needs no RDMA or
+// the network is draining, and the DRA claim devices kubelet reports for it.
 func (p *Plugin) podRequest(c *call) (*request, claimed, error) {
+	if c.conf.Drain {
+		c.log.Info("network draining (drain: true): pod passed through", "container", c.args.ContainerID, "pod", c.pod.String())
+		return nil, claimed{}, nil
+	}
 	if id := c.conf.RequestedDeviceID(); id != "" {
 		return &request{source: "deviceID", ids: []string{id}}, claimed{}, nil
 	}

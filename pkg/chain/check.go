@@ -74,7 +74,7 @@ func (p *Plugin) status(c *call) error {
 	if err := c.store.Writable(); err != nil {
 		return cniError(CodeNotAvailable, "state directory "+c.conf.DataDir+" is not writable", err)
 	}
-	if c.conf.PodSelection != config.SelectRequested {
+	if c.conf.PodSelection != config.SelectRequested || c.conf.Drain {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), podres.DefaultTimeout)

@@ -134,7 +134,11 @@ type NetConf struct {
 	ReportIPs bool `json:"reportIPs,omitempty"`
 	// PodIPv6Block derives each pod's IPv6 on each RDMA interface from the
 	// device's netdev's global /64 and these host bits (see PodBlock).
-	PodIPv6Block  string          `json:"podIPv6Block,omitempty"`
+	PodIPv6Block string `json:"podIPv6Block,omitempty"`
+	// Drain passes every new pod through (no attachment) while the
+	// attachments recorded before are still checked and given back on DEL
+	// and GC: what uninstall sets until the pods that hold one are gone.
+	Drain         bool            `json:"drain,omitempty"`
 	RuntimeConfig RuntimeConfig   `json:"runtimeConfig"`
 	RawIPAM       json.RawMessage `json:"-"`
 	// LegacyAttachments is the pre-1.1 spelling of cni.dev/valid-attachments.

@@ -42,7 +42,7 @@ func TestEveryField(t *testing.T) {
 		"resourceNames":["rdma/hca"],"draDrivers":["dra.example.com"],"podResourcesSocket":"/run/k.sock","kubeletUnreachable":"passThrough","ifName":"roce",
 		"sharedLink":{"type":"macvlan"},"smcr":{"pnetId":"ABC123","ueid":"UEID-1.X","onUnsupported":"fail"},
 		"dataDir":"/run/rc","logFile":"/var/log/rc.log","logLevel":"debug","deviceID":"mlx5_1",
-		"ipam":{"type":"host-local"},"dad":true,"runtimeConfig":{"deviceID":"0000:3b:00.0",
+		"ipam":{"type":"host-local"},"dad":true,"drain":true,"runtimeConfig":{"deviceID":"0000:3b:00.0",
 		"io.kubernetes.cri.pod-annotations":{"network.alibabacloud.com/erdma-smcr":"TRUE"}}`)
 	if err != nil {
 		t.Fatal(err)
@@ -51,7 +51,7 @@ func TestEveryField(t *testing.T) {
 		conf.SharedLink != (SharedLink{Type: "macvlan", Mode: "bridge"}) || conf.SMCR.PnetID != "ABC123" ||
 		conf.SMCR.UEID != "UEID-1.X" || conf.SMCR.OnUnsupported != "fail" || conf.DataDir != "/run/rc" ||
 		conf.LogFile != "/var/log/rc.log" || !conf.DAD || conf.LogLevel != "debug" || conf.PodResourcesSocket != "/run/k.sock" ||
-		conf.KubeletUnreachable != KubeletPassThrough ||
+		conf.KubeletUnreachable != KubeletPassThrough || !conf.Drain ||
 		!reflect.DeepEqual(conf.Devices, []string{"rxe0", "eth1"}) || conf.IPAM.Type != "host-local" ||
 		!reflect.DeepEqual(conf.DRADrivers, []string{"dra.example.com"}) {
 		t.Errorf("fields not parsed: %+v", conf)

@@ -43,6 +43,7 @@ func (c *NetConf) topFields() []field {
 		{"dad", plain(&c.DAD)},
 		{"reportIPs", plain(&c.ReportIPs)},
 		{"podIPv6Block", plain(&c.PodIPv6Block)},
+		{"drain", plain(&c.Drain)},
 	}
 }
 
