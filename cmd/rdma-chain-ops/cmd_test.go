@@ -282,3 +282,27 @@ func TestInstallAutoAndUninstall(t *testing.T) {
 		t.Errorf("uninstall --force without --conflist: %d %q", code, errOut)
 	}
 }
+
+// TestUninstallUnreadableEntry: an entry the plugin cannot read drains
+// nothing: uninstall refuses it, --force takes it out.
+func TestUninstallUnreadableEntry(t *testing.T) {
+	conf := t.TempDir()
+	primary := filepath.Join(conf, "10-ptp.conflist")
+	orig := `{"cniVersion":"1.0.0","name":"n","plugins":[{"type":"ptp"}]}`
+	bad := `{"cniVersion":"1.0.0","name":"n","plugins":[{"type":"ptp"},{"type":"rdma-chain","mode":"both"}]}`
+	if err := os.WriteFile(primary, []byte(bad), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := run("uninstall", "--cni-conf-dir", conf, "--conflist", "auto"); code != ExitProblems || !strings.Contains(errOut, `field "mode"`) {
+		t.Fatalf("uninstall of an unreadable entry: %d %q %q", code, out, errOut)
+	}
+	if data, _ := os.ReadFile(primary); string(data) != bad {
+		t.Errorf("refused uninstall changed the conflist:\n%s", data)
+	}
+	if code, out, errOut := run("uninstall", "--cni-conf-dir", conf, "--conflist", "auto", "--force"); code != ExitOK || !strings.Contains(out, "rdma-chain entry removed") {
+		t.Fatalf("uninstall --force: %d %q %q", code, out, errOut)
+	}
+	if data, _ := os.ReadFile(primary); string(data) != orig {
+		t.Errorf("conflist after uninstall --force:\n%s\nwant\n%s", data, orig)
+	}
+}

@@ -73,6 +73,11 @@ func drainEntry(ctx context.Context, o UninstallOptions, out io.Writer) (bool, e
 		say(out, "%s: no rdma-chain entry\n", path)
 		return true, nil
 	}
+	if err != nil && o.Force {
+		// An entry the plugin cannot read cannot drain or DEL anything.
+		say(out, "%s: --force: %v\n", path, err)
+		return true, removeEntry(path, out)
+	}
 	if err != nil {
 		return false, err
 	}
