@@ -214,8 +214,8 @@ func TestReconcileCommandNetns(t *testing.T) {
 }
 
 // TestInstallAutoAndUninstall: install --conflist auto finds the
-// primary's conflist as runtimes do; uninstall takes the entry out first,
-// then the binaries, and keeps the records for their pods' DEL.
+// primary's conflist as runtimes do; uninstall drains the entry and keeps
+// it and the binaries while an attachment is recorded, unless --force.
 func TestInstallAutoAndUninstall(t *testing.T) {
 	src, bin := newBinTree(t)
 	conf := t.TempDir()
@@ -240,11 +240,26 @@ func TestInstallAutoAndUninstall(t *testing.T) {
 	if err := state.New(stateDir).Put(rec); err != nil {
 		t.Fatal(err)
 	}
+	// A recorded attachment whose pod cannot be told gone keeps the entry,
+	// draining, and the binaries.
 	code, out, errOut = run("uninstall", "--cni-conf-dir", conf, "--conflist", "auto", "--cni-bin-dir", bin)
-	want := primary + ": rdma-chain entry removed\n" + stateDir + ": 1 attachments still recorded, kept for their pods' DEL\n" +
+	if code != ExitProblems || !strings.Contains(out, primary+": rdma-chain entry draining: new pods pass through\n") ||
+		!strings.Contains(out, stateDir+": held by k8s-pod-network/c1/eth0") || !strings.Contains(errOut, "attachments of running pods are still recorded: 1 in "+stateDir) {
+		t.Fatalf("uninstall with a live attachment: %d\n%s%s", code, out, errOut)
+	}
+	if data, _ := os.ReadFile(primary); !strings.Contains(string(data), `"drain": true`) {
+		t.Errorf("conflist not draining:\n%s", data)
+	}
+	for _, b := range []string{conflist.PluginType, hookcmd.Binary} {
+		if _, err := os.Stat(filepath.Join(bin, b)); err != nil {
+			t.Errorf("binary %s removed while an attachment is recorded: %v", b, err)
+		}
+	}
+	code, out, errOut = run("uninstall", "--cni-conf-dir", conf, "--conflist", "auto", "--cni-bin-dir", bin, "--force")
+	wantTail := primary + ": rdma-chain entry removed\n" + stateDir + ": --force: 1 attachments of running pods left recorded; nothing will give them back\n" +
 		bin + "/" + conflist.PluginType + ": removed\n" + bin + "/" + hookcmd.Binary + ": removed\n"
-	if code != ExitOK || out != want {
-		t.Fatalf("uninstall: %d\n%s\nwant\n%s%s", code, out, want, errOut)
+	if code != ExitOK || !strings.Contains(out, primary+": rdma-chain entry already draining\n") || !strings.HasSuffix(out, wantTail) {
+		t.Fatalf("uninstall --force: %d\n%s\nwant ending\n%s%s", code, out, wantTail, errOut)
 	}
 	if data, _ := os.ReadFile(primary); string(data) != orig {
 		t.Errorf("conflist after uninstall:\n%s\nwant\n%s", data, orig)
@@ -262,5 +277,32 @@ func TestInstallAutoAndUninstall(t *testing.T) {
 	}
 	if code, _, errOut := run("uninstall"); code != ExitUsage || !strings.Contains(errOut, "is required") {
 		t.Errorf("uninstall without arguments: %d %q", code, errOut)
+	}
+	if code, _, errOut := run("uninstall", "--cni-bin-dir", bin, "--force"); code != ExitUsage || !strings.Contains(errOut, "go with --conflist") {
+		t.Errorf("uninstall --force without --conflist: %d %q", code, errOut)
+	}
+}
+
+// TestUninstallUnreadableEntry: an entry the plugin cannot read drains
+// nothing: uninstall refuses it, --force takes it out.
+func TestUninstallUnreadableEntry(t *testing.T) {
+	conf := t.TempDir()
+	primary := filepath.Join(conf, "10-ptp.conflist")
+	orig := `{"cniVersion":"1.0.0","name":"n","plugins":[{"type":"ptp"}]}`
+	bad := `{"cniVersion":"1.0.0","name":"n","plugins":[{"type":"ptp"},{"type":"rdma-chain","mode":"both"}]}`
+	if err := os.WriteFile(primary, []byte(bad), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := run("uninstall", "--cni-conf-dir", conf, "--conflist", "auto"); code != ExitProblems || !strings.Contains(errOut, `field "mode"`) {
+		t.Fatalf("uninstall of an unreadable entry: %d %q %q", code, out, errOut)
+	}
+	if data, _ := os.ReadFile(primary); string(data) != bad {
+		t.Errorf("refused uninstall changed the conflist:\n%s", data)
+	}
+	if code, out, errOut := run("uninstall", "--cni-conf-dir", conf, "--conflist", "auto", "--force"); code != ExitOK || !strings.Contains(out, "rdma-chain entry removed") {
+		t.Fatalf("uninstall --force: %d %q %q", code, out, errOut)
+	}
+	if data, _ := os.ReadFile(primary); string(data) != orig {
+		t.Errorf("conflist after uninstall --force:\n%s\nwant\n%s", data, orig)
 	}
 }

@@ -1,10 +1,15 @@
 package main
 
 import (
+	"context"
+	"os/signal"
 	"strings"
+	"syscall"
+	"time"
 
 	"github.com/rdma-chain/rdma-chain/pkg/conflist"
 	"github.com/rdma-chain/rdma-chain/pkg/install"
+	"github.com/rdma-chain/rdma-chain/pkg/reconcile"
 )
 
 func runInstall(o IO, args []string) int {
@@ -44,6 +49,11 @@ func runUninstall(o IO, args []string) int {
 	fs.StringVar(&opt.Conflist, "conflist", "", "the conflist to take the rdma-chain entry out of (a symlink is refused); auto: the primary's in --cni-conf-dir")
 	fs.StringVar(&opt.ConfDir, "cni-conf-dir", conflist.DefaultConfDir(), "the runtime's conflist directory, for --conflist auto (default $NETCONFPATH, else /etc/cni/net.d)")
 	fs.StringVar(&opt.BinDir, "cni-bin-dir", "", "the runtime's CNI bin dir to remove "+strings.Join(install.PluginBinaries, " and ")+" from, after the entry")
+	fs.DurationVar(&opt.Wait, "wait", 0, "with --conflist, wait this long for the pods that hold an attachment to go")
+	fs.BoolVar(&opt.Force, "force", false, "with --conflist, take the entry and the binaries out although pods hold attachments (nothing gives those back)")
+	rc := reconcile.Options{Version: o.Version, Stderr: o.Stderr, CNIPath: "/opt/cni/bin"}
+	fs.StringVar(&rc.CRISocket, "cri-socket", "", "the runtime's CRI socket: a pod is gone when CRI no longer lists its sandbox (default: when its netns is gone)")
+	fs.DurationVar(&rc.MinAge, "min-age", time.Minute, "with --cri-socket, leave attachments younger than this (their pod may still be starting)")
 	pos, code, ok := parseFlags(o, fs, args)
 	if !ok {
 		return code
@@ -53,8 +63,19 @@ func runUninstall(o IO, args []string) int {
 		return usageError(fs, "unexpected argument %q", pos[0])
 	case opt.Conflist == "" && opt.BinDir == "":
 		return usageError(fs, "--conflist or --cni-bin-dir is required")
+	case opt.Conflist == "" && (opt.Wait != 0 || opt.Force):
+		return usageError(fs, "--wait and --force go with --conflist")
 	}
-	if err := install.Uninstall(opt, o.Stdout); err != nil {
+	if opt.BinDir != "" {
+		rc.CNIPath = opt.BinDir
+	}
+	opt.Release = func(ctx context.Context, n conflist.Network) error {
+		rc.Networks = []conflist.Network{n}
+		return reconcile.Run(ctx, rc, o.Stdout)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := install.Uninstall(ctx, opt, o.Stdout); err != nil {
 		say(o.Stderr, Binary+" uninstall: %v\n", err)
 		return ExitProblems
 	}

@@ -5,9 +5,11 @@ package main
 import (
 	"context"
 	"net"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -172,5 +174,100 @@ func TestInspectRealNetns(t *testing.T) {
 	}
 	if r.Attachments[0].Healthy || !slices.Contains(r.Attachments[0].Problems, "interface rdma0 is missing from the pod netns") {
 		t.Errorf("after deleting the child: %+v", r.Attachments[0])
+	}
+}
+
+// lineSignal is an io.Writer that keeps what is written and closes seen
+// once a write contains want.
+type lineSignal struct {
+	mu   sync.Mutex
+	buf  strings.Builder
+	want string
+	seen chan struct{}
+	once sync.Once
+}
+
+func (l *lineSignal) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf.Write(p)
+	if strings.Contains(string(p), l.want) {
+		l.once.Do(func() { close(l.seen) })
+	}
+	return len(p), nil
+}
+
+func (l *lineSignal) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// TestUninstallLiveAttachment: uninstall never strands a live pod's
+// attachment. With a pod holding a macvlan child on the real kernel, it
+// drains the entry and keeps the entry and the binaries (the child stays);
+// with --wait it waits until the pod's netns is gone, releases the
+// attachment through the plugin's DEL, and only then takes the entry and
+// the binaries out.
+func TestUninstallLiveAttachment(t *testing.T) {
+	node := newNodeNS(t)
+	dir := t.TempDir()
+	pod := podWithChild(t, node, dir, "live1", time.Hour)
+	src, bin := newBinTree(t)
+	if code, out, errOut := run("install", "--binaries-from", src, "--cni-bin-dir", bin); code != ExitOK {
+		t.Fatalf("install: %d %s%s", code, out, errOut)
+	}
+	confDir := t.TempDir()
+	primary := filepath.Join(confDir, "10-ptp.conflist")
+	orig := `{"cniVersion":"1.0.0","name":"rdmanet","plugins":[{"type":"ptp"}]}`
+	withEntry := `{"cniVersion":"1.0.0","name":"rdmanet","plugins":[{"type":"ptp"},{"type":"rdma-chain","mode":"shared","sharedLink":{"type":"macvlan"},"dataDir":"` + dir + `"}]}`
+	if err := os.WriteFile(primary, []byte(withEntry), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"uninstall", "--cni-conf-dir", confDir, "--conflist", "auto", "--cni-bin-dir", bin}
+	var code int
+	var out, errOut string
+	_ = node.Do(func(ns.NetNS) error { code, out, errOut = run(args...); return nil })
+	if code != ExitProblems || !strings.Contains(out, "held by rdmanet/live1/eth0, pod default/pod-live1, netns "+pod.Path()) ||
+		!strings.Contains(errOut, "attachments of running pods are still recorded") {
+		t.Fatalf("uninstall with a live pod: %d\n%s%s", code, out, errOut)
+	}
+	if data, _ := os.ReadFile(primary); !strings.Contains(string(data), `"drain": true`) {
+		t.Errorf("entry not draining:\n%s", data)
+	}
+	if _, err := os.Stat(filepath.Join(bin, "rdma-chain")); err != nil || !hasLink(t, pod, "rdma0") {
+		t.Fatalf("binary or the pod's child gone while the pod lives: %v", err)
+	}
+
+	stdout := &lineSignal{want: "1 attachments recorded: waiting", seen: make(chan struct{})}
+	done := make(chan int, 1)
+	go func() {
+		var c int
+		_ = node.Do(func(ns.NetNS) error {
+			c = Main(append(args, "--wait", "2m"), "test", IO{Stdout: stdout, Stderr: stdout})
+			return nil
+		})
+		done <- c
+	}()
+	select {
+	case <-stdout.seen: // it looked once and is waiting
+	case c := <-done:
+		t.Fatalf("uninstall --wait returned %d before the pod went:\n%s", c, stdout)
+	}
+	netnstest.Delete(pod)
+	if c := <-done; c != ExitOK {
+		t.Fatalf("uninstall --wait: %d\n%s", c, stdout)
+	}
+	t.Logf("uninstall --wait:\n%s", stdout)
+	for _, want := range []string{"released rdmanet/live1/eth0", primary + ": rdma-chain entry removed", bin + "/rdma-chain: removed"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("uninstall --wait output lacks %q:\n%s", want, stdout)
+		}
+	}
+	if data, _ := os.ReadFile(primary); string(data) != orig {
+		t.Errorf("conflist after uninstall:\n%s\nwant\n%s", data, orig)
+	}
+	if recs, err := state.New(dir).List(); err != nil || len(recs) != 0 {
+		t.Errorf("records left: %v %v", recs, err)
 	}
 }

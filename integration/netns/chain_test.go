@@ -156,6 +156,53 @@ func TestDelVanishedNetns(t *testing.T) {
 	}
 }
 
+// With kubeletUnreachable passThrough and no kubelet at the socket, a pod
+// gets the primary's result and nothing else, DEL works, and STATUS keeps
+// the node ready.
+func TestKubeletUnreachablePassThrough(t *testing.T) {
+	for _, v := range []string{"1.0.0", "1.1.0"} {
+		t.Run(v, func(t *testing.T) {
+			n := newNode(t, v, map[string]any{"kubeletUnreachable": "passThrough"})
+			p := n.pod("web")
+			res, err := n.add(p)
+			if err != nil {
+				t.Fatalf("ADD: %v", err)
+			}
+			assertOnlyPrimary(t, res, p)
+			if f := n.stateFiles(); len(f) != 0 {
+				t.Errorf("pass-through wrote state %v", f)
+			}
+			if err := n.del(p); err != nil {
+				t.Fatalf("DEL: %v", err)
+			}
+			if v == "1.1.0" {
+				if err := n.status(); err != nil {
+					t.Fatalf("STATUS with passThrough and no kubelet: %v", err)
+				}
+			}
+		})
+	}
+}
+
+// A draining entry (what uninstall sets) passes a pod allocated rdma/hca
+// through: without drain the same pod gets 100 here (no RDMA subsystem).
+func TestDrainPassesThrough(t *testing.T) {
+	n := newNode(t, "1.1.0", map[string]any{"drain": true})
+	n.kubelet(fakekubelet.Pod{Namespace: "default", Name: "web", Resources: map[string][]string{"rdma/hca": {"3"}}})
+	p := n.pod("web")
+	res, err := n.add(p)
+	if err != nil {
+		t.Fatalf("ADD: %v", err)
+	}
+	assertOnlyPrimary(t, res, p)
+	if f := n.stateFiles(); len(f) != 0 {
+		t.Errorf("draining ADD wrote state %v", f)
+	}
+	if err := n.del(p); err != nil {
+		t.Fatalf("DEL: %v", err)
+	}
+}
+
 func TestStatus(t *testing.T) {
 	n := newNode(t, "1.1.0", nil)
 	wantCode(t, n.status(), 50, n.socket)

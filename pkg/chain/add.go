@@ -85,9 +85,13 @@ func (p *Plugin) prepareAttach(c *call) (*types100.Result, rdma.Mode, []rdma.Dev
 	return result, mode, offered, err
 }
 
-// podRequest says what the pod asked for, or nil when it needs no RDMA,
-// and the DRA claim devices kubelet reports for it.
+// podRequest says what the pod asked for, or nil when it needs no RDMA or
+// the network is draining, and the DRA claim devices kubelet reports for it.
 func (p *Plugin) podRequest(c *call) (*request, claimed, error) {
+	if c.conf.Drain {
+		c.log.Info("network draining (drain: true): pod passed through", "container", c.args.ContainerID, "pod", c.pod.String())
+		return nil, claimed{}, nil
+	}
 	if id := c.conf.RequestedDeviceID(); id != "" {
 		return &request{source: "deviceID", ids: []string{id}}, claimed{}, nil
 	}
@@ -103,7 +107,7 @@ func (p *Plugin) podRequest(c *call) (*request, claimed, error) {
 	q := podres.Query{ResourceNames: c.conf.ResourceNames, Drivers: c.conf.DRADrivers}
 	pod, err := p.env.PodResources.Lookup(ctx, c.conf.PodResourcesSocket, c.pod.Namespace, c.pod.Name, q)
 	if err != nil {
-		return nil, claimed{}, cniError(types.ErrTryAgainLater, "kubelet pod-resources API at "+c.conf.PodResourcesSocket+" did not answer", err)
+		return nil, claimed{}, kubeletUnanswered(c, err)
 	}
 	req, cl := &request{source: "pod-resources"}, claimed{served: pod.Claims, foreign: pod.Foreign}
 	for _, a := range pod.Devices {
@@ -114,6 +118,20 @@ func (p *Plugin) podRequest(c *call) (*request, claimed, error) {
 		return nil, claimed{}, nil
 	}
 	return req, cl, nil
+}
+
+// kubeletUnanswered is what ADD does when kubelet gave no answer: error 11,
+// so that the runtime retries the sandbox, or, with kubeletUnreachable
+// passThrough and no kubelet at the socket, nothing: the pod passes
+// through without RDMA whatever it was allocated, which the log says. A
+// kubelet that answers with an error is alive and is always retried.
+func kubeletUnanswered(c *call, err error) error {
+	if c.conf.KubeletUnreachable == config.KubeletPassThrough && errors.Is(err, podres.ErrUnavailable) {
+		c.log.Warn("kubelet pod-resources API unreachable: pod passed through without RDMA (kubeletUnreachable: passThrough)",
+			"container", c.args.ContainerID, "pod", c.pod.String(), "socket", c.conf.PodResourcesSocket, "error", err)
+		return nil
+	}
+	return cniError(types.ErrTryAgainLater, "kubelet pod-resources API at "+c.conf.PodResourcesSocket+" did not answer", err)
 }
 
 // nodeDevices reads the node's RDMA mode and the devices this conf offers.

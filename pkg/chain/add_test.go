@@ -102,6 +102,25 @@ func TestAddKubelet(t *testing.T) {
 			t.Errorf("changed something: calls %v", w.calls)
 		}
 	})
+	t.Run("unreachable with passThrough passes through, warned", func(t *testing.T) {
+		w := &world{podErr: fmt.Errorf("dial: %w", podres.ErrUnavailable), allocs: []podres.Allocation{{ResourceName: "rdma/hca", DeviceIDs: []string{"mlx5_0"}}}}
+		dir := t.TempDir()
+		if err := w.plugin().Add(cmd(dir, `,"kubeletUnreachable":"passThrough"`, prevResult100)); err != nil {
+			t.Fatal(err)
+		}
+		assertSameJSON(t, w.stdout.Bytes(), []byte(prevResult100))
+		if len(stateFiles(t, dir)) != 0 || len(w.calls) != 1 {
+			t.Errorf("changed something: calls %v", w.calls)
+		}
+		if !strings.Contains(w.stderr.String(), "passed through without RDMA") || !strings.Contains(w.stderr.String(), "default/p1") {
+			t.Errorf("no warning naming the pod: %q", w.stderr.String())
+		}
+	})
+	t.Run("kubelet answering an error is try-again even with passThrough", func(t *testing.T) {
+		w := &world{podErr: errors.New("rpc error: code = ResourceExhausted desc = rejected by rate limit")}
+		err := w.plugin().Add(cmd(t.TempDir(), `,"kubeletUnreachable":"passThrough"`, prevResult100))
+		wantCode(t, err, types.ErrTryAgainLater, "did not answer")
+	})
 	t.Run("no pod identity passes through", func(t *testing.T) {
 		w := &world{}
 		args := cmd(t.TempDir(), "", prevResult100)
@@ -198,6 +217,42 @@ func TestAddSharedThenDel(t *testing.T) {
 	}
 	if len(stateFiles(t, dir)) != 0 {
 		t.Error("state left after DEL")
+	}
+}
+
+// A draining network passes every new pod through without asking kubelet,
+// even one with a deviceID, while an attachment recorded before still gets
+// its DEL; STATUS needs no kubelet.
+func TestDrain(t *testing.T) {
+	w := &world{mode: rdma.ModeShared, devices: []rdma.Device{rxe("rxe0", "veth0")},
+		allocs: []podres.Allocation{{ResourceName: "rdma/hca", DeviceIDs: []string{"rxe0"}}}}
+	dir := t.TempDir()
+	p := w.plugin()
+	if err := p.Add(cmd(dir, "", prevResult100)); err != nil || len(stateFiles(t, dir)) != 1 {
+		t.Fatalf("ADD before draining: %v", err)
+	}
+	w.calls, w.failOn = nil, map[string]error{"Probe": podres.ErrUnavailable}
+	drain := `,"drain":true`
+	for _, conf := range []string{drain, drain + `,"deviceID":"rxe0"`} {
+		w.stdout.Reset()
+		args := cmd(dir, conf, prevResult100)
+		args.ContainerID = "c2"
+		if err := p.Add(args); err != nil {
+			t.Fatal(err)
+		}
+		assertSameJSON(t, w.stdout.Bytes(), []byte(prevResult100))
+	}
+	if err := p.Status(cmd(dir, drain, "")); err != nil {
+		t.Errorf("STATUS while draining: %v", err)
+	}
+	if len(w.calls) != 0 || len(stateFiles(t, dir)) != 1 {
+		t.Fatalf("draining ADD did something: calls %v", w.calls)
+	}
+	if err := p.Del(cmd(dir, drain, "")); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(w.calls, []string{"DelChild /var/run/netns/pod rdma0 02:00:00:00:00:00"}) || len(stateFiles(t, dir)) != 0 {
+		t.Errorf("DEL while draining: calls %v, state %v", w.calls, stateFiles(t, dir))
 	}
 }
 

@@ -2,6 +2,7 @@ package chain
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/containernetworking/cni/pkg/types"
@@ -73,13 +74,20 @@ func (p *Plugin) status(c *call) error {
 	if err := c.store.Writable(); err != nil {
 		return cniError(CodeNotAvailable, "state directory "+c.conf.DataDir+" is not writable", err)
 	}
-	if c.conf.PodSelection != config.SelectRequested {
+	if c.conf.PodSelection != config.SelectRequested || c.conf.Drain {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), podres.DefaultTimeout)
 	defer cancel()
-	if err := p.env.PodResources.Probe(ctx, c.conf.PodResourcesSocket); err != nil {
-		return cniError(CodeNotAvailable, "kubelet pod-resources API at "+c.conf.PodResourcesSocket+" is not reachable", err)
+	err := p.env.PodResources.Probe(ctx, c.conf.PodResourcesSocket)
+	if err == nil {
+		return nil
 	}
-	return nil
+	// With passThrough ADD serves pods without kubelet: the node stays ready.
+	if c.conf.KubeletUnreachable == config.KubeletPassThrough && errors.Is(err, podres.ErrUnavailable) {
+		c.log.Warn("kubelet pod-resources API unreachable: ADD passes pods through without RDMA (kubeletUnreachable: passThrough)",
+			"socket", c.conf.PodResourcesSocket, "error", err)
+		return nil
+	}
+	return cniError(CodeNotAvailable, "kubelet pod-resources API at "+c.conf.PodResourcesSocket+" is not reachable", err)
 }

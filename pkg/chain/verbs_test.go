@@ -2,6 +2,7 @@ package chain
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/containernetworking/cni/pkg/types"
 
+	"github.com/rdma-chain/rdma-chain/pkg/podres"
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
@@ -145,6 +147,19 @@ func TestStatus(t *testing.T) {
 		if !reflect.DeepEqual(w.calls, []string{"Probe /run/k.sock"}) {
 			t.Errorf("calls = %v, want the conf's socket probed", w.calls)
 		}
+	})
+	t.Run("kubelet unreachable with passThrough stays ready", func(t *testing.T) {
+		w := &world{failOn: map[string]error{"Probe": fmt.Errorf("probe: %w", podres.ErrUnavailable)}}
+		if err := w.plugin().Status(cmd(t.TempDir(), `,"kubeletUnreachable":"passThrough"`, "")); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(w.stderr.String(), "kubeletUnreachable: passThrough") {
+			t.Errorf("no warning on stderr: %q", w.stderr.String())
+		}
+	})
+	t.Run("kubelet answering an error with passThrough is not ready", func(t *testing.T) {
+		w := &world{failOn: map[string]error{"Probe": errors.New("rpc error: code = ResourceExhausted")}}
+		wantCode(t, w.plugin().Status(cmd(t.TempDir(), `,"kubeletUnreachable":"passThrough"`, "")), CodeNotAvailable, "not reachable")
 	})
 	t.Run("podSelection all needs no kubelet", func(t *testing.T) {
 		w := &world{failOn: map[string]error{"Probe": errors.New("unreachable")}}

@@ -52,6 +52,13 @@ const (
 	SelectAll       = "all"
 )
 
+// What ADD does with podSelection requested when kubelet's pod-resources
+// socket cannot be reached (missing, refused, or no answer in time).
+const (
+	KubeletRetry       = "retry"       // error 11: the runtime retries the sandbox
+	KubeletPassThrough = "passThrough" // the pod gets the primary's result, no RDMA
+)
+
 // Shared-mode link kinds.
 const (
 	LinkIPVlan  = "ipvlan"
@@ -109,6 +116,7 @@ type NetConf struct {
 	ResourceNames      []string   `json:"resourceNames,omitempty"`
 	DRADrivers         []string   `json:"draDrivers,omitempty"`
 	PodResourcesSocket string     `json:"podResourcesSocket,omitempty"`
+	KubeletUnreachable string     `json:"kubeletUnreachable,omitempty"`
 	IfName             string     `json:"ifName,omitempty"`
 	SharedLink         SharedLink `json:"sharedLink"`
 	SMCR               SMCR       `json:"smcr"`
@@ -126,7 +134,11 @@ type NetConf struct {
 	ReportIPs bool `json:"reportIPs,omitempty"`
 	// PodIPv6Block derives each pod's IPv6 on each RDMA interface from the
 	// device's netdev's global /64 and these host bits (see PodBlock).
-	PodIPv6Block  string          `json:"podIPv6Block,omitempty"`
+	PodIPv6Block string `json:"podIPv6Block,omitempty"`
+	// Drain passes every new pod through (no attachment) while the
+	// attachments recorded before are still checked and given back on DEL
+	// and GC: what uninstall sets until the pods that hold one are gone.
+	Drain         bool            `json:"drain,omitempty"`
 	RuntimeConfig RuntimeConfig   `json:"runtimeConfig"`
 	RawIPAM       json.RawMessage `json:"-"`
 	// LegacyAttachments is the pre-1.1 spelling of cni.dev/valid-attachments.
@@ -205,6 +217,7 @@ func (c *NetConf) applyDefaults() {
 		c.DRADrivers = []string{DefaultDRADriver}
 	}
 	setDefault(&c.PodResourcesSocket, DefaultPodResourcesSocket)
+	setDefault(&c.KubeletUnreachable, KubeletRetry)
 	setDefault(&c.IfName, DefaultIfName)
 	setDefault(&c.SharedLink.Type, LinkIPVlan)
 	switch c.SharedLink.Type {

@@ -22,7 +22,7 @@ func TestDefaults(t *testing.T) {
 		t.Fatalf("Parse: %v %v", err, warnings)
 	}
 	want := map[string]any{
-		"Mode": "auto", "PodSelection": "requested", "PodResourcesSocket": DefaultPodResourcesSocket,
+		"Mode": "auto", "PodSelection": "requested", "PodResourcesSocket": DefaultPodResourcesSocket, "KubeletUnreachable": KubeletRetry,
 		"IfName": "rdma", "DataDir": DefaultDataDir, "LogLevel": "info", "LogFile": "",
 		"ResourceNames": []string{"aliyun/erdma", "rdma/hca"}, "Devices": []string(nil),
 		"DRADrivers": []string{"rdma-chain.github.io"},
@@ -39,10 +39,10 @@ func TestDefaults(t *testing.T) {
 
 func TestEveryField(t *testing.T) {
 	conf, _, err := parse(t, `,"mode":"shared","devices":["rxe0","eth1"],"podSelection":"all",
-		"resourceNames":["rdma/hca"],"draDrivers":["dra.example.com"],"podResourcesSocket":"/run/k.sock","ifName":"roce",
+		"resourceNames":["rdma/hca"],"draDrivers":["dra.example.com"],"podResourcesSocket":"/run/k.sock","kubeletUnreachable":"passThrough","ifName":"roce",
 		"sharedLink":{"type":"macvlan"},"smcr":{"pnetId":"ABC123","ueid":"UEID-1.X","onUnsupported":"fail"},
 		"dataDir":"/run/rc","logFile":"/var/log/rc.log","logLevel":"debug","deviceID":"mlx5_1",
-		"ipam":{"type":"host-local"},"dad":true,"runtimeConfig":{"deviceID":"0000:3b:00.0",
+		"ipam":{"type":"host-local"},"dad":true,"drain":true,"runtimeConfig":{"deviceID":"0000:3b:00.0",
 		"io.kubernetes.cri.pod-annotations":{"network.alibabacloud.com/erdma-smcr":"TRUE"}}`)
 	if err != nil {
 		t.Fatal(err)
@@ -51,6 +51,7 @@ func TestEveryField(t *testing.T) {
 		conf.SharedLink != (SharedLink{Type: "macvlan", Mode: "bridge"}) || conf.SMCR.PnetID != "ABC123" ||
 		conf.SMCR.UEID != "UEID-1.X" || conf.SMCR.OnUnsupported != "fail" || conf.DataDir != "/run/rc" ||
 		conf.LogFile != "/var/log/rc.log" || !conf.DAD || conf.LogLevel != "debug" || conf.PodResourcesSocket != "/run/k.sock" ||
+		conf.KubeletUnreachable != KubeletPassThrough || !conf.Drain ||
 		!reflect.DeepEqual(conf.Devices, []string{"rxe0", "eth1"}) || conf.IPAM.Type != "host-local" ||
 		!reflect.DeepEqual(conf.DRADrivers, []string{"dra.example.com"}) {
 		t.Errorf("fields not parsed: %+v", conf)
@@ -73,6 +74,8 @@ func TestInvalid(t *testing.T) {
 		{"device long", `,"devices":["abcdefghijklmnopq"]`, "devices"},
 		{"device twice", `,"devices":["rxe0","rxe0"]`, "devices"},
 		{"selection", `,"podSelection":"some"`, "podSelection"},
+		{"kubelet unreachable", `,"kubeletUnreachable":"ignore"`, "kubeletUnreachable"},
+		{"kubelet unreachable case", `,"kubeletUnreachable":"passthrough"`, "kubeletUnreachable"},
 		{"resource", `,"resourceNames":["hca"]`, "resourceNames"},
 		{"resources and drivers empty", `,"resourceNames":[],"draDrivers":[]`, "resourceNames"},
 		{"driver upper case", `,"draDrivers":["Rdma.example.com"]`, "draDrivers"},

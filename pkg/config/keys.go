@@ -32,6 +32,7 @@ func (c *NetConf) topFields() []field {
 		{"resourceNames", stringList(&c.ResourceNames, maxConfList)},
 		{"draDrivers", stringList(&c.DRADrivers, maxConfList)},
 		{"podResourcesSocket", plain(&c.PodResourcesSocket)},
+		{"kubeletUnreachable", plain(&c.KubeletUnreachable)},
 		{"ifName", plain(&c.IfName)},
 		{"sharedLink", object(c.sharedLinkFields)},
 		{"smcr", object(c.smcrFields)},
@@ -42,6 +43,7 @@ func (c *NetConf) topFields() []field {
 		{"dad", plain(&c.DAD)},
 		{"reportIPs", plain(&c.ReportIPs)},
 		{"podIPv6Block", plain(&c.PodIPv6Block)},
+		{"drain", plain(&c.Drain)},
 	}
 }
 

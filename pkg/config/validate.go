@@ -69,6 +69,9 @@ func (c *NetConf) validateSelection() error {
 	if !oneOf(c.PodSelection, SelectRequested, SelectAll) {
 		return invalid("podSelection", "must be requested or all, got %q", truncate(c.PodSelection))
 	}
+	if !oneOf(c.KubeletUnreachable, KubeletRetry, KubeletPassThrough) {
+		return invalid("kubeletUnreachable", "must be retry or passThrough, got %q", truncate(c.KubeletUnreachable))
+	}
 	if c.PodSelection == SelectRequested && len(c.ResourceNames) == 0 && len(c.DRADrivers) == 0 {
 		return invalid("resourceNames", "must not be empty with podSelection requested and no draDrivers")
 	}

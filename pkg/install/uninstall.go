@@ -1,16 +1,23 @@
 package install
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/rdma-chain/rdma-chain/pkg/conflist"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
+
+// ErrLiveAttachments: pods that still hold an attachment kept the entry
+// (draining) and the binaries on the node.
+var ErrLiveAttachments = errors.New("attachments of running pods are still recorded")
 
 // UninstallOptions say what Uninstall takes off the node.
 type UninstallOptions struct {
@@ -19,15 +26,32 @@ type UninstallOptions struct {
 	Conflist, ConfDir string
 	// BinDir loses PluginBinaries ("": none).
 	BinDir string
+	// Wait is how long to wait for the pods that hold an attachment to go.
+	Wait time.Duration
+	// Poll is the interval between looks at the records while waiting
+	// (0: two seconds).
+	Poll time.Duration
+	// Force takes the entry and the binaries out although pods still hold
+	// attachments: their records stay, and nothing gives them back.
+	Force bool
+	// Release gives back the attachments of pods that are gone (a
+	// reconcile pass over n); nil releases nothing but what the pods'
+	// own DEL does.
+	Release func(ctx context.Context, n conflist.Network) error
 }
 
-// Uninstall takes the rdma-chain entry out of the conflist first, so that
-// no new pod gets an attachment, then the plugin binaries. The records of
-// attachments stay where they are, for their pods' DEL: it says how many
-// are still recorded. Each step says what it did on out.
-func Uninstall(o UninstallOptions, out io.Writer) error {
+// Uninstall takes rdma-chain off the node without stranding an
+// attachment. Runtimes call DEL with the conflist they have at the time,
+// so an entry taken out while pods hold attachments would leave their
+// devices, leases and SMC-R entries to nobody. It first marks the entry
+// draining (new pods pass through, recorded ones still get their DEL),
+// releases what gone pods held and waits up to Wait for the rest; only
+// when no attachment is recorded (or with Force) does it take the entry
+// out, then the binaries. Each step says what it did on out.
+func Uninstall(ctx context.Context, o UninstallOptions, out io.Writer) error {
 	if o.Conflist != "" {
-		if err := removeEntry(o.Conflist, o.ConfDir, out); err != nil {
+		done, err := drainEntry(ctx, o, out)
+		if err != nil || !done {
 			return err
 		}
 	}
@@ -37,16 +61,135 @@ func Uninstall(o UninstallOptions, out io.Writer) error {
 	return removeBinaries(o.BinDir, out)
 }
 
-func removeEntry(path, confDir string, out io.Writer) error {
-	path, err := waitConflist(path, confDir, 0)
+// drainEntry drains the conflist's entry and takes it out once no pod
+// holds an attachment. It reports whether the binaries may go.
+func drainEntry(ctx context.Context, o UninstallOptions, out io.Writer) (bool, error) {
+	path, err := waitConflist(o.Conflist, o.ConfDir, 0)
 	if err != nil {
-		return err
+		return false, err
 	}
+	n, err := conflist.FromFile(path)
+	if errors.Is(err, conflist.ErrNoEntry) {
+		say(out, "%s: no rdma-chain entry\n", path)
+		return true, nil
+	}
+	if err != nil && o.Force {
+		// An entry the plugin cannot read cannot drain or DEL anything.
+		say(out, "%s: --force: %v\n", path, err)
+		return true, removeEntry(path, out)
+	}
+	if err != nil {
+		return false, err
+	}
+	if err := setDrain(path, out); err != nil {
+		return false, err
+	}
+	live, err := waitReleased(ctx, o, n, out)
+	if err != nil {
+		return false, err
+	}
+	if len(live) > 0 && !o.Force {
+		for _, r := range live {
+			say(out, "%s: held by %s\n", n.DataDir, describe(r))
+		}
+		return false, fmt.Errorf("%w: %d in %s; the entry stays in %s, draining (new pods pass through, these get their DEL), and the binaries stay: "+
+			"run uninstall again once those pods are gone, or with --wait, or --force to strand them", ErrLiveAttachments, len(live), n.DataDir, path)
+	}
+	if err := removeEntry(path, out); err != nil {
+		return false, err
+	}
+	if len(live) > 0 {
+		say(out, "%s: --force: %d attachments of running pods left recorded; nothing will give them back\n", n.DataDir, len(live))
+	}
+	return true, nil
+}
+
+// setDrain sets "drain": true in the entry, so that no new pod gets an
+// attachment while the recorded ones are still given back by their DEL.
+func setDrain(path string, out io.Writer) error {
 	data, st, err := conflist.ReadNoFollow(path)
 	if err != nil {
 		return err
 	}
-	n, nerr := conflist.FromFile(path)
+	result, what, err := conflist.Upsert(data, "", []byte(`{"drain":true}`))
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if what == "" {
+		say(out, "%s: rdma-chain entry already draining\n", path)
+		return nil
+	}
+	if err := conflist.WriteAtomic(path, result, st); err != nil {
+		return err
+	}
+	say(out, "%s: rdma-chain entry draining: new pods pass through\n", path)
+	return nil
+}
+
+// waitReleased releases what gone pods held and returns the attachments
+// still recorded, looking again every Poll until none is left or Wait is
+// over.
+func waitReleased(ctx context.Context, o UninstallOptions, n conflist.Network, out io.Writer) ([]*state.Record, error) {
+	poll := o.Poll
+	if poll <= 0 {
+		poll = 2 * time.Second
+	}
+	deadline := time.Now().Add(o.Wait)
+	for waiting := false; ; waiting = true {
+		if o.Release != nil {
+			if err := o.Release(ctx, n); err != nil {
+				say(out, "%s: releasing the attachments of gone pods: %v\n", n.DataDir, err)
+			}
+		}
+		live, err := recorded(n)
+		if err != nil || len(live) == 0 || !time.Now().Add(poll).Before(deadline) {
+			if err == nil {
+				say(out, "%s: %d attachments recorded\n", n.DataDir, len(live))
+			}
+			return live, err
+		}
+		if !waiting {
+			say(out, "%s: %d attachments recorded: waiting up to %s for their pods to go\n", n.DataDir, len(live), o.Wait)
+		}
+		select {
+		case <-ctx.Done():
+			return live, nil
+		case <-time.After(poll):
+		}
+	}
+}
+
+// recorded lists the attachments of network n.
+func recorded(n conflist.Network) ([]*state.Record, error) {
+	recs, err := state.New(n.DataDir).List()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", n.DataDir, err)
+	}
+	var out []*state.Record
+	for _, r := range recs {
+		if r.Network == n.Name {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+func describe(r *state.Record) string {
+	s := []string{r.Network + "/" + r.ContainerID + "/" + r.IfName}
+	if r.Pod.Name != "" {
+		s = append(s, "pod "+r.Pod.Namespace+"/"+r.Pod.Name)
+	}
+	if r.NetNS != "" {
+		s = append(s, "netns "+r.NetNS)
+	}
+	return strings.Join(s, ", ")
+}
+
+func removeEntry(path string, out io.Writer) error {
+	data, st, err := conflist.ReadNoFollow(path)
+	if err != nil {
+		return err
+	}
 	result, had, err := conflist.Remove(data)
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
@@ -59,10 +202,6 @@ func removeEntry(path, confDir string, out io.Writer) error {
 		return err
 	}
 	say(out, "%s: rdma-chain entry removed\n", path)
-	if nerr == nil {
-		recs, _ := state.New(n.DataDir).List()
-		say(out, "%s: %d attachments still recorded, kept for their pods' DEL\n", n.DataDir, len(recs))
-	}
 	return nil
 }
 

@@ -37,6 +37,9 @@ type Options struct {
 	Conflists        []string
 	ConfDir          string
 	NetName, DataDir string
+	// Networks, when set, are the networks to reconcile, as read before
+	// (uninstall's, whose entry is draining), instead of any of the above.
+	Networks []conflist.Network
 	// EnsureEntry puts the entry back, before each pass, into each of
 	// Conflists that lost it (after the last plugin of type After, with
 	// the keys of Set).
@@ -137,6 +140,9 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 // ConfDir with an entry, or NetName's.
 func (o Options) loader(m *metrics.Reconcile, out io.Writer) func() ([]conflist.Network, error) {
 	return func() ([]conflist.Network, error) {
+		if len(o.Networks) > 0 {
+			return o.Networks, nil
+		}
 		paths, err := resolveConflists(o.Conflists, o.ConfDir)
 		if err != nil {
 			return nil, err
