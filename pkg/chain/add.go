@@ -18,7 +18,8 @@ import (
 // selects the devices and makes the host changes (each recorded before it
 // is made); without the lock it takes the IPAM leases and addresses the
 // pod's interfaces; under the lock again it writes the SMC-R entries. On
-// failure it undoes everything and forgets the record.
+// failure it releases the record as DEL would: what it names is undone and
+// the record forgotten.
 func (p *Plugin) add(c *call) error {
 	if c.conf.PrevResult == nil {
 		return cniErrorf(types.ErrInvalidNetworkConfig, "rdma-chain must be chained after a primary plugin: no prevResult")
@@ -42,21 +43,21 @@ func (p *Plugin) add(c *call) error {
 	if err != nil {
 		return err
 	}
-	rec, tx := newRecord(c, mode), &txn{}
+	rec := newRecord(c, mode)
 	rec.Claims = recClaims
-	devs, podNS, err := p.attachLocked(c, rec, req, offered, result, tx)
+	devs, podNS, err := p.attachLocked(c, rec, req, offered, result)
 	if podNS != nil {
 		defer podNS.Close()
 	}
 	p.finishReclaim(c)
 	if err == nil {
-		err = p.addressLinks(c, rec, podNS, tx)
+		err = p.addressLinks(c, rec, podNS)
 	}
 	if err == nil {
-		err = p.finishAttach(c, rec, devs, podNS, tx)
+		err = p.finishAttach(c, rec, devs, podNS)
 	}
 	if err != nil {
-		p.rollback(c, rec, tx)
+		p.rollback(c, rec)
 		return err
 	}
 	mergeLinks(c, rec, devs, result)

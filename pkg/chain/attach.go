@@ -9,7 +9,6 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 
 	"github.com/rdma-chain/rdma-chain/internal/failpoint"
-	"github.com/rdma-chain/rdma-chain/internal/undo"
 	"github.com/rdma-chain/rdma-chain/pkg/config"
 	"github.com/rdma-chain/rdma-chain/pkg/netdev"
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
@@ -25,18 +24,12 @@ const (
 	stepDone         = "done"
 )
 
-// txn is one ADD's undo: host changes are undone under the node lock, IPAM
-// leases without it.
-type txn struct {
-	host, leases undo.Stack
-}
-
 // attachLocked is ADD's first phase, under the node lock: it selects the
 // devices and makes the host changes for each, each link recorded once
 // before its changes, with whether it will get an IPAM lease (see save).
 // The next record is the one finishAttach writes.
 func (p *Plugin) attachLocked(c *call, rec *state.Record, req *request, offered []rdma.Device,
-	result *types100.Result, tx *txn,
+	result *types100.Result,
 ) ([]rdma.Device, ns.NetNS, error) {
 	unlock, err := c.lock()
 	if err != nil {
@@ -60,9 +53,9 @@ func (p *Plugin) attachLocked(c *call, rec *state.Record, req *request, offered 
 			return devs, podNS, err
 		}
 		if rec.Mode == string(rdma.ModeExclusive) {
-			err = p.attachExclusive(c, rec, link, d, podNS, tx)
+			err = p.attachExclusive(c, rec, link, d, podNS)
 		} else {
-			err = p.attachShared(c, rec, link, podNS, tx)
+			err = p.attachShared(c, rec, link, podNS)
 		}
 		if err != nil {
 			return devs, podNS, err
@@ -163,10 +156,10 @@ func leases(rec *state.Record) int {
 }
 
 // addressLinks is ADD's second phase, without the node lock.
-func (p *Plugin) addressLinks(c *call, rec *state.Record, podNS ns.NetNS, tx *txn) error {
+func (p *Plugin) addressLinks(c *call, rec *state.Record, podNS ns.NetNS) error {
 	for i := range rec.Links {
 		if rec.Links[i].IPAM {
-			if err := p.addressLink(c, &rec.Links[i], podNS, tx); err != nil {
+			if err := p.addressLink(c, &rec.Links[i], podNS); err != nil {
 				return err
 			}
 		}
@@ -177,40 +170,36 @@ func (p *Plugin) addressLinks(c *call, rec *state.Record, podNS ns.NetNS, tx *tx
 // finishAttach is ADD's last phase, under the node lock: the device-info
 // file, the SMC-R entries (reference-counted across records) and the final
 // record.
-func (p *Plugin) finishAttach(c *call, rec *state.Record, devs []rdma.Device, podNS ns.NetNS, tx *txn) error {
+func (p *Plugin) finishAttach(c *call, rec *state.Record, devs []rdma.Device, podNS ns.NetNS) error {
 	unlock, err := c.lock()
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	if err := p.publishDeviceInfo(c, rec, devs, &tx.host); err != nil {
+	if err := p.publishDeviceInfo(c, rec, devs); err != nil {
 		return err
 	}
-	if err := p.setupSMC(c, rec, devs, podNS, &tx.host); err != nil {
+	if err := p.setupSMC(c, rec, devs, podNS); err != nil {
 		return err
 	}
 	return p.save(c, rec)
 }
 
-// rollback undoes a failed ADD: the leases first, then the host changes
-// under the lock; the record goes only when everything was undone.
-func (p *Plugin) rollback(c *call, rec *state.Record, tx *txn) {
-	if !c.recorded && tx.host.Len() == 0 && tx.leases.Len() == 0 {
-		return // nothing changed, nothing recorded
+// rollback undoes a failed ADD the way DEL undoes any attachment: release
+// gives back what the record says, the leases first, then the host side
+// under the node lock, and forgets the record. Every step records what it
+// changes before the change, and what it did not change after all, so the
+// record names exactly what is to be undone (a release of what a step
+// recorded but never did changes nothing). A release that fails keeps the
+// record with its progress for the runtime's DEL, GC or reclaim; the
+// runtime sees the ADD's own error.
+func (p *Plugin) rollback(c *call, rec *state.Record) {
+	if !c.recorded {
+		return // nothing recorded, nothing changed
 	}
-	leaseErr := tx.leases.Run()
-	unlock, err := c.lock()
-	if err != nil {
-		c.log.Error("rollback cannot take the node lock: state kept for DEL", "container", c.args.ContainerID, "error", err)
-		return
-	}
-	defer unlock()
-	if uerr := errors.Join(leaseErr, tx.host.Run()); uerr != nil {
-		c.log.Error("rollback incomplete: state kept for DEL", "container", c.args.ContainerID, "error", uerr)
-		return
-	}
-	if derr := c.store.Delete(c.key()); derr != nil {
-		c.log.Error("cannot remove state after rollback", "error", derr)
+	if err := p.release(c, rec, c.args.Netns); err != nil {
+		c.log.Error("cannot undo the failed ADD: record kept for DEL, GC or reclaim",
+			"container", c.args.ContainerID, "error", err)
 	}
 }
 
@@ -246,9 +235,9 @@ func (p *Plugin) checkMovable(rec *state.Record, devs []rdma.Device) error {
 // crash anywhere in between returns the device (ReturnToHost of a device
 // not in the pod is a no-op) and restores the netdev from wherever it is
 // (RestoreToHost of a netdev that never left the host changes nothing).
-// Each undo is registered before its move, as a move may fail after the
-// device crossed.
-func (p *Plugin) attachExclusive(c *call, rec *state.Record, link *state.Link, d rdma.Device, podNS ns.NetNS, tx *txn) error {
+// A failed ADD is undone the same way, from the record: a move may fail
+// after the device crossed.
+func (p *Plugin) attachExclusive(c *call, rec *state.Record, link *state.Link, d rdma.Device, podNS ns.NetNS) error {
 	link.Kind = "moved"
 	if d.Netdev == "" {
 		link.PodName = ""
@@ -265,15 +254,12 @@ func (p *Plugin) attachExclusive(c *call, rec *state.Record, link *state.Link, d
 		return err
 	}
 	if d.Netdev != "" {
-		hl := link.HostLink
-		tx.host.Push(func() error { return p.env.Links.RestoreToHost(hl, podNS.Path()) })
-		if err := p.env.Links.MoveToPod(hl, podNS); err != nil {
-			return cniError(CodeLinkSetup, fmt.Sprintf("cannot move netdev %s of %s into the pod", hl.HostName, link.Device), err)
+		if err := p.env.Links.MoveToPod(link.HostLink, podNS); err != nil {
+			return cniError(CodeLinkSetup, fmt.Sprintf("cannot move netdev %s of %s into the pod", link.HostName, link.Device), err)
 		}
 		failpoint.Hit("add-netdev-moved")
 		link.Step = stepNetdevMoved
 	}
-	tx.host.Push(func() error { return p.env.RDMA.ReturnToHost(d.Name, podNS.Path()) })
 	if err := p.env.RDMA.MoveToNetns(d.Name, int(podNS.Fd())); err != nil {
 		var unsup *rdma.UnsupportedMoveError
 		if errors.As(err, &unsup) {
@@ -288,7 +274,11 @@ func (p *Plugin) attachExclusive(c *call, rec *state.Record, link *state.Link, d
 	return nil
 }
 
-func (p *Plugin) attachShared(c *call, rec *state.Record, link *state.Link, podNS ns.NetNS, tx *txn) error {
+// attachShared creates the link's child in the pod, recorded before it is
+// created. A child AddChild did not create is recorded as such before the
+// error goes up, so the undo never deletes a link of that name it did not
+// make.
+func (p *Plugin) attachShared(c *call, rec *state.Record, link *state.Link, podNS ns.NetNS) error {
 	kind := c.conf.SharedLink.Type
 	link.Kind = kind
 	if kind == config.LinkNone {
@@ -306,11 +296,13 @@ func (p *Plugin) attachShared(c *call, rec *state.Record, link *state.Link, podN
 	}
 	spec := netdev.ChildSpec{Kind: kind, Mode: c.conf.SharedLink.Mode, Parent: link.HostName, PodName: link.PodName}
 	child, err := p.env.Links.AddChild(spec, podNS)
-	if child.Name != "" { // created, even when AddChild failed after that
-		tx.host.Push(func() error { return p.env.Links.DelChild(podNS.Path(), child.Name, child.MAC) })
-	}
 	if err != nil {
-		return cniError(CodeLinkSetup, fmt.Sprintf("cannot create %s child of %s in the pod", kind, link.HostName), err)
+		err = cniError(CodeLinkSetup, fmt.Sprintf("cannot create %s child of %s in the pod", kind, link.HostName), err)
+		if child.Name != "" { // created all the same: the record says so
+			return err
+		}
+		link.Step, link.IPAM = stepPlanned, false
+		return errors.Join(err, p.save(c, rec))
 	}
 	failpoint.Hit("add-child-created")
 	// Recorded with the next record: until then DEL deletes the child by

@@ -32,17 +32,16 @@ func ipamRequest(c *call, ifName, rng string) (addr.Request, error) {
 
 // addressLink takes an IPAM lease for the link's pod interface and
 // configures it there, without the node lock. The lease was recorded as
-// planned before (under the lock), so a DEL after a crash releases it.
-func (p *Plugin) addressLink(c *call, link *state.Link, podNS ns.NetNS, tx *txn) error {
+// planned before (under the lock), so a DEL after a crash, or the undo of a
+// failed ADD, releases it (an IPAM that fails half-way may hold a lease, and
+// its DEL is idempotent).
+func (p *Plugin) addressLink(c *call, link *state.Link, podNS ns.NetNS) error {
 	req, err := ipamRequest(c, link.PodName, link.IPAMRange)
 	if err != nil {
 		return cniError(CodeIPAM, "cannot render the IPAM configuration of "+link.PodName, err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), ipamTimeout)
 	defer cancel()
-	// Registered before the call: an IPAM that fails half-way may hold a
-	// lease, and its DEL is idempotent.
-	tx.leases.Push(func() error { return p.releaseLease(c, req) })
 	res, err := p.env.IPAM.Add(ctx, req)
 	if err != nil {
 		// The IPAM's own code means nothing to the runtime in our name,
