@@ -45,22 +45,23 @@ func (p *Plugin) add(c *call) error {
 	}
 	rec := newRecord(c, mode)
 	rec.Claims = recClaims
-	devs, podNS, err := p.attachLocked(c, rec, req, offered, result)
-	if podNS != nil {
-		defer podNS.Close()
+	att, err := p.attachLocked(c, rec, req, offered, result)
+	if att.podNS != nil {
+		defer att.podNS.Close()
 	}
-	p.finishReclaim(c)
+	p.finishReclaim(c, att.reclaimed)
+	var leases map[string]*types100.Result
 	if err == nil {
-		err = p.addressLinks(c, rec, podNS)
+		leases, err = p.addressLinks(c, rec, att.podNS)
 	}
 	if err == nil {
-		err = p.finishAttach(c, rec, devs, podNS)
+		err = p.finishAttach(c, rec, att.devs, att.podNS)
 	}
 	if err != nil {
 		p.rollback(c, rec)
 		return err
 	}
-	mergeLinks(c, rec, devs, result)
+	mergeLinks(c, rec, result, linkOutputs{devs: att.devs, childMTU: att.childMTU, leases: leases})
 	if rec.SMC != nil && !hasIPv4(result) {
 		c.log.Warn("SMC-R does not do IPv6 and the pod has no IPv4 address: its connections will fall back to TCP", "container", c.args.ContainerID)
 	}
