@@ -133,8 +133,6 @@ type call struct {
 	args  *skel.CmdArgs
 	log   *slog.Logger
 	store *state.Store
-	// quarantined: an unreadable record was moved out of the way.
-	quarantined bool
 	// recorded: this ADD has written its record.
 	recorded bool
 	// ipamStdin is the conf the delegated IPAM gets.
