@@ -43,7 +43,7 @@ func (p *Plugin) add(c *call) error {
 	if err != nil {
 		return err
 	}
-	rec := newRecord(c, mode)
+	rec := &draft{Record: newRecord(c, mode)}
 	rec.Claims = recClaims
 	att, err := p.attachLocked(c, rec, req, offered, result)
 	if att.podNS != nil {
@@ -52,7 +52,7 @@ func (p *Plugin) add(c *call) error {
 	p.finishReclaim(c, att.reclaimed)
 	var leases map[string]*types100.Result
 	if err == nil {
-		leases, err = p.addressLinks(c, rec, att.podNS)
+		leases, err = p.addressLinks(c, rec.Record, att.podNS)
 	}
 	if err == nil {
 		err = p.finishAttach(c, rec, att.devs, att.podNS)
@@ -61,7 +61,7 @@ func (p *Plugin) add(c *call) error {
 		p.rollback(c, rec)
 		return err
 	}
-	mergeLinks(c, rec, result, linkOutputs{devs: att.devs, childMTU: att.childMTU, leases: leases})
+	mergeLinks(c, rec.Record, result, linkOutputs{devs: att.devs, childMTU: att.childMTU, leases: leases})
 	if rec.SMC != nil && !hasIPv4(result) {
 		c.log.Warn("SMC-R does not do IPv6 and the pod has no IPv4 address: its connections will fall back to TCP", "container", c.args.ContainerID)
 	}

@@ -24,6 +24,15 @@ const (
 	stepDone         = "done"
 )
 
+// draft is the record an ADD builds, with how far it got on disk.
+type draft struct {
+	*state.Record
+	// written: a version is on disk, so a failure has something to release.
+	written bool
+	// leasesSynced: how many IPAM leases the last synced version names.
+	leasesSynced int
+}
+
 // attached is what ADD's first phase produced: the devices it gave the pod,
 // the pod netns it opened (nil when it did not get that far), the MTU the
 // kernel gave each child it created (by pod-side name), and the stranded
@@ -40,7 +49,7 @@ type attached struct {
 // before its changes, with whether it will get an IPAM lease (see save).
 // The next record is the one finishAttach writes. What it produced is
 // returned with an error too: the netns to close, the leases to release.
-func (p *Plugin) attachLocked(c *call, rec *state.Record, req *request, offered []rdma.Device,
+func (p *Plugin) attachLocked(c *call, rec *draft, req *request, offered []rdma.Device,
 	result *types100.Result,
 ) (att attached, err error) {
 	unlock, err := c.lock()
@@ -48,20 +57,20 @@ func (p *Plugin) attachLocked(c *call, rec *state.Record, req *request, offered 
 		return att, err
 	}
 	defer unlock()
-	att.devs, att.reclaimed, err = p.selectLocked(c, rec, req, offered, result)
+	att.devs, att.reclaimed, err = p.selectLocked(c, rec.Record, req, offered, result)
 	if err != nil {
 		return att, err
 	}
 	if att.podNS, err = p.env.Netns.Open(c.args.Netns); err != nil {
 		return att, cniError(types.ErrInvalidNetNS, "cannot open pod netns "+c.args.Netns, err)
 	}
-	p.recordNetns(c, rec)
+	p.recordNetns(c, rec.Record)
 	att.childMTU = map[string]int{}
 	for i, d := range att.devs {
 		rec.Links = append(rec.Links, state.Link{Device: d.Name, Step: stepPlanned,
 			HostLink: state.HostLink{HostName: d.Netdev, PodName: c.conf.PodIfName(i)}})
 		link := &rec.Links[len(rec.Links)-1]
-		if err := p.planPodRange(c, rec, link); err != nil {
+		if err := p.planPodRange(c, rec.Record, link); err != nil {
 			return att, err
 		}
 		if rec.Mode == string(rdma.ModeExclusive) {
@@ -191,7 +200,7 @@ func (p *Plugin) addressLinks(c *call, rec *state.Record, podNS ns.NetNS) (map[s
 // finishAttach is ADD's last phase, under the node lock: the device-info
 // file, the SMC-R entries (reference-counted across records) and the final
 // record.
-func (p *Plugin) finishAttach(c *call, rec *state.Record, devs []rdma.Device, podNS ns.NetNS) error {
+func (p *Plugin) finishAttach(c *call, rec *draft, devs []rdma.Device, podNS ns.NetNS) error {
 	unlock, err := c.lock()
 	if err != nil {
 		return err
@@ -214,11 +223,11 @@ func (p *Plugin) finishAttach(c *call, rec *state.Record, devs []rdma.Device, po
 // recorded but never did changes nothing). A release that fails keeps the
 // record with its progress for the runtime's DEL, GC or reclaim; the
 // runtime sees the ADD's own error.
-func (p *Plugin) rollback(c *call, rec *state.Record) {
-	if !c.recorded {
+func (p *Plugin) rollback(c *call, rec *draft) {
+	if !rec.written {
 		return // nothing recorded, nothing changed
 	}
-	if err := p.release(c, rec, c.args.Netns); err != nil {
+	if err := p.release(c, rec.Record, c.args.Netns); err != nil {
 		c.log.Error("cannot undo the failed ADD: record kept for DEL, GC or reclaim",
 			"container", c.args.ContainerID, "error", err)
 	}
@@ -258,7 +267,7 @@ func (p *Plugin) checkMovable(rec *state.Record, devs []rdma.Device) error {
 // (RestoreToHost of a netdev that never left the host changes nothing).
 // A failed ADD is undone the same way, from the record: a move may fail
 // after the device crossed.
-func (p *Plugin) attachExclusive(c *call, rec *state.Record, link *state.Link, d rdma.Device, podNS ns.NetNS) error {
+func (p *Plugin) attachExclusive(c *call, rec *draft, link *state.Link, d rdma.Device, podNS ns.NetNS) error {
 	link.Kind = "moved"
 	if d.Netdev == "" {
 		link.PodName = ""
@@ -299,7 +308,7 @@ func (p *Plugin) attachExclusive(c *call, rec *state.Record, link *state.Link, d
 // created, and returns the MTU the kernel gave it (0 without a child). A
 // child AddChild did not create is recorded as such before the error goes
 // up, so the undo never deletes a link of that name it did not make.
-func (p *Plugin) attachShared(c *call, rec *state.Record, link *state.Link, podNS ns.NetNS) (int, error) {
+func (p *Plugin) attachShared(c *call, rec *draft, link *state.Link, podNS ns.NetNS) (int, error) {
 	kind := c.conf.SharedLink.Type
 	link.Kind = kind
 	if kind == config.LinkNone {
@@ -337,8 +346,8 @@ func (p *Plugin) attachShared(c *call, rec *state.Record, link *state.Link, podN
 	return child.MTU, nil
 }
 
-// save records rec before a host change; the call then owns a record that
-// a failed ADD removes. The write is not synced (a killed call leaves it in
+// save records rec before a host change; from then on a failed ADD
+// releases it (rollback). The write is not synced (a killed call leaves it in
 // the page cache for the next one, and what it guards, netdevs, RDMA
 // devices, children, pnet entries, the socket hook, does not outlive a
 // power loss either), except one that names an IPAM lease the synced
@@ -347,13 +356,13 @@ func (p *Plugin) attachShared(c *call, rec *state.Record, link *state.Link, podN
 // its lease before its host changes, so every lease is recorded before it
 // is taken; a crash before the IPAM ran leaves a lease flag whose release
 // (an IPAM's DEL of a lease it does not hold) changes nothing.
-func (p *Plugin) save(c *call, rec *state.Record) error {
+func (p *Plugin) save(c *call, rec *draft) error {
 	put := c.store.PutUnsynced
-	if n := leases(rec); n > c.leasesSynced {
-		put, c.leasesSynced = c.store.Put, n
+	if n := leases(rec.Record); n > rec.leasesSynced {
+		put, rec.leasesSynced = c.store.Put, n
 	}
-	c.recorded = true
-	if err := put(rec); err != nil {
+	rec.written = true
+	if err := put(rec.Record); err != nil {
 		return cniError(CodeState, "cannot record attachment state", err)
 	}
 	return nil

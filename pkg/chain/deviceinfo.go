@@ -16,7 +16,7 @@ import (
 // there is someone else's (Multus copies a device plugin's file there) and
 // is left as is. The file only informs: a failure to write it is logged
 // and ADD goes on.
-func (p *Plugin) publishDeviceInfo(c *call, rec *state.Record, devs []rdma.Device) error {
+func (p *Plugin) publishDeviceInfo(c *call, rec *draft, devs []rdma.Device) error {
 	path := c.conf.RuntimeConfig.DeviceInfoFile
 	if path == "" {
 		return nil

@@ -133,14 +133,10 @@ type call struct {
 	args  *skel.CmdArgs
 	log   *slog.Logger
 	store *state.Store
-	// recorded: this ADD has written its record.
-	recorded bool
 	// ipamStdin is the conf the delegated IPAM gets.
 	ipamStdin []byte
 	// swept: the temporary files of killed writers were swept this call.
 	swept bool
-	// leasesSynced: how many IPAM leases the last synced record names.
-	leasesSynced int
 	// lockTimeout bounds each wait for the node lock.
 	lockTimeout time.Duration
 }

@@ -13,7 +13,7 @@ import (
 // the node's BPF socket hook with the pod's netns listed (Linux >= 6.11),
 // or, in auto mode where neither exists, nothing but a log line
 // (applications then need AF_SMC, IPPROTO_SMC or a preload library).
-func (p *Plugin) smcTransparent(c *call, rec *state.Record, podNS string) error {
+func (p *Plugin) smcTransparent(c *call, rec *draft, podNS string) error {
 	mode := c.conf.SMCR.Transparent
 	if mode == config.TransparentOff {
 		return nil

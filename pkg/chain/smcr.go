@@ -17,7 +17,7 @@ import (
 // network.alibabacloud.com/erdma-smcr=true: {PNETID, RDMA device, port 1} in
 // init_net (IB entries exist only there) and {PNETID, the pod's primary
 // interface} in the pod netns. The pod's first RDMA device carries it.
-func (p *Plugin) setupSMC(c *call, rec *state.Record, devs []rdma.Device, podNS ns.NetNS) error {
+func (p *Plugin) setupSMC(c *call, rec *draft, devs []rdma.Device, podNS ns.NetNS) error {
 	if on, _ := c.conf.SMCRFor(c.pod.Namespace); !on || len(devs) == 0 {
 		return nil
 	}
@@ -53,8 +53,8 @@ func (p *Plugin) setupSMC(c *call, rec *state.Record, devs []rdma.Device, podNS 
 // tool's, or another PNETID on the port) is adopted and never removed by the
 // plugin; one it writes is recorded as its own before it is written, so a
 // crash in between leaves a record DEL can clean up with.
-func (p *Plugin) ensureHostPnet(c *call, rec *state.Record) error {
-	refs, err := hostPnetRefs(c.store, rec)
+func (p *Plugin) ensureHostPnet(c *call, rec *draft) error {
+	refs, err := hostPnetRefs(c.store, rec.Record)
 	if err != nil {
 		return err
 	}
@@ -104,7 +104,7 @@ func (p *Plugin) existingHostPnet(want smc.PnetEntry) (*smc.PnetEntry, error) {
 
 // smcExtras switches the pod's sockets to SMC (smcr.transparent) and adds
 // the UEID.
-func (p *Plugin) smcExtras(c *call, rec *state.Record, podNS string) error {
+func (p *Plugin) smcExtras(c *call, rec *draft, podNS string) error {
 	if err := p.smcTransparent(c, rec, podNS); err != nil {
 		return err
 	}
