@@ -18,7 +18,8 @@ import (
 // selects the devices and makes the host changes (each recorded before it
 // is made); without the lock it takes the IPAM leases and addresses the
 // pod's interfaces; under the lock again it writes the SMC-R entries. On
-// failure it undoes everything and forgets the record.
+// failure it releases the record as DEL would: what it names is undone and
+// the record forgotten.
 func (p *Plugin) add(c *call) error {
 	if c.conf.PrevResult == nil {
 		return cniErrorf(types.ErrInvalidNetworkConfig, "rdma-chain must be chained after a primary plugin: no prevResult")
@@ -42,24 +43,25 @@ func (p *Plugin) add(c *call) error {
 	if err != nil {
 		return err
 	}
-	rec, tx := newRecord(c, mode), &txn{}
+	rec := &draft{Record: newRecord(c, mode)}
 	rec.Claims = recClaims
-	devs, podNS, err := p.attachLocked(c, rec, req, offered, result, tx)
-	if podNS != nil {
-		defer podNS.Close()
+	att, err := p.attachLocked(c, rec, req, offered, result)
+	if att.podNS != nil {
+		defer att.podNS.Close()
 	}
-	p.finishReclaim(c)
+	p.finishReclaim(c, att.reclaimed)
+	var leases map[string]*types100.Result
 	if err == nil {
-		err = p.addressLinks(c, rec, podNS, tx)
+		leases, err = p.addressLinks(c, rec.Record, att.podNS)
 	}
 	if err == nil {
-		err = p.finishAttach(c, rec, devs, podNS, tx)
+		err = p.finishAttach(c, rec, att.devs, att.podNS)
 	}
 	if err != nil {
-		p.rollback(c, rec, tx)
+		p.rollback(c, rec)
 		return err
 	}
-	mergeLinks(c, rec, devs, result)
+	mergeLinks(c, rec.Record, result, linkOutputs{devs: att.devs, childMTU: att.childMTU, leases: leases})
 	if rec.SMC != nil && !hasIPv4(result) {
 		c.log.Warn("SMC-R does not do IPv6 and the pod has no IPv4 address: its connections will fall back to TCP", "container", c.args.ContainerID)
 	}

@@ -268,8 +268,10 @@ func TestAddSharedLinkNone(t *testing.T) {
 	}
 }
 
-// Every step of an exclusive ADD that fails rolls back exactly what the steps
-// before it did, in reverse order, and leaves no state.
+// Every step of an exclusive ADD that fails is undone from its record, in
+// reverse order, as DEL would, and leaves no state. A link's netdev and RDMA
+// device are recorded in one write before either moves, so a failed netdev
+// move also gives back the RDMA device, which never left: changing nothing.
 func TestExclusiveRollbackAtEveryStep(t *testing.T) {
 	devs := []rdma.Device{rxe("mlx5_0", "eth1"), rxe("mlx5_1", "eth2")}
 	cases := []struct {
@@ -279,9 +281,9 @@ func TestExclusiveRollbackAtEveryStep(t *testing.T) {
 	}{
 		{"OpenNS", 1, nil},
 		{"Describe", 1, nil},
-		{"MoveToPod", 1, []string{"RestoreToHost eth1 /var/run/netns/pod"}},
+		{"MoveToPod", 1, []string{"ReturnToHost mlx5_0 /var/run/netns/pod", "RestoreToHost eth1 /var/run/netns/pod"}},
 		{"MoveToNetns", 1, []string{"ReturnToHost mlx5_0 /var/run/netns/pod", "RestoreToHost eth1 /var/run/netns/pod"}},
-		{"MoveToPod", 2, []string{"RestoreToHost eth2 /var/run/netns/pod", "ReturnToHost mlx5_0 /var/run/netns/pod", "RestoreToHost eth1 /var/run/netns/pod"}},
+		{"MoveToPod", 2, []string{"ReturnToHost mlx5_1 /var/run/netns/pod", "RestoreToHost eth2 /var/run/netns/pod", "ReturnToHost mlx5_0 /var/run/netns/pod", "RestoreToHost eth1 /var/run/netns/pod"}},
 		{"MoveToNetns", 2, []string{"ReturnToHost mlx5_1 /var/run/netns/pod", "RestoreToHost eth2 /var/run/netns/pod", "ReturnToHost mlx5_0 /var/run/netns/pod", "RestoreToHost eth1 /var/run/netns/pod"}},
 	}
 	for _, tc := range cases {

@@ -9,7 +9,6 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 
 	"github.com/rdma-chain/rdma-chain/internal/failpoint"
-	"github.com/rdma-chain/rdma-chain/internal/undo"
 	"github.com/rdma-chain/rdma-chain/pkg/config"
 	"github.com/rdma-chain/rdma-chain/pkg/netdev"
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
@@ -25,81 +24,99 @@ const (
 	stepDone         = "done"
 )
 
-// txn is one ADD's undo: host changes are undone under the node lock, IPAM
-// leases without it.
-type txn struct {
-	host, leases undo.Stack
+// draft is the record an ADD builds, with how far it got on disk.
+type draft struct {
+	*state.Record
+	// written: a version is on disk, so a failure has something to release.
+	written bool
+	// leasesSynced: how many IPAM leases the last synced version names.
+	leasesSynced int
+}
+
+// attached is what ADD's first phase produced: the devices it gave the pod,
+// the pod netns it opened (nil when it did not get that far), the MTU the
+// kernel gave each child it created (by pod-side name), and the stranded
+// attachments it reclaimed whose leases are still to release.
+type attached struct {
+	devs      []rdma.Device
+	podNS     ns.NetNS
+	childMTU  map[string]int
+	reclaimed []*state.Record
 }
 
 // attachLocked is ADD's first phase, under the node lock: it selects the
 // devices and makes the host changes for each, each link recorded once
 // before its changes, with whether it will get an IPAM lease (see save).
-// The next record is the one finishAttach writes.
-func (p *Plugin) attachLocked(c *call, rec *state.Record, req *request, offered []rdma.Device,
-	result *types100.Result, tx *txn,
-) ([]rdma.Device, ns.NetNS, error) {
+// The next record is the one finishAttach writes. What it produced is
+// returned with an error too: the netns to close, the leases to release.
+func (p *Plugin) attachLocked(c *call, rec *draft, req *request, offered []rdma.Device,
+	result *types100.Result,
+) (att attached, err error) {
 	unlock, err := c.lock()
 	if err != nil {
-		return nil, nil, err
+		return att, err
 	}
 	defer unlock()
-	devs, err := p.selectLocked(c, rec, req, offered, result)
+	att.devs, att.reclaimed, err = p.selectLocked(c, rec.Record, req, offered, result)
 	if err != nil {
-		return nil, nil, err
+		return att, err
 	}
-	podNS, err := p.env.Netns.Open(c.args.Netns)
-	if err != nil {
-		return nil, nil, cniError(types.ErrInvalidNetNS, "cannot open pod netns "+c.args.Netns, err)
+	if att.podNS, err = p.env.Netns.Open(c.args.Netns); err != nil {
+		return att, cniError(types.ErrInvalidNetNS, "cannot open pod netns "+c.args.Netns, err)
 	}
-	p.recordNetns(c, rec)
-	for i, d := range devs {
+	p.recordNetns(c, rec.Record)
+	att.childMTU = map[string]int{}
+	for i, d := range att.devs {
 		rec.Links = append(rec.Links, state.Link{Device: d.Name, Step: stepPlanned,
 			HostLink: state.HostLink{HostName: d.Netdev, PodName: c.conf.PodIfName(i)}})
 		link := &rec.Links[len(rec.Links)-1]
-		if err := p.planPodRange(c, rec, link); err != nil {
-			return devs, podNS, err
+		if err := p.planPodRange(c, rec.Record, link); err != nil {
+			return att, err
 		}
 		if rec.Mode == string(rdma.ModeExclusive) {
-			err = p.attachExclusive(c, rec, link, d, podNS, tx)
+			err = p.attachExclusive(c, rec, link, d, att.podNS)
 		} else {
-			err = p.attachShared(c, rec, link, podNS, tx)
+			att.childMTU[link.PodName], err = p.attachShared(c, rec, link, att.podNS)
 		}
 		if err != nil {
-			return devs, podNS, err
+			return att, err
 		}
 	}
-	return devs, podNS, nil
+	return att, nil
 }
 
 // selectLocked picks, under the node lock, the devices ADD gives the pod,
 // refusing an attachment already recorded and, in exclusive mode, devices
-// that cannot move.
-func (p *Plugin) selectLocked(c *call, rec *state.Record, req *request, offered []rdma.Device, result *types100.Result) ([]rdma.Device, error) {
+// that cannot move. It returns too the stranded attachments it reclaimed
+// whose leases are still to release, also with an error.
+func (p *Plugin) selectLocked(c *call, rec *state.Record, req *request, offered []rdma.Device,
+	result *types100.Result,
+) (devs []rdma.Device, reclaimed []*state.Record, err error) {
 	if _, err := c.store.Get(c.key()); !errors.Is(err, state.ErrNotFound) {
 		if err == nil {
-			return nil, cniErrorf(CodeState, "attachment %s/%s is already recorded: DEL it first", c.args.ContainerID, c.args.IfName)
+			return nil, nil, cniErrorf(CodeState, "attachment %s/%s is already recorded: DEL it first", c.args.ContainerID, c.args.IfName)
 		}
-		return nil, cniError(CodeState, "cannot read attachment state", err)
+		return nil, nil, cniError(CodeState, "cannot read attachment state", err)
 	}
-	busy, offered, err := p.exclusiveHolders(c, rec, offered)
+	busy, offered, reclaimed, err := p.exclusiveHolders(c, rec, offered)
 	if err != nil {
-		return nil, err
+		return nil, reclaimed, err
 	}
 	var uplinks map[string]string
 	if rec.Mode == string(rdma.ModeExclusive) {
 		if uplinks, err = p.env.Links.NodeUplinks(); err != nil {
-			return nil, cniError(CodeLinkSetup, "cannot tell which host netdevs carry the node's traffic", err)
+			return nil, reclaimed, cniError(CodeLinkSetup, "cannot tell which host netdevs carry the node's traffic", err)
 		}
 	}
-	devs, err := selectDevices(req, selectInput{mode: rdma.Mode(rec.Mode), offered: offered, busy: busy,
+	devs, err = selectDevices(req, selectInput{mode: rdma.Mode(rec.Mode), offered: offered, busy: busy,
 		macs: resultMACs(result), needNetdev: c.conf.SharedLink.Type != config.LinkNone, uplinks: uplinks})
-	if err != nil {
-		return nil, err
+	if err == nil {
+		err = checkUplinks(devs, uplinks)
 	}
-	if err := checkUplinks(devs, uplinks); err != nil {
-		return nil, err
+	if err == nil {
+		err = p.checkMovable(rec, devs)
 	}
-	return devs, p.checkMovable(rec, devs)
+	return devs, reclaimed, err
 }
 
 // checkUplinks refuses, always, to move a netdev that carries the node's
@@ -128,24 +145,26 @@ func (p *Plugin) recordNetns(c *call, rec *state.Record) {
 
 // exclusiveHolders maps, in exclusive mode, the devices other pods hold to
 // their holders, after reclaiming the stranded ones (and listing the devices
-// again when that renamed netdevs). Shared mode holds nothing: no record is
-// read, so ADD does not slow down with the number of pods on the node.
-func (p *Plugin) exclusiveHolders(c *call, rec *state.Record, offered []rdma.Device) (map[string]string, []rdma.Device, error) {
+// again when that renamed netdevs), and returns the reclaimed attachments
+// whose leases are still to release. Shared mode holds nothing: no record
+// is read, so ADD does not slow down with the number of pods on the node.
+func (p *Plugin) exclusiveHolders(c *call, rec *state.Record, offered []rdma.Device,
+) (busy map[string]string, _ []rdma.Device, pending []*state.Record, err error) {
 	if rec.Mode != string(rdma.ModeExclusive) {
-		return nil, offered, nil
+		return nil, offered, nil, nil
 	}
 	recs, err := p.listRecords(c)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	recs, reclaimed := p.reclaimStranded(c, recs)
+	recs, pending, reclaimed := p.reclaimStranded(c, recs)
 	if reclaimed {
 		// Netdevs came back under new names: list the devices again.
 		if offered, err = p.offered(c.conf); err != nil {
-			return nil, nil, err
+			return nil, nil, pending, err
 		}
 	}
-	return busyDevices(recs, c.conf.Devices), offered, nil
+	return busyDevices(recs, c.conf.Devices), offered, pending, nil
 }
 
 // holdsLease reports whether a link of rec has (or is taking) an IPAM lease.
@@ -162,55 +181,55 @@ func leases(rec *state.Record) int {
 	return n
 }
 
-// addressLinks is ADD's second phase, without the node lock.
-func (p *Plugin) addressLinks(c *call, rec *state.Record, podNS ns.NetNS, tx *txn) error {
+// addressLinks is ADD's second phase, without the node lock: it returns
+// the IPAM results by pod-side interface name.
+func (p *Plugin) addressLinks(c *call, rec *state.Record, podNS ns.NetNS) (map[string]*types100.Result, error) {
+	leases := map[string]*types100.Result{}
 	for i := range rec.Links {
 		if rec.Links[i].IPAM {
-			if err := p.addressLink(c, &rec.Links[i], podNS, tx); err != nil {
-				return err
+			res, err := p.addressLink(c, &rec.Links[i], podNS)
+			if err != nil {
+				return nil, err
 			}
+			leases[rec.Links[i].PodName] = res
 		}
 	}
-	return nil
+	return leases, nil
 }
 
 // finishAttach is ADD's last phase, under the node lock: the device-info
 // file, the SMC-R entries (reference-counted across records) and the final
 // record.
-func (p *Plugin) finishAttach(c *call, rec *state.Record, devs []rdma.Device, podNS ns.NetNS, tx *txn) error {
+func (p *Plugin) finishAttach(c *call, rec *draft, devs []rdma.Device, podNS ns.NetNS) error {
 	unlock, err := c.lock()
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	if err := p.publishDeviceInfo(c, rec, devs, &tx.host); err != nil {
+	if err := p.publishDeviceInfo(c, rec, devs); err != nil {
 		return err
 	}
-	if err := p.setupSMC(c, rec, devs, podNS, &tx.host); err != nil {
+	if err := p.setupSMC(c, rec, devs, podNS); err != nil {
 		return err
 	}
 	return p.save(c, rec)
 }
 
-// rollback undoes a failed ADD: the leases first, then the host changes
-// under the lock; the record goes only when everything was undone.
-func (p *Plugin) rollback(c *call, rec *state.Record, tx *txn) {
-	if !c.recorded && tx.host.Len() == 0 && tx.leases.Len() == 0 {
-		return // nothing changed, nothing recorded
+// rollback undoes a failed ADD the way DEL undoes any attachment: release
+// gives back what the record says, the leases first, then the host side
+// under the node lock, and forgets the record. Every step records what it
+// changes before the change, and what it did not change after all, so the
+// record names exactly what is to be undone (a release of what a step
+// recorded but never did changes nothing). A release that fails keeps the
+// record with its progress for the runtime's DEL, GC or reclaim; the
+// runtime sees the ADD's own error.
+func (p *Plugin) rollback(c *call, rec *draft) {
+	if !rec.written {
+		return // nothing recorded, nothing changed
 	}
-	leaseErr := tx.leases.Run()
-	unlock, err := c.lock()
-	if err != nil {
-		c.log.Error("rollback cannot take the node lock: state kept for DEL", "container", c.args.ContainerID, "error", err)
-		return
-	}
-	defer unlock()
-	if uerr := errors.Join(leaseErr, tx.host.Run()); uerr != nil {
-		c.log.Error("rollback incomplete: state kept for DEL", "container", c.args.ContainerID, "error", uerr)
-		return
-	}
-	if derr := c.store.Delete(c.key()); derr != nil {
-		c.log.Error("cannot remove state after rollback", "error", derr)
+	if err := p.release(c, rec.Record, c.args.Netns); err != nil {
+		c.log.Error("cannot undo the failed ADD: record kept for DEL, GC or reclaim",
+			"container", c.args.ContainerID, "error", err)
 	}
 }
 
@@ -246,9 +265,9 @@ func (p *Plugin) checkMovable(rec *state.Record, devs []rdma.Device) error {
 // crash anywhere in between returns the device (ReturnToHost of a device
 // not in the pod is a no-op) and restores the netdev from wherever it is
 // (RestoreToHost of a netdev that never left the host changes nothing).
-// Each undo is registered before its move, as a move may fail after the
-// device crossed.
-func (p *Plugin) attachExclusive(c *call, rec *state.Record, link *state.Link, d rdma.Device, podNS ns.NetNS, tx *txn) error {
+// A failed ADD is undone the same way, from the record: a move may fail
+// after the device crossed.
+func (p *Plugin) attachExclusive(c *call, rec *draft, link *state.Link, d rdma.Device, podNS ns.NetNS) error {
 	link.Kind = "moved"
 	if d.Netdev == "" {
 		link.PodName = ""
@@ -265,15 +284,12 @@ func (p *Plugin) attachExclusive(c *call, rec *state.Record, link *state.Link, d
 		return err
 	}
 	if d.Netdev != "" {
-		hl := link.HostLink
-		tx.host.Push(func() error { return p.env.Links.RestoreToHost(hl, podNS.Path()) })
-		if err := p.env.Links.MoveToPod(hl, podNS); err != nil {
-			return cniError(CodeLinkSetup, fmt.Sprintf("cannot move netdev %s of %s into the pod", hl.HostName, link.Device), err)
+		if err := p.env.Links.MoveToPod(link.HostLink, podNS); err != nil {
+			return cniError(CodeLinkSetup, fmt.Sprintf("cannot move netdev %s of %s into the pod", link.HostName, link.Device), err)
 		}
 		failpoint.Hit("add-netdev-moved")
 		link.Step = stepNetdevMoved
 	}
-	tx.host.Push(func() error { return p.env.RDMA.ReturnToHost(d.Name, podNS.Path()) })
 	if err := p.env.RDMA.MoveToNetns(d.Name, int(podNS.Fd())); err != nil {
 		var unsup *rdma.UnsupportedMoveError
 		if errors.As(err, &unsup) {
@@ -288,41 +304,50 @@ func (p *Plugin) attachExclusive(c *call, rec *state.Record, link *state.Link, d
 	return nil
 }
 
-func (p *Plugin) attachShared(c *call, rec *state.Record, link *state.Link, podNS ns.NetNS, tx *txn) error {
+// attachShared creates the link's child in the pod, recorded before it is
+// created, and returns the MTU the kernel gave it (0 without a child). A
+// child AddChild did not create is recorded as such before the error goes
+// up, so the undo never deletes a link of that name it did not make.
+func (p *Plugin) attachShared(c *call, rec *draft, link *state.Link, podNS ns.NetNS) (int, error) {
 	kind := c.conf.SharedLink.Type
 	link.Kind = kind
 	if kind == config.LinkNone {
 		link.PodName = ""
 		link.Step = stepDone
-		return nil // no host change: the final record is the first one
+		return 0, nil // no host change: the final record is the first one
 	}
 	if link.HostName == "" {
-		return cniErrorf(CodeNoDevice, "RDMA device %s has no netdev to create a %s child of", link.Device, kind)
+		return 0, cniErrorf(CodeNoDevice, "RDMA device %s has no netdev to create a %s child of", link.Device, kind)
 	}
 	link.Step = stepChildAdding
 	link.IPAM = c.conf.HasIPAM()
 	if err := p.save(c, rec); err != nil {
-		return err
+		return 0, err
 	}
 	spec := netdev.ChildSpec{Kind: kind, Mode: c.conf.SharedLink.Mode, Parent: link.HostName, PodName: link.PodName}
 	child, err := p.env.Links.AddChild(spec, podNS)
-	if child.Name != "" { // created, even when AddChild failed after that
-		tx.host.Push(func() error { return p.env.Links.DelChild(podNS.Path(), child.Name, child.MAC) })
-	}
 	if err != nil {
-		return cniError(CodeLinkSetup, fmt.Sprintf("cannot create %s child of %s in the pod", kind, link.HostName), err)
+		err = cniError(CodeLinkSetup, fmt.Sprintf("cannot create %s child of %s in the pod", kind, link.HostName), err)
+		if child.Name != "" { // created all the same: the record says so
+			return 0, err
+		}
+		link.Step, link.IPAM = stepPlanned, false
+		if serr := p.save(c, rec); serr != nil {
+			c.log.Error("cannot record that no child was created: its undo deletes a child of that name in the pod",
+				"container", c.args.ContainerID, "ifname", link.PodName, "error", serr)
+		}
+		return 0, err
 	}
 	failpoint.Hit("add-child-created")
 	// Recorded with the next record: until then DEL deletes the child by
 	// name and kind, without its MAC.
 	link.MAC = child.MAC
-	c.childMTU[child.Name] = child.MTU
 	link.Step = stepDone
-	return nil
+	return child.MTU, nil
 }
 
-// save records rec before a host change; the call then owns a record that
-// a failed ADD removes. The write is not synced (a killed call leaves it in
+// save records rec before a host change; from then on a failed ADD
+// releases it (rollback). The write is not synced (a killed call leaves it in
 // the page cache for the next one, and what it guards, netdevs, RDMA
 // devices, children, pnet entries, the socket hook, does not outlive a
 // power loss either), except one that names an IPAM lease the synced
@@ -331,13 +356,13 @@ func (p *Plugin) attachShared(c *call, rec *state.Record, link *state.Link, podN
 // its lease before its host changes, so every lease is recorded before it
 // is taken; a crash before the IPAM ran leaves a lease flag whose release
 // (an IPAM's DEL of a lease it does not hold) changes nothing.
-func (p *Plugin) save(c *call, rec *state.Record) error {
+func (p *Plugin) save(c *call, rec *draft) error {
 	put := c.store.PutUnsynced
-	if n := leases(rec); n > c.leasesSynced {
-		put, c.leasesSynced = c.store.Put, n
+	if n := leases(rec.Record); n > rec.leasesSynced {
+		put, rec.leasesSynced = c.store.Put, n
 	}
-	c.recorded = true
-	if err := put(rec); err != nil {
+	rec.written = true
+	if err := put(rec.Record); err != nil {
 		return cniError(CodeState, "cannot record attachment state", err)
 	}
 	return nil

@@ -25,7 +25,8 @@ type node struct {
 	w          *world
 	dir        string
 	before     netnstest.Link
-	cniPath    string // set: the real IPAM plugins found there are used
+	cniPath    string        // set: the real IPAM plugins found there are used
+	wrap       func(*Plugin) // set: changes the plugin's seams before each call
 }
 
 const hostDev = "ens9"
@@ -53,6 +54,9 @@ func (n *node) plugin() *Plugin {
 	p.env.Netns = kernelNetns{}
 	if n.cniPath != "" {
 		p.env.IPAM, p.env.Addrs = addr.Exec(), kernelAddrs{}
+	}
+	if n.wrap != nil {
+		n.wrap(p)
 	}
 	return p
 }

@@ -26,10 +26,10 @@ func (p *Plugin) del(c *call) error {
 		return nil
 	}
 	rec, unlock, err := p.lockedRecord(c, true)
+	if errors.Is(err, errQuarantined) {
+		return p.releaseInferredLeases(c)
+	}
 	if err != nil || rec == nil {
-		if err == nil && c.quarantined {
-			return p.releaseInferredLeases(c)
-		}
 		return err
 	}
 	nsPath := c.args.Netns

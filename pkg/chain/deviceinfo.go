@@ -4,7 +4,6 @@ import (
 	"errors"
 
 	"github.com/rdma-chain/rdma-chain/internal/failpoint"
-	"github.com/rdma-chain/rdma-chain/internal/undo"
 	"github.com/rdma-chain/rdma-chain/pkg/devinfo"
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
@@ -17,7 +16,7 @@ import (
 // there is someone else's (Multus copies a device plugin's file there) and
 // is left as is. The file only informs: a failure to write it is logged
 // and ADD goes on.
-func (p *Plugin) publishDeviceInfo(c *call, rec *state.Record, devs []rdma.Device, u *undo.Stack) error {
+func (p *Plugin) publishDeviceInfo(c *call, rec *draft, devs []rdma.Device) error {
 	path := c.conf.RuntimeConfig.DeviceInfoFile
 	if path == "" {
 		return nil
@@ -39,22 +38,28 @@ func (p *Plugin) publishDeviceInfo(c *call, rec *state.Record, devs []rdma.Devic
 	if err := p.save(c, rec); err != nil {
 		return err
 	}
-	_, err = devinfo.Write(path, devinfo.Content(di.PCI, di.Device))
-	if err != nil {
-		rec.DeviceInfo = nil // the next record forgets it
-		if rerr := devinfo.RemoveDirs(dirs); rerr != nil {
-			c.log.Warn("cannot remove the device-info folders ADD created", "container", c.args.ContainerID, "error", rerr)
-		}
-		if errors.Is(err, devinfo.ErrExists) {
-			c.log.Info("device-info file already there: left as is", "container", c.args.ContainerID, "path", path)
-			return nil
-		}
-		c.log.Warn("cannot write the device-info file", "container", c.args.ContainerID, "path", path, "error", err)
-		return nil
+	if _, err = devinfo.Write(path, devinfo.Content(di.PCI, di.Device)); err != nil {
+		// Forgotten in the record before ADD goes on: were ADD to fail
+		// later, its undo must not touch a file it did not write.
+		rec.DeviceInfo = nil
+		logUnwritten(c, path, dirs, err)
+		return p.save(c, rec)
 	}
-	u.Push(func() error { removeDeviceInfo(c, di); return nil })
 	failpoint.Hit("add-device-info-written")
 	return nil
+}
+
+// logUnwritten removes the folders ADD created for a device-info file it
+// could not write and says why it is not there.
+func logUnwritten(c *call, path string, dirs []string, err error) {
+	if rerr := devinfo.RemoveDirs(dirs); rerr != nil {
+		c.log.Warn("cannot remove the device-info folders ADD created", "container", c.args.ContainerID, "error", rerr)
+	}
+	if errors.Is(err, devinfo.ErrExists) {
+		c.log.Info("device-info file already there: left as is", "container", c.args.ContainerID, "path", path)
+		return
+	}
+	c.log.Warn("cannot write the device-info file", "container", c.args.ContainerID, "path", path, "error", err)
 }
 
 func firstWithPCI(devs []rdma.Device) int {

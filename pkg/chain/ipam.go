@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
+	types100 "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/plugins/pkg/ns"
 
 	"github.com/rdma-chain/rdma-chain/internal/failpoint"
@@ -30,19 +31,18 @@ func ipamRequest(c *call, ifName, rng string) (addr.Request, error) {
 	}, err
 }
 
-// addressLink takes an IPAM lease for the link's pod interface and
-// configures it there, without the node lock. The lease was recorded as
-// planned before (under the lock), so a DEL after a crash releases it.
-func (p *Plugin) addressLink(c *call, link *state.Link, podNS ns.NetNS, tx *txn) error {
+// addressLink takes an IPAM lease for the link's pod interface, configures
+// it there and returns the IPAM's result, without the node lock. The lease was recorded as
+// planned before (under the lock), so a DEL after a crash, or the undo of a
+// failed ADD, releases it (an IPAM that fails half-way may hold a lease, and
+// its DEL is idempotent).
+func (p *Plugin) addressLink(c *call, link *state.Link, podNS ns.NetNS) (*types100.Result, error) {
 	req, err := ipamRequest(c, link.PodName, link.IPAMRange)
 	if err != nil {
-		return cniError(CodeIPAM, "cannot render the IPAM configuration of "+link.PodName, err)
+		return nil, cniError(CodeIPAM, "cannot render the IPAM configuration of "+link.PodName, err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), ipamTimeout)
 	defer cancel()
-	// Registered before the call: an IPAM that fails half-way may hold a
-	// lease, and its DEL is idempotent.
-	tx.leases.Push(func() error { return p.releaseLease(c, req) })
 	res, err := p.env.IPAM.Add(ctx, req)
 	if err != nil {
 		// The IPAM's own code means nothing to the runtime in our name,
@@ -53,14 +53,14 @@ func (p *Plugin) addressLink(c *call, link *state.Link, podNS ns.NetNS, tx *txn)
 			code = te.Code
 		}
 		if link.IPAMRange != "" && exhausted(err) {
-			return types.NewError(CodePodIPv6, fmt.Sprintf("IPv6 block %s of netdev %s (RDMA device %s) is exhausted",
+			return nil, types.NewError(CodePodIPv6, fmt.Sprintf("IPv6 block %s of netdev %s (RDMA device %s) is exhausted",
 				link.IPAMRange, link.HostName, link.Device), err.Error())
 		}
-		return types.NewError(code, fmt.Sprintf("IPAM %s failed for %s", req.PluginType, link.PodName), err.Error())
+		return nil, types.NewError(code, fmt.Sprintf("IPAM %s failed for %s", req.PluginType, link.PodName), err.Error())
 	}
 	failpoint.Hit("add-ipam-lease-taken")
 	if err := p.env.Addrs.Configure(podNS, link.PodName, res, addr.Options{DAD: c.conf.DAD}); err != nil {
-		return cniError(CodeLinkSetup, "cannot address "+link.PodName+" in the pod", err)
+		return nil, cniError(CodeLinkSetup, "cannot address "+link.PodName+" in the pod", err)
 	}
 	failpoint.Hit("add-addresses-configured")
 	for _, ip := range res.IPs {
@@ -71,8 +71,7 @@ func (p *Plugin) addressLink(c *call, link *state.Link, podNS ns.NetNS, tx *txn)
 			c.log.Warn(w, "container", c.args.ContainerID)
 		}
 	}
-	c.leases[link.PodName] = res
-	return nil
+	return res, nil
 }
 
 // releaseLease runs the IPAM's DEL for req. An IPAM plugin that is not in

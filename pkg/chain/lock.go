@@ -60,9 +60,10 @@ func (p *Plugin) readRecord(c *call, quarantine bool) (*state.Record, error) {
 // the lock was not taken). It returns a nil record when there is none, when
 // the state directory cannot even exist (DEL then has nothing to undo), or,
 // with quarantine (DEL), when the record is unreadable: that one is
-// quarantined and logged, so no DEL is refused forever for it; without
-// (CHECK) an unreadable record is an error and nothing moves. A record
-// naming the plugin's own netns is quarantined too.
+// quarantined and logged, so no DEL is refused forever for it, and the
+// error is errQuarantined; without (CHECK) an unreadable record is an error
+// and nothing moves. A record naming the plugin's own netns is quarantined
+// too (no error: it cannot be true, so nothing is inferred from it).
 func (p *Plugin) lockedRecord(c *call, quarantine bool) (rec *state.Record, unlock func(), err error) {
 	unlock, err = c.store.Lock(c.lockTimeout)
 	if errors.Is(err, state.ErrNoStateDir) || (errors.Is(err, state.ErrUnsafePath) && isRegularFile(c.conf.DataDir)) {
@@ -82,8 +83,11 @@ func (p *Plugin) lockedRecord(c *call, quarantine bool) (rec *state.Record, unlo
 	case errors.Is(err, state.ErrNotFound):
 		err = nil
 	case errors.Is(err, state.ErrCorrupt) && quarantine:
-		p.quarantine(c, err)
-		err = nil
+		if p.quarantine(c, err) {
+			err = errQuarantined
+		} else {
+			err = nil
+		}
 	default:
 		err = cniError(CodeState, "cannot read attachment state", err)
 	}
@@ -114,10 +118,14 @@ func (p *Plugin) impossible(c *call, rec *state.Record) bool {
 	return true
 }
 
-// quarantine moves every unreadable record named in err out of the way.
-func (p *Plugin) quarantine(c *call, err error) {
-	for _, ce := range corruptErrors(err) {
-		c.quarantined = true
+// errQuarantined: the call's record was unreadable and is quarantined.
+var errQuarantined = errors.New("attachment record unreadable: quarantined")
+
+// quarantine moves every unreadable record named in err out of the way and
+// reports whether err named any.
+func (p *Plugin) quarantine(c *call, err error) bool {
+	ces := corruptErrors(err)
+	for _, ce := range ces {
 		moved, qerr := c.store.Quarantine(ce.Path)
 		if qerr != nil {
 			c.log.Error("cannot quarantine unreadable attachment record", "path", ce.Path, "error", qerr)
@@ -126,6 +134,7 @@ func (p *Plugin) quarantine(c *call, err error) {
 		c.log.Warn("unreadable attachment record quarantined; the pod's netns and leases may need manual clean-up",
 			"path", ce.Path, "quarantined", moved, "reason", ce.Err)
 	}
+	return len(ces) > 0
 }
 
 // corruptErrors lists the *state.CorruptError values in err (which may be

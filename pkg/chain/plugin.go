@@ -133,22 +133,10 @@ type call struct {
 	args  *skel.CmdArgs
 	log   *slog.Logger
 	store *state.Store
-	// leases holds ADD's IPAM results by pod-side interface name.
-	leases map[string]*types100.Result
-	// childMTU holds the MTU of ADD's shared-mode children by name.
-	childMTU map[string]int
-	// quarantined: an unreadable record was moved out of the way.
-	quarantined bool
-	// recorded: this ADD has written its record.
-	recorded bool
 	// ipamStdin is the conf the delegated IPAM gets.
 	ipamStdin []byte
-	// reclaimed: stranded attachments whose leases are still to release.
-	reclaimed []*state.Record
 	// swept: the temporary files of killed writers were swept this call.
 	swept bool
-	// leasesSynced: how many IPAM leases the last synced record names.
-	leasesSynced int
 	// lockTimeout bounds each wait for the node lock.
 	lockTimeout time.Duration
 }
@@ -208,7 +196,7 @@ func (p *Plugin) serve(verb string, args *skel.CmdArgs, fn func(*call) error) er
 	// and CHECK (one DEL follows every ADD): such a file harms no later
 	// write, and reading the state directory on every ADD made ADD slower
 	// with every record on the node (0.60 -> 0.70 ms from 50 to 200).
-	c := &call{conf: conf, args: args, log: log, leases: map[string]*types100.Result{}, childMTU: map[string]int{},
+	c := &call{conf: conf, args: args, log: log,
 		swept: verb == "ADD", lockTimeout: cmp.Or(p.env.LockTimeout, DefaultLockTimeout)}
 	if err == nil {
 		c.pod, err = config.ParseArgs(args.Args)

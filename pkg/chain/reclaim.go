@@ -13,9 +13,9 @@ import (
 // netdev possibly as devN); without this, a pod whose DEL never comes (a
 // runtime that lost the sandbox, a 0.4.0 chain that never sends GC) would
 // hold its device forever. The host side is restored as DEL would; a
-// record whose IPAM leases remain is kept, marked released, and
-// finishReclaim releases them once the lock is given up.
-func (p *Plugin) reclaimStranded(c *call, recs []*state.Record) (out []*state.Record, reclaimed bool) {
+// record whose IPAM leases remain is kept, marked released, and returned
+// in pending: finishReclaim releases them once the lock is given up.
+func (p *Plugin) reclaimStranded(c *call, recs []*state.Record) (out, pending []*state.Record, reclaimed bool) {
 	for _, r := range recs {
 		if r.Mode != string(rdma.ModeExclusive) || !holdsDevice(r) || !p.netnsGone(c, r) {
 			out = append(out, r)
@@ -36,13 +36,13 @@ func (p *Plugin) reclaimStranded(c *call, recs []*state.Record) (out []*state.Re
 		} else if err := c.store.Put(r); err != nil {
 			c.log.Error("cannot record a reclaimed attachment", "holder", r.ContainerID, "error", err)
 		} else {
-			c.reclaimed = append(c.reclaimed, r)
+			pending = append(pending, r)
 		}
 		c.log.Warn("reclaimed RDMA devices from a pod whose netns is gone (no DEL came for it)",
 			"holder", r.ContainerID, "pod", r.Pod.Namespace+"/"+r.Pod.Name, "netns", r.NetNS, "container", c.args.ContainerID)
 		out = append(out, r)
 	}
-	return out, reclaimed
+	return out, pending, reclaimed
 }
 
 func holdsDevice(r *state.Record) bool {
@@ -72,13 +72,12 @@ func HoldsDevice(r *state.Record) bool {
 }
 
 // finishReclaim releases, without the node lock, the leases of the
-// attachments reclaimStranded gave back, and forgets them. A failure leaves
-// the record for the pod's DEL or GC.
-func (p *Plugin) finishReclaim(c *call) {
-	for _, r := range c.reclaimed {
+// attachments reclaimStranded gave back (pending), and forgets them. A
+// failure leaves the record for the pod's DEL or GC.
+func (p *Plugin) finishReclaim(c *call, pending []*state.Record) {
+	for _, r := range pending {
 		if err := p.release(c, r, r.NetNS); err != nil {
 			c.log.Error("cannot release the leases of a reclaimed attachment", "holder", r.ContainerID, "error", err)
 		}
 	}
-	c.reclaimed = nil
 }

@@ -13,7 +13,7 @@ import (
 // on their MTU and the RDMA device's PCI address. Their addresses and
 // routes are listed only with reportIPs (see addr.ReportIPs); they are in
 // the record and in inspect either way.
-func mergeLinks(c *call, rec *state.Record, devs []rdma.Device, result *types100.Result) {
+func mergeLinks(c *call, rec *state.Record, result *types100.Result, out linkOutputs) {
 	claimed := false
 	for _, l := range rec.Links {
 		if l.PodName == "" {
@@ -25,11 +25,11 @@ func mergeLinks(c *call, rec *state.Record, devs []rdma.Device, result *types100
 		}
 		iface := &types100.Interface{Name: l.PodName, Mac: l.MAC, Sandbox: c.args.Netns}
 		if resultHasV11Fields(c.conf.CNIVersion) {
-			iface.Mtu = linkMTU(c, l)
-			iface.PciID = devicePCI(devs, l.Device)
+			iface.Mtu = out.mtu(l)
+			iface.PciID = devicePCI(out.devs, l.Device)
 		}
 		result.Interfaces = append(result.Interfaces, iface)
-		if res := c.leases[l.PodName]; res != nil && c.conf.ReportIPs {
+		if res := out.leases[l.PodName]; res != nil && c.conf.ReportIPs {
 			addr.ReportIPs(result, res, len(result.Interfaces)-1)
 		}
 	}
@@ -39,13 +39,22 @@ func mergeLinks(c *call, rec *state.Record, devs []rdma.Device, result *types100
 // the CNI library prints them at 1.0.0 too, so they are left out there.
 func resultHasV11Fields(cniVersion string) bool { return cniVersion == "1.1.0" }
 
-// linkMTU is the pod interface's MTU: a moved netdev keeps the one recorded
+// linkOutputs is what ADD's phases produced for the result beside the
+// record: the devices given, the children's MTUs and the IPAM results, both
+// by pod-side name.
+type linkOutputs struct {
+	devs     []rdma.Device
+	childMTU map[string]int
+	leases   map[string]*types100.Result
+}
+
+// mtu is the pod interface's MTU: a moved netdev keeps the one recorded
 // before the move, a child has the one the kernel gave it.
-func linkMTU(c *call, l state.Link) int {
+func (o linkOutputs) mtu(l state.Link) int {
 	if l.Kind == "moved" {
 		return l.MTU
 	}
-	return c.childMTU[l.PodName]
+	return o.childMTU[l.PodName]
 }
 
 func devicePCI(devs []rdma.Device, name string) string {

@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/rdma-chain/rdma-chain/internal/failpoint"
-	"github.com/rdma-chain/rdma-chain/internal/undo"
 	"github.com/rdma-chain/rdma-chain/pkg/config"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
@@ -14,7 +13,7 @@ import (
 // the node's BPF socket hook with the pod's netns listed (Linux >= 6.11),
 // or, in auto mode where neither exists, nothing but a log line
 // (applications then need AF_SMC, IPPROTO_SMC or a preload library).
-func (p *Plugin) smcTransparent(c *call, rec *state.Record, podNS string, u *undo.Stack) error {
+func (p *Plugin) smcTransparent(c *call, rec *draft, podNS string) error {
 	mode := c.conf.SMCR.Transparent
 	if mode == config.TransparentOff {
 		return nil
@@ -44,12 +43,12 @@ func (p *Plugin) smcTransparent(c *call, rec *state.Record, podNS string, u *und
 	if rec.NetNSIno == 0 {
 		return cniErrorf(CodeSMC, "cannot list the pod's netns %s in the SMC socket hook: its inode is unknown", podNS)
 	}
-	// Recorded before the change: DEL after a crash unlists it.
+	// Recorded before the change: DEL after a crash, or the undo of a
+	// failed ADD, unlists it (unlisting a netns not listed changes nothing).
 	rec.SMC.Transparent = config.TransparentBPF
 	if err := p.save(c, rec); err != nil {
 		return err
 	}
-	u.Push(func() error { return p.env.SMC.HookRemove(dir, rec.NetNSIno) })
 	if err := p.env.SMC.HookAdd(dir, rec.NetNSIno); err != nil {
 		return cniError(CodeSMC, fmt.Sprintf("cannot list the pod's netns %s in the SMC socket hook", podNS), err)
 	}

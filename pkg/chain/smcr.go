@@ -8,7 +8,6 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 
 	"github.com/rdma-chain/rdma-chain/internal/failpoint"
-	"github.com/rdma-chain/rdma-chain/internal/undo"
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 	"github.com/rdma-chain/rdma-chain/pkg/smc"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
@@ -18,7 +17,7 @@ import (
 // network.alibabacloud.com/erdma-smcr=true: {PNETID, RDMA device, port 1} in
 // init_net (IB entries exist only there) and {PNETID, the pod's primary
 // interface} in the pod netns. The pod's first RDMA device carries it.
-func (p *Plugin) setupSMC(c *call, rec *state.Record, devs []rdma.Device, podNS ns.NetNS, undo *undo.Stack) error {
+func (p *Plugin) setupSMC(c *call, rec *draft, devs []rdma.Device, podNS ns.NetNS) error {
 	if on, _ := c.conf.SMCRFor(c.pod.Namespace); !on || len(devs) == 0 {
 		return nil
 	}
@@ -26,7 +25,7 @@ func (p *Plugin) setupSMC(c *call, rec *state.Record, devs []rdma.Device, podNS 
 	if err := p.save(c, rec); err != nil {
 		return err
 	}
-	if err := p.ensureHostPnet(c, rec, undo); err != nil {
+	if err := p.ensureHostPnet(c, rec); err != nil {
 		if errors.Is(err, smc.ErrUnavailable) && c.conf.SMCR.OnUnsupported == "warn" {
 			c.log.Warn("SMC-R requested but unavailable: pod keeps plain TCP", "container", c.args.ContainerID, "error", err)
 			rec.SMC = nil
@@ -34,28 +33,28 @@ func (p *Plugin) setupSMC(c *call, rec *state.Record, devs []rdma.Device, podNS 
 		}
 		return cniError(CodeSMC, "cannot write the SMC-R pnet entry of "+devs[0].Name, err)
 	}
-	// Recorded before it is written: DEL after a crash in between removes
-	// it (removing an absent entry changes nothing).
+	// Recorded before it is written: DEL after a crash in between, or the
+	// undo of a failed ADD, removes it (removing an absent entry changes
+	// nothing).
 	podEntry := smc.PnetEntry{PnetID: rec.SMC.PnetID, EthName: rec.SMC.PodIfName}
 	rec.SMC.PodEntry = true
 	if err := p.save(c, rec); err != nil {
 		return err
 	}
-	undo.Push(func() error { return p.env.SMC.RemovePnet(podNS.Path(), podEntry) })
 	if _, err := p.env.SMC.EnsurePnet(podNS.Path(), podEntry); err != nil {
 		return cniError(CodeSMC, "cannot write the pod's SMC-R pnet entry for "+podEntry.EthName, err)
 	}
 	failpoint.Hit("add-smc-pod-entry")
-	return p.smcExtras(c, rec, podNS.Path(), undo)
+	return p.smcExtras(c, rec, podNS.Path())
 }
 
-// ensureHostPnet makes the init_net entry exist and registers the release
-// of rec's reference. An entry the plugin finds already there (another
+// ensureHostPnet makes the init_net entry exist and records rec's reference
+// to it, which releaseHostPnet drops. An entry the plugin finds already there (another
 // tool's, or another PNETID on the port) is adopted and never removed by the
 // plugin; one it writes is recorded as its own before it is written, so a
 // crash in between leaves a record DEL can clean up with.
-func (p *Plugin) ensureHostPnet(c *call, rec *state.Record, undo *undo.Stack) error {
-	refs, err := hostPnetRefs(c.store, rec)
+func (p *Plugin) ensureHostPnet(c *call, rec *draft) error {
+	refs, err := hostPnetRefs(c.store, rec.Record)
 	if err != nil {
 		return err
 	}
@@ -73,7 +72,6 @@ func (p *Plugin) ensureHostPnet(c *call, rec *state.Record, undo *undo.Stack) er
 	if err := p.save(c, rec); err != nil {
 		return err
 	}
-	undo.Push(func() error { return p.releaseHostPnet(c, rec) })
 	if existing != nil {
 		return nil
 	}
@@ -106,8 +104,8 @@ func (p *Plugin) existingHostPnet(want smc.PnetEntry) (*smc.PnetEntry, error) {
 
 // smcExtras switches the pod's sockets to SMC (smcr.transparent) and adds
 // the UEID.
-func (p *Plugin) smcExtras(c *call, rec *state.Record, podNS string, u *undo.Stack) error {
-	if err := p.smcTransparent(c, rec, podNS, u); err != nil {
+func (p *Plugin) smcExtras(c *call, rec *draft, podNS string) error {
+	if err := p.smcTransparent(c, rec, podNS); err != nil {
 		return err
 	}
 	if c.conf.SMCR.UEID == "" {
