@@ -110,9 +110,9 @@ func (p *Plugin) statusSMC(c *call) {
 
 // STATUS's view of the kernel's SMC is kept for smcOfferMaxAge in the state
 // directory: probing runs the hook binary, which parses the kernel's BTF
-// (4.7 s of a STATUS under TCG on 6.1), and the runtime sends STATUS every
-// 5 s. A change (the hook binary installed, a bpffs mounted) shows within
-// that time.
+// (a probing STATUS took 2.4-4.9 s under TCG, docs/configuration.md), and
+// the runtime sends STATUS every 5 s. A change (the hook binary installed,
+// a bpffs mounted) shows within that time.
 const (
 	smcOfferCache  = "cache-smc-offer.json"
 	smcOfferMaxAge = 10 * time.Minute
