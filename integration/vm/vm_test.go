@@ -81,7 +81,7 @@ var bootGroups = []bootGroup{
 	{"upgrade-simrdma", 1, []scenario{{"upgrade-exclusive", true, false}}},
 	{"soak-shared", 0, []scenario{{"soak-shared", true, false}}},
 	{"soak-simrdma", 1, []scenario{{"soak-exclusive", true, false}}},
-	{"caps-simrdma", 1, []scenario{{"caps", false, false}}},
+	{"caps-simrdma", 1, []scenario{{"caps", true, false}}},
 }
 
 // selected reports whether scenario s runs: RC_VM_SCENARIOS names it, or it

@@ -1,15 +1,19 @@
 package chain
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
 	types100 "github.com/containernetworking/cni/pkg/types/100"
 
 	"github.com/rdma-chain/rdma-chain/pkg/config"
 	"github.com/rdma-chain/rdma-chain/pkg/podres"
+	"github.com/rdma-chain/rdma-chain/pkg/smc"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
@@ -69,11 +73,22 @@ func hasInterface(r *types100.Result, name, sandbox string) bool {
 	return false
 }
 
-// status reports whether the plugin can serve ADD.
+// status reports whether the plugin can serve ADD and, where the network
+// serves SMC-R, logs which transparent-SMC mechanism annotated pods get.
 func (p *Plugin) status(c *call) error {
 	if err := c.store.Writable(); err != nil {
 		return cniError(CodeNotAvailable, "state directory "+c.conf.DataDir+" is not writable", err)
 	}
+	if err := p.statusKubelet(c); err != nil {
+		return err
+	}
+	p.statusSMC(c)
+	return nil
+}
+
+// statusKubelet: a network that asks kubelet which pods want RDMA is ready
+// only while kubelet answers, unless ADD passes pods through without it.
+func (p *Plugin) statusKubelet(c *call) error {
 	if c.conf.PodSelection != config.SelectRequested || c.conf.Drain {
 		return nil
 	}
@@ -90,4 +105,59 @@ func (p *Plugin) status(c *call) error {
 		return nil
 	}
 	return cniError(CodeNotAvailable, "kubelet pod-resources API at "+c.conf.PodResourcesSocket+" is not reachable", err)
+}
+
+// statusSMC logs the mechanism ADD would use for an annotated pod. A node
+// without it stays ready: only annotated pods lose SMC-R (or, under
+// onUnsupported fail, are refused), and STATUS failing would stop every pod.
+func (p *Plugin) statusSMC(c *call) {
+	s := c.conf.SMCR
+	if s.Enabled != nil && !*s.Enabled {
+		return
+	}
+	o := p.smcOffer(c)
+	m := o.Uses(s.Transparent)
+	attrs := []any{"mechanism", string(m), "transparent", s.Transparent, "offer", o.String()}
+	switch {
+	case m == smc.MechanismNoSMC || (m == smc.MechanismNone && s.Transparent != config.TransparentOff && s.Transparent != config.TransparentAuto):
+		c.log.Warn("SMC-R: annotated pods get no transparent SMC (onUnsupported "+s.OnUnsupported+")", attrs...)
+	default:
+		c.log.Info("SMC-R: transparent SMC for annotated pods", attrs...)
+	}
+}
+
+// STATUS's view of the kernel's SMC is kept for smcOfferMaxAge in the state
+// directory: probing runs the hook binary, which parses the kernel's BTF
+// (a probing STATUS took 2.4-4.9 s under TCG, docs/configuration.md), and
+// the runtime sends STATUS every 5 s. A change (the hook binary installed,
+// a bpffs mounted) shows within that time.
+const (
+	smcOfferCache  = "cache-smc-offer.json"
+	smcOfferMaxAge = 10 * time.Minute
+)
+
+type cachedOffer struct {
+	BPFFSDir string    `json:"bpffsDir"`
+	Offer    smc.Offer `json:"offer"`
+}
+
+func (p *Plugin) smcOffer(c *call) smc.Offer {
+	dir := c.conf.SMCR.BPFFSDir
+	if b, ok := c.store.ReadCache(smcOfferCache, smcOfferMaxAge); ok {
+		var e cachedOffer
+		d := json.NewDecoder(bytes.NewReader(b))
+		d.DisallowUnknownFields()
+		if d.Decode(&e) == nil && e.BPFFSDir == dir {
+			return e.Offer
+		}
+	}
+	o := p.env.SMC.Offer(dir)
+	b, err := json.Marshal(cachedOffer{BPFFSDir: dir, Offer: o})
+	if err == nil {
+		err = c.store.WriteCache(smcOfferCache, b)
+	}
+	if err != nil {
+		c.log.Debug("cannot keep STATUS's SMC probe", "error", err)
+	}
+	return o
 }

@@ -54,3 +54,7 @@ func (kernelSMC) HookRemove(dir string, ino uint64) error { return hookcmd.Besid
 func (kernelSMC) HookListed(dir string, ino uint64) (bool, error) {
 	return hookcmd.Beside().Listed(dir, ino)
 }
+
+func (kernelSMC) Offer(dir string) smc.Offer {
+	return smc.Detect(func() error { return hookcmd.Beside().Supported(dir) })
+}

@@ -79,6 +79,11 @@ func (f *fakeSMC) TCP2SMC(ns string) (bool, error) {
 
 func (f *fakeSMC) HookSupported(dir string) error { return f.w().record("HookSupported %s", dir) }
 
+func (f *fakeSMC) Offer(dir string) smc.Offer {
+	_ = f.w().record("Offer %s", dir)
+	return f.offer
+}
+
 func (f *fakeSMC) HookAdd(dir string, ino uint64) error {
 	if err := f.w().record("HookAdd %d", ino); err != nil {
 		return err
@@ -133,6 +138,7 @@ type world struct {
 	onIPAM     func()                     // runs inside every IPAM ADD
 	onRestore  func()                     // runs after every RestoreToHost
 	tcp2smc    bool                       // the kernel has net.smc.tcp2smc
+	offer      smc.Offer                  // what STATUS's probe finds
 	childLeft  bool                       // a failed AddChild created its child (not read back)
 	hooked     map[uint64]bool            // netns inodes listed in the SMC socket hook
 	stdout     syncBuffer

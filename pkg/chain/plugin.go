@@ -90,6 +90,8 @@ type SMC interface {
 	HookAdd(dir string, netnsIno uint64) error
 	HookRemove(dir string, netnsIno uint64) error
 	HookListed(dir string, netnsIno uint64) (bool, error)
+	// Offer is smc.Detect with the socket hook's pins under dir.
+	Offer(dir string) smc.Offer
 }
 
 // Netns is the seam over network namespaces by path.

@@ -1,10 +1,12 @@
 package chain
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/rdma-chain/rdma-chain/internal/failpoint"
 	"github.com/rdma-chain/rdma-chain/pkg/config"
+	"github.com/rdma-chain/rdma-chain/pkg/smc"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
@@ -15,30 +17,25 @@ import (
 // (applications then need AF_SMC, IPPROTO_SMC or a preload library).
 func (p *Plugin) smcTransparent(c *call, rec *draft, podNS string) error {
 	mode := c.conf.SMCR.Transparent
-	if mode == config.TransparentOff {
-		return nil
-	}
-	if mode == config.TransparentAuto || mode == config.TransparentTCP2SMC {
-		on, err := p.env.SMC.TCP2SMC(podNS)
-		if err != nil {
-			c.log.Warn("cannot set net.smc.tcp2smc in the pod", "error", err)
-		}
-		if on {
-			rec.SMC.Transparent = config.TransparentTCP2SMC
-			return p.save(c, rec)
-		}
-		if mode == config.TransparentTCP2SMC {
-			return p.smcUnsupported(c, "net.smc.tcp2smc is absent on this kernel")
-		}
-	}
 	dir := c.conf.SMCR.BPFFSDir
-	if err := p.env.SMC.HookSupported(dir); err != nil {
-		if mode == config.TransparentAuto {
-			c.log.Info("no net.smc.tcp2smc and no SMC socket hook on this kernel: applications need AF_SMC, IPPROTO_SMC or an SMC preload library",
-				"container", c.args.ContainerID, "hook", err.Error())
-			return nil
-		}
-		return p.smcUnsupported(c, "the SMC socket hook cannot run: "+err.Error())
+	mech, why, probeErr := smc.Pick(mode,
+		func() (bool, error) { return p.env.SMC.TCP2SMC(podNS) },
+		func() error { return p.env.SMC.HookSupported(dir) })
+	if probeErr != nil {
+		c.log.Warn("cannot set net.smc.tcp2smc in the pod", "error", probeErr)
+	}
+	switch {
+	case mech == smc.MechanismTCP2SMC:
+		rec.SMC.Transparent = config.TransparentTCP2SMC
+		return p.save(c, rec)
+	case why == nil && mech == smc.MechanismNone: // off
+		return nil
+	case why != nil && mode == config.TransparentAuto:
+		c.log.Info("no net.smc.tcp2smc and no SMC socket hook on this kernel: applications need AF_SMC, IPPROTO_SMC or an SMC preload library",
+			"container", c.args.ContainerID, "hook", errors.Unwrap(why).Error())
+		return nil
+	case why != nil:
+		return p.smcUnsupported(c, why.Error())
 	}
 	if rec.NetNSIno == 0 {
 		return cniErrorf(CodeSMC, "cannot list the pod's netns %s in the SMC socket hook: its inode is unknown", podNS)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -13,6 +14,7 @@ import (
 
 	"github.com/rdma-chain/rdma-chain/pkg/podres"
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
+	"github.com/rdma-chain/rdma-chain/pkg/smc"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
@@ -165,6 +167,59 @@ func TestStatus(t *testing.T) {
 		w := &world{failOn: map[string]error{"Probe": errors.New("unreachable")}}
 		if err := w.plugin().Status(cmd(t.TempDir(), `,"podSelection":"all"`, "")); err != nil {
 			t.Fatal(err)
+		}
+	})
+	// STATUS names the transparent-SMC mechanism an annotated pod gets and
+	// stays ready without it (the node's other pods need no SMC).
+	for _, c := range []struct {
+		name, conf string
+		offer      smc.Offer
+		want       string
+	}{
+		{"socket hook", "", smc.Offer{SMC: true, IPPROTOSMC: true, SocketHook: true},
+			"level=INFO msg=\"SMC-R: transparent SMC for annotated pods\" plugin=rdma-chain mechanism=socket_hook transparent=auto offer=smc,ipproto_smc,socket_hook"},
+		{"no SMC", `,"smcr":{"onUnsupported":"fail"}`, smc.Offer{},
+			"level=WARN msg=\"SMC-R: annotated pods get no transparent SMC (onUnsupported fail)\" plugin=rdma-chain mechanism=no_smc transparent=auto offer=no_smc"},
+		{"bpf without the hook", `,"smcr":{"transparent":"bpf"}`, smc.Offer{SMC: true, SocketHookError: "no BTF"},
+			"level=WARN msg=\"SMC-R: annotated pods get no transparent SMC (onUnsupported warn)\" plugin=rdma-chain mechanism=none transparent=bpf offer=smc"},
+		{"SMC-R disabled", `,"smcr":{"enabled":false}`, smc.Offer{SMC: true}, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w := &world{offer: c.offer}
+			if err := w.plugin().Status(cmd(t.TempDir(), `,"podSelection":"all"`+c.conf, "")); err != nil {
+				t.Fatal(err)
+			}
+			got := w.stderr.String()
+			if c.want == "" {
+				if strings.Contains(got, "SMC-R") || slices.Contains(w.calls, "Offer /sys/fs/bpf/rdma-chain") {
+					t.Errorf("SMC-R disabled, yet STATUS probed or logged it: %v %q", w.calls, got)
+				}
+				return
+			}
+			if !strings.Contains(got, c.want) {
+				t.Errorf("log %q lacks %q", got, c.want)
+			}
+		})
+	}
+	// The probe runs the hook binary: STATUS reuses it for a while, per
+	// bpffsDir, and a file it cannot parse is probed again.
+	t.Run("SMC probe kept", func(t *testing.T) {
+		dir := t.TempDir()
+		w := &world{offer: smc.Offer{SMC: true}}
+		for _, conf := range []string{``, ``, `,"smcr":{"bpffsDir":"/sys/fs/bpf/other"}`} {
+			if err := w.plugin().Status(cmd(dir, `,"podSelection":"all"`+conf, "")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.WriteFile(filepath.Join(dir, "cache-smc-offer.json"), []byte(`{"bpffsDir":"/sys/fs/bpf/other","offer":{},"x":1}`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.plugin().Status(cmd(dir, `,"podSelection":"all","smcr":{"bpffsDir":"/sys/fs/bpf/other"}`, "")); err != nil {
+			t.Fatal(err)
+		}
+		want := []string{"Offer /sys/fs/bpf/rdma-chain", "Offer /sys/fs/bpf/other", "Offer /sys/fs/bpf/other"}
+		if !reflect.DeepEqual(w.calls, want) {
+			t.Errorf("calls %v, want %v", w.calls, want)
 		}
 	})
 	t.Run("state dir not writable", func(t *testing.T) {

@@ -63,6 +63,10 @@ type SMCReport struct {
 	Reason    string    `json:"reason,omitempty"` // why not available
 	Pnet      []PnetRow `json:"pnet"`
 	UEIDs     []string  `json:"ueids,omitempty"`
+	// Transparent is the mechanism smcr.transparent auto (the default)
+	// uses on this node; Offer is what the kernel offers for it.
+	Transparent smc.Mechanism `json:"transparent"`
+	Offer       smc.Offer     `json:"offer"`
 	// Hook is the transparent-SMC socket hook, when attached or pinned.
 	Hook *HookReport `json:"socketHook,omitempty"`
 }
@@ -217,6 +221,8 @@ func (in *inspector) readRDMA() {
 
 func (in *inspector) readSMC() {
 	in.r.SMC.Pnet = []PnetRow{}
+	in.r.SMC.Offer = in.k.SMCOffer()
+	in.r.SMC.Transparent = in.r.SMC.Offer.Uses(config.TransparentAuto)
 	pnet, err := in.k.Pnet("")
 	if errors.Is(err, smc.ErrUnavailable) {
 		in.r.SMC.Reason = err.Error()

@@ -30,6 +30,7 @@ type fakeReader struct {
 	gone    map[string]bool
 	gids    []rdma.GID
 	hooked  []uint32 // netns inodes in the SMC socket hook; nil: not attached
+	offer   smc.Offer
 }
 
 func newFakeReader() *fakeReader {
@@ -84,6 +85,7 @@ func (f *fakeReader) Pnet(p string) ([]smc.PnetEntry, error) {
 func (f *fakeReader) UEIDs() ([]string, error) { return []string{"RDMACHAIN"}, nil }
 
 func (f *fakeReader) SocketHook() (bool, []uint32, error) { return f.hooked != nil, f.hooked, nil }
+func (f *fakeReader) SMCOffer() smc.Offer                 { return f.offer }
 func (f *fakeReader) Fallbacks(string) (smc.FallbackReport, error) {
 	return smc.FallbackReport{ClientTotal: 2, Reasons: []smc.FallbackStat{{Reason: 0x03030000, Count: 2}}}, nil
 }
@@ -138,6 +140,7 @@ func TestInspectReport(t *testing.T) {
 	dir := writeState(t)
 	k := newFakeReader()
 	k.hooked = []uint32{4026532301}
+	k.offer = smc.Offer{SMC: true, IPPROTOSMC: true, SocketHook: true}
 	in := &inspector{k: k, dataDirs: []string{dir}}
 	r := in.inspect("/run/netns/a")
 	var text bytes.Buffer
@@ -147,6 +150,7 @@ func TestInspectReport(t *testing.T) {
 		"RDMA netns mode: shared\n",
 		"  rxe0  driver rdma_rxe  netdev eth1  netns host  port 1 ACTIVE (LINK_UP) 3 GIDs\n",
 		"SMC: available; UEIDs: RDMACHAIN\n",
+		"  transparent SMC (smcr.transparent auto): socket_hook; kernel offers smc,ipproto_smc,socket_hook\n",
 		"    RXE0 ib rxe0 port 1\n",
 		"  socket hook (smcr.transparent bpf): attached, 1 netns listed [4026532301]\n",
 		"  rdmanet/aaaa/eth0  pod default/smc-pod  shared  netns /run/netns/a  since 2026-11-23T09:00:00Z\n" +
@@ -173,7 +177,8 @@ func TestInspectReport(t *testing.T) {
 		t.Errorf("health: %+v", r.Attachments)
 	}
 	b, err := json.Marshal(r)
-	if err != nil || !bytes.Contains(b, []byte(`"lastFailures":[{"time":"2026-11-23T09:00:00Z","verb":"ADD"`)) {
+	if err != nil || !bytes.Contains(b, []byte(`"lastFailures":[{"time":"2026-11-23T09:00:00Z","verb":"ADD"`)) ||
+		!bytes.Contains(b, []byte(`"transparent":"socket_hook","offer":{"smc":true,"tcp2smc":false,"ipprotoSMC":true,"socketHook":true,"hsCtrl":false}`)) {
 		t.Errorf("json: %v %s", err, b)
 	}
 }
@@ -204,7 +209,8 @@ func TestInspectSaysWhatItCouldNotRead(t *testing.T) {
 	WriteText(&text, r)
 	for _, want := range []string{
 		"RDMA netns mode: unknown",
-		"SMC: not available (generic netlink family SMC_PNETID not found: SMC is not available on this kernel)",
+		"SMC: not available (generic netlink family SMC_PNETID not found: SMC is not available on this kernel)\n" +
+			"  transparent SMC (smcr.transparent auto): no_smc; kernel offers no_smc\n",
 		"Could not read (2):\n  RDMA netns mode: read RDMA netns mode: kernel has no RDMA subsystem\n",
 		"  outcome log in " + dir + ": read outcomes",
 	} {

@@ -35,6 +35,8 @@ type reader interface {
 	// SocketHook reads the transparent-SMC hook's pins (config.DefaultBPFFSDir)
 	// through the hook binary beside this one.
 	SocketHook() (attached bool, listed []uint32, err error)
+	// SMCOffer is smc.Detect with the hook's pins under config.DefaultBPFFSDir.
+	SMCOffer() smc.Offer
 	Interfaces(nsPath string) ([]Iface, error)
 	SMCSysctls(nsPath string) (map[string]string, error)
 }
@@ -88,6 +90,10 @@ func (k *kernelReader) UEIDs() (list []string, err error) {
 
 func (k *kernelReader) SocketHook() (bool, []uint32, error) {
 	return hookcmd.Beside().State(config.DefaultBPFFSDir)
+}
+
+func (k *kernelReader) SMCOffer() smc.Offer {
+	return smc.Detect(func() error { return hookcmd.Beside().Supported(config.DefaultBPFFSDir) })
 }
 
 // Fallbacks reads the netns's SMC fallback statistics.

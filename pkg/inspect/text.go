@@ -56,9 +56,11 @@ func portsText(ports []rdma.Port) string {
 func writeSMCText(w io.Writer, s SMCReport) {
 	if !s.Available {
 		say(w, "SMC: not available (%s)\n", orDash(s.Reason))
+		say(w, "  transparent SMC (smcr.transparent auto): %s; kernel offers %s\n", s.Transparent, s.Offer)
 		return
 	}
 	say(w, "SMC: available; UEIDs: %s\n", orDash(strings.Join(s.UEIDs, ", ")))
+	say(w, "  transparent SMC (smcr.transparent auto): %s; kernel offers %s\n", s.Transparent, s.Offer)
 	say(w, "  init_net pnet table (%d):\n", len(s.Pnet))
 	for _, p := range s.Pnet {
 		say(w, "    %s\n", pnetText(p))

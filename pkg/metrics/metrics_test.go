@@ -38,6 +38,7 @@ type fakeStats struct {
 	podErr  error
 	hookErr error
 	smcErr  error
+	offer   smc.Offer
 }
 
 func (f *fakeStats) NetnsMode() (rdma.Mode, error) { return f.mode, nil }
@@ -64,6 +65,7 @@ func (f *fakeStats) Fallbacks(ns string) (smc.FallbackReport, error) {
 func (f *fakeStats) SocketHook() (bool, []uint32, error) {
 	return true, []uint32{4026532000}, f.hookErr
 }
+func (f *fakeStats) SMCOffer() smc.Offer { return f.offer }
 func (f *fakeStats) NetnsGone(r *state.Record) (bool, error) {
 	return r.NetNS == "/run/netns/dead", nil
 }
@@ -92,7 +94,8 @@ func statsNode(t *testing.T) []conflist.Network {
 
 func TestNodeCollector(t *testing.T) {
 	nets := statsNode(t)
-	c := NewNodeCollector(&fakeStats{mode: rdma.ModeExclusive, hookErr: hookcmd.ErrNotInstalled}, func() []conflist.Network { return nets }, nil, false)
+	offer := smc.Offer{SMC: true, TCP2SMC: true, SocketHookError: "no BTF"}
+	c := NewNodeCollector(&fakeStats{mode: rdma.ModeExclusive, hookErr: hookcmd.ErrNotInstalled, offer: offer}, func() []conflist.Network { return nets }, nil, false)
 	want := `
 # HELP rdma_chain_attachments Recorded attachments, by network, mode (shared, exclusive, pass-through) and RDMA device (none: no link).
 # TYPE rdma_chain_attachments gauge
@@ -116,8 +119,11 @@ rdma_chain_smc_pnet_entries 1
 # HELP rdma_chain_smc_pod_fallbacks SMC connections that fell back to TCP in the netns of live SMC-R pods, summed over those pods, by side (client, server) and SMC decline reason code.
 # TYPE rdma_chain_smc_pod_fallbacks gauge
 rdma_chain_smc_pod_fallbacks{reason="0x03030000",side="client"} 3
+# HELP rdma_chain_smc_transparent_info Always 1; mechanism is how SMC-R pods' TCP sockets become SMC sockets under smcr.transparent auto on this node (tcp2smc, socket_hook, none, no_smc), offer what the kernel offers (docs/kernels.md).
+# TYPE rdma_chain_smc_transparent_info gauge
+rdma_chain_smc_transparent_info{mechanism="tcp2smc",offer="smc,tcp2smc"} 1
 ` + collectErrorsText(0, 0)
-	names := []string{"rdma_chain_attachments", "rdma_chain_rdma_port_info", "rdma_chain_rdma_port_counters_total",
+	names := []string{"rdma_chain_smc_transparent_info", "rdma_chain_attachments", "rdma_chain_rdma_port_info", "rdma_chain_rdma_port_counters_total",
 		"rdma_chain_rdma_port_hw_counters_total", "rdma_chain_smc_pnet_entries", "rdma_chain_smc_pod_fallbacks",
 		"rdma_chain_collect_errors", "rdma_chain_smc_socket_hook_attached"}
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want), names...); err != nil {
@@ -168,6 +174,13 @@ rdma_chain_rdma_port_info{device="mlx5_1",namespace="default",netns="pod",phys_s
 	f.smcErr = smc.ErrUnavailable // no SMC: no SMC series, no error
 	if n := testutil.CollectAndCount(c, "rdma_chain_smc_pnet_entries", "rdma_chain_smc_socket_hook_attached"); n != 0 {
 		t.Errorf("%d SMC series without SMC", n)
+	}
+	noSMC := `# HELP rdma_chain_smc_transparent_info Always 1; mechanism is how SMC-R pods' TCP sockets become SMC sockets under smcr.transparent auto on this node (tcp2smc, socket_hook, none, no_smc), offer what the kernel offers (docs/kernels.md).
+# TYPE rdma_chain_smc_transparent_info gauge
+rdma_chain_smc_transparent_info{mechanism="no_smc",offer="no_smc"} 1
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(noSMC), "rdma_chain_smc_transparent_info"); err != nil {
+		t.Errorf("without SMC: %v", err)
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -27,6 +29,8 @@ type StatsReader interface {
 	Pnet(nsPath string) ([]smc.PnetEntry, error)
 	Fallbacks(nsPath string) (smc.FallbackReport, error)
 	SocketHook() (attached bool, listed []uint32, err error)
+	// SMCOffer is smc.Detect with the hook's pins under config.DefaultBPFFSDir.
+	SMCOffer() smc.Offer
 	// NetnsGone is state.Record.NetnsGone on the kernel.
 	NetnsGone(rec *state.Record) (bool, error)
 }
@@ -49,6 +53,24 @@ type NodeCollector struct {
 
 	mode, attachments, outcomeCount, portInfo, portCounters, hwCounters *prometheus.Desc
 	pnetEntries, fallbacks, hookAttached, hookNetns, collectErrors      *prometheus.Desc
+	transparent                                                         *prometheus.Desc
+
+	offerMu sync.Mutex
+	offer   smc.Offer
+	offerAt time.Time
+}
+
+// offerMaxAge is how long a scrape reuses the kernel's SMC offer: probing
+// runs the hook binary, which parses the kernel's BTF.
+const offerMaxAge = time.Minute
+
+func (c *NodeCollector) smcOffer() smc.Offer {
+	c.offerMu.Lock()
+	defer c.offerMu.Unlock()
+	if c.offerAt.IsZero() || time.Since(c.offerAt) >= offerMaxAge {
+		c.offer, c.offerAt = c.k.SMCOffer(), time.Now()
+	}
+	return c.offer
 }
 
 // NewNodeCollector reads the node through k, the records of networks()
@@ -77,15 +99,17 @@ func NewNodeCollector(k StatsReader, networks func() []conflist.Network, outcome
 		pnetEntries: d("smc_pnet_entries", "Entries of the host netns's SMC-R pnet table."),
 		fallbacks: d("smc_pod_fallbacks", "SMC connections that fell back to TCP in the netns of live SMC-R pods, summed over those pods, by side (client, server) and SMC decline reason code.",
 			append([]string{"side", "reason"}, pod...)...),
-		hookAttached:  d("smc_socket_hook_attached", "1 when the transparent-SMC socket hook's program is attached."),
-		hookNetns:     d("smc_socket_hook_netns", "Netns the transparent-SMC socket hook lists."),
+		hookAttached: d("smc_socket_hook_attached", "1 when the transparent-SMC socket hook's program is attached."),
+		hookNetns:    d("smc_socket_hook_netns", "Netns the transparent-SMC socket hook lists."),
+		transparent: d("smc_transparent_info", "Always 1; mechanism is how SMC-R pods' TCP sockets become SMC sockets under smcr.transparent auto on this node (tcp2smc, socket_hook, none, no_smc), offer what the kernel offers (docs/kernels.md).",
+			"mechanism", "offer"),
 		collectErrors: d("collect_errors", "Things this scrape could not read, by source (rdma, records, outcomes, smc, socket_hook, pods); the reconcile log does not repeat them.", "source"),
 	}
 }
 
 func (c *NodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.mode, c.attachments, c.outcomeCount, c.portInfo, c.portCounters, c.hwCounters,
-		c.pnetEntries, c.fallbacks, c.hookAttached, c.hookNetns, c.collectErrors} {
+		c.pnetEntries, c.fallbacks, c.hookAttached, c.hookNetns, c.transparent, c.collectErrors} {
 		ch <- d
 	}
 }
@@ -238,6 +262,8 @@ func (s *scrape) outcomes(nets []conflist.Network) {
 // smc exports the host pnet table's size, the socket hook, and the
 // fallbacks counted in SMC-R pods' netns.
 func (s *scrape) smc(recs []*state.Record) {
+	offer := s.c.smcOffer()
+	s.gauge(s.c.transparent, 1, string(offer.Uses(config.TransparentAuto)), offer.String())
 	pnet, err := s.c.k.Pnet("")
 	if errors.Is(err, smc.ErrUnavailable) {
 		return
@@ -339,6 +365,11 @@ func (KernelStats) Fallbacks(nsPath string) (r smc.FallbackReport, err error) {
 // beside this one.
 func (KernelStats) SocketHook() (bool, []uint32, error) {
 	return hookcmd.Beside().State(config.DefaultBPFFSDir)
+}
+
+// SMCOffer is what the kernel offers for transparent SMC.
+func (KernelStats) SMCOffer() smc.Offer {
+	return smc.Detect(func() error { return hookcmd.Beside().Supported(config.DefaultBPFFSDir) })
 }
 
 // NetnsGone is rec.NetnsGone on the kernel.

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
@@ -136,35 +137,42 @@ func readRecord(path string, want *Key) (*Record, error) {
 // link, directory or other non-regular file is reported as a *CorruptError;
 // O_NONBLOCK keeps a FIFO from blocking the open.
 func readRegular(path string) ([]byte, error) {
+	data, _, err := readRegularSmall(path, maxRecordSize)
+	return data, err
+}
+
+// readRegularSmall is readRegular for files of at most limit bytes; it also
+// returns the file's modification time.
+func readRegularSmall(path string, limit int) ([]byte, time.Time, error) {
 	fi, err := os.Lstat(path)
 	if err != nil {
-		return nil, err
+		return nil, time.Time{}, err
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, &CorruptError{Path: path, Err: fmt.Errorf("not a regular file (%v)", fi.Mode().Type())}
+		return nil, time.Time{}, &CorruptError{Path: path, Err: fmt.Errorf("not a regular file (%v)", fi.Mode().Type())}
 	}
 	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
 	if errors.Is(err, syscall.ELOOP) {
-		return nil, &CorruptError{Path: path, Err: errors.New("a symbolic link")}
+		return nil, time.Time{}, &CorruptError{Path: path, Err: errors.New("a symbolic link")}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read attachment record: %w", err)
+		return nil, time.Time{}, fmt.Errorf("read %s: %w", path, err)
 	}
 	defer f.Close()
 	if fi, err = f.Stat(); err != nil {
-		return nil, fmt.Errorf("read attachment record: %w", err)
+		return nil, time.Time{}, fmt.Errorf("read %s: %w", path, err)
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, &CorruptError{Path: path, Err: fmt.Errorf("not a regular file (%v)", fi.Mode().Type())}
+		return nil, time.Time{}, &CorruptError{Path: path, Err: fmt.Errorf("not a regular file (%v)", fi.Mode().Type())}
 	}
-	data, err := io.ReadAll(io.LimitReader(f, maxRecordSize+1))
+	data, err := io.ReadAll(io.LimitReader(f, int64(limit)+1))
 	if err != nil {
-		return nil, fmt.Errorf("read attachment record %s: %w", path, err)
+		return nil, time.Time{}, fmt.Errorf("read %s: %w", path, err)
 	}
-	if len(data) > maxRecordSize {
-		return nil, &CorruptError{Path: path, Err: fmt.Errorf("larger than %d bytes", maxRecordSize)}
+	if len(data) > limit {
+		return nil, time.Time{}, &CorruptError{Path: path, Err: fmt.Errorf("larger than %d bytes", limit)}
 	}
-	return data, nil
+	return data, fi.ModTime(), nil
 }
 
 // CorruptPaths returns the paths of every *CorruptError in err's tree (as

@@ -39,11 +39,11 @@ POD=/run/pods
 . /scenarios/snapshot.sh
 # files DIR...: snapshot.sh's, without directories and lock files (the first
 # pod creates the state and lease directories and their locks; they are not
-# state a pod leaves).
+# state a pod leaves), nor the cache-* file STATUS keeps its SMC probe in.
 files() {
 	for _d in "$@"; do
 		[ -d "$_d" ] || continue
-		find "$_d" -type f ! -name lock ! -name 'last_reserved_ip.*' ! -name outcomes.jsonl | sort | while read -r _f; do
+		find "$_d" -type f ! -name lock ! -name 'last_reserved_ip.*' ! -name outcomes.jsonl ! -name 'cache-*' | sort | while read -r _f; do
 			echo "file $_f $(md5sum <"$_f" | cut -c1-12)"
 		done
 	done

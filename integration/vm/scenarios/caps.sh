@@ -10,6 +10,12 @@
 #                          (a driver with disassociate_ucontext)
 #   move_rxe       yes|no  the same for soft-RoCE's rxe0
 # A device moved to X comes back to init_net when X is deleted.
+#   transparent  tcp2smc|socket_hook|none|no_smc
+#                the mechanism smcr.transparent auto picks (kcaps, from the
+#                same pkg/smc.Detect), printed only when the plugin's
+#                STATUS log, `rdma-chain-ops inspect --json` and the metric
+#                rdma_chain_smc_transparent_info all name it; otherwise a
+#                "mismatch:..." value no table row has.
 . /scenarios/lib.sh
 
 cap() { echo "RC-CAP $1 $2"; }
@@ -19,6 +25,7 @@ grep -q ' /sys/fs/bpf bpf ' /proc/mounts || mount -t bpf bpf /sys/fs/bpf
 step kcaps
 if out=$(kcaps 2>&1); then pass; else fail "kcaps: $out"; fi
 echo "$out"
+KT=$(echo "$out" | sed -n 's/^RC-INFO transparent //p')
 
 step mode-exclusive
 mode_set=$(yes_no rdma system set netns exclusive)
@@ -53,6 +60,39 @@ fi
 info "rdma system set netns shared: mode now $(netns_mode)"
 [ "$mode_set" = no ] || [ "$(netns_mode)" = shared ] || mode_set=no
 pass
+# STATUS (its log line), inspect and the metrics on this kernel.
+NETDIR=/etc/cni/net.d-caps
+DATADIR=/run/rdma-chain-caps
+write_conflist $NETDIR 1.1.0 "\"mode\":\"shared\",\"devices\":[\"rxe0\"],\"podSelection\":\"all\",\"dataDir\":\"$DATADIR\""
+# status_took: the plugin's own STATUS duration in $CNI_OUT
+status_took() { echo "$CNI_OUT" | sed -n 's/.*verb=STATUS .*duration=\([^ ]*\) .*/\1/p'; }
+cni cnicall status caps
+expect_ok status
+ST=$(echo "$CNI_OUT" | sed -n 's/.*msg="SMC-R: .* mechanism=\([a-z_0-9]*\) .*/\1/p' | head -n1)
+D1=$(status_took)
+# The second STATUS reuses the first one's probe (kept in the state directory).
+cni cnicall status caps
+expect_ok status-again
+ST2=$(echo "$CNI_OUT" | sed -n 's/.*msg="SMC-R: .* mechanism=\([a-z_0-9]*\) .*/\1/p' | head -n1)
+info "STATUS took $D1 probing SMC, $(status_took) with the kept probe"
+[ "$ST2" = "$ST" ] || ST="$ST/$ST2"
+print_info inspect rdma-chain-ops inspect --data-dir $DATADIR
+IT=$(rdma-chain-ops inspect --data-dir $DATADIR --json | sed -n 's/^ *"transparent": "\([a-z_0-9]*\)",*$/\1/p' | head -n1)
+NETCONFPATH=$NETDIR rdma-chain-ops reconcile --cni-bin-dir /opt/cni/bin --interval 10m \
+	--metrics-bind-address 127.0.0.1:9742 >/run/reconcile-caps.log 2>&1 &
+RPID=$!
+step metrics-served
+if wait_until 30 promscrape http://127.0.0.1:9742/metrics; then pass; else fail "no metrics: $(cat /run/reconcile-caps.log)"; fi
+MT=$(promscrape http://127.0.0.1:9742/metrics | sed -n 's/^rdma_chain_smc_transparent_info{mechanism="\([a-z_0-9]*\)".*/\1/p')
+promscrape http://127.0.0.1:9742/metrics | grep smc_transparent | sed 's/^/  | /'
+kill $RPID
+wait $RPID 2>/dev/null
+info "transparent SMC: kcaps $KT, STATUS $ST, inspect $IT, metrics $MT"
+if [ -n "$KT" ] && [ "$ST" = "$KT" ] && [ "$IT" = "$KT" ] && [ "$MT" = "$KT" ]; then
+	cap transparent "$KT"
+else
+	cap transparent "mismatch:kcaps=$KT,status=$ST,inspect=$IT,metrics=$MT"
+fi
 cap rdma_mode_set "$mode_set"
 cap move_simrdma "$move_simrdma0"
 cap move_rxe "$move_rxe0"

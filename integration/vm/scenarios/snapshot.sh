@@ -12,11 +12,12 @@
 
 # files DIR...: every entry under DIR with a hash of regular files' content
 # (host-local's allocation cursor last_reserved_ip.N is not a lease; the
-# plugin's outcomes.jsonl is its log of verbs, one line per call by design)
+# plugin's outcomes.jsonl is its log of verbs, one line per call by design;
+# its cache-* files keep what STATUS probed of the kernel, no pod's state)
 files() {
 	for _d in "$@"; do
 		[ -d "$_d" ] || continue
-		find "$_d" ! -name 'last_reserved_ip.*' ! -name outcomes.jsonl | sort | while read -r _f; do
+		find "$_d" ! -name 'last_reserved_ip.*' ! -name outcomes.jsonl ! -name 'cache-*' | sort | while read -r _f; do
 			if [ -f "$_f" ]; then echo "file $_f $(md5sum <"$_f" | cut -c1-12)"; else echo "entry $_f"; fi
 		done
 	done

@@ -13,8 +13,12 @@
 //	                      the ethtool feature "netns-local" (NETIF_F_NETNS_LOCAL)
 //	                      and/or the link attribute IFLA_NETNS_IMMUTABLE
 //
-// A probe that cannot tell (an unexpected error) prints the error as the
-// value, which no table row matches. Exit status: 0, or 2 on usage.
+// The SMC keys are pkg/smc.Detect's Offer, the detection the plugin's
+// STATUS, inspect and the metrics use; "RC-INFO transparent M" is the
+// mechanism smcr.transparent auto picks from it, which the caps scenario
+// compares with theirs. A probe that cannot tell (an unexpected error)
+// prints the error as the value, which no table row matches. Exit status:
+// 0, or 2 on usage.
 package main
 
 import (
@@ -26,7 +30,9 @@ import (
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 
+	"github.com/rdma-chain/rdma-chain/pkg/config"
 	"github.com/rdma-chain/rdma-chain/pkg/netdev"
+	"github.com/rdma-chain/rdma-chain/pkg/smc"
 	"github.com/rdma-chain/rdma-chain/pkg/smc/hook"
 )
 
@@ -39,19 +45,23 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: kcaps")
 		os.Exit(2)
 	}
+	o := smc.Detect(hook.Supported)
 	caps := []struct{ key, value string }{
-		{"smc", yesNo(socketWorks(unix.AF_SMC, 0))},
-		{"tcp2smc", yesNo(exists("/proc/sys/net/smc/tcp2smc"))},
-		{"ipproto_smc", yesNo(socketWorks(unix.AF_INET, 256))},
-		{"socket_hook", yesNo(hook.Supported() == nil)},
-		{"hs_ctrl", yesNo(exists("/proc/sys/net/smc/hs_ctrl"))},
+		{"smc", yesNo(o.SMC)},
+		{"tcp2smc", yesNo(o.TCP2SMC)},
+		{"ipproto_smc", yesNo(o.IPPROTOSMC)},
+		{"socket_hook", yesNo(o.SocketHook)},
+		{"hs_ctrl", yesNo(o.HSCtrl)},
 		{"netns_local", netnsLocal("lo")},
 	}
 	for _, c := range caps {
 		fmt.Printf("RC-CAP %s %s\n", c.key, c.value)
 	}
-	if err := hook.Supported(); err != nil {
-		fmt.Printf("RC-INFO socket hook: %v\n", err)
+	// The mechanism smcr.transparent auto picks: the caps scenario checks
+	// that STATUS, inspect and the metrics name the same one.
+	fmt.Printf("RC-INFO transparent %s\n", o.Uses(config.TransparentAuto))
+	if o.SocketHookError != "" {
+		fmt.Printf("RC-INFO socket hook: %s\n", o.SocketHookError)
 	}
 }
 
@@ -60,17 +70,6 @@ func yesNo(b bool) string {
 		return "yes"
 	}
 	return "no"
-}
-
-func exists(p string) bool { _, err := os.Stat(p); return err == nil }
-
-func socketWorks(family, proto int) bool {
-	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, proto)
-	if err != nil {
-		return false
-	}
-	unix.Close(fd)
-	return true
 }
 
 // netnsLocal says through which interfaces the kernel reports name as

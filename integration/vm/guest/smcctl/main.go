@@ -12,10 +12,11 @@
 //	smcctl fallback [NETNS_PATH]      totals, then server|client reason=0x%08x count=N lines
 //	smcctl tcp-server ADDR:PORT       AF_SMC listener: accepts one connection, echoes, exits 0
 //	smcctl tcp-client ADDR:PORT       AF_SMC client: sends a few bytes, wants them back, exits 0
+//	                                  (ADDR IPv4, or [IPv6] with SMCPROTO_SMC6)
 //
 // Names the kernel reports as "n/a" print as n/a (port 0 for an ETH entry).
 // tcp-server/tcp-client open AF_SMC (43) SOCK_STREAM sockets with
-// SMCPROTO_SMC (0): the kernel tries SMC and falls back to TCP when it
+// SMCPROTO_SMC (0), or SMCPROTO_SMC6 (1) for an IPv6 address: the kernel tries SMC and falls back to TCP when it
 // cannot; run them with `ip netns exec POD` and read the fallback reasons
 // with `smcctl fallback` afterwards. Exit status: 0 ok, 1 error, 2 usage,
 // 3 timeout (SMCCTL_TIMEOUT, default 20s).
@@ -41,7 +42,8 @@ func init() { runtime.LockOSThread() }
 
 const (
 	afSMC      = 43 // AF_SMC
-	smcProtoV4 = 0  // SMCPROTO_SMC: IPv4 (SMCPROTO_SMC6 = 1)
+	smcProtoV4 = 0  // SMCPROTO_SMC: IPv4
+	smcProtoV6 = 1  // SMCPROTO_SMC6: IPv6
 )
 
 var payload = []byte("rdma-chain smc hello\n")
@@ -236,39 +238,45 @@ func printFallback(c *smc.Client) error {
 	return nil
 }
 
-// sockaddr parses ADDR:PORT (IPv4: SMC-R does not do IPv6).
-func sockaddr(hostPort string) (*unix.SockaddrInet4, error) {
+// sockaddr parses ADDR:PORT or [ADDR]:PORT and says which SMCPROTO the
+// socket needs for it.
+func sockaddr(hostPort string) (unix.Sockaddr, int, error) {
 	h, p, err := net.SplitHostPort(hostPort)
 	if err != nil {
-		return nil, err
-	}
-	ip := net.ParseIP(h).To4()
-	if ip == nil {
-		return nil, fmt.Errorf("%q is not an IPv4 address", h)
+		return nil, 0, err
 	}
 	port, err := strconv.Atoi(p)
 	if err != nil || port <= 0 || port > 65535 {
-		return nil, fmt.Errorf("bad port %q", p)
+		return nil, 0, fmt.Errorf("bad port %q", p)
 	}
-	sa := &unix.SockaddrInet4{Port: port}
-	copy(sa.Addr[:], ip)
-	return sa, nil
+	ip := net.ParseIP(h)
+	if ip == nil {
+		return nil, 0, fmt.Errorf("%q is not an IP address", h)
+	}
+	if ip4 := ip.To4(); ip4 != nil {
+		sa := &unix.SockaddrInet4{Port: port}
+		copy(sa.Addr[:], ip4)
+		return sa, smcProtoV4, nil
+	}
+	sa := &unix.SockaddrInet6{Port: port}
+	copy(sa.Addr[:], ip.To16())
+	return sa, smcProtoV6, nil
 }
 
-func smcSocket() (int, error) {
-	fd, err := unix.Socket(afSMC, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, smcProtoV4)
+func smcSocket(proto int) (int, error) {
+	fd, err := unix.Socket(afSMC, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, proto)
 	if err != nil {
-		return -1, fmt.Errorf("socket(AF_SMC): %w", err)
+		return -1, fmt.Errorf("socket(AF_SMC, %d): %w", proto, err)
 	}
 	return fd, nil
 }
 
 func server(addr string) error {
-	sa, err := sockaddr(addr)
+	sa, proto, err := sockaddr(addr)
 	if err != nil {
 		return err
 	}
-	fd, err := smcSocket()
+	fd, err := smcSocket(proto)
 	if err != nil {
 		return err
 	}
@@ -299,11 +307,11 @@ func server(addr string) error {
 }
 
 func client(addr string) error {
-	sa, err := sockaddr(addr)
+	sa, proto, err := sockaddr(addr)
 	if err != nil {
 		return err
 	}
-	fd, err := smcSocket()
+	fd, err := smcSocket(proto)
 	if err != nil {
 		return err
 	}
@@ -328,8 +336,11 @@ func client(addr string) error {
 }
 
 func peerString(sa unix.Sockaddr) string {
-	if in, ok := sa.(*unix.SockaddrInet4); ok {
+	switch in := sa.(type) {
+	case *unix.SockaddrInet4:
 		return fmt.Sprintf("%s:%d", net.IP(in.Addr[:]), in.Port)
+	case *unix.SockaddrInet6:
+		return net.JoinHostPort(net.IP(in.Addr[:]).String(), strconv.Itoa(in.Port))
 	}
 	return "peer"
 }
