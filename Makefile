@@ -22,17 +22,17 @@ build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/rdma-chain-dra ./cmd/rdma-chain-dra
 
 # The node component's OCI image: an OCI image index of one image per
-# IMAGE_ARCHES (Go cross-compiles; each image holds the three static
+# IMAGE_ARCHES (Go cross-compiles; each image holds the four static
 # binaries of its architecture at /, nothing else), as an OCI archive
 # (index.json + blobs/ in a tar) that `ctr images import` loads and a
 # registry push takes; tagged IMAGE_TAG and VERSION, labelled with the
 # version and commit, reproducible (times from the commit). internal/mkimage
 # is a module of its own: its registry library stays out of the product's.
 IMAGE_ARCHES ?= amd64 arm64
-IMAGE_BINARIES := rdma-chain rdma-chain-smc-hook rdma-chain-ops
+IMAGE_BINARIES := rdma-chain rdma-chain-smc-hook rdma-chain-ops rdma-chain-dra
 image: build
 	@for a in $(IMAGE_ARCHES); do \
-		for p in ./plugins/meta/rdma-chain ./cmd/rdma-chain-smc-hook ./cmd/rdma-chain-ops; do \
+		for p in ./plugins/meta/rdma-chain ./cmd/rdma-chain-smc-hook ./cmd/rdma-chain-ops ./cmd/rdma-chain-dra; do \
 			CGO_ENABLED=0 GOOS=linux GOARCH=$$a $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/linux-$$a/ $$p || exit 1; \
 		done; \
 	done

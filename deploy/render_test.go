@@ -35,9 +35,10 @@ func treeFS(t *testing.T) filesys.FileSystem {
 	return mem
 }
 
-// rendered is what `kubectl apply -k DIR` would send: the DaemonSet decoded
-// strictly into the API's own type (a field the API server would reject
-// fails here), and every object as a generic map by kind.
+// rendered is what `kubectl apply -k DIR` would send: the node
+// component's DaemonSet (rdma-chain) decoded strictly into the API's own
+// type (a field the API server would reject fails here), and every object
+// as a generic map by kind.
 type rendered struct {
 	ds      appsv1.DaemonSet
 	dsYAML  []byte // as kustomize prints it
@@ -62,7 +63,7 @@ func render(t *testing.T, mem filesys.FileSystem, dir string) rendered {
 			t.Fatal(err)
 		}
 		r.objects[res.GetKind()] = append(r.objects[res.GetKind()], obj)
-		if res.GetKind() != "DaemonSet" {
+		if res.GetKind() != "DaemonSet" || res.GetName() != "rdma-chain" {
 			continue
 		}
 		n++
@@ -72,7 +73,7 @@ func render(t *testing.T, mem filesys.FileSystem, dir string) rendered {
 		}
 	}
 	if n != 1 {
-		t.Fatalf("%s: %d DaemonSets, want 1", dir, n)
+		t.Fatalf("%s: %d DaemonSets rdma-chain, want 1", dir, n)
 	}
 	return r
 }

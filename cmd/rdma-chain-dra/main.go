@@ -40,6 +40,8 @@ func run() error {
 	flag.StringVar(&cfg.KubeletDir, "kubelet-dir", "/var/lib/kubelet", "kubelet's root directory (plugins, plugins_registry)")
 	flag.StringVar(&cfg.CNIDataDir, "cni-data-dir", config.DefaultDataDir, "the CNI plugin's dataDir (read only: devices exclusive-mode pods hold)")
 	flag.DurationVar(&cfg.Interval, "interval", 30*time.Second, "how often the node's RDMA devices are read again")
+	flag.DurationVar(&cfg.StatusInterval, "status-interval", 2*time.Second,
+		"how often the CNI plugin's records are looked at for claim status to write (0: write none)")
 	flag.Parse()
 	if cfg.NodeName == "" {
 		return errors.New("--node-name (or $NODE_NAME) is required")

@@ -51,7 +51,8 @@ func testSpec(t *testing.T) spec {
 		Name: "localhost/rdma-chain", Tags: []string{"dev", "v1.2.3"}, Version: "v1.2.3", Revision: "abc123",
 		Created: time.Date(2026, 11, 24, 5, 0, 0, 0, time.UTC), Entry: "/rdma-chain-ops",
 		Platforms: []platform{{OS: "linux", Arch: "amd64", Binaries: []string{
-			fakeBinary(t, dir, "rdma-chain", "plugin"), fakeBinary(t, dir, "rdma-chain-smc-hook", "hook"), fakeBinary(t, dir, "rdma-chain-ops", "ops")}}},
+			fakeBinary(t, dir, "rdma-chain", "plugin"), fakeBinary(t, dir, "rdma-chain-smc-hook", "hook"), fakeBinary(t, dir, "rdma-chain-ops", "ops"),
+			fakeBinary(t, dir, "rdma-chain-dra", "dra")}}},
 	}
 }
 
@@ -120,7 +121,7 @@ func TestBuild(t *testing.T) {
 			t.Errorf("%s: mode %o owner %d:%d time %v", h.Name, h.Mode, h.Uid, h.Gid, h.ModTime)
 		}
 	}
-	if got := strings.Join(names, " "); got != "rdma-chain rdma-chain-ops rdma-chain-smc-hook" {
+	if got := strings.Join(names, " "); got != "rdma-chain rdma-chain-dra rdma-chain-ops rdma-chain-smc-hook" {
 		t.Errorf("layer holds %q", got)
 	}
 }

@@ -319,8 +319,13 @@ func (p *Plugin) attachShared(c *call, rec *draft, link *state.Link, podNS ns.Ne
 	if link.HostName == "" {
 		return 0, cniErrorf(CodeNoDevice, "RDMA device %s has no netdev to create a %s child of", link.Device, kind)
 	}
-	link.Step = stepChildAdding
 	link.IPAM = c.conf.HasIPAM()
+	if link.IPAM {
+		if err := p.checkGIDRoom(link); err != nil {
+			return 0, err
+		}
+	}
+	link.Step = stepChildAdding
 	if err := p.save(c, rec); err != nil {
 		return 0, err
 	}
@@ -344,6 +349,29 @@ func (p *Plugin) attachShared(c *call, rec *draft, link *state.Link, podNS ns.Ne
 	link.MAC = child.MAC
 	link.Step = stepDone
 	return child.MTU, nil
+}
+
+// gidsPerAddress is what one address on a shared-mode child takes of its
+// RDMA port's GID table: a RoCE v1 and a RoCE v2 entry (measured,
+// docs/configuration.md "Shared mode").
+const gidsPerAddress = 2
+
+// checkGIDRoom refuses, before the child is made, a link that will get an
+// address when port 1's GID table of its RDMA device has no room for it:
+// the kernel would add no GID for the address and tell no one (it works
+// for IP, never for RoCE). It asks room for one address; a port without a
+// GID table (size 0) is not checked.
+func (p *Plugin) checkGIDRoom(link *state.Link) error {
+	free, size, err := p.env.RDMA.FreeGIDs(link.Device, 1, gidsPerAddress)
+	if err != nil {
+		return cniError(CodeGIDTableFull, "cannot read the GID table of RDMA device "+link.Device, err)
+	}
+	if size > 0 && free < gidsPerAddress {
+		return cniErrorf(CodeGIDTableFull, "shared mode: the GID table of RDMA device %s (port 1, %d entries) has %d free, "+
+			"and the pod's address on a child of %s needs %d: it would be no RoCE GID; the port takes no more pods",
+			link.Device, size, free, link.HostName, gidsPerAddress)
+	}
+	return nil
 }
 
 // save records rec before a host change; from then on a failed ADD

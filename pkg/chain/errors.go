@@ -20,6 +20,7 @@ const (
 	CodeSMC             uint = 108 // SMC-R set-up failed, or SMC is missing with onUnsupported: fail
 	CodePodIPv6         uint = 109 // podIPv6Block: the netdev has no global /64, or the block is exhausted
 	CodeNodeUplink      uint = 110 // exclusive mode: the netdev carries the node's default route or address
+	CodeGIDTableFull    uint = 111 // shared mode: the RDMA port's GID table has no room for the pod's address
 	// CodeNotAvailable is the spec's STATUS code: the plugin cannot serve ADD.
 	CodeNotAvailable uint = 50
 )
@@ -49,5 +50,5 @@ var Codes = []uint{
 	types.ErrIncompatibleCNIVersion, types.ErrInvalidEnvironmentVariables, types.ErrIOFailure, types.ErrDecodingFailure, types.ErrInvalidNetworkConfig,
 	types.ErrInvalidNetNS, types.ErrTryAgainLater, CodeNotAvailable,
 	CodeNoRDMA, CodeModeMismatch, CodeMoveUnsupported, CodeNoDevice, CodeLinkSetup,
-	CodeState, CodeCheckFailed, CodeIPAM, CodeSMC, CodePodIPv6, CodeNodeUplink,
+	CodeState, CodeCheckFailed, CodeIPAM, CodeSMC, CodePodIPv6, CodeNodeUplink, CodeGIDTableFull,
 }

@@ -141,6 +141,7 @@ type world struct {
 	offer      smc.Offer                  // what STATUS's probe finds
 	childLeft  bool                       // a failed AddChild created its child (not read back)
 	hooked     map[uint64]bool            // netns inodes listed in the SMC socket hook
+	gids       map[string][2]int          // RDMA device -> free rows and size of port 1's GID table
 	stdout     syncBuffer
 	stderr     syncBuffer
 }
@@ -193,7 +194,13 @@ func (w *world) NetnsMode() (rdma.Mode, error) { w.record("NetnsMode"); return w
 func (w *world) Devices() ([]rdma.Device, error) {
 	return w.devices, w.record("Devices")
 }
-func (w *world) CheckMovable(rdma.Device) error      { return w.failOn["CheckMovable"] }
+func (w *world) CheckMovable(rdma.Device) error { return w.failOn["CheckMovable"] }
+func (w *world) FreeGIDs(dev string, port, want int) (free, size int, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	g := w.gids[dev]
+	return min(g[0], want), g[1], w.failOn["FreeGIDs"]
+}
 func (w *world) MoveToNetns(dev string, _ int) error { return w.record("MoveToNetns %s", dev) }
 func (w *world) ReturnToHost(dev, nsPath string) error {
 	return w.record("ReturnToHost %s %s", dev, nsPath)

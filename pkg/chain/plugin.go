@@ -39,6 +39,9 @@ type RDMA interface {
 	ReturnToHost(dev, podNSPath string) error
 	// InNetns reports whether dev is visible in the netns at nsPath.
 	InNetns(dev, nsPath string) (bool, error)
+	// FreeGIDs counts, up to want, the free rows of port's GID table of
+	// dev, and returns the table's size.
+	FreeGIDs(dev string, port, want int) (free, size int, err error)
 }
 
 // Links is the seam over netdevs: exclusive-mode moves, shared-mode children.

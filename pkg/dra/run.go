@@ -19,15 +19,18 @@ import (
 
 // Config is how rdma-chain-dra runs.
 type Config struct {
-	NodeName      string
-	Client        kubernetes.Interface
-	SysRoot       string        // sysfs mount point [/sys]
-	CDIDir        string        // where CDI specs go [/var/run/cdi]
-	KubeletDir    string        // kubelet's root [/var/lib/kubelet]
-	CNIDataDir    string        // the CNI plugin's dataDir, read for held devices
-	Interval      time.Duration // how often the node's devices are read again
-	Log           *slog.Logger
-	OnFatalCancel context.CancelCauseFunc
+	NodeName   string
+	Client     kubernetes.Interface
+	SysRoot    string        // sysfs mount point [/sys]
+	CDIDir     string        // where CDI specs go [/var/run/cdi]
+	KubeletDir string        // kubelet's root [/var/lib/kubelet]
+	CNIDataDir string        // the CNI plugin's dataDir, read for held devices
+	Interval   time.Duration // how often the node's devices are read again
+	// StatusInterval is how often the plugin's records are looked at for
+	// claim status to write; 0 writes none.
+	StatusInterval time.Duration
+	Log            *slog.Logger
+	OnFatalCancel  context.CancelCauseFunc
 }
 
 // Run registers the driver with kubelet, publishes the node's ResourceSlice
@@ -37,8 +40,8 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.SysRoot != "" {
 		sys.SysRoot = cfg.SysRoot
 	}
-	disc := &Discoverer{System: sys, SysRoot: cfg.SysRoot,
-		Records: func() ([]*state.Record, error) { return state.New(cfg.CNIDataDir).List() }}
+	store := state.New(cfg.CNIDataDir)
+	disc := &Discoverer{System: sys, SysRoot: cfg.SysRoot, Records: store.List}
 	node, err := disc.Discover()
 	if err != nil {
 		return err
@@ -54,6 +57,14 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("start the kubelet plugin: %w", err)
 	}
 	defer helper.Stop()
+	if cfg.StatusInterval > 0 {
+		w := &StatusWriter{Client: cfg.Client, Pool: cfg.NodeName, Records: store.List, Log: cfg.Log,
+			Changed: ModTimeChanged(store.AttachmentsDir(), time.Now)}
+		wctx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); w.Run(wctx, cfg.StatusInterval) }()
+		defer func() { stop(); <-done }()
+	}
 	published, err := publish(ctx, helper, cfg, node, nil)
 	if err != nil {
 		return err

@@ -1,6 +1,7 @@
 package rdma
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -189,4 +190,38 @@ func PortStatsIn(nsPath string) (stats []PortStats, err error) {
 		return err
 	})
 	return stats, err
+}
+
+// FreeGIDs counts the free rows of port's GID table of dev (the kernel
+// shows a free row as the zero GID), and returns the table's size. It
+// reads from the highest index down, as the kernel fills the table from
+// the lowest free index, and stops at the want-th free row: a check for
+// room reads a few rows of a table with room, and every row only of a full
+// one. A row that cannot be read is an error: it is neither free nor known
+// to be used.
+func (s *System) FreeGIDs(dev string, port, want int) (free, size int, err error) {
+	entries, err := os.ReadDir(s.portPath(dev, port, "gids"))
+	if err != nil {
+		return 0, 0, fmt.Errorf("GID table of %s port %d: %w", dev, port, err)
+	}
+	rows := make([]int, 0, len(entries))
+	for _, e := range entries {
+		if n, err := strconv.Atoi(e.Name()); err == nil {
+			rows = append(rows, n)
+		}
+	}
+	sort.Sort(sort.Reverse(sort.IntSlice(rows)))
+	for _, n := range rows {
+		if free >= want {
+			break
+		}
+		b, err := os.ReadFile(s.portPath(dev, port, "gids", strconv.Itoa(n)))
+		if err != nil {
+			return free, len(rows), fmt.Errorf("GID %d of %s port %d: %w", n, dev, port, err)
+		}
+		if strings.TrimSpace(string(b)) == zeroGID {
+			free++
+		}
+	}
+	return free, len(rows), nil
 }

@@ -2,9 +2,11 @@ package rdma
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"testing"
 )
 
@@ -69,5 +71,77 @@ func TestReadPortStats(t *testing.T) {
 	}
 	if _, err := (&System{SysRoot: filepath.Join(root, "none")}).PortStats(); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("missing dir: %v", err)
+	}
+}
+
+// TestFreeGIDs: free rows are the zero GID; reading stops at the wanted
+// count; an unreadable row or a missing table is an error.
+func TestFreeGIDs(t *testing.T) {
+	used := "0000:0000:0000:0000:0000:ffff:0a01:0005\n"
+	tests := []struct {
+		name      string
+		rows      []string // "" : a directory where the row should be (unreadable)
+		want      int
+		free, siz int
+		err       bool
+	}{
+		{"room", []string{used, used, zeroGID, zeroGID, zeroGID}, 2, 2, 5, false},
+		{"one free", []string{used, zeroGID, used, used}, 2, 1, 4, false},
+		{"free rows below used ones", []string{zeroGID, zeroGID, used}, 2, 2, 3, false},
+		{"full", []string{used, used}, 2, 0, 2, false},
+		{"unreadable row", []string{"", used}, 2, 0, 2, true},
+		{"empty table", nil, 2, 0, 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			f.mkdir("class/infiniband/rxe0/ports/1/gids")
+			for i, r := range tt.rows {
+				rel := filepath.Join("class/infiniband/rxe0/ports/1/gids", strconv.Itoa(i))
+				if r == "" {
+					f.mkdir(rel)
+					continue
+				}
+				f.write(rel, r)
+			}
+			free, size, err := f.system(nil).FreeGIDs("rxe0", 1, tt.want)
+			if free != tt.free || size != tt.siz || (err != nil) != tt.err {
+				t.Errorf("free %d size %d err %v, want %d %d error %v", free, size, err, tt.free, tt.siz, tt.err)
+			}
+		})
+	}
+	if _, _, err := newFixture(t).system(nil).FreeGIDs("mlx5_0", 1, 2); err == nil {
+		t.Error("a device without a GID table: no error")
+	}
+}
+
+// BenchmarkFreeGIDs: what ADD's GID check reads of a 1,024-row table (as
+// rxe has) on a file system fixture, the kernel's lowest rows used: 600
+// (room: it stops at the second free row from the top) and all (full: it
+// reads every row).
+func BenchmarkFreeGIDs(b *testing.B) {
+	for _, used := range []int{600, 1024} {
+		b.Run(fmt.Sprintf("used=%d", used), func(b *testing.B) {
+			root := b.TempDir()
+			dir := filepath.Join(root, "class/infiniband/rxe0/ports/1/gids")
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				b.Fatal(err)
+			}
+			for i := range 1024 {
+				row := zeroGID
+				if i < used {
+					row = "fe80:0000:0000:0000:5054:00ff:fe12:3456"
+				}
+				if err := os.WriteFile(filepath.Join(dir, strconv.Itoa(i)), []byte(row+"\n"), 0o444); err != nil {
+					b.Fatal(err)
+				}
+			}
+			s := &System{SysRoot: root}
+			for b.Loop() {
+				if _, _, err := s.FreeGIDs("rxe0", 1, 2); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

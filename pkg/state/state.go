@@ -221,6 +221,10 @@ func New(dir string) *Store {
 	return &Store{dir: filepath.Clean(dir)}
 }
 
+// AttachmentsDir is the folder holding the records: a reader watches its
+// modification time, which every Put and Delete moves.
+func (s *Store) AttachmentsDir() string { return s.attachDir() }
+
 func (s *Store) attachDir() string {
 	return filepath.Join(s.dir, attachDirName)
 }

@@ -97,6 +97,9 @@ func (f fakeRDMA) Devices() ([]rdma.Device, error) {
 
 func (f fakeRDMA) CheckMovable(rdma.Device) error { return nil }
 
+// FreeGIDs: the fake devices have no GID table (size 0: not checked).
+func (f fakeRDMA) FreeGIDs(dev string, port, want int) (free, size int, err error) { return 0, 0, nil }
+
 func (f fakeRDMA) movedPath(dev string) string { return filepath.Join(f.dir, "moved", dev) }
 
 // movedTo returns the inode of the netns dev was moved to.

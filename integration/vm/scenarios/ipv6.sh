@@ -5,7 +5,8 @@
 # (its MTU at 1.1.0) but not its address, so the full chain's CHECK (ptp
 # included) passes. The addresses become RoCE v2 GIDs of rxe0 (ndev rdma0),
 # rping runs between two pods over them, DEL gives the leases back (also
-# when the netns is gone). Runs at cniVersion 0.4.0, 1.0.0 and 1.1.0.
+# when the netns is gone). Runs at cniVersion 0.4.0, 1.0.0 and 1.1.0. Then
+# a full GID table refuses a pod's ADD (111) and one with room takes it.
 . /scenarios/lib.sh
 
 check setup-rxe setup_rxe
@@ -134,4 +135,72 @@ for V in 0.4.0 1.0.0 1.1.0; do
 	ip netns del pod1
 	ip netns del pod2
 done
+
+# GID room, at the last cniVersion: node addresses on veth0 fill rxe0's
+# GID table; a pod's ADD is then refused with 111 before its child is
+# made, and attaches again once the addresses are gone. How many entries
+# one node address takes is measured here (a round of f/2 addresses, then
+# what is left at that rate), not assumed.
+PFX=gid-room/
+GIDS=/sys/class/infiniband/rxe0/ports/1/gids
+free_gids() { cat $GIDS/* | grep -c '^0000:0000:0000:0000:0000:0000:0000:0000$'; }
+few_gids() { [ "$(free_gids)" -lt 2 ]; }
+room_gids() { [ "$(free_gids)" -ge 2 ]; }
+settled() { _a=$(free_gids); sleep 3; [ "$(free_gids)" = "$_a" ]; }
+# wait_until polls every 0.1 s, and one read of 1,024 rows takes longer
+# under TCG: a bound in seconds, with the count shown as it falls.
+until_secs() { # SECONDS CMD...
+	_end=$(($(date +%s) + $1)); shift
+	until "$@"; do
+		[ "$(date +%s)" -ge $_end ] && return 1
+		info "rxe0: $(free_gids) GID rows free, $(ip -6 -o addr show dev veth0 | wc -l) IPv6 addresses on veth0"
+		sleep 5
+	done
+}
+i=0
+: >/tmp/gid-free.batch
+fill_round() { # N: N more node addresses on veth0
+	: >/tmp/gid-fill.batch
+	_k=0
+	while [ $_k -lt "$1" ]; do
+		i=$((i + 1)) _k=$((_k + 1))
+		printf 'addr add fd00:99::%x/128 dev veth0 nodad\n' $i >>/tmp/gid-fill.batch
+		printf 'addr del fd00:99::%x/128 dev veth0\n' $i >>/tmp/gid-free.batch
+	done
+	ip -batch /tmp/gid-fill.batch
+}
+f0=$(free_gids)
+info "rxe0 GID table: $(ls $GIDS | wc -l) entries, $f0 free"
+step fill-half # not through check: its subshell would keep i
+if fill_round $((f0 / 2)); then pass; else fail "ip -batch failed"; fi
+check settled-half until_secs 120 settled
+f1=$(free_gids)
+per=$(((f0 - f1) / (f0 / 2)))
+info "rxe0: $f1 GID rows free after $((f0 / 2)) node addresses: $per entries each"
+step per-address
+if [ "$per" -ge 1 ]; then pass; else fail "the addresses took $((f0 - f1)) entries"; fi
+if [ "$f1" -ge 2 ] && [ "$per" -ge 1 ]; then
+	step fill-rest
+	if fill_round $(((f1 - 1 + per - 1) / per)); then pass; else fail "ip -batch failed"; fi
+fi
+step table-full
+if until_secs 120 few_gids; then pass; else fail "$(free_gids) free after $i addresses; last rows: $(gid_rows | tail -n 3 | tr '\n' ';')"; fi
+ip netns add pod4
+cni cnicall add pod4
+expect_code add-refused-111 111 rxe0 "no RoCE GID"
+check no-child-after-refusal sh -c "! /usr/sbin/ip -n pod4 link show rdma0 >/dev/null 2>&1"
+step no-record-after-refusal
+if [ "$(state_count)" -eq 0 ]; then pass; else fail "records left: $(state_files)"; fi
+step no-lease-after-refusal
+if [ -z "$(leases)" ]; then pass; else fail "lease files left in $LEASES: $(leases)"; fi
+cni cnicall del pod4
+expect_ok del-after-refusal
+check free ip -batch /tmp/gid-free.batch
+step room-again
+if until_secs 120 room_gids; then pass; else fail "$(free_gids) free after the addresses went"; fi
+cni cnicall add pod4
+expect_ok add-with-room
+cni cnicall del pod4
+expect_ok del-pod4
+ip netns del pod4
 exit 0

@@ -1,0 +1,203 @@
+package deploy
+
+import (
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/cel-go/cel"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	"sigs.k8s.io/yaml"
+)
+
+const draDriver = "rdma-chain.github.io"
+
+// decodeStrict decodes a rendered object into the API's type: a field the
+// API server would reject fails.
+func decodeStrict(t *testing.T, obj map[string]any, into any) {
+	t.Helper()
+	data, err := yaml.Marshal(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.UnmarshalStrict(data, into); err != nil {
+		t.Fatalf("%v\n%s", err, data)
+	}
+}
+
+// TestDRA: the dra component adds the driver's DaemonSet on the overlay's
+// nodes, its ServiceAccount and RBAC, and the DeviceClass, and changes
+// nothing of the node component.
+func TestDRA(t *testing.T) {
+	for _, o := range overlays {
+		t.Run(o.dir, func(t *testing.T) {
+			mem := treeFS(t)
+			plain := render(t, mem, "/deploy/"+o.dir)
+			r := userKustomization(t, mem, "resources: [../deploy/"+o.dir+"]\ncomponents: [../deploy/dra]\n")
+			if !reflect.DeepEqual(r.ds, plain.ds) {
+				t.Error("the component changed the rdma-chain DaemonSet")
+			}
+			kinds := map[string]int{}
+			for k, objs := range r.objects {
+				kinds[k] = len(objs)
+			}
+			want := map[string]int{"DaemonSet": 2, "ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "DeviceClass": 1}
+			if !maps.Equal(kinds, want) {
+				t.Fatalf("objects %v, want %v", kinds, want)
+			}
+			ds := draDaemonSet(t, r)
+			checkDRAPod(t, ds, plain.ds.Spec.Template.Spec)
+			checkDRARBAC(t, r, ds)
+			checkDeviceClass(t, r)
+		})
+	}
+}
+
+// TestDRAImageByDigest: a user's images entry reaches the driver's
+// container too.
+func TestDRAImageByDigest(t *testing.T) {
+	const digest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	r := userKustomization(t, treeFS(t), "resources: [../deploy/overlays/generic]\ncomponents: [../deploy/dra]\n"+
+		"images:\n- name: localhost/rdma-chain\n  newName: registry.example.com/rdma/rdma-chain\n  digest: "+digest+"\n")
+	if c := draDaemonSet(t, r).Spec.Template.Spec.Containers[0]; c.Image != "registry.example.com/rdma/rdma-chain@"+digest {
+		t.Errorf("dra: image %q", c.Image)
+	}
+}
+
+func draDaemonSet(t *testing.T, r rendered) appsv1.DaemonSet {
+	t.Helper()
+	for _, obj := range r.objects["DaemonSet"] {
+		var ds appsv1.DaemonSet
+		decodeStrict(t, obj, &ds)
+		if ds.Name == "rdma-chain-dra" {
+			return ds
+		}
+	}
+	t.Fatal("no DaemonSet rdma-chain-dra")
+	return appsv1.DaemonSet{}
+}
+
+// checkDRAPod: the driver runs on the node component's nodes, from the
+// same image, with its own service account, every path it is given
+// mounted at the host's path, as root with no capability.
+func checkDRAPod(t *testing.T, ds appsv1.DaemonSet, node corev1.PodSpec) {
+	t.Helper()
+	s := ds.Spec.Template.Spec
+	if ds.Namespace != "kube-system" || !s.HostNetwork || s.ServiceAccountName != "rdma-chain-dra" ||
+		(s.AutomountServiceAccountToken != nil && !*s.AutomountServiceAccountToken) || s.PriorityClassName != "system-node-critical" {
+		t.Errorf("pod: namespace %q hostNetwork %v service account %q token %v priority %q",
+			ds.Namespace, s.HostNetwork, s.ServiceAccountName, s.AutomountServiceAccountToken, s.PriorityClassName)
+	}
+	if node.Affinity == nil || !reflect.DeepEqual(s.Affinity, node.Affinity) || !reflect.DeepEqual(s.Tolerations, node.Tolerations) {
+		t.Errorf("affinity %v tolerations %v, want the node component's %v %v", s.Affinity, s.Tolerations, node.Affinity, node.Tolerations)
+	}
+	if u := ds.Spec.UpdateStrategy.RollingUpdate; u == nil || u.MaxSurge == nil || u.MaxSurge.IntValue() != 0 {
+		t.Errorf("update strategy %+v: the kubelet plugin helper asks for maxSurge 0", ds.Spec.UpdateStrategy)
+	}
+	if len(s.Containers) != 1 || len(s.InitContainers) != 0 {
+		t.Fatalf("containers: %d, init %d", len(s.Containers), len(s.InitContainers))
+	}
+	c := s.Containers[0]
+	if !slices.Equal(c.Command, []string{"/rdma-chain-dra"}) || c.Image != image || c.ImagePullPolicy != corev1.PullIfNotPresent {
+		t.Errorf("command %q image %q pull %q", c.Command, c.Image, c.ImagePullPolicy)
+	}
+	got := flagArgs(t, c.Args)
+	want := map[string]string{"--node-name": "$(NODE_NAME)", "--sys-root": "/sys", "--cdi-dir": "/var/run/cdi",
+		"--kubelet-dir": "/var/lib/kubelet", "--cni-data-dir": "/var/lib/cni/rdma-chain", "--interval": "30s", "--status-interval": "2s"}
+	if !maps.Equal(got, want) {
+		t.Errorf("flags\n%v, want\n%v", got, want)
+	}
+	if len(c.Env) != 1 || c.Env[0].Name != "NODE_NAME" || c.Env[0].ValueFrom == nil || c.Env[0].ValueFrom.FieldRef == nil ||
+		c.Env[0].ValueFrom.FieldRef.FieldPath != "spec.nodeName" {
+		t.Errorf("env %+v", c.Env)
+	}
+	checkContainer(t, c, nil, map[string]string{
+		"plugins": "/var/lib/kubelet/plugins rw", "plugins-registry": "/var/lib/kubelet/plugins_registry rw",
+		"cdi": "/var/run/cdi rw", "cni-state": "/var/lib/cni ro",
+	})
+	hostPaths := map[string]string{}
+	for _, v := range s.Volumes {
+		if v.HostPath == nil {
+			t.Errorf("volume %s is not a hostPath", v.Name)
+			continue
+		}
+		hostPaths[v.Name] = v.HostPath.Path
+	}
+	for _, m := range c.VolumeMounts {
+		if hostPaths[m.Name] != m.MountPath {
+			t.Errorf("mount %s at %s of host path %q: the driver's paths are the host's", m.Name, m.MountPath, hostPaths[m.Name])
+		}
+	}
+	for flag, v := range got {
+		if !strings.HasPrefix(v, "/") || v == "/sys" { // /sys: the container's own, of the host netns
+			continue
+		}
+		if !slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
+			return v == m.MountPath || strings.HasPrefix(v, m.MountPath+"/") || strings.HasPrefix(m.MountPath, v+"/")
+		}) {
+			t.Errorf("%s %s: not mounted", flag, v)
+		}
+	}
+}
+
+// checkDRARBAC: exactly the rules docs/dra.md lists, bound to the
+// DaemonSet's service account.
+func checkDRARBAC(t *testing.T, r rendered, ds appsv1.DaemonSet) {
+	t.Helper()
+	var role rbacv1.ClusterRole
+	var binding rbacv1.ClusterRoleBinding
+	var sa corev1.ServiceAccount
+	decodeStrict(t, r.objects["ClusterRole"][0], &role)
+	decodeStrict(t, r.objects["ClusterRoleBinding"][0], &binding)
+	decodeStrict(t, r.objects["ServiceAccount"][0], &sa)
+	res := "resource.k8s.io"
+	want := []rbacv1.PolicyRule{
+		{APIGroups: []string{res}, Resources: []string{"resourceslices"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
+		{APIGroups: []string{res}, Resources: []string{"resourceclaims"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{res}, Resources: []string{"resourceclaims/status"}, Verbs: []string{"patch"}},
+		{APIGroups: []string{res}, Resources: []string{"resourceclaims/driver"}, ResourceNames: []string{draDriver}, Verbs: []string{"associated-node:patch"}},
+		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get"}},
+	}
+	if !reflect.DeepEqual(role.Rules, want) {
+		t.Errorf("rules\n%+v, want\n%+v", role.Rules, want)
+	}
+	subject := rbacv1.Subject{Kind: "ServiceAccount", Name: ds.Spec.Template.Spec.ServiceAccountName, Namespace: ds.Namespace}
+	if binding.RoleRef != (rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role.Name}) ||
+		!slices.Equal(binding.Subjects, []rbacv1.Subject{subject}) || sa.Name != subject.Name || sa.Namespace != subject.Namespace {
+		t.Errorf("binding %+v of role %s, service account %s/%s", binding, role.Name, sa.Namespace, sa.Name)
+	}
+}
+
+// checkDeviceClass: the class selects this driver's devices and no other
+// driver's, its CEL evaluated as the scheduler would on a device's driver.
+func checkDeviceClass(t *testing.T, r rendered) {
+	t.Helper()
+	var dc resourcev1.DeviceClass
+	decodeStrict(t, r.objects["DeviceClass"][0], &dc)
+	if dc.Name != draDriver || len(dc.Spec.Selectors) != 1 || dc.Spec.Selectors[0].CEL == nil {
+		t.Fatalf("device class %+v", dc)
+	}
+	env, err := cel.NewEnv(cel.Variable("device", cel.MapType(cel.StringType, cel.DynType)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ast, iss := env.Compile(dc.Spec.Selectors[0].CEL.Expression)
+	if iss.Err() != nil {
+		t.Fatal(iss.Err())
+	}
+	prg, err := env.Program(ast)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for driver, want := range map[string]bool{draDriver: true, "dra.net": false, "gpu.example.com": false} {
+		out, _, err := prg.Eval(map[string]any{"device": map[string]any{"driver": driver}})
+		if err != nil || out.Value() != want {
+			t.Errorf("driver %s: selected %v (%v), want %v", driver, out, err, want)
+		}
+	}
+}

@@ -1,0 +1,244 @@
+package dra
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"reflect"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metaac "k8s.io/client-go/applyconfigurations/meta/v1"
+	resourceac "k8s.io/client-go/applyconfigurations/resource/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/rdma-chain/rdma-chain/pkg/state"
+)
+
+// FieldManager is the server-side apply field manager of the claim status
+// entries the driver writes: it owns them, and only them.
+const FieldManager = "rdma-chain-dra"
+
+// resyncEvery is how many passes without a change in the records pass
+// before the records are read and applied again all the same.
+const resyncEvery = 30
+
+// StatusWriter writes each pod's RDMA interface into the status.devices of
+// the claim it came from (KEP-4817), and clears it when the pod's
+// attachment is gone. It learns the interfaces from the CNI plugin's
+// attachment records, which keep the claims: the plugin itself never calls
+// the API.
+type StatusWriter struct {
+	Client  kubernetes.Interface
+	Pool    string // the node's name: the driver's pool
+	Records func() ([]*state.Record, error)
+	// Changed reports a change of the records since the last call (the
+	// attachments folder's modification time): a pass without one skips
+	// reading them. Nil: every pass reads them.
+	Changed func() bool
+	Log     *slog.Logger
+	Now     func() time.Time
+
+	seeded  bool
+	dirty   bool                        // the last pass left something unwritten
+	passes  int                         // since the last full pass
+	written map[claimRef][]deviceStatus // what the API holds of this driver's entries
+	since   map[string]metav1.Time      // when each entry's Ready condition took its status
+}
+
+// Run syncs every interval until ctx ends.
+func (w *StatusWriter) Run(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		if err := w.Sync(ctx); err != nil {
+			w.Log.Warn("claim status not synced: retried next pass", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Sync makes the status.devices entries of this driver's pool match the
+// records: writes what changed, and clears the entries of claims no record
+// names any more. The first pass reads the entries the API holds (this
+// driver's, of its pool), so that a claim whose pod went while the driver
+// was down is cleared too.
+func (w *StatusWriter) Sync(ctx context.Context) error {
+	changed := w.Changed == nil || w.Changed()
+	w.passes++
+	if w.seeded && !w.dirty && !changed && w.passes < resyncEvery {
+		return nil
+	}
+	w.passes = 0
+	if !w.seeded {
+		if err := w.seed(ctx); err != nil {
+			return err
+		}
+	}
+	recs, err := w.Records()
+	if err != nil && !onlyCorrupt(err) {
+		return fmt.Errorf("read the attachment records: %w", err) // nothing is cleared on a partial view
+	}
+	want := claimStatuses(recs, w.Pool)
+	var errs []error
+	for ref, devs := range want {
+		if !reflect.DeepEqual(w.written[ref], devs) {
+			errs = append(errs, w.apply(ctx, ref, devs))
+		}
+	}
+	for ref := range w.written {
+		if _, ok := want[ref]; !ok {
+			errs = append(errs, w.apply(ctx, ref, nil))
+		}
+	}
+	err = errors.Join(errs...)
+	w.dirty = err != nil
+	return err
+}
+
+// seededStatus stands for entries found in the API at start: unlike any
+// status derived from a record, so that the first pass applies or clears
+// every one.
+var seededStatus = []deviceStatus{{Pool: "(read at start)"}}
+
+// seed reads which claims hold an entry of this driver and pool.
+func (w *StatusWriter) seed(ctx context.Context) error {
+	list, err := w.Client.ResourceV1().ResourceClaims(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("list ResourceClaims: %w", err)
+	}
+	w.written, w.since = map[claimRef][]deviceStatus{}, map[string]metav1.Time{}
+	for _, c := range list.Items {
+		for _, d := range c.Status.Devices {
+			if d.Driver == DriverName && d.Pool == w.Pool {
+				w.written[claimRef{Namespace: c.Namespace, Name: c.Name}] = seededStatus
+			}
+		}
+	}
+	w.seeded = true
+	return nil
+}
+
+// apply writes devs as this driver's entries of claim ref, by server-side
+// apply: entries of the field manager that devs lacks are removed, those of
+// other drivers are untouched. A claim that is gone needs nothing.
+func (w *StatusWriter) apply(ctx context.Context, ref claimRef, devs []deviceStatus) error {
+	st := resourceac.ResourceClaimStatus()
+	for _, d := range devs {
+		st.WithDevices(w.entry(ref, d))
+	}
+	claim := resourceac.ResourceClaim(ref.Name, ref.Namespace).WithStatus(st)
+	_, err := w.Client.ResourceV1().ResourceClaims(ref.Namespace).ApplyStatus(ctx, claim,
+		metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
+	switch {
+	case apierrors.IsNotFound(err):
+		w.Log.Debug("claim gone: no status to write", "claim", ref)
+	case apierrors.IsInvalid(err):
+		// The claim no longer allocates the recorded device (allocated
+		// anew under the same name): not retried until the records change.
+		w.Log.Warn("claim refuses the status of its recorded device", "claim", ref, "error", err)
+	case err != nil:
+		return fmt.Errorf("claim %s: write status.devices: %w", ref, err)
+	case len(devs) == 0:
+		w.Log.Info("cleared claim status", "claim", ref)
+	default:
+		w.Log.Info("wrote claim status", "claim", ref, "devices", len(devs), "interface", devs[0].IfName, "ready", devs[0].Ready)
+	}
+	if len(devs) == 0 {
+		delete(w.written, ref)
+		w.forget(ref)
+	} else {
+		w.written[ref] = devs
+	}
+	return nil
+}
+
+// entry is the apply configuration of one status.devices entry; its Ready
+// condition keeps the time it took its status.
+func (w *StatusWriter) entry(ref claimRef, d deviceStatus) *resourceac.AllocatedDeviceStatusApplyConfiguration {
+	status := metav1.ConditionFalse
+	if d.Ready {
+		status = metav1.ConditionTrue
+	}
+	k := ref.String() + "/" + d.key() + "/" + string(status)
+	at, ok := w.since[k]
+	if !ok {
+		at = metav1.NewTime(w.now().UTC().Truncate(time.Second))
+		w.since[k] = at
+	}
+	e := resourceac.AllocatedDeviceStatus().WithDriver(DriverName).WithPool(d.Pool).WithDevice(d.Device).
+		WithConditions(metaac.Condition().WithType(ConditionReady).WithStatus(status).
+			WithReason(d.reason()).WithMessage(d.Message).WithLastTransitionTime(at))
+	if d.ShareID != "" {
+		e.WithShareID(d.ShareID)
+	}
+	if d.IfName != "" || d.MAC != "" || len(d.IPs) > 0 {
+		nd := resourceac.NetworkDeviceData().WithInterfaceName(d.IfName).WithHardwareAddress(d.MAC)
+		if len(d.IPs) > 0 {
+			nd.WithIPs(d.IPs...)
+		}
+		e.WithNetworkData(nd)
+	}
+	return e
+}
+
+// forget drops the condition times of ref's entries.
+func (w *StatusWriter) forget(ref claimRef) {
+	for k := range w.since {
+		if len(k) > len(ref.String()) && k[:len(ref.String())+1] == ref.String()+"/" {
+			delete(w.since, k)
+		}
+	}
+}
+
+func (w *StatusWriter) now() time.Time {
+	if w.Now == nil {
+		return time.Now()
+	}
+	return w.Now()
+}
+
+// onlyCorrupt reports whether every error in err (as state.Store.List
+// joins them) is an unreadable record, which the plugin quarantines: the
+// readable records are then the whole view.
+func onlyCorrupt(err error) bool {
+	var ce *state.CorruptError
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			if !errors.As(e, &ce) {
+				return false
+			}
+		}
+		return true
+	}
+	return errors.As(err, &ce)
+}
+
+// ModTimeChanged returns a Changed func for the records in dir: the plugin
+// writes each record by rename and removes it by unlink, so the folder's
+// modification time moves with every change. A time younger than settle
+// counts as a change on every call: a second change within the file
+// system's clock tick leaves the time as it was.
+func ModTimeChanged(dir string, now func() time.Time) func() bool {
+	const settle = 2 * time.Second
+	var last time.Time
+	return func() bool {
+		fi, err := os.Stat(dir)
+		if err != nil {
+			return true
+		}
+		mt := fi.ModTime()
+		if mt.Equal(last) && now().Sub(mt) >= settle {
+			return false
+		}
+		last = mt
+		return true
+	}
+}
