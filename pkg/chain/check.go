@@ -79,6 +79,9 @@ func (p *Plugin) status(c *call) error {
 	if err := c.store.Writable(); err != nil {
 		return cniError(CodeNotAvailable, "state directory "+c.conf.DataDir+" is not writable", err)
 	}
+	if c.conf.Drain {
+		return nil // new pods pass through: neither kubelet nor SMC serves them
+	}
 	if err := p.statusKubelet(c); err != nil {
 		return err
 	}
@@ -89,7 +92,7 @@ func (p *Plugin) status(c *call) error {
 // statusKubelet: a network that asks kubelet which pods want RDMA is ready
 // only while kubelet answers, unless ADD passes pods through without it.
 func (p *Plugin) statusKubelet(c *call) error {
-	if c.conf.PodSelection != config.SelectRequested || c.conf.Drain {
+	if c.conf.PodSelection != config.SelectRequested {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), podres.DefaultTimeout)
