@@ -10,6 +10,7 @@ package cluster
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -59,7 +60,32 @@ func TestCluster(t *testing.T) {
 		return
 	}
 	t.Run("scheduling", func(t *testing.T) { testScheduling(t, cp) })
-	t.Run("cross-node-rping", func(t *testing.T) { testCrossNodeRping(t, cp) })
+	var hosts pair
+	if !t.Run("host-network", func(t *testing.T) { hosts = testHostNetwork(t, cp) }) {
+		return
+	}
+	t.Run("cross-node", func(t *testing.T) { testCrossNode(t, cp, hosts) })
+	holdForDebugging(t, cp)
+}
+
+// holdForDebugging keeps the cluster up after the scenarios while the file
+// RC_CLUSTER_HOLD names exists, for a developer's kubectl (the admin
+// kubeconfig's path is logged). Unset, it does nothing.
+func holdForDebugging(t *testing.T, cp *controlPlane) {
+	hold := os.Getenv("RC_CLUSTER_HOLD")
+	if hold == "" {
+		return
+	}
+	if err := os.WriteFile(hold, []byte(cp.admin+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("holding the cluster until %s is removed: KUBECONFIG=%s %s", hold, cp.admin, cp.kubectl)
+	for {
+		if _, err := os.Stat(hold); err != nil {
+			return
+		}
+		time.Sleep(2 * time.Second)
+	}
 }
 
 // testNodesJoin boots the node VMs; each kubelet registers through the

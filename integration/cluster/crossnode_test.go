@@ -1,0 +1,240 @@
+//go:build cluster
+
+package cluster
+
+import (
+	"fmt"
+	"net"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rdma-chain/rdma-chain/internal/testenv"
+)
+
+// pair is two pods of one workload on two nodes.
+type pair struct {
+	pods, nodes []string
+}
+
+// runPair applies a workload's manifest and waits until its two pods
+// (label selector sel) run on two different nodes; the test's end deletes
+// it. It logs creation to Ready of each pod from the API's timestamps.
+func runPair(t *testing.T, cp *controlPlane, manifest, sel string) pair {
+	t.Helper()
+	path := filepath.Join(testenv.RepoRoot(), "integration/cluster/pods", manifest)
+	if out, err := cp.kubectlOut("apply", "-f", path); err != nil {
+		t.Fatalf("kubectl apply: %v: %s", err, out)
+	}
+	t.Cleanup(func() { _, _ = cp.kubectlOut("delete", "-f", path, "--wait=false") })
+	out := cp.poll(t, 20*time.Minute, func(s string) bool { return strings.Count(s, " True ") == 2 },
+		"get", "pods", "-l", sel, "-o", `jsonpath={range .items[*]}{.metadata.name} {.status.conditions[?(@.type=="Ready")].status} {.spec.nodeName} {.metadata.creationTimestamp} {.status.conditions[?(@.type=="Ready")].lastTransitionTime}{"\n"}{end}`)
+	var p pair
+	for _, l := range strings.Split(out, "\n") {
+		f := strings.Fields(l)
+		if len(f) != 5 {
+			continue
+		}
+		p.pods, p.nodes = append(p.pods, f[0]), append(p.nodes, f[2])
+		created, err1 := time.Parse(time.RFC3339, f[3])
+		ready, err2 := time.Parse(time.RFC3339, f[4])
+		if err1 == nil && err2 == nil {
+			t.Logf("CLUSTER-TIME pod %s on %s: created to Ready %.0f s (API timestamps)", f[0], f[2], ready.Sub(created).Seconds())
+		}
+	}
+	if len(p.pods) != 2 || p.nodes[0] == p.nodes[1] {
+		t.Fatalf("want two pods of %s on two nodes: %q", sel, out)
+	}
+	return p
+}
+
+// exec runs a command in a pod's only container through `kubectl exec`.
+func (cp *controlPlane) exec(pod string, args ...string) (string, error) {
+	return cp.kubectlOut(append([]string{"exec", pod, "--"}, args...)...)
+}
+
+// counter reads one integer: a sysfs file, or a /proc/net/snmp6 field.
+func (cp *controlPlane) counter(t *testing.T, pod, file, field string) int {
+	t.Helper()
+	out, err := cp.exec(pod, "/bin/busybox", "cat", file)
+	if err != nil {
+		t.Fatalf("%s: cat %s: %v: %s", pod, file, err, out)
+	}
+	if field != "" {
+		for _, l := range strings.Split(out, "\n") {
+			if f := strings.Fields(l); len(f) == 2 && f[0] == field {
+				out = f[1]
+			}
+		}
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(out))
+	if err != nil {
+		t.Fatalf("%s: %s %s: %q", pod, file, field, out)
+	}
+	return n
+}
+
+// rping runs an rping server in one pod and a client in another for 10
+// pings to addr; it reports whether all 10 came back, the client's output
+// and how long the client took.
+func (cp *controlPlane) rping(server, client, addr string) (bool, string, time.Duration) {
+	srv := exec.Command(cp.kubectl, "--kubeconfig", cp.admin, "exec", server, "--",
+		"/bin/busybox", "timeout", "60", "/usr/bin/rping", "-s", "-a", addr, "-C", "10")
+	_ = srv.Start()
+	defer func() { _ = srv.Process.Kill(); _ = srv.Wait() }()
+	var out string
+	var took time.Duration
+	for try := 0; try < 3; try++ { // the server may not listen yet
+		time.Sleep(2 * time.Second)
+		start := time.Now()
+		o, err := cp.exec(client, "/bin/busybox", "timeout", "20", "/usr/bin/rping", "-c", "-a", addr, "-C", "10", "-v")
+		out, took = o, time.Since(start)
+		if err == nil && strings.Count(o, "ping data") == 10 {
+			return true, o, took
+		}
+	}
+	return false, out, took
+}
+
+const rxe = "/sys/class/infiniband/rxe0/ports/1"
+
+// testHostNetwork: the GDR StatefulSet (hostNetwork, aliyun/erdma) runs on
+// both nodes with no attachment recorded for it (kubelet never calls CNI for
+// it), and rping between the nodes' own addresses on the RDMA network is
+// the host-to-host figure. Its pods stay for the scenarios after it: they
+// read the nodes' RDMA counters.
+func testHostNetwork(t *testing.T, cp *controlPlane) pair {
+	p := runPair(t, cp, "gdr-statefulset.yaml", "app=nccltest")
+	for i, pod := range p.pods {
+		out, err := cp.kubectlOut("-n", "kube-system", "exec", "ds/rdma-chain", "-c", "reconcile", "--", "/rdma-chain-ops", "inspect", "--json")
+		if err != nil {
+			t.Fatalf("inspect: %v: %s", err, out)
+		}
+		if strings.Contains(out, pod) {
+			t.Errorf("hostNetwork pod %s on %s has an attachment: %s", pod, p.nodes[i], out)
+		}
+	}
+	addr := nodeRDMAAddr(p.nodes[0])
+	before := cp.counter(t, p.pods[0], rxe+"/hw_counters/rcvd_pkts", "")
+	ok, out, took := cp.rping(p.pods[0], p.pods[1], addr)
+	if !ok {
+		t.Fatalf("host-to-host rping %s -> %s: %s", p.nodes[1], addr, out)
+	}
+	rcvd := cp.counter(t, p.pods[0], rxe+"/hw_counters/rcvd_pkts", "") - before
+	t.Logf("CLUSTER-FIGURE rping host-to-host %s -> %s [%s]: 10 pings in %.2f s; %s's rxe0 received %d RoCE packets",
+		p.nodes[1], p.nodes[0], addr, took.Seconds(), p.nodes[0], rcvd)
+	if rcvd <= 0 {
+		t.Errorf("%s's rxe0 counted no received packets", p.nodes[0])
+	}
+	return p
+}
+
+// nodeRDMAAddr is a node's own address on the RDMA network
+// (integration/cluster/guest/init.sh: fd00:10:IDX::1 on eth1).
+func nodeRDMAAddr(node string) string {
+	for i, n := range nodeNames {
+		if n == node {
+			return fmt.Sprintf("fd00:10:%d::1", i+1)
+		}
+	}
+	return ""
+}
+
+// hostPod is the hostNetwork pod on node, for its node's counters.
+func (p pair) hostPod(node string) string {
+	for i, n := range p.nodes {
+		if n == node {
+			return p.pods[i]
+		}
+	}
+	return ""
+}
+
+// testCrossNode: the Lingjun Job (two pods, rdma/hca: 1, anti-affinity)
+// runs one pod per node; each container has rdma0 with a global IPv6
+// address from its node's /64, which its node's RDMA device holds as a
+// RoCE GID; the pods reach each other over rdma0 across the nodes. RoCE
+// between them is tried with rping through `kubectl exec` as a user would.
+func testCrossNode(t *testing.T, cp *controlPlane, hosts pair) {
+	start := time.Now()
+	p := runPair(t, cp, "lingjun-job.yaml", "app=lingjun-rping")
+	t.Logf("CLUSTER-TIME lingjun-rping: both pods Ready %.1f s after kubectl apply", time.Since(start).Seconds())
+	addrs := make([]string, 2)
+	for i, pod := range p.pods {
+		addrs[i] = podRDMAAddr(t, cp, pod)
+		gids, err := cp.exec(hosts.hostPod(p.nodes[i]), "/bin/busybox", "sh", "-c", "cat "+rxe+"/gids/*")
+		if err != nil {
+			t.Fatalf("GIDs of %s: %v", p.nodes[i], err)
+		}
+		if !strings.Contains(gids, expandIPv6(addrs[i])) {
+			t.Errorf("%s's rxe0 has no GID for %s's address %s", p.nodes[i], pod, addrs[i])
+		}
+		t.Logf("%s on %s: rdma0 %s, a GID of %s's rxe0", pod, p.nodes[i], addrs[i], p.nodes[i])
+	}
+	out, err := cp.exec(p.pods[1], "/bin/busybox", "ping", "-6", "-c", "3", "-W", "5", addrs[0])
+	if err != nil || !strings.Contains(out, " 0% packet loss") {
+		t.Fatalf("ping %s -> %s over rdma0: %v: %s", p.pods[1], addrs[0], err, out)
+	}
+	t.Logf("ping %s (%s) -> %s (%s) over rdma0: %s", p.pods[1], p.nodes[1], p.pods[0], p.nodes[0], lastLine(out))
+
+	sent0 := cp.counter(t, hosts.hostPod(p.nodes[1]), rxe+"/hw_counters/sent_pkts", "")
+	csum0 := cp.counter(t, p.pods[0], "/proc/net/snmp6", "Udp6InCsumErrors")
+	ok, out, took := cp.rping(p.pods[0], p.pods[1], addrs[0])
+	sent := cp.counter(t, hosts.hostPod(p.nodes[1]), rxe+"/hw_counters/sent_pkts", "") - sent0
+	csum := cp.counter(t, p.pods[0], "/proc/net/snmp6", "Udp6InCsumErrors") - csum0
+	if ok {
+		t.Logf("CLUSTER-FIGURE rping pod-to-pod %s -> %s [%s]: 10 pings in %.2f s", p.nodes[1], p.nodes[0], addrs[0], took.Seconds())
+		return
+	}
+	// Soft-RoCE receives RoCE on a UDP socket of its netdev's netns; the
+	// ipvlan parent hands a frame for a child's address to the child, so a
+	// RoCE frame for a pod's address from another node lands in the pod's
+	// netns, where no socket takes it (its zero UDP checksum is what the
+	// pod's UDP counts). A hardware port matches GIDs before the netdev.
+	if sent <= 0 || csum <= 0 {
+		t.Fatalf("rping %s -> %s failed and the soft-RoCE evidence is missing (%s's rxe0 sent %d, %s's netns Udp6InCsumErrors +%d): %s",
+			p.pods[1], addrs[0], p.nodes[1], sent, p.pods[0], csum, out)
+	}
+	t.Logf("CLUSTER-LIMIT rping pod-to-pod across nodes: soft-RoCE cannot receive for an ipvlan child's address: %s's rxe0 sent %d RoCE packets to %s, which arrived in %s's netns and were dropped there (Udp6InCsumErrors +%d)",
+		p.nodes[1], sent, addrs[0], p.pods[0], csum)
+}
+
+// podRDMAAddr is the global IPv6 address on a pod's rdma0.
+func podRDMAAddr(t *testing.T, cp *controlPlane, pod string) string {
+	t.Helper()
+	out, err := cp.exec(pod, "/usr/sbin/ip", "-6", "-o", "addr", "show", "dev", "rdma0", "scope", "global")
+	if err != nil {
+		t.Fatalf("%s: ip addr: %v: %s", pod, err, out)
+	}
+	f := strings.Fields(out)
+	for j := range f {
+		if f[j] == "inet6" && j+1 < len(f) {
+			a, _, _ := strings.Cut(f[j+1], "/")
+			return a
+		}
+	}
+	t.Fatalf("%s: no global IPv6 on rdma0: %s", pod, out)
+	return ""
+}
+
+// expandIPv6 writes an address as sysfs writes a GID: eight groups of four
+// hex digits.
+func expandIPv6(a string) string {
+	ip := net.ParseIP(a).To16()
+	if ip == nil {
+		return a
+	}
+	var g []string
+	for i := 0; i < 16; i += 2 {
+		g = append(g, fmt.Sprintf("%02x%02x", ip[i], ip[i+1]))
+	}
+	return strings.Join(g, ":")
+}
+
+func lastLine(s string) string {
+	l := strings.Split(strings.TrimSpace(s), "\n")
+	return l[len(l)-1]
+}
