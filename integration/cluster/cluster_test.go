@@ -65,6 +65,7 @@ func TestCluster(t *testing.T) {
 		return
 	}
 	t.Run("cross-node", func(t *testing.T) { testCrossNode(t, cp, hosts) })
+	t.Run("dra", func(t *testing.T) { testDRA(t, cp) })
 	holdForDebugging(t, cp)
 }
 

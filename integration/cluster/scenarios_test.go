@@ -28,14 +28,16 @@ func testDeploy(t *testing.T, cp *controlPlane) {
 	if out, err := cp.kubectlOut("apply", "-k", filepath.Join(testenv.RepoRoot(), "integration/cluster/deploy")); err != nil {
 		t.Fatalf("kubectl apply -k: %v: %s", err, out)
 	}
-	out, err := cp.kubectlOut("-n", "kube-system", "rollout", "status", "daemonset/rdma-chain", "--timeout=30m")
-	if err != nil {
-		pods, _ := cp.kubectlOut("-n", "kube-system", "get", "pods", "-o", "wide")
-		events, _ := cp.kubectlOut("-n", "kube-system", "get", "events", "--sort-by=.lastTimestamp")
-		t.Fatalf("rollout status: %v: %s\n%s\n%s", err, out, pods, events)
+	for _, ds := range []string{"rdma-chain", "rdma-chain-dra"} {
+		out, err := cp.kubectlOut("-n", "kube-system", "rollout", "status", "daemonset/"+ds, "--timeout=30m")
+		if err != nil {
+			pods, _ := cp.kubectlOut("-n", "kube-system", "get", "pods", "-o", "wide")
+			events, _ := cp.kubectlOut("-n", "kube-system", "get", "events", "--sort-by=.lastTimestamp")
+			t.Fatalf("rollout status %s: %v: %s\n%s\n%s", ds, err, out, pods, events)
+		}
+		t.Logf("%s: %s", ds, lastLine(out))
 	}
-	t.Logf("%s", out)
-	t.Logf("CLUSTER-TIME DaemonSet rolled out on %d nodes in %.1f s", len(nodeNames), time.Since(start).Seconds())
+	t.Logf("CLUSTER-TIME DaemonSets rolled out on %d nodes in %.1f s", len(nodeNames), time.Since(start).Seconds())
 	pods, _ := cp.kubectlOut("-n", "kube-system", "get", "pods", "-l", "app=rdma-chain", "-o", "wide")
 	t.Logf("%s", pods)
 	for _, n := range nodeNames {
