@@ -52,8 +52,26 @@ func runPair(t *testing.T, cp *controlPlane, manifest, sel string) pair {
 }
 
 // exec runs a command in a pod's only container through `kubectl exec`.
+// An exec the runtime could not start (containerd under TCG answers "failed
+// to load task: context deadline exceeded" when the node is busy) is tried
+// again, up to three times; a command that ran and failed is not.
 func (cp *controlPlane) exec(pod string, args ...string) (string, error) {
-	return cp.kubectlOut(append([]string{"exec", pod, "--"}, args...)...)
+	return cp.execIn([]string{pod}, args...)
+}
+
+// execIn is exec with kubectl exec's own arguments before "--" (namespace,
+// pod, container).
+func (cp *controlPlane) execIn(target []string, args ...string) (string, error) {
+	var out string
+	var err error
+	for try := 0; try < 3; try++ {
+		out, err = cp.kubectlOut(append(append(append([]string{"exec"}, target...), "--"), args...)...)
+		if err == nil || strings.Contains(out, "command terminated with exit code") {
+			return out, err
+		}
+		time.Sleep(5 * time.Second)
+	}
+	return out, err
 }
 
 // counter reads one integer: a sysfs file, or a /proc/net/snmp6 field.
@@ -114,7 +132,7 @@ func testHostNetwork(t *testing.T, cp *controlPlane) pair {
 		if err != nil || ds == "" {
 			t.Fatalf("rdma-chain pod of %s: %v: %s", p.nodes[i], err, ds)
 		}
-		out, err := cp.kubectlOut("-n", "kube-system", "exec", ds, "-c", "reconcile", "--", "/rdma-chain-ops", "inspect", "--json")
+		out, err := cp.execIn([]string{"-n", "kube-system", ds, "-c", "reconcile"}, "/rdma-chain-ops", "inspect", "--json")
 		if err != nil {
 			t.Fatalf("inspect on %s: %v: %s", p.nodes[i], err, out)
 		}
