@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"reflect"
 	"time"
@@ -49,9 +50,15 @@ func Run(ctx context.Context, cfg Config) error {
 	drv := &Driver{NodeName: cfg.NodeName, SysRoot: cfg.SysRoot, CDIDir: cfg.CDIDir, Log: cfg.Log,
 		OnFatal: func(err error) { cfg.OnFatalCancel(err) }}
 	drv.SetNode(node)
+	// The helper listens in its data directory but does not make it; kubelet
+	// makes only plugins/ itself.
+	dataDir := filepath.Join(cfg.KubeletDir, "plugins", DriverName)
+	if err := os.MkdirAll(dataDir, 0o750); err != nil {
+		return fmt.Errorf("the kubelet plugin's directory: %w", err)
+	}
 	helper, err := kubeletplugin.Start(ctx, drv,
 		kubeletplugin.DriverName(DriverName), kubeletplugin.NodeName(cfg.NodeName), kubeletplugin.KubeClient(cfg.Client),
-		kubeletplugin.PluginDataDirectoryPath(filepath.Join(cfg.KubeletDir, "plugins", DriverName)),
+		kubeletplugin.PluginDataDirectoryPath(dataDir),
 		kubeletplugin.RegistrarDirectoryPath(filepath.Join(cfg.KubeletDir, "plugins_registry")))
 	if err != nil {
 		return fmt.Errorf("start the kubelet plugin: %w", err)
