@@ -61,7 +61,7 @@ func TestCluster(t *testing.T) {
 	}
 	t.Run("scheduling", func(t *testing.T) { testScheduling(t, cp) })
 	var hosts pair
-	if !t.Run("host-network", func(t *testing.T) { hosts = testHostNetwork(t, cp) }) {
+	if !t.Run("host-network", func(st *testing.T) { hosts = testHostNetwork(st, t, cp) }) {
 		return
 	}
 	t.Run("cross-node", func(t *testing.T) { testCrossNode(t, cp, hosts) })

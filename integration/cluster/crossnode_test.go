@@ -21,15 +21,15 @@ type pair struct {
 }
 
 // runPair applies a workload's manifest and waits until its two pods
-// (label selector sel) run on two different nodes; the test's end deletes
-// it. It logs creation to Ready of each pod from the API's timestamps.
-func runPair(t *testing.T, cp *controlPlane, manifest, sel string) pair {
+// (label selector sel) run on two different nodes; owner's end deletes it.
+// It logs creation to Ready of each pod from the API's timestamps.
+func runPair(t *testing.T, owner testing.TB, cp *controlPlane, manifest, sel string) pair {
 	t.Helper()
 	path := filepath.Join(testenv.RepoRoot(), "integration/cluster/pods", manifest)
 	if out, err := cp.kubectlOut("apply", "-f", path); err != nil {
 		t.Fatalf("kubectl apply: %v: %s", err, out)
 	}
-	t.Cleanup(func() { _, _ = cp.kubectlOut("delete", "-f", path, "--wait=false") })
+	owner.Cleanup(func() { _, _ = cp.kubectlOut("delete", "-f", path, "--wait=false") })
 	out := cp.poll(t, 20*time.Minute, func(s string) bool { return strings.Count(s, " True ") == 2 },
 		"get", "pods", "-l", sel, "-o", `jsonpath={range .items[*]}{.metadata.name} {.status.conditions[?(@.type=="Ready")].status} {.spec.nodeName} {.metadata.creationTimestamp} {.status.conditions[?(@.type=="Ready")].lastTransitionTime}{"\n"}{end}`)
 	var p pair
@@ -122,10 +122,10 @@ const rxe = "/sys/class/infiniband/rxe0/ports/1"
 // testHostNetwork: the GDR StatefulSet (hostNetwork, aliyun/erdma) runs on
 // both nodes with no attachment recorded for it (kubelet never calls CNI for
 // it), and rping between the nodes' own addresses on the RDMA network is
-// the host-to-host figure. Its pods stay for the scenarios after it: they
-// read the nodes' RDMA counters.
-func testHostNetwork(t *testing.T, cp *controlPlane) pair {
-	p := runPair(t, cp, "gdr-statefulset.yaml", "app=nccltest")
+// the host-to-host figure. Its pods stay until owner ends, for the
+// scenarios after it: they read the nodes' RDMA counters.
+func testHostNetwork(t *testing.T, owner testing.TB, cp *controlPlane) pair {
+	p := runPair(t, owner, cp, "gdr-statefulset.yaml", "app=nccltest")
 	for i, pod := range p.pods {
 		ds, err := cp.kubectlOut("-n", "kube-system", "get", "pods", "-l", "app=rdma-chain",
 			"--field-selector", "spec.nodeName="+p.nodes[i], "-o", "name")
@@ -183,7 +183,7 @@ func (p pair) hostPod(node string) string {
 // between them is tried with rping through `kubectl exec` as a user would.
 func testCrossNode(t *testing.T, cp *controlPlane, hosts pair) {
 	start := time.Now()
-	p := runPair(t, cp, "lingjun-job.yaml", "app=lingjun-rping")
+	p := runPair(t, t, cp, "lingjun-job.yaml", "app=lingjun-rping")
 	t.Logf("CLUSTER-TIME lingjun-rping: both pods Ready %.1f s after kubectl apply", time.Since(start).Seconds())
 	addrs := make([]string, 2)
 	for i, pod := range p.pods {
@@ -191,7 +191,7 @@ func testCrossNode(t *testing.T, cp *controlPlane, hosts pair) {
 		// Unused GID entries answer EINVAL: cat's status says nothing.
 		gids, err := cp.exec(hosts.hostPod(p.nodes[i]), "/bin/busybox", "sh", "-c", "cat "+rxe+"/gids/* 2>/dev/null; true")
 		if err != nil {
-			t.Fatalf("GIDs of %s: %v", p.nodes[i], err)
+			t.Fatalf("GIDs of %s: %v: %s", p.nodes[i], err, gids)
 		}
 		if !strings.Contains(gids, expandIPv6(addrs[i])) {
 			t.Errorf("%s's rxe0 has no GID for %s's address %s", p.nodes[i], pod, addrs[i])
