@@ -27,7 +27,12 @@ ETCD_VERSION=v3.7.3
 
 log() { echo "cluster-parts: $*" >&2; }
 die() { echo "cluster-parts: ERROR: $*" >&2; exit 1; }
-[ -x /usr/bin/time ] || die "/usr/bin/time missing (Debian package time)"
+# The builds' CPU seconds and peak RSS come from GNU time (Debian's time).
+APT_PREFIX=cluster-parts
+# shellcheck source=scripts/apt.sh
+. scripts/apt.sh
+apt_install time || die "cannot install time (see above)"
+[ -x /usr/bin/time ] || die "/usr/bin/time missing after installing time"
 
 key() {
 	cat "$1/go.mod" "$1/go.sum" "$0" | { cat; go env GOVERSION; } | sha256sum | cut -c1-12
