@@ -5,12 +5,14 @@ package cluster
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rdma-chain/rdma-chain/internal/testenv"
 )
@@ -92,4 +94,23 @@ func TestFwd(t *testing.T) {
 	if err := exec.Command(bin, "127.0.0.1:1").Run(); err == nil {
 		t.Error("fwd to a closed port succeeded")
 	}
+	// -listen: each connection to the listening address is relayed.
+	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	srv := exec.Command(bin, "-listen", listen, echoServer(t))
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = srv.Process.Kill(); _ = srv.Wait() }()
+	testenv.Eventually(t, 10*time.Second, func() (bool, string) {
+		c, err := net.Dial("tcp", listen)
+		if err != nil {
+			time.Sleep(50 * time.Millisecond)
+			return false, err.Error()
+		}
+		defer c.Close()
+		_, _ = c.Write([]byte("three\n"))
+		_ = c.(*net.TCPConn).CloseWrite()
+		got, _ := io.ReadAll(c)
+		return string(got) == "THREE\n", fmt.Sprintf("fwd -listen copied %q", got)
+	})
 }

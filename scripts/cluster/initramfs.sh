@@ -46,7 +46,7 @@ rm -rf "$WORK"
 mkdir -p "$WORK/bin" "$WORK/images" "$WORK/stage"
 cd "$ROOT"
 export CGO_ENABLED=0
-CGO_ENABLED=0 go build -ldflags '-s -w' -o "$WORK/bin/svcproxy" ./integration/cluster/guest/svcproxy
+CGO_ENABLED=0 go build -ldflags '-s -w' -o "$WORK/bin/fwd" ./integration/cluster/fwd
 build_node_images
 
 CNI_BIN_DIR="$ROOT/.tools/cni/bin" RC_BIN_DIR="$WORK/bin" SIMRDMA_KO="$SIMRDMA" "$ROOT/scripts/vm/initramfs.sh" "$KDIR" "$OUT/base.cpio.gz" \

@@ -110,12 +110,12 @@ check rxe rdma link add rxe0 type rxe netdev eth1
 check simrdma insmod "/lib/modules/$KVER/simrdma.ko" netdev=eth1 pci_function=1
 
 # The kubernetes Service (10.96.0.1:443) for in-cluster clients on this
-# node (the DRA driver): the node has no kube-proxy, svcproxy stands in for
-# this one Service, to the API server's endpoint (the guest's forward).
+# node (the DRA driver): the node has no kube-proxy, fwd -listen stands in
+# for this one Service, to the API server's endpoint (the guest's forward).
 API=$(sed -n 's#.*server: https://\([0-9.:]*\).*#\1#p' /etc/kubernetes/kubelet.kubeconfig)
 ip addr add 10.96.0.1/32 dev lo
-svcproxy 10.96.0.1:443 "$API" >/run/svcproxy.log 2>&1 &
-info "kubernetes Service 10.96.0.1:443 -> $API (svcproxy)"
+fwd -listen 10.96.0.1:443 "$API" >/run/svc-fwd.log 2>&1 &
+info "kubernetes Service 10.96.0.1:443 -> $API (fwd -listen)"
 
 step kubelet
 info "$(kubelet --version)"
