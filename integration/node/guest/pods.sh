@@ -268,7 +268,7 @@ group_rping() {
 		wait $_spid
 		_s1=$(rxe_sent rxe0) _r1=$(rxe_rcvd rxe0)
 		info "rping in containers -> [$_addr]: exit $_st, $(echo "$_out" | grep -c 'ping data') ping data lines; rxe0 sent_pkts $_s0 -> $_s1, rcvd_pkts $_r0 -> $_r1"
-		if [ "$_st" = 0 ] && [ "$_s1" -gt "$_s0" ] && [ "$_r1" -gt "$_r0" ]; then pass; else fail "$_out / server: $(cat /tmp/rping-srv.log)"; fi
+		if rping_done "$_st" "$_out" 10 && [ "$_s1" -gt "$_s0" ] && [ "$_r1" -gt "$_r0" ]; then pass; else fail "$_out / server: $(cat /tmp/rping-srv.log)"; fi
 	done
 }
 

@@ -60,7 +60,7 @@ out=$(timeout 30 /usr/sbin/ip netns exec pod2 rping -c -a "$ADDR_pod1" -C 10 -v 
 rc=$?
 wait $srv 2>/dev/null
 n=$(echo "$out" | grep -c 'ping data')
-if [ $rc = 0 ] && [ "$n" = 10 ]; then pass; else fail "rping exit $rc, $n ping data lines: $out / $(cat /tmp/rping-s.log)"; fi
+if rping_done $rc "$out" 10; then pass; else fail "rping exit $rc, $n ping data lines: $out / $(cat /tmp/rping-s.log)"; fi
 say "rping pod2 -> pod1 [$ADDR_pod1] -C 10: exit $rc, $n/10 pings; last: $(echo "$out" | grep 'ping data' | tail -n1 | cut -c1-40)..."
 s1=$(rxe_sent) r1=$(rxe_rcvd)
 ok counters test "$s1" -gt "$s0" -a "$r1" -gt "$r0"

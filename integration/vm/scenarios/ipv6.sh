@@ -83,22 +83,7 @@ for V in 0.4.0 1.0.0 1.1.0; do
 
 	# RoCE v2 between the pods over their IPv6 addresses.
 	step rping-ipv6
-	s0=$(rxe_sent) r0=$(rxe_rcvd)
-	timeout 40 /usr/sbin/ip netns exec pod1 rping -s -a "$ADDR_pod1" -C 10 >/tmp/rping-s.log 2>&1 &
-	srv=$!
-	wait_until 15 rping_listening "$ADDR_pod1"
-	if out=$(timeout 30 /usr/sbin/ip netns exec pod2 rping -c -a "$ADDR_pod1" -C 10 -v 2>&1); then
-		echo "$out" | sed 's/^/  | /' | head -n 3
-		echo "  | ... ($(echo "$out" | grep -c 'ping data') ping data lines)"
-		pass
-	else
-		fail "rping pod2 -> pod1 [$ADDR_pod1]: $out / server: $(cat /tmp/rping-s.log)"
-	fi
-	wait $srv 2>/dev/null
-	s1=$(rxe_sent) r1=$(rxe_rcvd)
-	info "rxe0 sent_pkts $s0 -> $s1, rcvd_pkts $r0 -> $r1"
-	step counters-rise
-	if [ "$s1" -gt "$s0" ] && [ "$r1" -gt "$r0" ]; then pass; else fail "sent $s0 -> $s1, rcvd $r0 -> $r1"; fi
+	rping_between pod1 pod2 "$ADDR_pod1" rxe0
 
 	for pod in pod1 pod2; do
 		cni cnitool del $pod

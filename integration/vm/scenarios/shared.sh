@@ -63,10 +63,12 @@ for V in 0.4.0 1.0.0; do
 	/usr/sbin/ip netns exec pod1 rping -s -a fd00::2 -C 3 >/tmp/rping-s.log 2>&1 &
 	srv=$!
 	wait_until 15 rping_listening fd00::2
-	if out=$(timeout 20 /usr/sbin/ip netns exec pod2 rping -c -a fd00::2 -C 3 -v 2>&1); then
+	out=$(timeout 20 /usr/sbin/ip netns exec pod2 rping -c -a fd00::2 -C 3 -v 2>&1)
+	rc=$?
+	if rping_done $rc "$out" 3; then
 		pass
 	else
-		fail "rping pod2 -> pod1: $out / server: $(cat /tmp/rping-s.log)"
+		fail "rping pod2 -> pod1: exit $rc: $out / server: $(cat /tmp/rping-s.log)"
 	fi
 	kill $srv 2>/dev/null
 	wait $srv 2>/dev/null

@@ -31,10 +31,12 @@ step rping-loopback
 rping -s -a 192.168.77.1 -C 3 -v >/tmp/rping-s.log 2>&1 &
 srv=$!
 wait_until 15 rping_listening 192.168.77.1
-if out=$(timeout 20 rping -c -a 192.168.77.1 -C 3 -v 2>&1); then
+out=$(timeout 20 rping -c -a 192.168.77.1 -C 3 -v 2>&1)
+rc=$?
+if rping_done $rc "$out" 3; then
 	pass
 else
-	fail "rping client: $out $(cat /tmp/rping-s.log)"
+	fail "rping client: exit $rc: $out $(cat /tmp/rping-s.log)"
 fi
 kill $srv 2>/dev/null
 wait $srv 2>/dev/null
