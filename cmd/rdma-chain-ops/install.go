@@ -2,10 +2,14 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/rdma-chain/rdma-chain/pkg/conflist"
 	"github.com/rdma-chain/rdma-chain/pkg/install"
@@ -51,6 +55,7 @@ func runUninstall(o IO, args []string) int {
 	fs.StringVar(&opt.BinDir, "cni-bin-dir", "", "the runtime's CNI bin dir to remove "+strings.Join(install.PluginBinaries, " and ")+" from, after the entry")
 	fs.DurationVar(&opt.Wait, "wait", 0, "with --conflist, wait this long for the pods that hold an attachment to go")
 	fs.BoolVar(&opt.Force, "force", false, "with --conflist, take the entry and the binaries out although pods hold attachments (nothing gives those back)")
+	hostRoot := fs.String("host-root", "", "the node's root as this process sees it (/host in a kubectl debug node pod): uninstall chroots into it first, so that every path (flags, the entry's dataDir, pod netns, the CRI socket, the IPAM plugin and its leases) is the node's")
 	rc := reconcile.Options{Version: o.Version, Stderr: o.Stderr, CNIPath: "/opt/cni/bin"}
 	fs.StringVar(&rc.CRISocket, "cri-socket", "", "the runtime's CRI socket: a pod is gone when CRI no longer lists its sandbox (default: when its netns is gone)")
 	fs.DurationVar(&rc.MinAge, "min-age", time.Minute, "with --cri-socket, leave attachments younger than this (their pod may still be starting)")
@@ -66,6 +71,12 @@ func runUninstall(o IO, args []string) int {
 	case opt.Conflist == "" && (opt.Wait != 0 || opt.Force):
 		return usageError(fs, "--wait and --force go with --conflist")
 	}
+	if *hostRoot != "" {
+		if err := enterHostRoot(*hostRoot); err != nil {
+			say(o.Stderr, Binary+" uninstall: %v\n", err)
+			return ExitProblems
+		}
+	}
 	if opt.BinDir != "" {
 		rc.CNIPath = opt.BinDir
 	}
@@ -80,4 +91,22 @@ func runUninstall(o IO, args []string) int {
 		return ExitProblems
 	}
 	return ExitOK
+}
+
+// enterHostRoot makes dir this process's root. Uninstall in a debug pod
+// reads the node's files through a host mount: without the chroot, the
+// entry's dataDir (a node path) would name the image's empty directory,
+// no attachment would be found, and the entry would go while pods still
+// hold devices and leases.
+func enterHostRoot(dir string) error {
+	if !filepath.IsAbs(dir) {
+		return fmt.Errorf("--host-root %q: not an absolute path", dir)
+	}
+	if err := unix.Chroot(dir); err != nil {
+		return fmt.Errorf("--host-root %s: %w", dir, err)
+	}
+	if err := unix.Chdir("/"); err != nil {
+		return fmt.Errorf("--host-root %s: chdir: %w", dir, err)
+	}
+	return nil
 }

@@ -131,7 +131,11 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 			return err
 		}
 	}
-	r.loop(ctx, o.Interval)
+	var confChanged <-chan struct{}
+	if o.EnsureEntry {
+		confChanged = watchConfDirs(ctx, conflistDirs(o.Conflists, o.ConfDir), out)
+	}
+	r.loop(ctx, o.Interval, confChanged)
 	return nil
 }
 
@@ -221,24 +225,37 @@ func (r *reconciler) setNetworks(nets []conflist.Network) {
 	r.nets = nets
 }
 
-// loop runs a pass every interval until ctx ends (SIGTERM), and a repair
-// on every kernel event in between.
-func (r *reconciler) loop(ctx context.Context, interval time.Duration) {
+// loop runs a pass every interval until ctx ends (SIGTERM), a repair on
+// every kernel event in between, and a reload (which puts a lost entry
+// back) on every change to the conf dir.
+func (r *reconciler) loop(ctx context.Context, interval time.Duration, confChanged <-chan struct{}) {
 	sink := eventSink{ch: make(chan time.Time, 1), r: r}
 	r.node.Watch(ctx, sink)
 	go r.waitEvents(ctx, sink.ch)
+	next := time.NewTimer(0)
+	defer next.Stop()
 	for {
-		if r.reload != nil {
-			if err := r.reload(); err != nil {
-				say(r.out, "reconcile: %v: using the configuration read before\n", err)
-			}
-		}
-		_ = r.passErr(ctx)
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(interval):
+		case <-confChanged:
+			r.reloadNetworks()
+		case <-next.C:
+			r.reloadNetworks()
+			_ = r.passErr(ctx)
+			next.Reset(interval)
 		}
+	}
+}
+
+// reloadNetworks reads the networks again (a conflist may have been
+// rewritten), keeping the last good ones when it cannot.
+func (r *reconciler) reloadNetworks() {
+	if r.reload == nil {
+		return
+	}
+	if err := r.reload(); err != nil {
+		say(r.out, "reconcile: %v: using the configuration read before\n", err)
 	}
 }
 

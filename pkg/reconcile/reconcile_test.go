@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -218,7 +219,7 @@ func TestReconcileLoop(t *testing.T) {
 		return nil
 	}
 	done := make(chan struct{})
-	go func() { r.loop(ctx, time.Millisecond); close(done) }()
+	go func() { r.loop(ctx, time.Millisecond, nil); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second):
@@ -317,7 +318,7 @@ func TestLoopRepairsOnEvent(t *testing.T) {
 	n.watching = make(chan eventSink, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { r.loop(ctx, time.Hour); close(done) }()
+	go func() { r.loop(ctx, time.Hour, nil); close(done) }()
 	sink := <-n.watching
 	r.mu.Lock() // after the first pass has started, before the event
 	n.stranded = []string{"dead"}
@@ -384,6 +385,73 @@ func TestEnsureEntryAfterAgentRewrite(t *testing.T) {
 	}
 	if other, _ := os.ReadFile(filepath.Join(dir, "99-other.conflist")); string(other) != agent {
 		t.Errorf("a conflist other than the primary's changed:\n%s", other)
+	}
+}
+
+// TestEnsureEntryOnConfDirChange: with a pass only every hour, an agent
+// that rewrites its conflist (renaming a new file over it, or writing it in
+// place) gets the entry put back within seconds, through the inotify watch
+// of the conf dir on the real kernel; the reload after the plugin's own
+// write finds the entry and writes nothing more.
+func TestEnsureEntryOnConfDirChange(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "10-calico.conflist")
+	agent := []byte(`{"cniVersion":"1.0.0","name":"k8s-pod-network","plugins":[{"type":"calico"}]}`)
+	if err := os.WriteFile(path, agent, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n := newFakeNode(t)
+	r := n.reconciler("")
+	var loadOut bytes.Buffer
+	o := Options{Conflists: []string{conflist.Auto}, ConfDir: dir, EnsureEntry: true, After: "calico",
+		Set: []byte(`{"mode":"shared","dataDir":"` + filepath.Join(dir, "state") + `"}`)}
+	load := o.loader(r.metrics, &loadOut)
+	r.reload = func() error {
+		nets, err := load()
+		if err == nil {
+			r.setNetworks(nets)
+		}
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	changed := watchConfDirs(ctx, conflistDirs(o.Conflists, o.ConfDir), io.Discard)
+	done := make(chan struct{})
+	go func() { r.loop(ctx, time.Hour, changed); close(done) }()
+	defer func() { cancel(); <-done }()
+	waitRestores := func(want float64) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for testutil.ToFloat64(r.metrics.ConflistRestores) < want {
+			if time.Now().After(deadline) {
+				t.Fatalf("restores %v, want %v", testutil.ToFloat64(r.metrics.ConflistRestores), want)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		data, _ := os.ReadFile(path)
+		if !strings.Contains(string(data), `"type": "rdma-chain"`) {
+			t.Fatalf("restore %v counted, conflist:\n%s", want, data)
+		}
+	}
+	waitRestores(1) // the first pass
+	for i, rewrite := range []func() error{
+		func() error { // a new file renamed over the old one
+			tmp := filepath.Join(dir, ".tmp")
+			if err := os.WriteFile(tmp, agent, 0o644); err != nil {
+				return err
+			}
+			return os.Rename(tmp, path)
+		},
+		func() error { return os.WriteFile(path, agent, 0o644) }, // in place
+	} {
+		if err := rewrite(); err != nil {
+			t.Fatal(err)
+		}
+		waitRestores(float64(i + 2))
+	}
+	cancel()
+	<-done
+	if got := testutil.ToFloat64(r.metrics.ConflistRestores); got != 3 {
+		t.Errorf("restores %v after the plugin's own writes, want 3\n%s", got, loadOut.String())
 	}
 }
 
