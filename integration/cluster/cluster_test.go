@@ -59,6 +59,7 @@ func TestCluster(t *testing.T) {
 	if !t.Run("deploy", func(t *testing.T) { testDeploy(t, cp) }) {
 		return
 	}
+	t.Run("primary-rewrite", func(t *testing.T) { testPrimaryRewrite(t, cp) })
 	t.Run("scheduling", func(t *testing.T) { testScheduling(t, cp) })
 	var hosts pair
 	if !t.Run("host-network", func(st *testing.T) { hosts = testHostNetwork(st, t, cp) }) {
@@ -67,6 +68,7 @@ func TestCluster(t *testing.T) {
 	t.Run("cross-node", func(t *testing.T) { testCrossNode(t, cp, hosts) })
 	t.Run("dra", func(t *testing.T) { testDRA(t, cp) })
 	holdForDebugging(t, cp)
+	t.Run("uninstall", func(t *testing.T) { testUninstall(t, cp) })
 }
 
 // holdForDebugging keeps the cluster up after the scenarios while the file

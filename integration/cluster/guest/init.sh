@@ -83,7 +83,10 @@ while [ "$i" -le "$NODES" ]; do
 done
 # The primary network: ptp + host-local on this node's pod subnet, a
 # conflist of a name the DaemonSet does not know (--conflist auto finds it).
-cat >/etc/cni/net.d/10-podnet.conflist <<EOC
+# Its agent's own copy stays in /etc/podnet: the tier rewrites the conflist
+# from it, as a primary's agent does on restart.
+mkdir -p /etc/podnet
+cat >/etc/podnet/10-podnet.conflist <<EOC
 {
   "cniVersion": "1.1.0",
   "name": "podnet",
@@ -92,6 +95,7 @@ cat >/etc/cni/net.d/10-podnet.conflist <<EOC
   ]
 }
 EOC
+cp /etc/podnet/10-podnet.conflist /etc/cni/net.d/10-podnet.conflist
 info "node $NAME network up=$(cut -d' ' -f1 /proc/uptime)s: $(ip -br addr show eth1 | tr -s ' ')"
 
 step containerd

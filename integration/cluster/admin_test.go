@@ -1,0 +1,166 @@
+//go:build cluster
+
+package cluster
+
+import (
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rdma-chain/rdma-chain/internal/testenv"
+)
+
+// testImage is the pods' image (busybox, ip, rdma, rping).
+const testImage = "localhost/rdma-chain-test:node"
+
+var debugPodName = regexp.MustCompile(`Creating debugging pod (\S+) with container`)
+
+// debugStart runs args on node through `kubectl debug node/NODE
+// --profile=sysadmin` (host network and PID namespaces, privileged, the
+// node's root at /host), as docs/install.md tells an admin, and returns
+// the debug pod's name.
+func (cp *controlPlane) debugStart(t *testing.T, node, image string, args ...string) string {
+	t.Helper()
+	out, err := cp.kubectlOut(append([]string{"debug", "node/" + node, "--profile=sysadmin", "--image=" + image,
+		"--image-pull-policy=Never", "--"}, args...)...)
+	m := debugPodName.FindStringSubmatch(out)
+	if err != nil || m == nil {
+		t.Fatalf("kubectl debug node/%s: %v: %s", node, err, out)
+	}
+	return m[1]
+}
+
+// debugWait waits for a debug pod to end and returns its log and whether
+// its command exited 0; the pod is deleted.
+func (cp *controlPlane) debugWait(t *testing.T, pod string, timeout time.Duration) (string, bool) {
+	t.Helper()
+	phase := cp.poll(t, timeout, func(s string) bool { return s == "Succeeded" || s == "Failed" },
+		"get", "pod", pod, "-o", "jsonpath={.status.phase}")
+	logs, err := cp.kubectlOut("logs", pod)
+	if err != nil {
+		t.Fatalf("kubectl logs %s: %v: %s", pod, err, logs)
+	}
+	_, _ = cp.kubectlOut("delete", "pod", pod, "--wait=false")
+	return logs, phase == "Succeeded"
+}
+
+// nodeShell runs a busybox shell script on node (the node's root at
+// /host) and returns what it printed; a script that fails fails t.
+func (cp *controlPlane) nodeShell(t *testing.T, node, script string) string {
+	t.Helper()
+	out, ok := cp.debugWait(t, cp.debugStart(t, node, testImage, "/bin/busybox", "sh", "-c", script), 5*time.Minute)
+	if !ok {
+		t.Fatalf("script on %s failed:\n%s\n--- script:\n%s", node, out, script)
+	}
+	return out
+}
+
+// dsPod is the rdma-chain DaemonSet's pod on node.
+func (cp *controlPlane) dsPod(t *testing.T, node string) string {
+	t.Helper()
+	return cp.poll(t, time.Minute, func(s string) bool { return strings.HasPrefix(s, "rdma-chain-") },
+		"-n", "kube-system", "get", "pods", "-l", "app=rdma-chain", "--field-selector", "spec.nodeName="+node,
+		"-o", "jsonpath={.items[0].metadata.name}")
+}
+
+// testPrimaryRewrite: the primary's agent rewrites its conflist on a node
+// from its own copy, without the rdma-chain entry, as Calico's, Flannel's
+// or Terway's do on restart; the DaemonSet's reconcile puts the entry back
+// within seconds (its pass interval is 5 minutes), logs it and counts it.
+// The scenarios after this one start RDMA pods on this node through the
+// restored entry.
+func testPrimaryRewrite(t *testing.T, cp *controlPlane) {
+	node := nodeNames[0]
+	out := cp.nodeShell(t, node, `F=/host/etc/cni/net.d/10-podnet.conflist
+grep -q '"type": "rdma-chain"' $F || { echo "no entry before the rewrite:"; cat $F; exit 1; }
+cp /host/etc/podnet/10-podnet.conflist $F
+i=0
+until grep -q '"type": "rdma-chain"' $F; do
+	i=$((i+1))
+	[ $i -le 600 ] || { echo "entry not back after 60 s:"; cat $F; exit 1; }
+	sleep 0.1
+done
+echo "entry back after $i polls of 0.1 s"
+wget -qO- http://127.0.0.1:9742/metrics | grep '^rdma_chain_conflist_restores_total'`)
+	t.Logf("%s: %s", node, strings.ReplaceAll(out, "\n", "; "))
+	if !strings.Contains(out, "rdma_chain_conflist_restores_total 1") {
+		t.Errorf("%s: restores metric, want 1: %s", node, out)
+	}
+	pod := cp.dsPod(t, node)
+	logs, err := cp.kubectlOut("-n", "kube-system", "logs", pod, "-c", "reconcile")
+	if err != nil || !strings.Contains(logs, "/etc/cni/net.d/10-podnet.conflist had lost its rdma-chain entry (rewritten by another agent): put it back") {
+		t.Errorf("%s reconcile log: %v:\n%s", pod, err, logs)
+	}
+}
+
+// testUninstall: the admin's uninstall exactly as docs/install.md gives it:
+// the DaemonSets deleted with `kubectl delete -k`, then `rdma-chain-ops
+// uninstall --host-root /host ... --wait 10m` in a `kubectl debug node`
+// pod of the image the DaemonSet ran, on every node. On node-a a pod holds
+// an attachment: uninstall drains the entry and waits; once the pod is
+// deleted (its DEL, through the draining entry, gives rdma0, the GIDs and
+// the lease back) the entry and the binaries go. Nothing is left of the
+// pod on node-a, and a new pod still starts there on the primary alone.
+func testUninstall(t *testing.T, cp *controlPlane) {
+	keeper := filepath.Join(testenv.RepoRoot(), "integration/cluster/pods/uninstall-keeper.yaml")
+	if out, err := cp.kubectlOut("apply", "-f", keeper); err != nil {
+		t.Fatalf("kubectl apply: %v: %s", err, out)
+	}
+	t.Cleanup(func() { _, _ = cp.kubectlOut("delete", "-f", keeper, "--wait=false") })
+	cp.poll(t, 10*time.Minute, func(s string) bool { return s == "True" },
+		"get", "pod", "uninstall-keeper", "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
+	gid := expandIPv6(podRDMAAddr(t, cp, "uninstall-keeper"))
+	image, err := cp.kubectlOut("-n", "kube-system", "get", "daemonset", "rdma-chain", "-o",
+		`jsonpath={.spec.template.spec.containers[?(@.name=="reconcile")].image}`)
+	if err != nil || image == "" {
+		t.Fatalf("the DaemonSet's image: %v: %s", err, image)
+	}
+	if out, err := cp.kubectlOut("delete", "-k", filepath.Join(testenv.RepoRoot(), "integration/cluster/deploy"), "--wait=true", "--timeout=5m"); err != nil {
+		t.Fatalf("kubectl delete -k: %v: %s", err, out)
+	}
+	cp.poll(t, 5*time.Minute, func(s string) bool { return s == "" },
+		"-n", "kube-system", "get", "pods", "-l", "app=rdma-chain", "-o", "name")
+	uninstall := []string{"/rdma-chain-ops", "uninstall", "--host-root", "/host", "--conflist", "auto", "--cni-bin-dir", "/opt/cni/bin",
+		"--cri-socket", "/run/containerd/containerd.sock", "--wait", "10m"}
+	t.Logf("on each node: kubectl debug node/NODE --profile=sysadmin --image=%s -- %s", image, strings.Join(uninstall, " "))
+	start := time.Now()
+	waiting := cp.debugStart(t, nodeNames[0], image, uninstall...)
+	cp.poll(t, 5*time.Minute, func(s string) bool { return strings.Contains(s, "waiting up to 10m0s for their pods to go") }, "logs", waiting)
+	if out, err := cp.kubectlOut("delete", "pod", "uninstall-keeper", "--wait=true", "--timeout=5m"); err != nil {
+		t.Fatalf("delete pod: %v: %s", err, out)
+	}
+	for i, node := range nodeNames {
+		pod := waiting
+		if i > 0 {
+			pod = cp.debugStart(t, node, image, uninstall...)
+		}
+		out, ok := cp.debugWait(t, pod, 10*time.Minute)
+		t.Logf("uninstall on %s (exit 0: %v, %.0f s after the first started):\n%s", node, ok, time.Since(start).Seconds(), out)
+		for _, want := range []string{"/etc/cni/net.d/10-podnet.conflist: rdma-chain entry removed", "/opt/cni/bin/rdma-chain: removed"} {
+			if !ok || !strings.Contains(out, want) {
+				t.Errorf("uninstall on %s: want exit 0 and %q", node, want)
+			}
+		}
+	}
+	left := cp.nodeShell(t, nodeNames[0], fmt.Sprintf(`echo "entries $(grep -c '"rdma-chain"' /host/etc/cni/net.d/10-podnet.conflist)"
+echo "binaries $(ls /host/opt/cni/bin | grep -c '^rdma-chain')"
+echo "records $(ls /host/var/lib/cni/rdma-chain/attachments 2>/dev/null | grep -vc '^\.')"
+echo "leases $(ls /host/var/lib/cni/networks-rdma/* 2>/dev/null | grep -c ':')"
+echo "gids $(cat /sys/class/infiniband/rxe0/ports/1/gids/* | grep -c '^%s$')"`, gid))
+	t.Logf("node-a after uninstall: %s", strings.ReplaceAll(left, "\n", "; "))
+	for _, want := range []string{"entries 0", "binaries 0", "records 0", "leases 0", "gids 0"} {
+		if !strings.Contains(left, want+"\n") && !strings.HasSuffix(left, want) {
+			t.Errorf("node-a after uninstall: want %q in\n%s", want, left)
+		}
+	}
+	after := filepath.Join(testenv.RepoRoot(), "integration/cluster/pods/after-uninstall.yaml")
+	if out, err := cp.kubectlOut("apply", "-f", after); err != nil {
+		t.Fatalf("kubectl apply: %v: %s", err, out)
+	}
+	t.Cleanup(func() { _, _ = cp.kubectlOut("delete", "-f", after, "--wait=false") })
+	cp.poll(t, 5*time.Minute, func(s string) bool { return s == "True" },
+		"get", "pod", "after-uninstall", "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
+}
