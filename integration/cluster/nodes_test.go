@@ -69,15 +69,16 @@ func bootNodes(t *testing.T, owner testing.TB, cp *controlPlane) []*nodeVM {
 	var vms []*nodeVM
 	for i, name := range nodeNames {
 		vm := &nodeVM{name: name, idx: i + 1, console: filepath.Join(work, name+".console")}
+		kernel := nodeKernels[name]
 		initrd := filepath.Join(cp.dir, name+".cpio.gz")
-		if err := nodeInitrd(cp, name, work, initrd); err != nil {
+		if err := nodeInitrd(cp, name, kernel, work, initrd); err != nil {
 			t.Fatal(err)
 		}
 		kubeletPort := freePort(t)
 		cp.egress.route(fmt.Sprintf("192.168.50.1%d:10250", vm.idx), fmt.Sprintf("127.0.0.1:%d", kubeletPort))
 		peer := udp[(i+1)%len(udp)]
 		args := []string{"-accel", "tcg,thread=single", "-m", "3072", "-smp", "2", "-nographic", "-no-reboot",
-			"-kernel", env["KERNEL"], "-initrd", initrd,
+			"-kernel", env["KERNEL_"+strings.ReplaceAll(kernel, ".", "_")], "-initrd", initrd,
 			"-netdev", fmt.Sprintf("user,id=n0,restrict=on,ipv6=off,guestfwd=tcp:%s:%d-cmd:%s 127.0.0.1:%d,hostfwd=tcp:127.0.0.1:%d-:10250",
 				guestAPIAddr, cp.port, fwd, cp.port, kubeletPort),
 			"-device", fmt.Sprintf("virtio-net-pci,netdev=n0,mac=52:54:00:00:00:%02x", vm.idx),
@@ -92,9 +93,14 @@ func bootNodes(t *testing.T, owner testing.TB, cp *controlPlane) []*nodeVM {
 	return vms
 }
 
-// nodeInitrd concatenates the shared parts and the node's own: its
-// kubeconfig (server at the guest's forward, the node's static token).
-func nodeInitrd(cp *controlPlane, name, work, out string) error {
+// nodeKernels are the Debian kernels the nodes boot: the matrix's newest
+// beside the one most nodes run (docs/kernels.md).
+var nodeKernels = map[string]string{"node-a": "6.12", "node-b": "7.3"}
+
+// nodeInitrd concatenates the parts of the node's kernel, the shared node
+// part and the node's own: its kubeconfig (server at the guest's forward,
+// the node's static token).
+func nodeInitrd(cp *controlPlane, name, kernel, work, out string) error {
 	stage := filepath.Join(cp.dir, name+"-stage")
 	if err := os.MkdirAll(filepath.Join(stage, "etc/kubernetes"), 0o755); err != nil {
 		return err
@@ -104,8 +110,9 @@ func nodeInitrd(cp *controlPlane, name, work, out string) error {
 		return err
 	}
 	own := filepath.Join(cp.dir, name+"-own.cpio.gz")
-	sh := fmt.Sprintf("cd %q && find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc --owner 0:0 --quiet | gzip -1 >%q && cat %q %q %q >%q",
-		stage, own, filepath.Join(work, "base.cpio.gz"), filepath.Join(work, "node.cpio.gz"), own, out)
+	sh := fmt.Sprintf("cd %q && find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc --owner 0:0 --quiet | gzip -1 >%q && cat %q %q %q %q >%q",
+		stage, own, filepath.Join(work, "base-"+kernel+".cpio.gz"), filepath.Join(work, "node.cpio.gz"),
+		filepath.Join(work, "overlay-"+kernel+".cpio.gz"), own, out)
 	if o, err := exec.Command("sh", "-c", sh).CombinedOutput(); err != nil {
 		return fmt.Errorf("node initramfs: %w: %s", err, o)
 	}

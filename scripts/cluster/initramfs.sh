@@ -3,13 +3,15 @@
 #
 #   scripts/cluster/initramfs.sh OUT_DIR
 #
-# OUT_DIR gets base.cpio.gz (the VM tier's initramfs: userland, modules, CNI
-# plugins, /init from integration/cluster/guest), node.cpio.gz (kubelet,
-# containerd, runc, the RDMA device plugin, overlay.ko, the images: pause,
-# the test pods' and make image's rdma-chain, the node configs) and env
-# (QEMU, KERNEL, KVER). The test appends a third part per node (its
-# kubeconfig); the kernel unpacks each. Needs scripts/vm/prepare.sh's cache
-# (Debian 6.12 with simrdma), scripts/cluster/parts.sh's and make image's
+# OUT_DIR gets, for each kernel of CLUSTER_KERNELS (default "6.12 7.3"),
+# base-K.cpio.gz (the VM tier's initramfs for kernel K: userland, modules,
+# simrdma, CNI plugins, /init from integration/cluster/guest) and
+# overlay-K.cpio.gz (its overlay module); node.cpio.gz (kubelet, containerd,
+# runc, the RDMA device plugin, the images: pause, the test pods' and make
+# image's rdma-chain, the node configs); and env (QEMU, KERNEL_K, KVER_K).
+# The test appends a last part per node (its kubeconfig); the kernel
+# unpacks each. Needs scripts/vm/prepare.sh's cache (the kernels with
+# simrdma), scripts/cluster/parts.sh's and make image's
 # bin/rdma-chain-image.tar.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -28,11 +30,12 @@ IMAGE="$ROOT/bin/rdma-chain-image.tar"
 [ -f "$IMAGE" ] || die "$IMAGE missing: run make image"
 QEMU=$(envval "$VMENV" QEMU)
 ROOTFS=$(envval "$VMENV" ROOTFS)
-KDIR=$(envval "$VMENV" KERNEL_6_12)
-[ -n "$KDIR" ] || die "no 6.12 kernel in $VMENV: run scripts/vm/prepare.sh"
-KVER=$(cat "$KDIR/kver")
-SIMRDMA=$(envval "$VMENV" SIMRDMA_6_12)
-[ -f "$SIMRDMA" ] || die "no simrdma module for $KVER: run scripts/vm/prepare.sh"
+KERNELS=${CLUSTER_KERNELS:-6.12 7.3}
+for K in $KERNELS; do
+	KDIR=$(envval "$VMENV" "KERNEL_${K/./_}")
+	[ -n "$KDIR" ] || die "no $K kernel in $VMENV: run scripts/vm/prepare.sh"
+	[ -f "$(envval "$VMENV" "SIMRDMA_${K/./_}")" ] || die "no simrdma module for $K: run scripts/vm/prepare.sh"
+done
 KUBELET=$(envval "$PARTS" KUBELET)
 RDMA_DP=$(envval "$PARTS" RDMA_DP)
 CTRD=$(envval "$PARTS" CONTAINERD_DIR)
@@ -49,22 +52,31 @@ export CGO_ENABLED=0
 CGO_ENABLED=0 go build -ldflags '-s -w' -o "$WORK/bin/fwd" ./integration/cluster/fwd
 build_node_images
 
-CNI_BIN_DIR="$ROOT/.tools/cni/bin" RC_BIN_DIR="$WORK/bin" SIMRDMA_KO="$SIMRDMA" "$ROOT/scripts/vm/initramfs.sh" "$KDIR" "$OUT/base.cpio.gz" \
-	"$ROOT/integration/vm/scenarios" "$ROOT/integration/cluster/guest"
+cpio_of() { (cd "$1" && find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc --owner 0:0 --quiet | gzip -1 >"$2"); }
+: >"$OUT/env.new"
+for K in $KERNELS; do
+	KDIR=$(envval "$VMENV" "KERNEL_${K/./_}")
+	KVER=$(cat "$KDIR/kver")
+	CNI_BIN_DIR="$ROOT/.tools/cni/bin" RC_BIN_DIR="$WORK/bin" SIMRDMA_KO="$(envval "$VMENV" "SIMRDMA_${K/./_}")" \
+		"$ROOT/scripts/vm/initramfs.sh" "$KDIR" "$OUT/base-$K.cpio.gz" "$ROOT/integration/vm/scenarios" "$ROOT/integration/cluster/guest"
+	rm -rf "$WORK/overlay-$K"
+	stage_overlay "$WORK/overlay-$K" "$KDIR" "$KVER"
+	cpio_of "$WORK/overlay-$K" "$OUT/overlay-$K.cpio.gz"
+	printf 'KERNEL_%s=%s\nKVER_%s=%s\n' "${K/./_}" "$KDIR/vmlinuz" "${K/./_}" "$KVER" >>"$OUT/env.new"
+done
 
 S="$WORK/stage"
-mkdir -p "$S/usr/local/bin" "$S/usr/sbin" "$S/images" "$S/etc" "$S/lib/modules/$KVER"
+mkdir -p "$S/usr/local/bin" "$S/usr/sbin" "$S/images" "$S/etc"
 # The node tier's runtime and device plugin configs; the cluster's kubelet.
 for f in containerd rdma-dp passwd group; do
 	cp -a "$ROOT/integration/node/guest/etc/$f" "$S/etc/"
 done
 cp -a "$ROOT/integration/cluster/guest/etc/." "$S/etc/"
 stage_node_parts "$S"
-(cd "$S" && find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc --owner 0:0 --quiet | gzip -1 >"$OUT/node.cpio.gz")
+cpio_of "$S" "$OUT/node.cpio.gz"
 rm -rf "$WORK"
-cat >"$OUT/env" <<EOV
-QEMU=$QEMU
-KERNEL=$KDIR/vmlinuz
-KVER=$KVER
-EOV
-echo "cluster-initramfs: $(du -h "$OUT/base.cpio.gz" | cut -f1) + $(du -h "$OUT/node.cpio.gz" | cut -f1), kernel $KVER" >&2
+echo "QEMU=$QEMU" >>"$OUT/env.new"
+mv "$OUT/env.new" "$OUT/env"
+for K in $KERNELS; do
+	echo "cluster-initramfs: kernel $K: $(du -h "$OUT/base-$K.cpio.gz" | cut -f1) + $(du -h "$OUT/overlay-$K.cpio.gz" | cut -f1); node part $(du -h "$OUT/node.cpio.gz" | cut -f1)" >&2
+done

@@ -82,6 +82,7 @@ S="$WORK/stage"
 mkdir -p "$S/usr/local/bin" "$S/usr/sbin" "$S/images" "$S/pods" "$S/etc/node" "$S/etc/kubernetes/manifests" "$S/lib/modules/$KVER"
 cp -a "$ROOT/integration/node/guest/etc/." "$S/etc/"
 stage_node_parts "$S"
+stage_overlay "$S" "$KDIR" "$KVER"
 # The DaemonSet as an operator sets it up for the node's mode (its --set,
 # integration/node/guest/etc/node/install-set-MODE.json; docs/lingjun.md):
 # each pod's IPv6 on rdma0 from a block of the node NIC's /64.

@@ -16,11 +16,12 @@ build_node_images() {
 # stage_node_parts S: puts into the staging tree S what every node VM runs
 # beside its own configs: kubelet, the RDMA device plugin, containerd with
 # its shim and ctr, runc with its libraries, the pci.ids the device plugin
-# names devices from, the kernel's overlay module, and the OCI archives of
-# $WORK/images. Sourced by scripts/node/run.sh and scripts/cluster/initramfs.sh;
-# reads KUBELET, RDMA_DP, CTRD, RUNC, KDIR, KVER and WORK, and their die.
+# names devices from, and the OCI archives of $WORK/images: no kernel's
+# part (stage_overlay is). Sourced by scripts/node/run.sh and
+# scripts/cluster/initramfs.sh; reads KUBELET, RDMA_DP, CTRD, RUNC and WORK,
+# and their die.
 stage_node_parts() {
-	local S=$1 b lib ov
+	local S=$1 b lib
 	for b in "$KUBELET" "$RDMA_DP" "$CTRD/containerd" "$CTRD/containerd-shim-runc-v2" "$CTRD/ctr"; do
 		cp "$b" "$S/usr/local/bin/"
 	done
@@ -35,11 +36,18 @@ stage_node_parts() {
 		*) install -D -m 0755 "$(readlink -f "$lib")" "$S/lib/x86_64-linux-gnu/$(basename "$lib")" ;;
 		esac
 	done
+	cp "$WORK/images/"*.tar "$S/images/"
+}
+
+# stage_overlay S KDIR KVER: puts kernel KVER's overlay module (containerd's
+# snapshotter needs it) from KDIR into S at lib/modules/KVER/overlay.ko.
+stage_overlay() {
+	local S=$1 KDIR=$2 KVER=$3 ov
+	mkdir -p "$S/lib/modules/$KVER"
 	ov=$(awk -F: '$1 ~ /\/overlay\.ko/ {print $1; exit}' "$KDIR/lib/modules/$KVER/modules.dep")
 	[ -n "$ov" ] || die "no overlay module in $KVER"
 	case "$ov" in
 	*.xz) xz -dc "$KDIR/lib/modules/$KVER/$ov" >"$S/lib/modules/$KVER/overlay.ko" ;;
 	*) cp "$KDIR/lib/modules/$KVER/$ov" "$S/lib/modules/$KVER/overlay.ko" ;;
 	esac
-	cp "$WORK/images/"*.tar "$S/images/"
 }

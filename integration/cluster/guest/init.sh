@@ -26,6 +26,10 @@ mount -t tmpfs tmpfs /run
 mount -t tmpfs tmpfs /tmp
 mkdir -p /run/netns /dev/pts /sys/fs/cgroup /var/lib/containerd /var/lib/kubelet /var/log /etc/cni/net.d
 mount -t devpts devpts /dev/pts
+# /dev/shm as every distribution mounts it: pods with hostIPC (kubectl debug
+# node's) share it.
+mkdir -p /dev/shm
+mount -t tmpfs -o mode=1777,nosuid,nodev shm /dev/shm
 mount --make-rshared / 2>/dev/null || true
 mount --make-rshared /run
 mount -t cgroup2 none /sys/fs/cgroup
