@@ -125,8 +125,8 @@ done
 # GID table until ROOM pods fit; each of those pods' ADD attaches with a
 # GID for its address, the next is refused with 111 before its child is
 # made, leaving nothing; DEL of all and the addresses gone return the table
-# to where it started. How many entries one address takes is measured here
-# (a round of f/2 addresses, then what is left at that rate), not assumed.
+# to where it started. How many rows a node address and a pod's address
+# take is measured here, not assumed (rxe: 1 and 2).
 PFX=gid-room/
 ROOM=3
 GIDS=/sys/class/infiniband/rxe0/ports/1/gids
@@ -166,22 +166,32 @@ per=$(((f0 - f1) / (f0 / 2)))
 info "rxe0: $f1 GID rows free after $((f0 / 2)) node addresses: $per entries each"
 step per-address
 if [ "$per" -ge 1 ]; then pass; else fail "the addresses took $((f0 - f1)) entries"; fi
-# Leave room for ROOM pods and less than one more (the plugin refuses a pod
-# when fewer than 2 rows are free).
+# What one pod's address takes, measured with room to spare (the plugin
+# asks for 2 free rows), then node addresses until exactly ROOM-1 more
+# pods fit and no further one does.
+add_room_pod() { # N
+	ip netns add room$1
+	cni cnicall add room$1
+	expect_ok add-room$1
+	_a=$(pod_ip6 room$1 fd00:77:)
+	step gid-room$1
+	if [ -n "$_a" ] && wait_until 15 gid_row "$(expand6 "$_a")" rdma0; then pass; else fail "no GID for room$1's address '$_a'; $(free_gids) free"; fi
+}
+f1=$(free_gids)
+add_room_pod 1
+check settled-room1 until_secs 120 settled
+podrows=$((f1 - $(free_gids)))
+info "rxe0: a pod's address took $podrows GID rows"
+target=$(((ROOM - 1) * podrows))
 step fill-to-room
-if [ "$per" -ge 1 ] && fill_round $(((f1 - ROOM * per) / per)) && until_secs 120 settled; then pass; else fail "fill failed"; fi
+if [ "$podrows" -ge 1 ] && [ "$per" -ge 1 ] && fill_round $((($(free_gids) - target) / per)) && until_secs 120 settled; then pass; else fail "fill failed"; fi
 f2=$(free_gids)
-info "rxe0: $f2 GID rows free after $i node addresses: room for $ROOM pods"
-step room-for-$ROOM
-if [ "$f2" -ge $((ROOM * per)) ] && [ "$f2" -lt $(((ROOM + 1) * per)) ]; then pass; else fail "$f2 free, want room for $ROOM pods of $per rows"; fi
-n=1
+info "rxe0: $f2 GID rows free after $i node addresses: room for $((ROOM - 1)) more pods"
+step room-left
+if [ "$f2" -ge "$target" ] && [ "$f2" -lt $((target + 2)) ]; then pass; else fail "$f2 free, want $target or $((target + 1))"; fi
+n=2
 while [ $n -le $ROOM ]; do
-	ip netns add room$n
-	cni cnicall add room$n
-	expect_ok add-room$n
-	a=$(pod_ip6 room$n fd00:77:)
-	step gid-room$n
-	if [ -n "$a" ] && wait_until 15 gid_row "$(expand6 "$a")" rdma0; then pass; else fail "no GID for room$n's address '$a'; $(free_gids) free"; fi
+	add_room_pod $n
 	n=$((n + 1))
 done
 ip netns add pod4
