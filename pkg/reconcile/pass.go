@@ -42,6 +42,7 @@ func (r *reconciler) pass(ctx context.Context) int {
 			}
 			why, p := r.stale(rec, live)
 			problems += p
+			recReason := reason
 			if why == "" && p == 0 {
 				// The safety net of the event-driven repair.
 				if sw, err := r.node.Stranded(rec); err == nil && sw != "" {
@@ -52,12 +53,15 @@ func (r *reconciler) pass(ctx context.Context) int {
 					}
 					continue
 				}
+				if live != nil {
+					why, recReason = r.goneWhileListed(rec), metrics.ReasonNetnsGone
+				}
 			}
 			if why == "" {
 				kept++
 				continue
 			}
-			if r.release(n, rec, why, reason) {
+			if r.release(n, rec, why, recReason) {
 				released++
 			} else {
 				problems++
@@ -126,6 +130,25 @@ func (r *reconciler) stale(rec *state.Record, live map[string]bool) (string, int
 		return "netns " + rec.NetNS + " is gone", 0
 	}
 	return "", 0
+}
+
+// goneWhileListed says why an attachment whose sandbox CRI still lists is
+// released anyway: its netns is gone (path, inode and cookie), as when the
+// pod died while kubelet or the runtime was down. Nothing of it can serve
+// the pod any more, and what it holds must not wait for a DEL that may
+// come late or never: its IPAM lease, and its netns inode listed in the
+// node-wide SMC socket hook, where a later pod's netns that reuses the
+// inode would have its TCP sockets made SMC. The runtime's DEL, when it
+// comes, finds no record and succeeds. "" keeps it (also when the netns
+// cannot be read: CRI says the pod lives).
+func (r *reconciler) goneWhileListed(rec *state.Record) string {
+	if rec.NetNS == "" {
+		return ""
+	}
+	if gone, err := r.node.NetnsGone(rec); err != nil || !gone {
+		return ""
+	}
+	return "netns " + rec.NetNS + " is gone while CRI still lists the sandbox"
 }
 
 // release runs the plugin's own DEL for the attachment, as the runtime

@@ -309,6 +309,35 @@ func TestPassRepairsWhatCRIStillLists(t *testing.T) {
 	}
 }
 
+// TestPassReleasesListedSandboxWithGoneNetns: a sandbox CRI still lists
+// whose netns is gone (the pod died while kubelet was down) is released
+// with reason netns_gone; one whose netns lives, or cannot be read, is
+// kept.
+func TestPassReleasesListedSandboxWithGoneNetns(t *testing.T) {
+	n := newFakeNode(t,
+		rec("rdmanet", "dead", "/run/netns/dead", time.Hour),
+		rec("rdmanet", "live", "/run/netns/live", time.Hour),
+		rec("rdmanet", "unreadable", "/run/netns/broken", time.Hour),
+		rec("rdmanet", "nonetns", "", time.Hour),
+	)
+	n.gone["/run/netns/dead"] = true
+	n.sandboxes = []cri.Sandbox{{ID: "dead"}, {ID: "live"}, {ID: "unreadable"}, {ID: "nonetns"}}
+	r := n.reconciler("/run/cri.sock")
+	if problems := r.pass(context.Background()); problems != 0 {
+		t.Errorf("problems %d\n%s", problems, n.out.String())
+	}
+	if want := []string{"dead"}; !slices.Equal(n.deleted, want) {
+		t.Errorf("released %v, want %v\n%s", n.deleted, want, n.out.String())
+	}
+	if testutil.ToFloat64(r.metrics.Releases.WithLabelValues("rdmanet", metrics.ReasonNetnsGone)) != 1 {
+		t.Errorf("not counted as a netns_gone release")
+	}
+	if !strings.Contains(n.out.String(), "released rdmanet/dead/eth0 (pod default/pod-dead, shared, ipvlan rxe0): netns /run/netns/dead is gone while CRI still lists the sandbox") ||
+		!strings.Contains(n.out.String(), "reconcile: 1 released, 3 kept, 0 problems") {
+		t.Errorf("output:\n%s", n.out.String())
+	}
+}
+
 // TestLoopRepairsOnEvent: between two passes of a long interval, an event
 // from a watched source runs a repair.
 func TestLoopRepairsOnEvent(t *testing.T) {
