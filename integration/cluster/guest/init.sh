@@ -102,8 +102,25 @@ EOC
 cp /etc/podnet/10-podnet.conflist /etc/cni/net.d/10-podnet.conflist
 info "node $NAME network up=$(cut -d' ' -f1 /proc/uptime)s: $(ip -br addr show eth1 | tr -s ' ')"
 
+# supervise NAME CMD...: runs CMD again whenever it exits, as systemd's
+# Restart=always does on a node, except while /run/hold-NAME exists (the
+# tier holds kubelet down to let a pod die without its DEL).
+supervise() {
+	_sn=$1
+	shift
+	(
+		while :; do
+			if [ ! -e "/run/hold-$_sn" ]; then
+				"$@"
+				echo "RC-INFO $_sn exited ($?) up=$(cut -d' ' -f1 /proc/uptime)s"
+			fi
+			sleep 1
+		done
+	) &
+}
+
 step containerd
-containerd --config /etc/containerd/config.toml >/run/containerd.log 2>&1 &
+supervise containerd sh -c 'exec containerd --config /etc/containerd/config.toml >>/run/containerd.log 2>&1'
 if wait_until 120 test -S /run/containerd/containerd.sock; then pass; else fail "no socket after 120 s: $(tail -5 /run/containerd.log)"; fi
 CTR="ctr --address /run/containerd/containerd.sock -n k8s.io"
 for img in /images/*.tar; do
@@ -127,8 +144,8 @@ info "kubernetes Service 10.96.0.1:443 -> $API (fwd -listen)"
 
 step kubelet
 info "$(kubelet --version)"
-kubelet --config /etc/kubernetes/kubelet.yaml --kubeconfig /etc/kubernetes/kubelet.kubeconfig \
-	--hostname-override "$NAME" --node-ip "$NODE_IP" --v 2 >>/run/kubelet.log 2>&1 &
+supervise kubelet sh -c "exec kubelet --config /etc/kubernetes/kubelet.yaml --kubeconfig /etc/kubernetes/kubelet.kubeconfig \
+	--hostname-override '$NAME' --node-ip '$NODE_IP' --v 2 >>/run/kubelet.log 2>&1"
 if wait_until 600 wget -q -O /dev/null http://127.0.0.1:10248/healthz; then
 	pass
 	info "kubelet healthy up=$(cut -d' ' -f1 /proc/uptime)s"
