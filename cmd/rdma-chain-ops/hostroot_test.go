@@ -4,6 +4,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -36,7 +37,7 @@ func runProcess(t *testing.T, args ...string) (int, string) {
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), opsArgsEnv+"="+strings.Join(args, "\x1f"))
 	out, err := cmd.CombinedOutput()
-	if ee, ok := err.(*exec.ExitError); ok {
+	if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
 		return ee.ExitCode(), string(out)
 	}
 	if err != nil {

@@ -37,7 +37,7 @@ func watchConfDirs(ctx context.Context, dirs []string, out io.Writer) <-chan str
 		}
 	}
 	go func() {
-		defer w.Close()
+		defer func() { _ = w.Close() }()
 		settle := time.NewTimer(confSettle)
 		settle.Stop()
 		for {
