@@ -80,7 +80,7 @@ func checkPod(t *testing.T, s corev1.PodSpec, o overlay) {
 	}
 	wantReconcile := map[string]string{
 		"--cni-conf-dir": "/etc/cni/net.d", "--conflist": "auto", "--ensure-entry": "true", "--set": o.set,
-		"--cri-socket": "/run/containerd/containerd.sock", "--cni-bin-dir": "/opt/cni/bin", "--interval": "5m",
+		"--cri-socket": "/run/containerd/containerd.sock", "--cni-bin-dir": "/opt/cni/bin", "--ipam-dirs-under": "/var/lib/cni", "--interval": "5m",
 		"--metrics-bind-address": "$(METRICS_BIND_ADDRESS)",
 	}
 	if o.after != "" {

@@ -25,6 +25,7 @@ func runReconcile(o IO, args []string) int {
 	fs.StringVar(&opt.DataDir, "data-dir", config.DefaultDataDir, "state directory, with --net-name")
 	fs.StringVar(&opt.CRISocket, "cri-socket", "", "the runtime's CRI socket, e.g. /run/containerd/containerd.sock; without it a pod is gone when its netns is")
 	fs.StringVar(&opt.CNIPath, "cni-bin-dir", "/opt/cni/bin", "CNI_PATH for the IPAM plugin that releases leases")
+	fs.StringVar(&opt.IPAMDirsUnder, "ipam-dirs-under", "", "the node's directory this process sees IPAM leases in (the DaemonSet's /var/lib/cni mount): a network whose host-local keeps them elsewhere is a problem of every pass")
 	fs.DurationVar(&opt.MinAge, "min-age", time.Minute, "with --cri-socket, leave attachments younger than this (their pod may still be starting)")
 	once := fs.Bool("once", false, "one pass, then exit (the default without --interval)")
 	fs.DurationVar(&opt.Interval, "interval", 0, "run a pass every interval until SIGTERM, and repair on kernel events between passes")

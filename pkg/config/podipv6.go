@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
+	"path/filepath"
 	"strings"
 )
 
@@ -83,4 +84,28 @@ func (c *NetConf) IPAMStdinRange(subnets ...string) ([]byte, error) {
 	}
 	known["ipam"] = raw
 	return json.Marshal(known)
+}
+
+// hostLocalDefaultDataDir is where host-local keeps its leases without an
+// ipam.dataDir.
+const hostLocalDefaultDataDir = "/var/lib/cni/networks"
+
+// HostLocalDataDir is the directory a host-local ipam section keeps its
+// leases in, read with encoding/json as host-local reads it (keys matched
+// case-insensitively), or "" when the ipam is not host-local or cannot be
+// read.
+func (c *NetConf) HostLocalDataDir() string {
+	if c.IPAM.Type != "host-local" {
+		return ""
+	}
+	var ipam struct {
+		DataDir string `json:"dataDir"`
+	}
+	if err := json.Unmarshal(c.RawIPAM, &ipam); err != nil {
+		return ""
+	}
+	if ipam.DataDir == "" {
+		return hostLocalDefaultDataDir
+	}
+	return filepath.Clean(ipam.DataDir)
 }

@@ -77,6 +77,9 @@ type Network struct {
 	DataDir string
 	Stdin   []byte
 	Path    string // the conflist it comes from ("" with --net-name)
+	// IPAMDataDir is where the entry's host-local IPAM keeps its leases
+	// ("": no host-local IPAM).
+	IPAMDataDir string
 }
 
 // Load builds the plugin confs to release attachments with.
@@ -114,7 +117,7 @@ func FromFile(path string) (Network, error) {
 	if err != nil {
 		return Network{}, fmt.Errorf("%s: rdma-chain entry: %w", path, err)
 	}
-	return Network{Name: conf.Name, DataDir: conf.DataDir, Stdin: stdin, Path: path}, nil
+	return Network{Name: conf.Name, DataDir: conf.DataDir, Stdin: stdin, Path: path, IPAMDataDir: conf.HostLocalDataDir()}, nil
 }
 
 // EntryStdin is the conflist's rdma-chain entry with the conflist's name and

@@ -3,6 +3,8 @@ package reconcile
 import (
 	"context"
 	"fmt"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/containernetworking/cni/pkg/skel"
@@ -29,6 +31,9 @@ func (r *reconciler) pass(ctx context.Context) int {
 		reason = metrics.ReasonSandboxGone
 	}
 	for _, n := range r.networks() {
+		if !r.ipamVisible(n) {
+			problems++
+		}
 		// Records are written atomically: reading them needs no lock, and
 		// DEL takes the node lock before it releases anything.
 		recs, err := state.New(n.DataDir).List()
@@ -130,6 +135,22 @@ func (r *reconciler) stale(rec *state.Record, live map[string]bool) (string, int
 		return "netns " + rec.NetNS + " is gone", 0
 	}
 	return "", 0
+}
+
+// ipamVisible reports whether n's host-local leases are under the
+// directory this process sees the node's leases in, and logs why not.
+func (r *reconciler) ipamVisible(n conflist.Network) bool {
+	if r.ipamUnder == "" || n.IPAMDataDir == "" {
+		return true
+	}
+	rel, err := filepath.Rel(r.ipamUnder, n.IPAMDataDir)
+	if err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+		return true
+	}
+	say(r.out, "reconcile: %s: its host-local IPAM keeps leases in %s, outside %s, the node's directory this reconcile sees: "+
+		"the leases of the pods it releases would stay on the node (keep ipam.dataDir under %s, or mount its directory)\n",
+		n.Name, n.IPAMDataDir, r.ipamUnder, r.ipamUnder)
+	return false
 }
 
 // goneWhileListed says why an attachment whose sandbox CRI still lists is

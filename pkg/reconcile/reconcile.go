@@ -51,6 +51,12 @@ type Options struct {
 	CRISocket string
 	// CNIPath is CNI_PATH for the IPAM plugin that releases leases.
 	CNIPath string
+	// IPAMDirsUnder, when set, is the directory this process sees the
+	// node's IPAM leases under (the DaemonSet mounts /var/lib/cni): a
+	// network whose host-local keeps them elsewhere is a problem of every
+	// pass, since the leases it releases would be the container's, not
+	// the node's.
+	IPAMDirsUnder string
 	// MinAge: with CRISocket, attachments younger than this are kept.
 	MinAge time.Duration
 	// Interval runs a pass every interval until ctx ends, and repairs on
@@ -91,6 +97,7 @@ type reconciler struct {
 	version   string
 	cniPath   string
 	minAge    time.Duration
+	ipamUnder string
 	out       io.Writer
 	reload    func() error // nil: the networks never change
 	metrics   *metrics.Reconcile
@@ -112,7 +119,7 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 		return err
 	}
 	r := &reconciler{nets: nets, criSocket: o.CRISocket, version: o.Version, cniPath: o.CNIPath, minAge: o.MinAge,
-		out: out, metrics: m, node: newKernelNode(o.Stderr)}
+		ipamUnder: o.IPAMDirsUnder, out: out, metrics: m, node: newKernelNode(o.Stderr)}
 	r.cri = criHealth{grace: o.LivenessGrace, lastOK: time.Now()}
 	if o.Interval == 0 {
 		return r.passErr(ctx)

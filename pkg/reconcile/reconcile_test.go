@@ -338,6 +338,34 @@ func TestPassReleasesListedSandboxWithGoneNetns(t *testing.T) {
 	}
 }
 
+// TestPassIPAMOutsideWhatItSees: with IPAMDirsUnder, a network whose
+// host-local leases live outside it is a problem of the pass, logged with
+// the directory; one under it, or without host-local, is not.
+func TestPassIPAMOutsideWhatItSees(t *testing.T) {
+	for _, tc := range []struct {
+		dir      string
+		problems int
+	}{
+		{"", 0},
+		{"/var/lib/cni/networks", 0},
+		{"/var/lib/cni", 0},
+		{"/var/lib/cni-other", 1},
+		{"/run/ipam6", 1},
+	} {
+		n := newFakeNode(t)
+		n.sandboxes = []cri.Sandbox{{ID: "x"}}
+		r := n.reconciler("/run/cri.sock")
+		r.ipamUnder = "/var/lib/cni"
+		r.nets[0].IPAMDataDir = tc.dir
+		if got := r.pass(context.Background()); got != tc.problems {
+			t.Errorf("%q: problems %d, want %d\n%s", tc.dir, got, tc.problems, n.out.String())
+		}
+		if tc.problems > 0 && !strings.Contains(n.out.String(), "keeps leases in "+tc.dir+", outside /var/lib/cni") {
+			t.Errorf("%q: output:\n%s", tc.dir, n.out.String())
+		}
+	}
+}
+
 // TestLoopRepairsOnEvent: between two passes of a long interval, an event
 // from a watched source runs a repair.
 func TestLoopRepairsOnEvent(t *testing.T) {
