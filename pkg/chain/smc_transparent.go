@@ -46,9 +46,12 @@ func (p *Plugin) smcTransparent(c *call, rec *draft, podNS string) error {
 	if err := p.save(c, rec); err != nil {
 		return err
 	}
-	if err := p.env.SMC.HookAdd(dir, rec.NetNSIno); err != nil {
+	loaded, err := p.env.SMC.HookAdd(dir, rec.NetNSIno)
+	if err != nil {
 		return cniError(CodeSMC, fmt.Sprintf("cannot list the pod's netns %s in the SMC socket hook", podNS), err)
 	}
+	c.log.Info("SMC-R: the pod's netns is listed in the SMC socket hook", "container", c.args.ContainerID,
+		"netnsIno", rec.NetNSIno, "programLoaded", loaded)
 	failpoint.Hit("add-smc-hook-listed")
 	return p.save(c, rec)
 }
