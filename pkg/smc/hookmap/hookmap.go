@@ -38,13 +38,20 @@ const (
 var (
 	// ErrNotPinned wraps os.ErrNotExist: the directory or the map pin is
 	// absent on a bpffs (the hook is not loaded on this node).
-	ErrNotPinned = fmt.Errorf("the SMC socket hook's netns map is not pinned: %w", os.ErrNotExist)
+	ErrNotPinned error = notPinned{}
 	// ErrNoBPFFS: the pin directory (or, before it exists, its parent) is
 	// not on a bpffs, where a missing pin says nothing of the kernel's hook.
 	ErrNoBPFFS = errors.New("no bpffs mounted")
 	// ErrNotHookMap: the pin is not the hook's map; it is left alone.
 	ErrNotHookMap = errors.New("not the SMC socket hook's netns map")
 )
+
+// notPinned is ErrNotPinned's type: a value made without fmt at start-up
+// (the plugin starts for every pod).
+type notPinned struct{}
+
+func (notPinned) Error() string { return "the SMC socket hook's netns map is not pinned" }
+func (notPinned) Unwrap() error { return os.ErrNotExist }
 
 // Map is the hook's pinned netns map, open.
 type Map struct {
