@@ -41,20 +41,21 @@ func (kernelSMC) EnsureUEID(ueid string) error {
 
 func (kernelSMC) TCP2SMC(nsPath string) (bool, error) { return smc.TCP2SMC(nsPath) }
 
-// The socket hook runs in its own binary beside the plugin
-// (rdma-chain-smc-hook): the plugin, started for every pod, does not link
-// cilium/ebpf.
+// The socket hook: the plugin lists, unlists and looks up a pod's netns in
+// the node's pinned map itself (raw bpf(2)); the hook binary beside it
+// (rdma-chain-smc-hook), which links cilium/ebpf, runs only to probe a node
+// with nothing pinned, to load and attach the program and to detach it.
 
-func (kernelSMC) HookSupported(dir string) error { return hookcmd.Beside().Supported(dir) }
+func hook() hookcmd.Client { return hookcmd.Client{Runner: hookcmd.Beside()} }
 
-func (kernelSMC) HookAdd(dir string, ino uint64) error { return hookcmd.Beside().Add(dir, ino) }
+func (kernelSMC) HookSupported(dir string) error { return hook().Supported(dir) }
 
-func (kernelSMC) HookRemove(dir string, ino uint64) error { return hookcmd.Beside().Remove(dir, ino) }
+func (kernelSMC) HookAdd(dir string, ino uint64) (bool, error) { return hook().Add(dir, ino) }
 
-func (kernelSMC) HookListed(dir string, ino uint64) (bool, error) {
-	return hookcmd.Beside().Listed(dir, ino)
-}
+func (kernelSMC) HookRemove(dir string, ino uint64) error { return hook().Remove(dir, ino) }
+
+func (kernelSMC) HookListed(dir string, ino uint64) (bool, error) { return hook().Listed(dir, ino) }
 
 func (kernelSMC) Offer(dir string) smc.Offer {
-	return smc.Detect(func() error { return hookcmd.Beside().Supported(dir) })
+	return smc.Detect(func() error { return hook().Supported(dir) })
 }

@@ -84,17 +84,18 @@ func (f *fakeSMC) Offer(dir string) smc.Offer {
 	return f.offer
 }
 
-func (f *fakeSMC) HookAdd(dir string, ino uint64) error {
+func (f *fakeSMC) HookAdd(dir string, ino uint64) (bool, error) {
 	if err := f.w().record("HookAdd %d", ino); err != nil {
-		return err
+		return false, err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.hooked == nil {
 		f.hooked = map[uint64]bool{}
 	}
+	loaded := len(f.hooked) == 0
 	f.hooked[ino] = true
-	return nil
+	return loaded, nil
 }
 
 func (f *fakeSMC) HookRemove(dir string, ino uint64) error {

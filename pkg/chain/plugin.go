@@ -88,9 +88,10 @@ type SMC interface {
 	EnsureUEID(ueid string) error
 	TCP2SMC(nsPath string) (bool, error)
 	// The socket hook (pins under dir) that turns the TCP sockets of the
-	// listed netns (by inode) into SMC sockets.
+	// listed netns (by inode) into SMC sockets. HookAdd's loaded: the
+	// program was loaded and attached for this netns (nothing was pinned).
 	HookSupported(dir string) error
-	HookAdd(dir string, netnsIno uint64) error
+	HookAdd(dir string, netnsIno uint64) (loaded bool, err error)
 	HookRemove(dir string, netnsIno uint64) error
 	HookListed(dir string, netnsIno uint64) (bool, error)
 	// Offer is smc.Detect with the socket hook's pins under dir.

@@ -10,47 +10,52 @@ import (
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
-// smcTransparent makes an annotated pod's TCP sockets SMC sockets the way
-// smcr.transparent picks: the tcp2smc sysctl (Alibaba Cloud Linux 3), or
-// the node's BPF socket hook with the pod's netns listed (Linux >= 6.11),
-// or, in auto mode where neither exists, nothing but a log line
-// (applications then need AF_SMC, IPPROTO_SMC or a preload library).
-func (p *Plugin) smcTransparent(c *call, rec *draft, podNS string) error {
+// pickTransparent decides how an annotated pod's TCP sockets become SMC
+// sockets, the way smcr.transparent picks: the tcp2smc sysctl (Alibaba
+// Cloud Linux 3), set in the pod here, or the node's BPF socket hook
+// (Linux >= 6.11), which listHook then asks for, or, in auto mode where
+// neither exists, nothing but a log line (applications then need AF_SMC,
+// IPPROTO_SMC or a preload library). It sets rec.SMC.Transparent; the
+// caller saves it before the listing.
+func (p *Plugin) pickTransparent(c *call, rec *draft, podNS string) (listHook bool, err error) {
 	mode := c.conf.SMCR.Transparent
-	dir := c.conf.SMCR.BPFFSDir
 	mech, why, probeErr := smc.Pick(mode,
 		func() (bool, error) { return p.env.SMC.TCP2SMC(podNS) },
-		func() error { return p.env.SMC.HookSupported(dir) })
+		func() error { return p.env.SMC.HookSupported(c.conf.SMCR.BPFFSDir) })
 	if probeErr != nil {
 		c.log.Warn("cannot set net.smc.tcp2smc in the pod", "error", probeErr)
 	}
 	switch {
 	case mech == smc.MechanismTCP2SMC:
 		rec.SMC.Transparent = config.TransparentTCP2SMC
-		return p.save(c, rec)
+		return false, nil
 	case why == nil && mech == smc.MechanismNone: // off
-		return nil
+		return false, nil
 	case why != nil && mode == config.TransparentAuto:
 		c.log.Info("no net.smc.tcp2smc and no SMC socket hook on this kernel: applications need AF_SMC, IPPROTO_SMC or an SMC preload library",
 			"container", c.args.ContainerID, "hook", errors.Unwrap(why).Error())
-		return nil
+		return false, nil
 	case why != nil:
-		return p.smcUnsupported(c, why.Error())
+		return false, p.smcUnsupported(c, why.Error())
 	}
 	if rec.NetNSIno == 0 {
-		return cniErrorf(CodeSMC, "cannot list the pod's netns %s in the SMC socket hook: its inode is unknown", podNS)
+		return false, cniErrorf(CodeSMC, "cannot list the pod's netns %s in the SMC socket hook: its inode is unknown", podNS)
 	}
-	// Recorded before the change: DEL after a crash, or the undo of a
-	// failed ADD, unlists it (unlisting a netns not listed changes nothing).
 	rec.SMC.Transparent = config.TransparentBPF
-	if err := p.save(c, rec); err != nil {
-		return err
-	}
-	if err := p.env.SMC.HookAdd(dir, rec.NetNSIno); err != nil {
+	return true, nil
+}
+
+// listInHook lists the pod's netns in the node's socket hook (recorded
+// before: rec.SMC.Transparent is bpf on disk).
+func (p *Plugin) listInHook(c *call, rec *draft, podNS string) error {
+	loaded, err := p.env.SMC.HookAdd(c.conf.SMCR.BPFFSDir, rec.NetNSIno)
+	if err != nil {
 		return cniError(CodeSMC, fmt.Sprintf("cannot list the pod's netns %s in the SMC socket hook", podNS), err)
 	}
+	c.log.Info("SMC-R: the pod's netns is listed in the SMC socket hook", "container", c.args.ContainerID,
+		"netnsIno", rec.NetNSIno, "programLoaded", loaded)
 	failpoint.Hit("add-smc-hook-listed")
-	return p.save(c, rec)
+	return nil
 }
 
 // smcUnsupported fails with 108 under onUnsupported: fail, else logs.

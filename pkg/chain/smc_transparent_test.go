@@ -2,6 +2,7 @@ package chain
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/rdma-chain/rdma-chain/pkg/state"
@@ -60,6 +61,10 @@ func TestSMCTransparentModes(t *testing.T) {
 			}
 			if listed := w.hooked[rec.NetNSIno]; listed != (tc.want == "bpf") {
 				t.Errorf("hook lists the pod: %v", listed)
+			}
+			// The fake hook loads the program for the first netns listed.
+			if logged := strings.Contains(w.stderr.String(), "programLoaded=true"); logged != (tc.want == "bpf") {
+				t.Errorf("ADD logged programLoaded=true: %v; log:\n%s", logged, w.stderr.String())
 			}
 			if err := w.plugin().Check(cmd(dir, conf, w.stdout.String())); err != nil {
 				t.Errorf("CHECK: %v", err)

@@ -21,10 +21,10 @@ func (p *Plugin) setupSMC(c *call, rec *draft, devs []rdma.Device, podNS ns.NetN
 	if on, _ := c.conf.SMCRFor(c.pod.Namespace); !on || len(devs) == 0 {
 		return nil
 	}
+	// rec.SMC is saved before the first change it guards: by
+	// ensureHostPnet before it writes the init_net entry, else with the
+	// pod's entry below (each write of the record costs ADD time).
 	rec.SMC = &state.SMC{PnetID: pnetIDFor(c.conf.SMCR.PnetID, devs[0]), Device: devs[0].Name, IBPort: 1, PodIfName: c.args.IfName}
-	if err := p.save(c, rec); err != nil {
-		return err
-	}
 	if err := p.ensureHostPnet(c, rec); err != nil {
 		if errors.Is(err, smc.ErrUnavailable) && c.conf.SMCR.OnUnsupported == "warn" {
 			c.log.Warn("SMC-R requested but unavailable: pod keeps plain TCP", "container", c.args.ContainerID, "error", err)
@@ -33,9 +33,14 @@ func (p *Plugin) setupSMC(c *call, rec *draft, devs []rdma.Device, podNS ns.NetN
 		}
 		return cniError(CodeSMC, "cannot write the SMC-R pnet entry of "+devs[0].Name, err)
 	}
-	// Recorded before it is written: DEL after a crash in between, or the
-	// undo of a failed ADD, removes it (removing an absent entry changes
-	// nothing).
+	listHook, err := p.pickTransparent(c, rec, podNS.Path())
+	if err != nil {
+		return err
+	}
+	// The pod's entry and its hook listing are recorded before either is
+	// made, in one write: DEL after a crash in between, or the undo of a
+	// failed ADD, removes them (removing an absent entry or unlisting a
+	// netns not listed changes nothing).
 	podEntry := smc.PnetEntry{PnetID: rec.SMC.PnetID, EthName: rec.SMC.PodIfName}
 	rec.SMC.PodEntry = true
 	if err := p.save(c, rec); err != nil {
@@ -45,14 +50,20 @@ func (p *Plugin) setupSMC(c *call, rec *draft, devs []rdma.Device, podNS ns.NetN
 		return cniError(CodeSMC, "cannot write the pod's SMC-R pnet entry for "+podEntry.EthName, err)
 	}
 	failpoint.Hit("add-smc-pod-entry")
-	return p.smcExtras(c, rec, podNS.Path())
+	if listHook {
+		if err := p.listInHook(c, rec, podNS.Path()); err != nil {
+			return err
+		}
+	}
+	return p.ensureUEID(c)
 }
 
 // ensureHostPnet makes the init_net entry exist and records rec's reference
 // to it, which releaseHostPnet drops. An entry the plugin finds already there (another
 // tool's, or another PNETID on the port) is adopted and never removed by the
-// plugin; one it writes is recorded as its own before it is written, so a
-// crash in between leaves a record DEL can clean up with.
+// plugin (the reference is saved with the pod's entry, the next change);
+// one it writes is recorded as its own before it is written, so a crash in
+// between leaves a record DEL can clean up with.
 func (p *Plugin) ensureHostPnet(c *call, rec *draft) error {
 	refs, err := hostPnetRefs(c.store, rec.Record)
 	if err != nil {
@@ -68,12 +79,10 @@ func (p *Plugin) ensureHostPnet(c *call, rec *draft) error {
 	rec.SMC.HostEntry, rec.SMC.HostOwned = true, existing == nil
 	if existing != nil {
 		rec.SMC.PnetID = existing.PnetID
+		return nil
 	}
 	if err := p.save(c, rec); err != nil {
 		return err
-	}
-	if existing != nil {
-		return nil
 	}
 	got, err := p.env.SMC.EnsurePnet("", want)
 	var conflict *smc.ConflictError
@@ -102,12 +111,8 @@ func (p *Plugin) existingHostPnet(want smc.PnetEntry) (*smc.PnetEntry, error) {
 	return nil, nil
 }
 
-// smcExtras switches the pod's sockets to SMC (smcr.transparent) and adds
-// the UEID.
-func (p *Plugin) smcExtras(c *call, rec *draft, podNS string) error {
-	if err := p.smcTransparent(c, rec, podNS); err != nil {
-		return err
-	}
+// ensureUEID adds smcr.ueid, when configured.
+func (p *Plugin) ensureUEID(c *call) error {
 	if c.conf.SMCR.UEID == "" {
 		return nil
 	}

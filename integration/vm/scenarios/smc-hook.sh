@@ -7,7 +7,12 @@
 # socket(AF_INET, SOCK_STREAM, 0)) gets SMC sockets (SO_PROTOCOL 256, and
 # SMC's own fallback counters move) in the annotated pods and TCP in the
 # plain one; DEL unlists a pod; the last DEL detaches the program and
-# removes the pins. Go >= 1.24 listens with MPTCP where the kernel has it
+# removes the pins. The first annotated pod's ADD loads the program (the
+# hook binary runs), the next ones list their netns in the pinned map
+# without any exec: the hook binary is moved away from then until the last
+# DEL, which needs it to detach. Figures: one run of the hook binary, and the
+# ADD of an annotated pod against a plain pod's (median of 9 pairs).
+# Go >= 1.24 listens with MPTCP where the kernel has it
 # (IPPROTO_MPTCP, which the hook leaves alone): the scenario shows that and
 # runs its Go server with GODEBUG=multipathtcp=0, the knob such pods need. On a kernel without IPPROTO_SMC (6.1): auto logs and
 # goes on, bpf with onUnsupported fail is 108 naming what is missing. On a
@@ -42,6 +47,26 @@ add() {
 	if [ "$3" = 1 ]; then export CAP_ARGS="$ANN"; else unset CAP_ARGS; fi
 	cni "$1" add $2
 	unset CAP_ARGS
+}
+
+# dur_ms: the plugin's ADD duration (its "done" log line on stdin) in ms
+# (Go's durations: 1m2.5s, 1.25s, 869.793ms, 950.1µs)
+dur_ms() {
+	sed -n 's/.*msg=done .*verb=ADD .*duration=\([^ ]*\).*/\1/p' | head -n1 | awk '{v = $1; m = 0
+		if (v ~ /^[0-9]+m[0-9]/) {m = substr(v, 1, index(v, "m") - 1) * 60000; v = substr(v, index(v, "m") + 1)}
+		if (v ~ /ms$/) print m + substr(v, 1, length(v) - 2)
+		else if (v ~ /[0-9]s$/) print m + substr(v, 1, length(v) - 1) * 1000
+		else print (v + 0) / 1000}'
+}
+# add_ms: the ADD duration of the last cni call
+add_ms() { echo "$CNI_OUT" | dur_ms; }
+# avg_ms N CMD...: CMD's mean wall time over N runs in ms (/proc/uptime, 10 ms ticks)
+avg_ms() {
+	_n=$1; shift
+	_t0=$(cut -d' ' -f1 /proc/uptime)
+	_i=0
+	while [ $_i -lt $_n ]; do "$@" >/dev/null 2>&1; _i=$((_i + 1)); done
+	awk -v a="$_t0" -v b="$(cut -d' ' -f1 /proc/uptime)" -v n="$_n" 'BEGIN {printf "%.0f", (b - a) * 1000 / n}'
 }
 
 # created ROLE OUT: the protocol of the socket tcpproto created as ROLE
@@ -119,13 +144,56 @@ info "the program's own cost: ${prog:-not measured}"
 conf bpf fail
 add cnitool pod1 1
 expect_ok add-pod1-annotated
+out1=$CNI_OUT
+# From here to the last DEL the hook binary is away: with the program
+# pinned, SMC-R pods' ADD, CHECK and DEL (not the last) run no hook binary.
+HOOKBIN=/opt/cni/bin/rdma-chain-smc-hook
+AWAY=/opt/cni/bin/.rdma-chain-smc-hook.away
+mv $HOOKBIN $AWAY
+check hook-binary-away test ! -e $HOOKBIN
 add cnitool pod2 1
 expect_ok add-pod2-annotated
+out2=$CNI_OUT
 add cnitool pod3 0
 expect_ok add-pod3-plain
 show ls -la $PINS
 check pins-exist test -e $PINS/smc_link -a -e $PINS/smc_netns
 show rdma-chain-ops inspect --data-dir $DATADIR
+# The first SMC-R pod's ADD ran the hook binary to load and attach the
+# program; the next one's listed its netns in the pinned map.
+step first-pod-loaded-program
+case "$out1" in *"programLoaded=true"*) pass ;; *) fail "pod1's ADD did not log programLoaded=true: $out1" ;; esac
+step second-pod-listed-in-pinned-map
+case "$out2" in *"programLoaded=false"*) pass ;; *) fail "pod2's ADD did not log programLoaded=false: $out2" ;; esac
+
+# What one exec of the hook binary costs here (5 runs of each verb).
+info "one run of rdma-chain-smc-hook: supported $(avg_ms 5 $AWAY supported $PINS) ms, listed $(avg_ms 5 $AWAY listed $PINS 1) ms"
+
+# ADD of an SMC-R pod with the program pinned against a plain shared pod's
+# (the plugin's own duration), in pairs: under TCG on a shared host single
+# ADDs vary by 2x, the median of 9 pairs far less.
+pairs=
+for i in 1 2 3 4 5 6 7 8 9; do
+	add cnitool smc$i 1
+	[ "$CNI_RC" = 0 ] || fail add-smc$i "exit $CNI_RC: $CNI_OUT"
+	s=$(add_ms)
+	add cnitool plain$i 0
+	[ "$CNI_RC" = 0 ] || fail add-plain$i "exit $CNI_RC: $CNI_OUT"
+	pairs="$pairs $s:$(add_ms)"
+	for p in smc$i plain$i; do
+		cni cnitool del $p
+		[ "$CNI_RC" = 0 ] || fail del-$p "exit $CNI_RC: $CNI_OUT"
+		ip netns del $p
+	done
+done
+info "ADD of an SMC-R pod (program pinned) / a plain shared pod: $(echo "$pairs" | awk '{n = 0
+	for (i = 1; i <= NF; i++) {split($i, a, ":"); if (a[1] > 0 && a[2] > 0) {n++; r[n] = a[1] / a[2]; s[n] = a[1]; p[n] = a[2]}}
+	for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) {if (r[j] < r[i]) {t = r[i]; r[i] = r[j]; r[j] = t}
+		if (s[j] < s[i]) {t = s[i]; s[i] = s[j]; s[j] = t} if (p[j] < p[i]) {t = p[i]; p[i] = p[j]; p[j] = t}}
+	m = int((n + 1) / 2)
+	if (n) printf "%.2f (median of %d pairs, ratios %.2f..%.2f; SMC-R %.0f ms, plain %.0f ms, medians)", r[m], n, r[1], r[n], s[m], p[m]
+	else print "not measured"}')"
+info "ADD of the SMC-R pod that loaded the program: $(echo "$out1" | dur_ms) ms"
 
 exchange pod1 pod3 7000
 info "an unmodified Go server listens with protocol $(created listener "$SRV") (262 = MPTCP, Go >= 1.24's default where the kernel has MPTCP; the hook switches only 0/TCP)"
@@ -159,6 +227,8 @@ step deleted-pod-tcp-again
 if [ "$(probe pod1)" = 6 ]; then pass; else fail "new socket in pod1 after its DEL: $(probe pod1)"; fi
 step listed-pod-still-smc
 if [ "$(probe pod2)" = 256 ]; then pass; else fail "new socket in pod2: $(probe pod2)"; fi
+# The last DEL runs the hook binary to detach the program.
+mv $AWAY $HOOKBIN
 cni cnitool del pod2
 expect_ok del-pod2
 step last-del-detaches

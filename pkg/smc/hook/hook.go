@@ -19,6 +19,8 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
+
+	"github.com/rdma-chain/rdma-chain/pkg/smc/hookmap"
 )
 
 //go:generate go run github.com/cilium/ebpf/cmd/bpf2go -cc clang -cflags "-O2 -g -Wall -Werror" -target bpfel -go-package hook smcHook bpf/smc_hook.c -- -I/usr/include/x86_64-linux-gnu
@@ -26,9 +28,11 @@ import (
 // DefaultDir is where the pins live unless configured otherwise.
 const DefaultDir = "/sys/fs/bpf/rdma-chain"
 
+// The pins, which the plugin's map client (pkg/smc/hookmap) opens without
+// this package.
 const (
-	mapPin  = "smc_netns"
-	linkPin = "smc_link"
+	mapPin  = hookmap.MapPin
+	linkPin = hookmap.LinkPin
 )
 
 // Hook is the pinned program of one node.

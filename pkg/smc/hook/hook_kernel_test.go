@@ -20,6 +20,7 @@ import (
 
 	"github.com/rdma-chain/rdma-chain/internal/netnstest"
 	"github.com/rdma-chain/rdma-chain/internal/testenv"
+	"github.com/rdma-chain/rdma-chain/pkg/smc/hookmap"
 )
 
 // requireHookKernel stops t unless this kernel can run the hook.
@@ -96,6 +97,7 @@ func TestHookSwitchesListedNetns(t *testing.T) {
 	if ok, err := h.Listed(inode(t, listed)); !ok || err != nil {
 		t.Fatalf("Listed = %v, %v", ok, err)
 	}
+	assertMapClientSees(t, h, inode(t, listed), inode(t, plain))
 	proto, err := socketIn(t, listed, unix.AF_INET)
 	switch {
 	case smcLoaded && (err != nil || proto != ipprotoSMC):
@@ -117,6 +119,26 @@ func TestHookSwitchesListedNetns(t *testing.T) {
 	}
 	if proto, err := socketIn(t, listed, unix.AF_INET); err != nil || proto != unix.IPPROTO_TCP {
 		t.Errorf("after detach: protocol %d, %v; want TCP", proto, err)
+	}
+}
+
+// assertMapClientSees: the plugin's map client opens the map the loader
+// pinned as the hook's and reads what the loader listed.
+func assertMapClientSees(t *testing.T, h Hook, listed, plain uint32) {
+	t.Helper()
+	m, err := hookmap.Open(h.Dir)
+	if err != nil {
+		t.Fatalf("hookmap.Open of the loaded hook's pins: %v", err)
+	}
+	defer m.Close()
+	linked, err := m.Linked()
+	if err != nil || !linked {
+		t.Errorf("hookmap Linked = %v, %v; want true", linked, err)
+	}
+	for ino, want := range map[uint32]bool{listed: true, plain: false} {
+		if got, err := m.Lookup(ino); err != nil || got != want {
+			t.Errorf("hookmap Lookup(%d) = %v, %v; want %v", ino, got, err, want)
+		}
 	}
 }
 

@@ -10,6 +10,8 @@ import (
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
+
+	"github.com/rdma-chain/rdma-chain/pkg/smc/hookmap"
 )
 
 // The embedded object is the program the package attaches: an fmod_ret on
@@ -23,8 +25,10 @@ func TestEmbeddedObject(t *testing.T) {
 	if p == nil || p.Type != ebpf.Tracing || p.AttachType != ebpf.AttachModifyReturn || p.AttachTo != "update_socket_protocol" {
 		t.Fatalf("program %+v", p)
 	}
-	m := spec.Maps["smc_netns"]
-	if m == nil || m.Type != ebpf.Hash || m.KeySize != 4 || m.ValueSize != 1 {
+	// What the plugin's map client (pkg/smc/hookmap) accepts as the hook's.
+	m := spec.Maps[hookmap.MapName]
+	if m == nil || m.Name != hookmap.MapName || m.Type != ebpf.Hash || uint32(m.Type) != hookmap.MapType ||
+		m.KeySize != hookmap.KeySize || m.ValueSize != hookmap.ValueSize {
 		t.Fatalf("map %+v", m)
 	}
 }
