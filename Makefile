@@ -71,7 +71,7 @@ test-fuzz:
 
 # Privileged tier: real netns, veth, macvlan, real reference plugins, cnitool.
 test-netns: deps build
-	$(GO) test -tags privileged -count=1 -p 1 ./pkg/... ./integration/netns/... ./integration/hostile/...
+	$(GO) test -tags privileged -count=1 -p 1 ./pkg/... ./cmd/... ./integration/netns/... ./integration/hostile/...
 
 # A real containerd (Debian's, with runc) runs the chain for CRI pod sandboxes.
 test-containerd: deps build
