@@ -17,7 +17,7 @@ func testPluginShare(t *testing.T, cp *controlPlane) {
 	var adds []time.Duration
 	seen := map[string]bool{}
 	for _, node := range nodeNames {
-		out := cp.nodeShell(t, node, `grep 'msg=done verb=ADD' /host/var/log/rdma-chain.log || true`)
+		out := cp.nodeShell(t, node, `grep 'msg=done .*verb=ADD ' /host/var/log/rdma-chain.log || true`)
 		for _, line := range strings.Split(out, "\n") {
 			pod, d, ok := addLine(line)
 			if !ok {
@@ -46,8 +46,8 @@ func testPluginShare(t *testing.T, cp *controlPlane) {
 }
 
 // addLine reads the pod and duration of one of the plugin's log lines of a
-// successful call ("... msg=done verb=ADD ... pod=NS/NAME ... duration=D
-// outcome=ok").
+// successful call ("... msg=done plugin=rdma-chain verb=ADD ... pod=NS/NAME
+// ... duration=D outcome=ok").
 func addLine(line string) (string, time.Duration, bool) {
 	var pod string
 	var d time.Duration

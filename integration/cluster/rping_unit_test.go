@@ -42,7 +42,7 @@ func TestAddLine(t *testing.T) {
 		pod  string
 		ok   bool
 	}{
-		{`time=2026-11-26T03:40:01.123Z level=INFO msg=done verb=ADD container=abc pod=default/p ifname=eth0 duration=312.5ms outcome=ok`, "default/p", true},
+		{`time=2026-11-26T03:40:01.123Z level=INFO msg=done plugin=rdma-chain verb=ADD container=abc pod=default/p ifname=eth0 duration=312.5ms outcome=ok`, "default/p", true},
 		{`time=2026-11-26T03:40:01.123Z level=ERROR msg=failed verb=ADD container=abc pod=default/p ifname=eth0 duration=1.2s code=11 outcome=error error="x"`, "", false},
 		{`level=INFO msg=done verb=ADD pod=default/p duration=bogus outcome=ok`, "", false},
 		{``, "", false},
