@@ -28,7 +28,7 @@ func testPluginShare(t *testing.T, cp *controlPlane) {
 			t.Logf("CLUSTER-FIGURE %s: plugin ADD of %s took %s", node, pod, d)
 		}
 	}
-	for _, want := range []string{"default/lingjun-rping-", "default/dra-trainer", "default/smcr-dies"} {
+	for _, want := range []string{"default/lingjun-rping-", "default/dra-trainer"} {
 		found := false
 		for pod := range seen {
 			found = found || strings.HasPrefix(pod, want)

@@ -103,17 +103,14 @@ cp /etc/podnet/10-podnet.conflist /etc/cni/net.d/10-podnet.conflist
 info "node $NAME network up=$(cut -d' ' -f1 /proc/uptime)s: $(ip -br addr show eth1 | tr -s ' ')"
 
 # supervise NAME CMD...: runs CMD again whenever it exits, as systemd's
-# Restart=always does on a node, except while /run/hold-NAME exists (the
-# tier holds kubelet down to let a pod die without its DEL).
+# Restart=always does on a node.
 supervise() {
 	_sn=$1
 	shift
 	(
 		while :; do
-			if [ ! -e "/run/hold-$_sn" ]; then
-				"$@"
-				echo "RC-INFO $_sn exited ($?) up=$(cut -d' ' -f1 /proc/uptime)s"
-			fi
+			"$@"
+			echo "RC-INFO $_sn exited ($?) up=$(cut -d' ' -f1 /proc/uptime)s"
 			sleep 1
 		done
 	) &
