@@ -152,20 +152,11 @@ func (h Hook) State() (attached bool, listed []uint32, err error) {
 // the kernel's hook, which may still list netns whose inodes the kernel
 // gives to new pods.
 func (h Hook) onBPFFS() error {
-	dir := h.dir()
-	var fs unix.Statfs_t
-	err := unix.Statfs(dir, &fs)
+	err := hookmap.OnBPFFS(h.dir())
 	if errors.Is(err, unix.ENOENT) {
-		dir = filepath.Dir(dir)
-		err = unix.Statfs(dir, &fs)
+		err = hookmap.OnBPFFS(filepath.Dir(h.dir()))
 	}
-	if err != nil {
-		return fmt.Errorf("%w at %s: %w", ErrNoBPFFS, dir, err)
-	}
-	if fs.Type != unix.BPF_FS_MAGIC {
-		return fmt.Errorf("%w at %s (file system magic %#x): the SMC socket hook's pins cannot be read", ErrNoBPFFS, dir, fs.Type)
-	}
-	return nil
+	return err
 }
 
 func (h Hook) openMap() (*ebpf.Map, error) {

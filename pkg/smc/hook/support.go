@@ -8,6 +8,8 @@ import (
 
 	"github.com/cilium/ebpf/btf"
 	"golang.org/x/sys/unix"
+
+	"github.com/rdma-chain/rdma-chain/pkg/smc/hookmap"
 )
 
 // ipprotoSMC is IPPROTO_SMC (Linux >= 6.11).
@@ -17,7 +19,7 @@ const ipprotoSMC = 256
 var (
 	ErrNoBTF        = errors.New("no kernel BTF (/sys/kernel/btf/vmlinux)")
 	ErrNoHook       = errors.New("no update_socket_protocol hook (Linux >= 6.6)")
-	ErrNoBPFFS      = errors.New("no bpffs mounted")
+	ErrNoBPFFS      = hookmap.ErrNoBPFFS
 	ErrNoIPPROTOSMC = errors.New("no IPPROTO_SMC (Linux >= 6.11 with smc loaded)")
 )
 

@@ -163,6 +163,10 @@ func (m *Map) pinned(name string) (bool, error) {
 	return true, nil
 }
 
+// OnBPFFS fails, wrapping ErrNoBPFFS (and the errno when path cannot be
+// read), unless path is on a bpffs.
+func OnBPFFS(path string) error { return onBPFFS(path, -1) }
+
 // onBPFFS fails, wrapping ErrNoBPFFS, unless the file system of fd (or of
 // path, with fd < 0) is a bpffs.
 func onBPFFS(path string, fd int) error {
