@@ -105,13 +105,7 @@ wget -qO- http://127.0.0.1:9742/metrics | grep '^rdma_chain_conflist_restores_to
 // the lease back) the entry and the binaries go. Nothing is left of the
 // pod on node-a, and a new pod still starts there on the primary alone.
 func testUninstall(t *testing.T, cp *controlPlane) {
-	keeper := filepath.Join(testenv.RepoRoot(), "integration/cluster/pods/uninstall-keeper.yaml")
-	if out, err := cp.kubectlOut("apply", "-f", keeper); err != nil {
-		t.Fatalf("kubectl apply: %v: %s", err, out)
-	}
-	t.Cleanup(func() { _, _ = cp.kubectlOut("delete", "-f", keeper, "--wait=false") })
-	cp.poll(t, 10*time.Minute, func(s string) bool { return s == "True" },
-		"get", "pod", "uninstall-keeper", "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
+	cp.podReady(t, "uninstall-keeper", 10*time.Minute)
 	gid := expandIPv6(podRDMAAddr(t, cp, "uninstall-keeper"))
 	image, err := cp.kubectlOut("-n", "kube-system", "get", "daemonset", "rdma-chain", "-o",
 		`jsonpath={.spec.template.spec.containers[?(@.name=="reconcile")].image}`)
@@ -156,11 +150,18 @@ echo "gids $(cat /sys/class/infiniband/rxe0/ports/1/gids/* | grep -c '^%s$')"`, 
 			t.Errorf("node-a after uninstall: want %q in\n%s", want, left)
 		}
 	}
-	after := filepath.Join(testenv.RepoRoot(), "integration/cluster/pods/after-uninstall.yaml")
-	if out, err := cp.kubectlOut("apply", "-f", after); err != nil {
+	cp.podReady(t, "after-uninstall", 5*time.Minute)
+}
+
+// podReady applies integration/cluster/pods/NAME.yaml, a pod named NAME
+// that t's end deletes, and waits until it is Ready.
+func (cp *controlPlane) podReady(t *testing.T, name string, timeout time.Duration) {
+	t.Helper()
+	manifest := filepath.Join(testenv.RepoRoot(), "integration/cluster/pods", name+".yaml")
+	if out, err := cp.kubectlOut("apply", "-f", manifest); err != nil {
 		t.Fatalf("kubectl apply: %v: %s", err, out)
 	}
-	t.Cleanup(func() { _, _ = cp.kubectlOut("delete", "-f", after, "--wait=false") })
-	cp.poll(t, 5*time.Minute, func(s string) bool { return s == "True" },
-		"get", "pod", "after-uninstall", "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
+	t.Cleanup(func() { _, _ = cp.kubectlOut("delete", "-f", manifest, "--wait=false") })
+	cp.poll(t, timeout, func(s string) bool { return s == "True" },
+		"get", "pod", name, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
 }
