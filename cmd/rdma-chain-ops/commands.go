@@ -37,7 +37,7 @@ func commands() []command {
 		{"inspect", "[--netns PATH] [--json] [--data-dir DIR | --conflist FILE | --cni-conf-dir DIR]...", "show the node's RDMA devices, SMC-R tables, attachments and recent failures (read-only)", runInspect},
 		{"validate", "FILE... [--cni-bin-dir DIR]", "check conflists strictly, one line per problem", runValidate},
 		{"install", "[--binaries-from DIR --cni-bin-dir DIR] [--conflist FILE|auto [--cni-conf-dir DIR] [--wait D] [--after TYPE] [--set JSON] [--dry-run]]", "install the plugin binaries and insert or update the rdma-chain entry of a conflist, atomically", runInstall},
-		{"reconcile", "[--conflist FILE|auto [--ensure-entry [--set JSON] [--after TYPE]] | --net-name N --data-dir DIR | --cni-conf-dir DIR] [--cri-socket PATH] [--once | --interval D [--metrics-bind-address ADDR [--liveness-grace D]]]", "release attachments of pods that are gone (the GC runtimes behind Terway never send)", runReconcile},
+		{"reconcile", "[--conflist FILE|auto [--ensure-entry [--set JSON] [--after TYPE]] | --net-name N --data-dir DIR | --cni-conf-dir DIR] [--cri-socket PATH] [--once | --interval D [--hold-smc-hook=true|false] [--metrics-bind-address ADDR [--liveness-grace D]]]", "release attachments of pods that are gone (the GC runtimes behind Terway never send)", runReconcile},
 		{"uninstall", "[--conflist FILE|auto [--cni-conf-dir DIR] [--wait D] [--force] [--cri-socket PATH]] [--cni-bin-dir DIR]", "drain the rdma-chain entry of a conflist, release what gone pods held, and once no pod holds an attachment take the entry, then the plugin binaries, out", runUninstall},
 	}
 }

@@ -31,6 +31,7 @@ func runReconcile(o IO, args []string) int {
 	fs.DurationVar(&opt.Interval, "interval", 0, "run a pass every interval until SIGTERM, and repair on kernel events between passes")
 	fs.StringVar(&opt.Metrics.Addr, "metrics-bind-address", "", "with --interval, serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9742); empty: none")
 	fs.DurationVar(&opt.LivenessGrace, "liveness-grace", 2*time.Minute, "with --metrics-bind-address, GET /healthz answers 503 once CRI (--cri-socket) has been unreachable this long")
+	fs.BoolVar(&opt.HoldSMCHook, "hold-smc-hook", true, "with --interval, keep the SMC socket hook's BPF program attached between SMC-R pods wherever an entry's smcr.transparent uses it on this kernel, so that no pod's ADD loads it; false: the first SMC-R pod loads it and the last detaches it")
 	fs.BoolVar(&opt.Metrics.PodLabels, "metrics-pod-labels", false, "label per-pod series with the pod's namespace and name (one series set per pod)")
 	pos, code, ok := parseFlags(o, fs, args)
 	if !ok {

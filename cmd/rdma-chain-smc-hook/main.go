@@ -2,9 +2,10 @@
 // (pkg/smc/hook), lists and unlists pod netns in it, and detaches it with
 // the last one. The rdma-chain plugin runs it from its own directory
 // (pkg/smc/hookcmd) for SMC-R pods only, so that the plugin binary, started
-// for every pod, does not link cilium/ebpf.
+// for every pod, does not link cilium/ebpf; the reconcile daemon runs it to
+// hold the program loaded between pods, and uninstall to release it.
 //
-//	rdma-chain-smc-hook supported|state DIR
+//	rdma-chain-smc-hook supported|state|hold|release DIR
 //	rdma-chain-smc-hook add|remove|listed DIR INODE
 //
 // DIR is the bpffs directory of the pins. Exit status 0 on success, 1 with
@@ -20,11 +21,12 @@ import (
 
 	"github.com/rdma-chain/rdma-chain/pkg/smc/hook"
 	"github.com/rdma-chain/rdma-chain/pkg/smc/hookcmd"
+	"github.com/rdma-chain/rdma-chain/pkg/smc/hookmap"
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
-const usage = "usage: rdma-chain-smc-hook supported|state DIR | add|remove|listed DIR INODE"
+const usage = "usage: rdma-chain-smc-hook supported|state|hold|release DIR | add|remove|listed DIR INODE"
 
 func run(args []string, stdout, stderr io.Writer) int {
 	verb, h, ino, err := parseArgs(args)
@@ -45,11 +47,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 			_, err = io.WriteString(stdout, hookcmd.FormatListed(listed))
 		}
 	case hookcmd.VerbState:
-		var attached bool
-		var listed []uint32
-		if attached, listed, err = h.State(); err == nil {
-			_, err = io.WriteString(stdout, hookcmd.FormatState(attached, listed))
+		var st hookmap.Status
+		if st, err = h.State(); err == nil {
+			_, err = io.WriteString(stdout, hookcmd.FormatState(st))
 		}
+	case hookcmd.VerbHold:
+		err = h.Hold()
+	case hookcmd.VerbRelease:
+		err = h.Release()
 	}
 	if err != nil {
 		_, _ = fmt.Fprintln(stderr, err)
@@ -68,7 +73,7 @@ func parseArgs(args []string) (string, hook.Hook, uint32, error) {
 	}
 	want := 3
 	switch verb {
-	case hookcmd.VerbSupported, hookcmd.VerbState:
+	case hookcmd.VerbSupported, hookcmd.VerbState, hookcmd.VerbHold, hookcmd.VerbRelease:
 		want = 2
 	case hookcmd.VerbAdd, hookcmd.VerbRemove, hookcmd.VerbListed:
 	default:

@@ -102,11 +102,23 @@ wget -qO- http://127.0.0.1:9742/metrics | grep '^rdma_chain_conflist_restores_to
 // pod of the image the DaemonSet ran, on every node. On node-a a pod holds
 // an attachment: uninstall drains the entry and waits; once the pod is
 // deleted (its DEL, through the draining entry, gives rdma0, the GIDs and
-// the lease back) the entry and the binaries go. Nothing is left of the
-// pod on node-a, and a new pod still starts there on the primary alone.
+// the lease back) the entry, the SMC socket hook the DaemonSet held and
+// the binaries go. Nothing is left of the pod on node-a, and a new pod
+// still starts there on the primary alone.
 func testUninstall(t *testing.T, cp *controlPlane) {
 	cp.podReady(t, "uninstall-keeper", 10*time.Minute)
 	gid := expandIPv6(podRDMAAddr(t, cp, "uninstall-keeper"))
+	// Where smcr.transparent auto uses the SMC socket hook (node-a's 6.12),
+	// the DaemonSet holds its program loaded between pods, and uninstall
+	// releases it; node-b's 7.3 has no SMC and holds nothing.
+	hookSays := map[string]string{nodeNames[0]: "holding the SMC socket hook loaded in /sys/fs/bpf/rdma-chain",
+		nodeNames[1]: "SMC socket hook in /sys/fs/bpf/rdma-chain not held: not the mechanism of this node"}
+	for node, want := range hookSays {
+		logs, err := cp.kubectlOut("-n", "kube-system", "logs", cp.dsPod(t, node), "-c", "reconcile")
+		if err != nil || !strings.Contains(logs, want) {
+			t.Errorf("reconcile on %s: want %q in its log (%v):\n%s", node, want, err, logs)
+		}
+	}
 	image, err := cp.kubectlOut("-n", "kube-system", "get", "daemonset", "rdma-chain", "-o",
 		`jsonpath={.spec.template.spec.containers[?(@.name=="reconcile")].image}`)
 	if err != nil || image == "" {
@@ -133,7 +145,11 @@ func testUninstall(t *testing.T, cp *controlPlane) {
 		}
 		out, ok := cp.debugWait(t, pod, 10*time.Minute)
 		t.Logf("uninstall on %s (exit 0: %v, %.0f s after the first started):\n%s", node, ok, time.Since(start).Seconds(), out)
-		for _, want := range []string{"/etc/cni/net.d/10-podnet.conflist: rdma-chain entry removed", "/opt/cni/bin/rdma-chain: removed"} {
+		wants := []string{"/etc/cni/net.d/10-podnet.conflist: rdma-chain entry removed", "/opt/cni/bin/rdma-chain: removed"}
+		if i == 0 {
+			wants = append(wants, "/sys/fs/bpf/rdma-chain: SMC socket hook released")
+		}
+		for _, want := range wants {
 			if !ok || !strings.Contains(out, want) {
 				t.Errorf("uninstall on %s: want exit 0 and %q", node, want)
 			}

@@ -72,9 +72,11 @@ type SMCReport struct {
 }
 
 // HookReport is the BPF socket hook of smcr.transparent "bpf": whether its
-// program is attached and the netns (by inode) it switches to SMC.
+// program is attached, whether the reconcile daemon holds it attached
+// between pods, and the pod netns (by inode) it switches to SMC.
 type HookReport struct {
 	Attached bool     `json:"attached"`
+	Held     bool     `json:"held"`
 	Netns    []uint32 `json:"netnsInodes"`
 }
 
@@ -236,12 +238,12 @@ func (in *inspector) readSMC() {
 	if in.r.SMC.UEIDs, err = in.k.UEIDs(); err != nil {
 		in.unreadable("SMC UEIDs", err)
 	}
-	attached, listed, err := in.k.SocketHook()
+	hook, err := in.k.SocketHook()
 	if err != nil {
 		in.unreadable("SMC socket hook pins", err)
 	}
-	if attached || len(listed) > 0 {
-		in.r.SMC.Hook = &HookReport{Attached: attached, Netns: listed}
+	if hook.Attached || hook.Held || len(hook.Listed) > 0 {
+		in.r.SMC.Hook = &HookReport{Attached: hook.Attached, Held: hook.Held, Netns: hook.Listed}
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/rdma-chain/rdma-chain/pkg/outcome"
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 	"github.com/rdma-chain/rdma-chain/pkg/smc"
+	"github.com/rdma-chain/rdma-chain/pkg/smc/hookmap"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
@@ -84,8 +85,10 @@ func (f *fakeReader) Pnet(p string) ([]smc.PnetEntry, error) {
 }
 func (f *fakeReader) UEIDs() ([]string, error) { return []string{"RDMACHAIN"}, nil }
 
-func (f *fakeReader) SocketHook() (bool, []uint32, error) { return f.hooked != nil, f.hooked, nil }
-func (f *fakeReader) SMCOffer() smc.Offer                 { return f.offer }
+func (f *fakeReader) SocketHook() (hookmap.Status, error) {
+	return hookmap.Status{Attached: f.hooked != nil, Held: f.hooked != nil, Listed: f.hooked}, nil
+}
+func (f *fakeReader) SMCOffer() smc.Offer { return f.offer }
 func (f *fakeReader) Fallbacks(string) (smc.FallbackReport, error) {
 	return smc.FallbackReport{ClientTotal: 2, Reasons: []smc.FallbackStat{{Reason: 0x03030000, Count: 2}}}, nil
 }
@@ -152,7 +155,7 @@ func TestInspectReport(t *testing.T) {
 		"SMC: available; UEIDs: RDMACHAIN\n",
 		"  transparent SMC (smcr.transparent auto): socket_hook; kernel offers smc,ipproto_smc,socket_hook\n",
 		"    RXE0 ib rxe0 port 1\n",
-		"  socket hook (smcr.transparent bpf): attached, 1 netns listed [4026532301]\n",
+		"  socket hook (smcr.transparent bpf): attached, held by the reconcile daemon, 1 netns listed [4026532301]\n",
 		"  rdmanet/aaaa/eth0  pod default/smc-pod  shared  netns /run/netns/a  since 2026-11-23T09:00:00Z\n" +
 			"    link rxe0 ipvlan as rdma0 (host eth1) ips fd00:77::10/64 step done\n" +
 			"    SMC-R pnetid RXE0: rxe0 port 1, pod eth0\n    healthy\n",

@@ -15,6 +15,7 @@ import (
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 	"github.com/rdma-chain/rdma-chain/pkg/smc"
 	"github.com/rdma-chain/rdma-chain/pkg/smc/hookcmd"
+	"github.com/rdma-chain/rdma-chain/pkg/smc/hookmap"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
@@ -34,7 +35,7 @@ type reader interface {
 	Fallbacks(nsPath string) (smc.FallbackReport, error)
 	// SocketHook reads the transparent-SMC hook's pins (config.DefaultBPFFSDir)
 	// through the hook binary beside this one.
-	SocketHook() (attached bool, listed []uint32, err error)
+	SocketHook() (hookmap.Status, error)
 	// SMCOffer is smc.Detect with the hook's pins under config.DefaultBPFFSDir.
 	SMCOffer() smc.Offer
 	Interfaces(nsPath string) ([]Iface, error)
@@ -88,7 +89,7 @@ func (k *kernelReader) UEIDs() (list []string, err error) {
 	return list, err
 }
 
-func (k *kernelReader) SocketHook() (bool, []uint32, error) {
+func (k *kernelReader) SocketHook() (hookmap.Status, error) {
 	return hookcmd.Beside().State(config.DefaultBPFFSDir)
 }
 

@@ -69,6 +69,8 @@ func writeSMCText(w io.Writer, s SMCReport) {
 		state := "attached"
 		if !h.Attached {
 			state = "NOT attached (pinned map only)"
+		} else if h.Held {
+			state = "attached, held by the reconcile daemon"
 		}
 		say(w, "  socket hook (smcr.transparent bpf): %s, %d netns listed %v\n", state, len(h.Netns), h.Netns)
 	}

@@ -6,12 +6,16 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/rdma-chain/rdma-chain/pkg/config"
 	"github.com/rdma-chain/rdma-chain/pkg/conflist"
+	"github.com/rdma-chain/rdma-chain/pkg/smc/hookcmd"
+	"github.com/rdma-chain/rdma-chain/pkg/smc/hookmap"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
@@ -96,6 +100,9 @@ func drainEntry(ctx context.Context, o UninstallOptions, out io.Writer) (bool, e
 			"run uninstall again once those pods are gone, or with --wait, or --force to strand them", ErrLiveAttachments, len(live), n.DataDir, path)
 	}
 	if err := removeEntry(path, out); err != nil {
+		return false, err
+	}
+	if err := releaseHook(n, o.BinDir, out); err != nil {
 		return false, err
 	}
 	if len(live) > 0 {
@@ -232,4 +239,33 @@ func removeBinaries(dir string, out io.Writer) error {
 		say(out, "%s/%s: removed\n", dir, name)
 	}
 	return unix.Fsync(fd)
+}
+
+// releaseHook releases the SMC socket hook that reconcile held for the
+// entry's SMC-R pods (with none listed, the program detaches and the pins
+// go), with the hook binary of binDir (the node's, also under --host-root)
+// or else the one beside this binary. Without a bpffs at the entry's
+// smcr.bpffsDir nothing can be pinned there, so nothing is held.
+func releaseHook(n conflist.Network, binDir string, out io.Writer) error {
+	c, _, err := config.ParseWithoutPrevResult(n.Stdin)
+	if err != nil {
+		return err
+	}
+	dir := c.SMCR.BPFFSDir
+	held, err := hookcmd.Client{}.Held(dir)
+	switch {
+	case errors.Is(err, hookmap.ErrNoBPFFS), err == nil && !held:
+		return nil
+	case err != nil:
+		return fmt.Errorf("SMC socket hook in %s: %w", dir, err)
+	}
+	runner := hookcmd.Beside()
+	if binDir != "" {
+		runner = hookcmd.Runner{Path: filepath.Join(binDir, hookcmd.Binary)}
+	}
+	if err := runner.Release(dir); err != nil {
+		return err
+	}
+	say(out, "%s: SMC socket hook released\n", dir)
+	return nil
 }

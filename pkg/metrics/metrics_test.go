@@ -27,6 +27,7 @@ import (
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 	"github.com/rdma-chain/rdma-chain/pkg/smc"
 	"github.com/rdma-chain/rdma-chain/pkg/smc/hookcmd"
+	"github.com/rdma-chain/rdma-chain/pkg/smc/hookmap"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
@@ -62,8 +63,8 @@ func (f *fakeStats) Pnet(ns string) ([]smc.PnetEntry, error) {
 func (f *fakeStats) Fallbacks(ns string) (smc.FallbackReport, error) {
 	return smc.FallbackReport{ClientTotal: 3, Reasons: []smc.FallbackStat{{Reason: 0x03030000, Count: 3}}}, nil
 }
-func (f *fakeStats) SocketHook() (bool, []uint32, error) {
-	return true, []uint32{4026532000}, f.hookErr
+func (f *fakeStats) SocketHook() (hookmap.Status, error) {
+	return hookmap.Status{Attached: true, Held: true, Listed: []uint32{4026532000}}, f.hookErr
 }
 func (f *fakeStats) SMCOffer() smc.Offer { return f.offer }
 func (f *fakeStats) NetnsGone(r *state.Record) (bool, error) {

@@ -17,6 +17,7 @@ import (
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 	"github.com/rdma-chain/rdma-chain/pkg/smc"
 	"github.com/rdma-chain/rdma-chain/pkg/smc/hookcmd"
+	"github.com/rdma-chain/rdma-chain/pkg/smc/hookmap"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
@@ -28,7 +29,7 @@ type StatsReader interface {
 	PortStats(nsPath string) ([]rdma.PortStats, error)
 	Pnet(nsPath string) ([]smc.PnetEntry, error)
 	Fallbacks(nsPath string) (smc.FallbackReport, error)
-	SocketHook() (attached bool, listed []uint32, err error)
+	SocketHook() (hookmap.Status, error)
 	// SMCOffer is smc.Detect with the hook's pins under config.DefaultBPFFSDir.
 	SMCOffer() smc.Offer
 	// NetnsGone is state.Record.NetnsGone on the kernel.
@@ -51,9 +52,9 @@ type NodeCollector struct {
 	outcomes  *OutcomeTail
 	podLabels bool
 
-	mode, attachments, outcomeCount, portInfo, portCounters, hwCounters *prometheus.Desc
-	pnetEntries, fallbacks, hookAttached, hookNetns, collectErrors      *prometheus.Desc
-	transparent                                                         *prometheus.Desc
+	mode, attachments, outcomeCount, portInfo, portCounters, hwCounters      *prometheus.Desc
+	pnetEntries, fallbacks, hookAttached, hookHeld, hookNetns, collectErrors *prometheus.Desc
+	transparent                                                              *prometheus.Desc
 
 	offerMu sync.Mutex
 	offer   smc.Offer
@@ -100,7 +101,8 @@ func NewNodeCollector(k StatsReader, networks func() []conflist.Network, outcome
 		fallbacks: d("smc_pod_fallbacks", "SMC connections that fell back to TCP in the netns of live SMC-R pods, summed over those pods, by side (client, server) and SMC decline reason code.",
 			append([]string{"side", "reason"}, pod...)...),
 		hookAttached: d("smc_socket_hook_attached", "1 when the transparent-SMC socket hook's program is attached."),
-		hookNetns:    d("smc_socket_hook_netns", "Netns the transparent-SMC socket hook lists."),
+		hookHeld:     d("smc_socket_hook_held", "1 when the reconcile daemon holds the socket hook's program attached between SMC-R pods."),
+		hookNetns:    d("smc_socket_hook_netns", "Pod netns the transparent-SMC socket hook lists."),
 		transparent: d("smc_transparent_info", "Always 1; mechanism is how SMC-R pods' TCP sockets become SMC sockets under smcr.transparent auto on this node (tcp2smc, socket_hook, none, no_smc), offer what the kernel offers (docs/kernels.md).",
 			"mechanism", "offer"),
 		collectErrors: d("collect_errors", "Things this scrape could not read, by source (rdma, records, outcomes, smc, socket_hook, pods); the reconcile log does not repeat them.", "source"),
@@ -109,7 +111,7 @@ func NewNodeCollector(k StatsReader, networks func() []conflist.Network, outcome
 
 func (c *NodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.mode, c.attachments, c.outcomeCount, c.portInfo, c.portCounters, c.hwCounters,
-		c.pnetEntries, c.fallbacks, c.hookAttached, c.hookNetns, c.transparent, c.collectErrors} {
+		c.pnetEntries, c.fallbacks, c.hookAttached, c.hookHeld, c.hookNetns, c.transparent, c.collectErrors} {
 		ch <- d
 	}
 }
@@ -273,14 +275,15 @@ func (s *scrape) smc(recs []*state.Record) {
 	} else {
 		s.gauge(s.c.pnetEntries, float64(len(pnet)))
 	}
-	attached, listed, err := s.c.k.SocketHook()
+	hook, err := s.c.k.SocketHook()
 	switch {
 	case errors.Is(err, hookcmd.ErrNotInstalled):
 	case err != nil:
 		s.errors["socket_hook"]++
 	default:
-		s.gauge(s.c.hookAttached, boolFloat(attached))
-		s.gauge(s.c.hookNetns, float64(len(listed)))
+		s.gauge(s.c.hookAttached, boolFloat(hook.Attached))
+		s.gauge(s.c.hookHeld, boolFloat(hook.Held))
+		s.gauge(s.c.hookNetns, float64(len(hook.Listed)))
 	}
 	type key struct{ side, reason, ns, pod string }
 	sums := map[key]float64{}
@@ -363,7 +366,7 @@ func (KernelStats) Fallbacks(nsPath string) (r smc.FallbackReport, err error) {
 
 // SocketHook reads the transparent-SMC hook's pins through the hook binary
 // beside this one.
-func (KernelStats) SocketHook() (bool, []uint32, error) {
+func (KernelStats) SocketHook() (hookmap.Status, error) {
 	return hookcmd.Beside().State(config.DefaultBPFFSDir)
 }
 

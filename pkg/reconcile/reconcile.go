@@ -62,6 +62,10 @@ type Options struct {
 	// Interval runs a pass every interval until ctx ends, and repairs on
 	// kernel events between passes; 0 runs one pass.
 	Interval time.Duration
+	// HoldSMCHook, with Interval, holds the SMC socket hook's program
+	// attached before each pass wherever an entry's smcr.transparent uses
+	// it on this kernel, so that SMC-R pods' ADD do not load it.
+	HoldSMCHook bool
 	// Metrics, with Interval, serves /metrics and /healthz.
 	Metrics metrics.Options
 	// LivenessGrace is how long CRI may be unreachable before /healthz
@@ -88,6 +92,11 @@ type node interface {
 	// Watch starts the kernel's event sources, which fire into sink until
 	// ctx ends; a node without any starts none (the interval only).
 	Watch(ctx context.Context, sink eventSink)
+	// HookHeld reports whether the SMC socket hook in the bpffs directory
+	// is held attached; HoldHook holds it where the kernel gives the
+	// smcr.transparent mode the hook (errHookUnused elsewhere).
+	HookHeld(dir string) (bool, error)
+	HoldHook(dir, mode string) (took bool, err error)
 }
 
 // reconciler releases the attachments of pods that are gone.
@@ -106,6 +115,11 @@ type reconciler struct {
 	mu, netsMu sync.Mutex
 	node       node
 	cri        criHealth
+	// holdSMCHook is Options.HoldSMCHook. hookUnused are the bpffs
+	// directories whose socket hook the kernel does not use; the loop's
+	// alone.
+	holdSMCHook bool
+	hookUnused  map[string]bool
 }
 
 // Run reconciles as o says, logging to out, until ctx ends (with an
@@ -119,7 +133,7 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 		return err
 	}
 	r := &reconciler{nets: nets, criSocket: o.CRISocket, version: o.Version, cniPath: o.CNIPath, minAge: o.MinAge,
-		ipamUnder: o.IPAMDirsUnder, out: out, metrics: m, node: newKernelNode(o.Stderr)}
+		ipamUnder: o.IPAMDirsUnder, out: out, metrics: m, node: newKernelNode(o.Stderr), holdSMCHook: o.HoldSMCHook}
 	r.cri = criHealth{grace: o.LivenessGrace, lastOK: time.Now()}
 	if o.Interval == 0 {
 		return r.passErr(ctx)
@@ -234,7 +248,9 @@ func (r *reconciler) setNetworks(nets []conflist.Network) {
 
 // loop runs a pass every interval until ctx ends (SIGTERM), a repair on
 // every kernel event in between, and a reload (which puts a lost entry
-// back) on every change to the conf dir.
+// back) on every change to the conf dir. Before each pass it holds the
+// SMC socket hooks the entries use (the daemon only: a one-off pass, as
+// uninstall's, holds nothing).
 func (r *reconciler) loop(ctx context.Context, interval time.Duration, confChanged <-chan struct{}) {
 	sink := eventSink{ch: make(chan time.Time, 1), r: r}
 	r.node.Watch(ctx, sink)
@@ -249,6 +265,9 @@ func (r *reconciler) loop(ctx context.Context, interval time.Duration, confChang
 			r.reloadNetworks()
 		case <-next.C:
 			r.reloadNetworks()
+			if r.holdSMCHook {
+				r.holdHooks()
+			}
 			_ = r.passErr(ctx)
 			next.Reset(interval)
 		}

@@ -40,6 +40,7 @@ type fakeNode struct {
 	stranded []string
 	// watching, when set, receives the sink of the node's one event source.
 	watching chan eventSink
+	hook     hookKernel
 }
 
 func newFakeNode(t *testing.T, recs ...*state.Record) *fakeNode {

@@ -138,6 +138,23 @@ check daemonset/plugin-installed test -x /opt/cni/bin/rdma-chain
 check daemonset/hook-installed test -x /opt/cni/bin/rdma-chain-smc-hook
 check daemonset/entry grep -q '"type": "rdma-chain"' /etc/cni/net.d/10-rdmanet.conflist
 show cat /etc/cni/net.d/10-rdmanet.conflist
+# Its reconcile container holds the SMC socket hook's program loaded where
+# smcr.transparent auto uses the hook (6.12), before any SMC-R pod, and says
+# why not elsewhere; where it holds it, no pod's ADD loads it (checked
+# after the pods).
+RECONCILE_LOG="/var/log/pods/kube-system_rdma-chain-*/reconcile/*.log"
+step daemonset/smc-hook-decided
+if wait_until 120 sh -c "grep -hqE 'holding the SMC socket hook|SMC socket hook in .* not held' $RECONCILE_LOG"; then
+	pass
+	grep -h 'SMC socket hook' $RECONCILE_LOG | sed 's/^/RC-INFO reconcile: /'
+else
+	fail "no hold decision in the reconcile log: $(cat $RECONCILE_LOG 2>&1 | tail -5)"
+fi
+HOOK_HELD=0
+if grep -hq 'holding the SMC socket hook' $RECONCILE_LOG 2>/dev/null; then
+	HOOK_HELD=1
+	check daemonset/smc-hook-pinned test -e /sys/fs/bpf/rdma-chain/smc_link
+fi
 nodectl podres list
 nodectl podres get default/no-such-pod
 
@@ -145,6 +162,16 @@ nodectl podres get default/no-such-pod
 for g in $(ls /pods/*.yaml | sed 's|^/pods/||; s|-.*||' | sort -u); do
 	run_group /pods/"$g"-*.yaml
 done
+
+# With the hook held, the SMC-R pods' ADD listed their netns without
+# loading the program.
+if [ "$HOOK_HELD" = 1 ] && grep -qs erdma-smcr /pods/*.yaml; then
+	step smc-hook-no-load
+	listed=$(grep -c 'listed in the SMC socket hook' /var/log/rdma-chain.log)
+	loaded=$(grep -c 'listed in the SMC socket hook.* programLoaded=true' /var/log/rdma-chain.log)
+	info "SMC-R pods listed in the held hook: $listed, of which loaded the program: $loaded"
+	if [ "$listed" -ge 1 ] && [ "$loaded" = 0 ]; then pass; else fail "listed $listed, loaded $loaded"; fi
+fi
 
 # The plugin's own timing of each verb (its share of time-to-running).
 awk -v mode="$MODE" '/msg=done/ && / verb=(ADD|DEL) / {

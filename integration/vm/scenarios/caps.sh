@@ -85,8 +85,31 @@ step metrics-served
 if wait_until 30 promscrape http://127.0.0.1:9742/metrics; then pass; else fail "no metrics: $(cat /run/reconcile-caps.log)"; fi
 MT=$(promscrape http://127.0.0.1:9742/metrics | sed -n 's/^rdma_chain_smc_transparent_info{mechanism="\([a-z_0-9]*\)".*/\1/p')
 promscrape http://127.0.0.1:9742/metrics | grep smc_transparent | sed 's/^/  | /'
+# The daemon holds the socket hook's program loaded exactly where auto
+# uses the hook, so that no SMC-R pod's ADD loads it; elsewhere it says
+# why not. The hook binary's release then detaches it (no pod listed).
+step smc-hook-held
+HOLD_LOG="holding the SMC socket hook loaded in /sys/fs/bpf/rdma-chain"
+if wait_until 60 grep -qE "$HOLD_LOG|SMC socket hook in /sys/fs/bpf/rdma-chain not held" /run/reconcile-caps.log; then
+	HELD=$(promscrape http://127.0.0.1:9742/metrics | sed -n 's/^rdma_chain_smc_socket_hook_held \([0-9]*\)$/\1/p')
+	info "reconcile: $(grep 'SMC socket hook' /run/reconcile-caps.log); rdma_chain_smc_socket_hook_held ${HELD:-absent}"
+	if [ "$MT" = socket_hook ]; then
+		if grep -q "$HOLD_LOG" /run/reconcile-caps.log && [ "$HELD" = 1 ] && [ -e /sys/fs/bpf/rdma-chain/smc_link ]; then pass; else fail "hook not held where auto uses it"; fi
+	elif grep -q "$HOLD_LOG" /run/reconcile-caps.log || [ -e /sys/fs/bpf/rdma-chain ] || [ "${HELD:-0}" != 0 ]; then
+		fail "hook held where auto uses $MT"
+	else
+		pass
+	fi
+else
+	fail "no hold decision: $(cat /run/reconcile-caps.log)"
+fi
 kill $RPID
 wait $RPID 2>/dev/null
+if [ "$MT" = socket_hook ]; then
+	check smc-hook-held-after-exit test -e /sys/fs/bpf/rdma-chain/smc_link
+	check smc-hook-release rdma-chain-smc-hook release /sys/fs/bpf/rdma-chain
+	check smc-hook-detached sh -c '! test -e /sys/fs/bpf/rdma-chain'
+fi
 info "transparent SMC: kcaps $KT, STATUS $ST, inspect $IT, metrics $MT"
 if [ -n "$KT" ] && [ "$ST" = "$KT" ] && [ "$IT" = "$KT" ] && [ "$MT" = "$KT" ]; then
 	cap transparent "$KT"

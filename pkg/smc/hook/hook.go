@@ -5,7 +5,8 @@
 // listed in a map. The program is loaded and attached once per node, and
 // the link and the map are pinned in bpffs, so every later plugin call only
 // opens the pinned map, adds or removes a netns, and exits. The last netns
-// removed detaches the program and removes the pins.
+// removed detaches the program and removes the pins, unless the program is
+// held (Hold: the reconcile daemon keeps it loaded for the pods to come).
 //
 // Callers serialise Add and Remove (the plugin holds its node lock).
 package hook
@@ -50,6 +51,26 @@ func (h Hook) dir() string {
 // Add lists the netns with inode number ino, loading, attaching and pinning
 // the program first when no pinned link exists.
 func (h Hook) Add(ino uint32) error {
+	if err := h.put(ino); err != nil {
+		return fmt.Errorf("list netns %d in the SMC socket hook: %w", ino, err)
+	}
+	return nil
+}
+
+// Hold attaches the program, as Add does, and keeps it attached with no
+// netns listed, until Release: hookmap.HoldKey stays in the map.
+func (h Hook) Hold() error {
+	if err := h.put(hookmap.HoldKey); err != nil {
+		return fmt.Errorf("hold the SMC socket hook: %w", err)
+	}
+	return nil
+}
+
+// Release undoes Hold; with no netns listed it detaches the program and
+// removes the pins. Nothing pinned on a bpffs is nothing to release.
+func (h Hook) Release() error { return h.Remove(hookmap.HoldKey) }
+
+func (h Hook) put(key uint32) error {
 	if err := h.onBPFFS(); err != nil {
 		return err
 	}
@@ -61,10 +82,7 @@ func (h Hook) Add(ino uint32) error {
 		return err
 	}
 	defer m.Close()
-	if err := m.Put(ino, uint8(1)); err != nil {
-		return fmt.Errorf("list netns %d in the SMC socket hook: %w", ino, err)
-	}
-	return nil
+	return m.Put(key, uint8(1))
 }
 
 // Remove unlists ino; with the last netns gone it detaches the program and
@@ -121,29 +139,35 @@ func (h Hook) Listed(ino uint32) (bool, error) {
 	return err == nil, err
 }
 
-// State returns whether the program is attached and the listed netns.
-func (h Hook) State() (attached bool, listed []uint32, err error) {
+// State returns what the pins say: the program attached, held, and the
+// listed netns.
+func (h Hook) State() (hookmap.Status, error) {
+	var st hookmap.Status
 	if err := h.onBPFFS(); err != nil {
-		return false, nil, err
+		return st, err
 	}
 	if _, err := os.Lstat(filepath.Join(h.dir(), linkPin)); err == nil {
-		attached = true
+		st.Attached = true
 	}
 	m, err := h.openMap()
 	if errors.Is(err, os.ErrNotExist) {
-		return attached, nil, nil
+		return st, nil
 	}
 	if err != nil {
-		return attached, nil, err
+		return st, err
 	}
 	defer m.Close()
 	var k uint32
 	var v uint8
 	it := m.Iterate()
 	for it.Next(&k, &v) {
-		listed = append(listed, k)
+		if k == hookmap.HoldKey {
+			st.Held = true
+			continue
+		}
+		st.Listed = append(st.Listed, k)
 	}
-	return attached, listed, it.Err()
+	return st, it.Err()
 }
 
 // onBPFFS fails, wrapping ErrNoBPFFS, unless the pin directory (or, before

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -155,15 +156,56 @@ func TestHookReusesPins(t *testing.T) {
 	if err := h.Remove(inode(t, a)); err != nil {
 		t.Fatal(err)
 	}
-	attached, list, err := h.State()
-	if err != nil || !attached || len(list) != 1 || list[0] != inode(t, b) {
-		t.Errorf("State = %v %v %v; want attached with only b", attached, list, err)
+	st, err := h.State()
+	if err != nil || !st.Attached || st.Held || len(st.Listed) != 1 || st.Listed[0] != inode(t, b) {
+		t.Errorf("State = %+v %v; want attached with only b", st, err)
 	}
 	if err := h.Remove(inode(t, b)); err != nil {
 		t.Fatal(err)
 	}
 	if err := h.Remove(inode(t, b)); err != nil {
 		t.Errorf("Remove with nothing pinned: %v", err)
+	}
+}
+
+// A held program stays attached with no pod listed: the last pod's Remove
+// keeps it, the map client reads it as held and lists a pod without a
+// load; Release with a pod listed keeps it for that pod, and the pod's
+// Remove then detaches it. The hold key switches no netns's sockets.
+func TestHookHeldBetweenPods(t *testing.T) {
+	requireHookKernel(t)
+	h := testDir(t)
+	pod, plain := netnstest.NewNS(t), netnstest.NewNS(t)
+	for _, step := range []struct {
+		name string
+		do   func() error
+		want hookmap.Status
+	}{
+		{"hold", h.Hold, hookmap.Status{Attached: true, Held: true}},
+		{"hold again", h.Hold, hookmap.Status{Attached: true, Held: true}},
+		{"pod listed", func() error { return h.Add(inode(t, pod)) }, hookmap.Status{Attached: true, Held: true, Listed: []uint32{inode(t, pod)}}},
+		{"last pod removed", func() error { return h.Remove(inode(t, pod)) }, hookmap.Status{Attached: true, Held: true}},
+		{"pod listed again", func() error { return h.Add(inode(t, pod)) }, hookmap.Status{Attached: true, Held: true, Listed: []uint32{inode(t, pod)}}},
+		{"released with a pod", h.Release, hookmap.Status{Attached: true, Listed: []uint32{inode(t, pod)}}},
+		{"pod removed", func() error { return h.Remove(inode(t, pod)) }, hookmap.Status{}},
+		{"released again", h.Release, hookmap.Status{}},
+	} {
+		if err := step.do(); err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		st, err := h.State()
+		if err != nil || st.Attached != step.want.Attached || st.Held != step.want.Held || !slices.Equal(st.Listed, step.want.Listed) {
+			t.Fatalf("%s: State = %+v, %v; want %+v", step.name, st, err, step.want)
+		}
+		if !st.Attached {
+			continue
+		}
+		if proto, err := socketIn(t, plain, unix.AF_INET); err != nil || proto != unix.IPPROTO_TCP {
+			t.Errorf("%s: an unlisted netns's socket is protocol %d, %v; want TCP", step.name, proto, err)
+		}
+	}
+	if _, err := os.Lstat(h.Dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("pins left in %s after the release and the last pod: %v", h.Dir, err)
 	}
 }
 

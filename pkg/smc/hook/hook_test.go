@@ -59,7 +59,8 @@ func TestRefusesWhatIsNotABPFFS(t *testing.T) {
 		h := Hook{Dir: dir}
 		ops := map[string]error{"add": h.Add(7), "remove": h.Remove(7)}
 		_, ops["listed"] = h.Listed(7)
-		_, _, ops["state"] = h.State()
+		_, ops["state"] = h.State()
+		ops["hold"], ops["release"] = h.Hold(), h.Release()
 		for op, err := range ops {
 			if !errors.Is(err, ErrNoBPFFS) {
 				t.Errorf("%s: %s on %s = %v, want %v", name, op, dir, err, ErrNoBPFFS)

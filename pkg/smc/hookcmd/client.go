@@ -91,6 +91,24 @@ func (c Client) Remove(dir string, ino uint64) error {
 	return c.Runner.Remove(dir, ino)
 }
 
+// Held reports whether the program is attached and held (hookmap.HoldKey
+// listed), with the raw map client: the reconcile daemon's look before
+// each pass, which runs the hook binary only when the hold is missing.
+func (c Client) Held(dir string) (bool, error) {
+	m, err := hookmap.Open(dir)
+	if errors.Is(err, hookmap.ErrNotPinned) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer m.Close()
+	if linked, err := m.Linked(); err != nil || !linked {
+		return false, err
+	}
+	return m.Lookup(hookmap.HoldKey)
+}
+
 // Listed reports whether ino is listed and the program attached.
 func (c Client) Listed(dir string, ino uint64) (bool, error) {
 	key, err := mapKey(ino)

@@ -23,6 +23,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/rdma-chain/rdma-chain/pkg/smc/hookmap"
 )
 
 // Binary is the hook binary's file name, beside the plugin's.
@@ -35,6 +37,8 @@ const (
 	VerbRemove    = "remove"
 	VerbListed    = "listed"
 	VerbState     = "state"
+	VerbHold      = "hold"
+	VerbRelease   = "release"
 )
 
 // timeout bounds one run: loading and attaching the program on a busy node
@@ -84,13 +88,26 @@ func (r Runner) Listed(dir string, ino uint64) (bool, error) {
 	return ParseListed(out)
 }
 
-// State returns whether the program is attached and the listed netns.
-func (r Runner) State(dir string) (attached bool, listed []uint32, err error) {
+// State returns what the pins under dir say.
+func (r Runner) State(dir string) (hookmap.Status, error) {
 	out, err := r.run(VerbState, dir)
 	if err != nil {
-		return false, nil, err
+		return hookmap.Status{}, err
 	}
 	return ParseState(out)
+}
+
+// Hold attaches the program if needed and keeps it attached with no netns
+// listed, until Release.
+func (r Runner) Hold(dir string) error {
+	_, err := r.run(VerbHold, dir)
+	return err
+}
+
+// Release undoes Hold; with no netns listed the program detaches.
+func (r Runner) Release(dir string) error {
+	_, err := r.run(VerbRelease, dir)
+	return err
 }
 
 // run execs the binary with no environment and returns its stdout; a
@@ -144,34 +161,41 @@ func ParseListed(out string) (bool, error) {
 	return false, fmt.Errorf("%s listed printed %q", Binary, out)
 }
 
-// FormatState and ParseState are the state verb's output: "attached 0|1"
-// then one listed netns inode per line.
-func FormatState(attached bool, listed []uint32) string {
+// FormatState and ParseState are the state verb's output: "attached 0|1",
+// "held 0|1", then one listed netns inode per line.
+func FormatState(st hookmap.Status) string {
 	var b strings.Builder
-	b.WriteString("attached " + FormatListed(attached))
-	for _, ino := range listed {
+	b.WriteString("attached " + FormatListed(st.Attached))
+	b.WriteString("held " + FormatListed(st.Held))
+	for _, ino := range st.Listed {
 		b.WriteString(strconv.FormatUint(uint64(ino), 10) + "\n")
 	}
 	return b.String()
 }
 
-func ParseState(out string) (bool, []uint32, error) {
+func ParseState(out string) (hookmap.Status, error) {
+	var st hookmap.Status
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
-	head, ok := strings.CutPrefix(lines[0], "attached ")
-	if !ok {
-		return false, nil, fmt.Errorf("%s state printed %q", Binary, out)
+	if len(lines) < 2 {
+		return st, fmt.Errorf("%s state printed %q", Binary, out)
 	}
-	attached, err := ParseListed(head)
-	if err != nil {
-		return false, nil, err
-	}
-	var listed []uint32
-	for _, l := range lines[1:] {
-		ino, err := strconv.ParseUint(l, 10, 32)
-		if err != nil {
-			return false, nil, fmt.Errorf("%s state printed %q: %w", Binary, l, err)
+	for i, field := range []*bool{&st.Attached, &st.Held} {
+		name := [...]string{"attached ", "held "}[i]
+		v, ok := strings.CutPrefix(lines[i], name)
+		if !ok {
+			return st, fmt.Errorf("%s state printed %q", Binary, out)
 		}
-		listed = append(listed, uint32(ino))
+		var err error
+		if *field, err = ParseListed(v); err != nil {
+			return st, err
+		}
 	}
-	return attached, listed, nil
+	for _, l := range lines[2:] {
+		ino, err := strconv.ParseUint(l, 10, 32)
+		if err != nil || ino == uint64(hookmap.HoldKey) {
+			return st, fmt.Errorf("%s state printed %q: not a netns inode number", Binary, l)
+		}
+		st.Listed = append(st.Listed, uint32(ino))
+	}
+	return st, nil
 }

@@ -14,20 +14,26 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rdma-chain/rdma-chain/internal/testenv"
+	"github.com/rdma-chain/rdma-chain/pkg/smc/hookmap"
 )
 
 func TestStateAndListedRoundTrip(t *testing.T) {
-	for _, tc := range []struct {
-		attached bool
-		listed   []uint32
-	}{{false, nil}, {true, nil}, {true, []uint32{4026531840, 1, 4294967295}}} {
-		a, l, err := ParseState(FormatState(tc.attached, tc.listed))
-		if err != nil || a != tc.attached || !reflect.DeepEqual(l, tc.listed) {
-			t.Errorf("round trip of %v %v: %v %v %v", tc.attached, tc.listed, a, l, err)
+	for _, st := range []hookmap.Status{
+		{}, {Attached: true}, {Attached: true, Held: true},
+		{Attached: true, Listed: []uint32{4026531840, 1, 4294967295}},
+		{Attached: true, Held: true, Listed: []uint32{4026531841}},
+	} {
+		got, err := ParseState(FormatState(st))
+		if err != nil || !reflect.DeepEqual(got, st) {
+			t.Errorf("round trip of %+v: %+v %v", st, got, err)
 		}
 	}
-	for _, bad := range []string{"", "attached 2\n", "attached 1\nx\n", "attached 1\n4294967296\n", "listed 1\n"} {
-		if _, _, err := ParseState(bad); err == nil {
+	for _, bad := range []string{
+		"", "attached 2\nheld 0\n", "attached 1\n", "attached 1\nheld 0\nx\n",
+		"attached 1\nheld 0\n4294967296\n", "listed 1\nheld 0\n", "held 0\nattached 1\n",
+		"attached 1\nheld 1\n0\n", // the hold key is no netns
+	} {
+		if _, err := ParseState(bad); err == nil {
 			t.Errorf("ParseState(%q): no error", bad)
 		}
 	}
@@ -100,7 +106,7 @@ func TestRealBinaryWithoutPins(t *testing.T) {
 	}
 	r := Runner{Path: bin}
 	plain := filepath.Join(t.TempDir(), "pins")
-	if _, _, err := r.State(plain); err == nil || !strings.Contains(err.Error(), "no bpffs mounted") {
+	if _, err := r.State(plain); err == nil || !strings.Contains(err.Error(), "no bpffs mounted") {
 		t.Errorf("State on a plain directory = %v, want no bpffs", err)
 	}
 	if _, err := r.Listed(plain, 4026531840); err == nil || !strings.Contains(err.Error(), "no bpffs mounted") {
@@ -120,8 +126,11 @@ func TestRealBinaryWithoutPins(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = unix.Unmount(fs, unix.MNT_DETACH) })
 	dir := filepath.Join(fs, "pins")
-	if a, l, err := r.State(dir); err != nil || a || l != nil {
-		t.Errorf("State = %v %v %v, want nothing", a, l, err)
+	if st, err := r.State(dir); err != nil || st.Attached || st.Held || st.Listed != nil {
+		t.Errorf("State = %+v %v, want nothing", st, err)
+	}
+	if err := r.Release(dir); err != nil {
+		t.Errorf("Release with nothing pinned = %v, want nil", err)
 	}
 	if l, err := r.Listed(dir, 4026531840); err != nil || l {
 		t.Errorf("Listed = %v %v, want false", l, err)

@@ -33,7 +33,20 @@ const (
 	MapType   = unix.BPF_MAP_TYPE_HASH
 	KeySize   = 4 // the netns inode number, a u32 (ns_common.inum)
 	ValueSize = 1
+	// HoldKey, listed, keeps the program attached with no pod listed: the
+	// reconcile daemon holds it so that no pod's ADD pays loading it. No
+	// netns has inode 0 (the kernel numbers them from 0xF0000000, and the
+	// initial netns is 0xEFFFFFF9), so the program never matches it.
+	HoldKey uint32 = 0
 )
+
+// Status is what the pins say: the program attached, held, and the pod
+// netns listed (HoldKey not among them).
+type Status struct {
+	Attached bool
+	Held     bool
+	Listed   []uint32
+}
 
 var (
 	// ErrNotPinned wraps os.ErrNotExist: the directory or the map pin is
