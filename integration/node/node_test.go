@@ -65,6 +65,9 @@ func TestNode(t *testing.T) {
 	for _, l := range res.times {
 		t.Log(l)
 	}
+	if f := smcrShare(res.times); f != "" {
+		t.Log(f)
+	}
 }
 
 type result struct {
