@@ -91,7 +91,15 @@ promscrape http://127.0.0.1:9742/metrics | grep smc_transparent | sed 's/^/  | /
 step smc-hook-held
 HOLD_LOG="holding the SMC socket hook loaded in /sys/fs/bpf/rdma-chain"
 if wait_until 60 grep -qE "$HOLD_LOG|SMC socket hook in /sys/fs/bpf/rdma-chain not held" /run/reconcile-caps.log; then
-	HELD=$(promscrape http://127.0.0.1:9742/metrics | sed -n 's/^rdma_chain_smc_socket_hook_held \([0-9]*\)$/\1/p')
+	held_metric() { promscrape http://127.0.0.1:9742/metrics | sed -n 's/^rdma_chain_smc_socket_hook_held \([0-9]*\)$/\1/p'; }
+	# A scrape's result is reused for 2 s: the held one may come later.
+	HELD=$(held_metric)
+	i=0
+	while [ "$MT" = socket_hook ] && [ "$HELD" != 1 ] && [ $i -lt 30 ]; do
+		sleep 1
+		HELD=$(held_metric)
+		i=$((i + 1))
+	done
 	info "reconcile: $(grep 'SMC socket hook' /run/reconcile-caps.log); rdma_chain_smc_socket_hook_held ${HELD:-absent}"
 	if [ "$MT" = socket_hook ]; then
 		if grep -q "$HOLD_LOG" /run/reconcile-caps.log && [ "$HELD" = 1 ] && [ -e /sys/fs/bpf/rdma-chain/smc_link ]; then pass; else fail "hook not held where auto uses it"; fi
