@@ -61,6 +61,7 @@ func TestCluster(t *testing.T) {
 	}
 	t.Run("primary-rewrite", func(t *testing.T) { testPrimaryRewrite(t, cp) })
 	t.Run("scheduling", func(t *testing.T) { testScheduling(t, cp) })
+	t.Run("admission", func(t *testing.T) { testAdmission(t, cp) })
 	var hosts pair
 	if !t.Run("host-network", func(st *testing.T) { hosts = testHostNetwork(st, t, cp) }) {
 		return
