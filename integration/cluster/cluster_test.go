@@ -69,6 +69,7 @@ func TestCluster(t *testing.T) {
 	t.Run("cross-node", func(t *testing.T) { testCrossNode(t, cp, hosts) })
 	t.Run("dra", func(t *testing.T) { testDRA(t, cp) })
 	t.Run("plugin-share", func(t *testing.T) { testPluginShare(t, cp) })
+	t.Run("containerd-restart", func(t *testing.T) { testContainerdRestart(t, cp) })
 	holdForDebugging(t, cp)
 	t.Run("uninstall", func(t *testing.T) { testUninstall(t, cp) })
 }
