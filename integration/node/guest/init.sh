@@ -173,6 +173,15 @@ if [ "$HOOK_HELD" = 1 ] && grep -qs erdma-smcr /pods/*.yaml; then
 	if [ "$listed" -ge 1 ] && [ "$loaded" = 0 ]; then pass; else fail "listed $listed, loaded $loaded"; fi
 fi
 
+# Where the SMC-R pods' ADD spent its time: the plugin's lines of their
+# calls, with their times.
+awk 'NR == FNR {
+	if (/msg=done/ && /verb=ADD / && /pod=default\/erdma-smcr/)
+		for (i = 1; i <= NF; i++) if ($i ~ /^container=/) c[$i] = 1
+	next
+}
+{ for (k in c) if (index($0, k " ")) { print "RC-INFO plugin: " $0; break } }' /var/log/rdma-chain.log /var/log/rdma-chain.log 2>/dev/null
+
 # The plugin's own timing of each verb (its share of time-to-running).
 awk -v mode="$MODE" '/msg=done/ && / verb=(ADD|DEL) / {
 	v = p = d = o = ""
