@@ -21,6 +21,7 @@ import (
 	"github.com/rdma-chain/rdma-chain/internal/testenv"
 	"github.com/rdma-chain/rdma-chain/pkg/inspect"
 	"github.com/rdma-chain/rdma-chain/pkg/netdev"
+	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
@@ -39,9 +40,9 @@ func podWithChild(t *testing.T, node ns.NetNS, dir, cid string, age time.Duratio
 		t.Fatalf("macvlan child: %v", err)
 	}
 	netnstest.AddAddr(t, pod, "rdma0", "fd00:77::"+cid[len(cid)-1:]+"/64")
-	r := &state.Record{Network: "rdmanet", ContainerID: cid, IfName: "eth0", NetNS: pod.Path(), Mode: "shared",
+	r := &state.Record{Network: "rdmanet", ContainerID: cid, IfName: "eth0", NetNS: pod.Path(), Mode: rdma.ModeShared,
 		Pod: state.Pod{Namespace: "default", Name: "pod-" + cid}, CreatedAt: time.Now().Add(-age).UTC(),
-		Links: []state.Link{{Device: "rxe0", Kind: "macvlan", Step: "done", IPs: []string{"fd00:77::" + cid[len(cid)-1:] + "/64"},
+		Links: []state.Link{{Device: "rxe0", Kind: state.LinkMACVlan, Step: state.StepDone, IPs: []string{"fd00:77::" + cid[len(cid)-1:] + "/64"},
 			HostLink: state.HostLink{HostName: "rdmaeth", PodName: "rdma0", MAC: child.MAC}}}}
 	if err := state.New(dir).Put(r); err != nil {
 		t.Fatal(err)

@@ -281,8 +281,8 @@ func TestGCValidAttachments(t *testing.T) {
 	keep, stale := n.pod("keep"), n.pod("stale")
 	store := state.New(n.dataDir)
 	for _, r := range []*state.Record{
-		{Network: netName, ContainerID: keep.rt.ContainerID, IfName: "eth0", Mode: "shared", Links: []state.Link{{Device: "rxe0", Kind: "none", Step: "done"}}},
-		{Network: netName, ContainerID: stale.rt.ContainerID, IfName: "eth0", Mode: "shared", Links: []state.Link{{Device: "rxe0", Kind: "none", Step: "done"}}},
+		{Network: netName, ContainerID: keep.rt.ContainerID, IfName: "eth0", Mode: "shared", Links: []state.Link{{Device: "rxe0", Kind: state.LinkNone, Step: state.StepDone}}},
+		{Network: netName, ContainerID: stale.rt.ContainerID, IfName: "eth0", Mode: "shared", Links: []state.Link{{Device: "rxe0", Kind: state.LinkNone, Step: state.StepDone}}},
 		{Network: "othernet", ContainerID: "x", IfName: "eth0"},
 	} {
 		if err := store.Put(r); err != nil {

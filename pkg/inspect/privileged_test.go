@@ -15,6 +15,7 @@ import (
 	"github.com/rdma-chain/rdma-chain/internal/testenv"
 	"github.com/rdma-chain/rdma-chain/pkg/chain"
 	"github.com/rdma-chain/rdma-chain/pkg/netnsid"
+	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
@@ -43,7 +44,7 @@ func TestReplacedNetnsIsGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	rec := &state.Record{Network: "n", ContainerID: "c1", IfName: "eth0", NetNS: path, Mode: "shared",
+	rec := &state.Record{Network: "n", ContainerID: "c1", IfName: "eth0", NetNS: path, Mode: rdma.ModeShared,
 		NetNSIno: id.Inode, NetNSCookie: id.Cookie, CreatedAt: time.Now()}
 	if err := state.New(dir).Put(rec); err != nil {
 		t.Fatal(err)

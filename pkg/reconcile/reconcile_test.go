@@ -20,6 +20,7 @@ import (
 	"github.com/rdma-chain/rdma-chain/pkg/conflist"
 	"github.com/rdma-chain/rdma-chain/pkg/cri"
 	"github.com/rdma-chain/rdma-chain/pkg/metrics"
+	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
@@ -53,9 +54,9 @@ func newFakeNode(t *testing.T, recs ...*state.Record) *fakeNode {
 }
 
 func rec(network, cid, netns string, age time.Duration) *state.Record {
-	return &state.Record{Network: network, ContainerID: cid, IfName: "eth0", NetNS: netns, Mode: "shared",
+	return &state.Record{Network: network, ContainerID: cid, IfName: "eth0", NetNS: netns, Mode: rdma.ModeShared,
 		Pod:   state.Pod{Namespace: "default", Name: "pod-" + cid, UID: "uid-" + cid},
-		Links: []state.Link{{Device: "rxe0", Kind: "ipvlan", Step: "done"}}, CreatedAt: now.Add(-age)}
+		Links: []state.Link{{Device: "rxe0", Kind: state.LinkIPVlan, Step: state.StepDone}}, CreatedAt: now.Add(-age)}
 }
 
 func (n *fakeNode) reconciler(criSocket string) *reconciler {
@@ -236,7 +237,7 @@ func TestReconcileLoop(t *testing.T) {
 func exclusiveRec(cid string) *state.Record {
 	r := rec("rdmanet", cid, "/run/netns/"+cid, time.Hour)
 	r.Mode = "exclusive"
-	r.Links = []state.Link{{Device: "simrdma0", Kind: "moved", Step: "done", RDMAMoved: true}}
+	r.Links = []state.Link{{Device: "simrdma0", Kind: state.LinkMoved, Step: state.StepDone, RDMAMoved: true}}
 	return r
 }
 
