@@ -1,5 +1,3 @@
-//go:build privileged
-
 package main
 
 import (
@@ -51,7 +49,7 @@ func podWithChild(t *testing.T, node ns.NetNS, dir, cid string, age time.Duratio
 }
 
 func newNodeNS(t *testing.T) ns.NetNS {
-	testenv.RequireRoot(t)
+	testenv.Privileged(t)
 	node := netnstest.NewNS(t)
 	peer := netnstest.NewNS(t)
 	netnstest.AddVeth(t, node, peer, "rdmaeth", 1500)
@@ -108,6 +106,7 @@ func reconcileIn(t *testing.T, node ns.NetNS, args ...string) (int, string) {
 // deleted is released through the plugin's real DEL; the live one and its
 // child are untouched.
 func TestReconcileNetnsGone(t *testing.T) {
+	testenv.Privileged(t)
 	node := newNodeNS(t)
 	dir := t.TempDir()
 	live := podWithChild(t, node, dir, "live1", time.Hour)
@@ -130,6 +129,7 @@ func TestReconcileNetnsGone(t *testing.T) {
 // no longer lists is released although its netns lives: its child is
 // deleted in that netns. A listed one and a young one are kept.
 func TestReconcileCRIGone(t *testing.T) {
+	testenv.Privileged(t)
 	node := newNodeNS(t)
 	dir := t.TempDir()
 	listed := podWithChild(t, node, dir, "listed1", time.Hour)
@@ -151,6 +151,7 @@ func TestReconcileCRIGone(t *testing.T) {
 // TestInspectRealNetns: inspect reads a real pod netns and judges the
 // recorded child healthy, then missing once it is deleted behind its back.
 func TestInspectRealNetns(t *testing.T) {
+	testenv.Privileged(t)
 	node := newNodeNS(t)
 	dir := t.TempDir()
 	pod := podWithChild(t, node, dir, "pod1", time.Hour)
@@ -211,6 +212,7 @@ func (l *lineSignal) String() string {
 // attachment through the plugin's DEL, and only then takes the entry and
 // the binaries out.
 func TestUninstallLiveAttachment(t *testing.T) {
+	testenv.Privileged(t)
 	node := newNodeNS(t)
 	dir := t.TempDir()
 	pod := podWithChild(t, node, dir, "live1", time.Hour)

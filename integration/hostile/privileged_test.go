@@ -1,5 +1,3 @@
-//go:build privileged
-
 package hostile
 
 import (
@@ -14,7 +12,7 @@ import (
 // TestHostilePrivileged runs the whole corpus with the plugin in a fresh
 // node netns per case and a real pod netns; the node netns must not change.
 func TestHostilePrivileged(t *testing.T) {
-	testenv.RequireRoot(t)
+	testenv.Privileged(t)
 	corpus := loadCorpus(t)
 	for _, name := range sortedNames(corpus) {
 		c := corpus[name]

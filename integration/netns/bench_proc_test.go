@@ -1,5 +1,3 @@
-//go:build privileged
-
 package netns
 
 import (
@@ -69,6 +67,7 @@ func (p *benchPod) env(id string) []string {
 // start-up (VERSION), STATUS, a pass-through ADD and its peak RSS, and the
 // binary's size.
 func BenchmarkProcess(b *testing.B) {
+	testenv.Privileged(b)
 	rc, tuning := pluginBin(b), upstream(b, "tuning")
 	p := newBenchPod(b)
 	n := benchSamples(60)

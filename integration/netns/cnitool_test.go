@@ -1,5 +1,3 @@
-//go:build privileged
-
 package netns
 
 import (
@@ -31,6 +29,7 @@ func (n *node) cnitool(t *testing.T, p *pod, verb string) (string, error) {
 // The chain runs through cnitool at both versions: ADD prints ptp's result,
 // CHECK, STATUS and GC pass, DEL works twice.
 func TestCnitool(t *testing.T) {
+	testenv.Privileged(t)
 	for _, v := range []string{"0.4.0", "1.0.0", "1.1.0"} {
 		t.Run(v, func(t *testing.T) {
 			n := newNode(t, v, map[string]any{"logFile": "/dev/null"})

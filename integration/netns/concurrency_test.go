@@ -1,5 +1,3 @@
-//go:build privileged
-
 package netns
 
 import (
@@ -39,7 +37,7 @@ type concurrencyRun struct {
 // the bound, success or one proper CNI error, never a panic; at the end a
 // GC leaves no records, no temp files and no leases.
 func TestConcurrency(t *testing.T) {
-	testenv.RequireRoot(t)
+	testenv.Privileged(t)
 	bin := concurrencyPlugin(t)
 	for _, run := range []struct {
 		name string

@@ -1,5 +1,3 @@
-//go:build privileged
-
 package netns
 
 import (
@@ -111,7 +109,7 @@ func (c *crashTally) leak(format string, args ...any) {
 // separately, GC) returns the node to its exact prior state; DEL killed
 // there, then DEL again (or GC), likewise.
 func TestCrashFailpoints(t *testing.T) {
-	testenv.RequireRoot(t)
+	testenv.Privileged(t)
 	bin := failpointPlugin(t)
 	tally := &crashTally{addPoints: map[string][]string{}, delPts: map[string][]string{}}
 	for _, sc := range crashScenarios {

@@ -1,5 +1,3 @@
-//go:build privileged
-
 // Package netns is the privileged tier: the built plugin chained after the
 // real upstream ptp + host-local, driven through libcni and cnitool, in a
 // throwaway "node" netns per case so the machine's own netns is never touched.
@@ -42,7 +40,7 @@ type node struct {
 // whose rdma-chain entry gets the extra keys in rc.
 func newNode(t testing.TB, cniVer string, rc map[string]any) *node {
 	t.Helper()
-	testenv.RequireRoot(t)
+	testenv.Privileged(t)
 	root := testenv.RepoRoot()
 	plugin := os.Getenv("RDMA_CHAIN_BIN")
 	if plugin == "" {

@@ -1,5 +1,3 @@
-//go:build privileged
-
 package chain
 
 import (

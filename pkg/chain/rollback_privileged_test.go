@@ -1,5 +1,3 @@
-//go:build privileged
-
 package chain
 
 import (
@@ -92,6 +90,7 @@ func (a faultyAddrs) Configure(podNS ns.NetNS, ifName string, res *types100.Resu
 // are real; RDMA and SMC stay behind the fake seam (this kernel has neither:
 // their failures come from the world).
 func TestFailedAddLeavesNodeAsBefore(t *testing.T) {
+	testenv.Privileged(t)
 	cases := []struct {
 		mode  rdma.Mode
 		step  string

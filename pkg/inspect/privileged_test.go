@@ -1,5 +1,3 @@
-//go:build privileged
-
 package inspect
 
 import (
@@ -25,7 +23,7 @@ import (
 // record, by inode and cookie. The path alone still names a netns, which
 // inspect used to read as healthy.
 func TestReplacedNetnsIsGone(t *testing.T) {
-	testenv.RequireRoot(t)
+	testenv.Privileged(t)
 	pod, next := netnstest.NewNS(t), netnstest.NewNS(t)
 	path := filepath.Join(t.TempDir(), "pod-netns")
 	bind := func(target string) {

@@ -1,5 +1,3 @@
-//go:build privileged
-
 package netdev
 
 import (
@@ -34,7 +32,7 @@ type env struct {
 // newEnv creates fresh netns and removes them when t ends.
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	testenv.RequireRoot(t)
+	testenv.Privileged(t)
 	return &env{host: netnstest.NewNS(t), pod: netnstest.NewNS(t), peer: netnstest.NewNS(t)}
 }
 

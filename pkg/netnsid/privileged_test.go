@@ -1,5 +1,3 @@
-//go:build privileged
-
 package netnsid
 
 import (
@@ -15,7 +13,7 @@ import (
 // and reads a path as gone once its netns was deleted, and once a runtime
 // left a plain file there after unmounting it.
 func TestBindMounts(t *testing.T) {
-	testenv.RequireRoot(t)
+	testenv.Privileged(t)
 	a, b := netnstest.NewNS(t), netnstest.NewNS(t)
 	idA, err := Of(a.Path())
 	if err != nil {
