@@ -8,8 +8,8 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/rdma-chain/rdma-chain/internal/fakekubelet"
-	"github.com/rdma-chain/rdma-chain/internal/testenv"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/fakekubelet"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 )
 
 // lookupProbe builds ./integration/netns/lookup_probe: the lookup in a

@@ -14,9 +14,9 @@ import (
 
 	"github.com/containernetworking/plugins/pkg/ns"
 
-	"github.com/rdma-chain/rdma-chain/internal/fakekubelet"
-	"github.com/rdma-chain/rdma-chain/internal/netnstest"
-	"github.com/rdma-chain/rdma-chain/internal/testenv"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/fakekubelet"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/netnstest"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 )
 
 // benchPod is a pod netns with an eth0, a kubelet that knows the pod, and the

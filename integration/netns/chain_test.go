@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/rdma-chain/rdma-chain/internal/testenv"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 	"github.com/rdma-chain/rdma-chain/pkg/outcome"
 	"net"
 	"os"
@@ -21,7 +21,7 @@ import (
 	"github.com/containernetworking/plugins/pkg/testutils"
 	"github.com/vishvananda/netlink"
 
-	"github.com/rdma-chain/rdma-chain/internal/fakekubelet"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/fakekubelet"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 

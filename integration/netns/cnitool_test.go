@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rdma-chain/rdma-chain/internal/fakekubelet"
-	"github.com/rdma-chain/rdma-chain/internal/testenv"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/fakekubelet"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 )
 
 // cnitool runs the real cnitool in the node netns, as an operator would.

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/rdma-chain/rdma-chain/internal/testenv"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 )
 
 // builds are the test programs built for this test binary, by package and

@@ -15,8 +15,8 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/containernetworking/plugins/pkg/testutils"
 
-	"github.com/rdma-chain/rdma-chain/internal/fakekubelet"
-	"github.com/rdma-chain/rdma-chain/internal/testenv"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/fakekubelet"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 )
 
 const netName = "rdmanet"

@@ -15,9 +15,9 @@ import (
 	"github.com/containernetworking/cni/pkg/types/create"
 	"github.com/containernetworking/plugins/pkg/ns"
 
-	"github.com/rdma-chain/rdma-chain/internal/followers"
-	"github.com/rdma-chain/rdma-chain/internal/netnstest"
-	"github.com/rdma-chain/rdma-chain/internal/testenv"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/followers"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/netnstest"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 	"github.com/rdma-chain/rdma-chain/pkg/devinfo"
 )
 

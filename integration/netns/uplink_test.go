@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rdma-chain/rdma-chain/internal/netnstest"
-	"github.com/rdma-chain/rdma-chain/internal/testenv"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/netnstest"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 )
 
 // The built plugin (rdma-chain over the fake RDMA subsystem, every netdev

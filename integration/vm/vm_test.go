@@ -43,7 +43,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdma-chain/rdma-chain/internal/testenv"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 
 	"github.com/rdma-chain/rdma-chain/pkg/install"
 	"github.com/rdma-chain/rdma-chain/pkg/smc/hookcmd"

@@ -13,8 +13,8 @@ import (
 
 	types100 "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/plugins/pkg/ns"
-	"github.com/rdma-chain/rdma-chain/internal/netnstest"
-	"github.com/rdma-chain/rdma-chain/internal/testenv"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/netnstest"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )

@@ -11,8 +11,8 @@ import (
 	types100 "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/plugins/pkg/ns"
 
-	"github.com/rdma-chain/rdma-chain/internal/netnstest"
-	"github.com/rdma-chain/rdma-chain/internal/testenv"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/netnstest"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 	"github.com/rdma-chain/rdma-chain/pkg/addr"
 	"github.com/rdma-chain/rdma-chain/pkg/netdev"
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"

@@ -5,8 +5,8 @@ import (
 	"os"
 	"testing"
 
-	"github.com/rdma-chain/rdma-chain/internal/netnstest"
-	"github.com/rdma-chain/rdma-chain/internal/testenv"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/netnstest"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 )
 
 // TestBindMounts tells two bind-mounted netns apart by inode and cookie,

@@ -5,8 +5,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/rdma-chain/rdma-chain/internal/netnstest"
-	"github.com/rdma-chain/rdma-chain/internal/testenv"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/netnstest"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 )
 
 // nsInode returns the inode of the netns at path.

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rdma-chain/rdma-chain/internal/netnstest"
-	"github.com/rdma-chain/rdma-chain/internal/testenv"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/netnstest"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 )
 
 // TestNetnsSysfs: the sysfs mounted from inside a pod netns shows that

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdma-chain/rdma-chain/internal/testenv"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 	"golang.org/x/sys/unix"
 )
 

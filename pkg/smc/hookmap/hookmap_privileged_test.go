@@ -15,7 +15,7 @@ import (
 	"github.com/cilium/ebpf/asm"
 	"golang.org/x/sys/unix"
 
-	"github.com/rdma-chain/rdma-chain/internal/testenv"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 )
 
 // bpffs mounts a fresh bpffs instance and returns its path.
