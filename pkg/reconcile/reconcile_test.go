@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/common/expfmt"
 
+	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 	"github.com/rdma-chain/rdma-chain/pkg/conflist"
 	"github.com/rdma-chain/rdma-chain/pkg/cri"
 	"github.com/rdma-chain/rdma-chain/pkg/metrics"
@@ -378,9 +379,19 @@ func TestLoopRepairsOnEvent(t *testing.T) {
 	done := make(chan struct{})
 	go func() { r.loop(ctx, time.Hour, nil); close(done) }()
 	sink := <-n.watching
-	r.mu.Lock() // after the first pass has started, before the event
-	n.stranded = []string{"dead"}
-	r.mu.Unlock()
+	// After the first pass has ended (it kept the record: its sandbox is
+	// listed and nothing is stranded yet), before the event: else the
+	// first pass itself releases it.
+	testenv.Eventually(t, 10*time.Second, func() (bool, string) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		out := n.out.String()
+		if !strings.Contains(out, " released, ") {
+			return false, "no pass ended:\n" + out
+		}
+		n.stranded = []string{"dead"}
+		return true, ""
+	})
 	sink.fire("rtnetlink")
 	deadline := time.Now().Add(10 * time.Second)
 	for testutil.ToFloat64(r.metrics.Repairs.WithLabelValues("rdmanet", metrics.TriggerEvent)) != 1 {
