@@ -1,5 +1,3 @@
-//go:build privileged
-
 package main
 
 import (
@@ -12,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rdma-chain/rdma-chain/internal/testenv"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 	"github.com/rdma-chain/rdma-chain/pkg/config"
 	"github.com/rdma-chain/rdma-chain/pkg/conflist"
 	"github.com/rdma-chain/rdma-chain/pkg/smc/hookcmd"
@@ -52,7 +50,7 @@ func runProcess(t *testing.T, args ...string) (int, string) {
 // which keeps the entry, draining, and the binaries; once the record is
 // gone, the entry and the binaries go, from the node's tree only.
 func TestUninstallHostRoot(t *testing.T) {
-	testenv.RequireRoot(t)
+	testenv.Privileged(t)
 	root := t.TempDir()
 	confDir := filepath.Join(root, "etc/cni/net.d")
 	binDir := filepath.Join(root, "opt/cni/bin")

@@ -1,5 +1,3 @@
-//go:build privileged
-
 package main
 
 import (
@@ -17,10 +15,11 @@ import (
 	"google.golang.org/grpc"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/rdma-chain/rdma-chain/internal/netnstest"
-	"github.com/rdma-chain/rdma-chain/internal/testenv"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/netnstest"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 	"github.com/rdma-chain/rdma-chain/pkg/inspect"
 	"github.com/rdma-chain/rdma-chain/pkg/netdev"
+	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
@@ -39,9 +38,9 @@ func podWithChild(t *testing.T, node ns.NetNS, dir, cid string, age time.Duratio
 		t.Fatalf("macvlan child: %v", err)
 	}
 	netnstest.AddAddr(t, pod, "rdma0", "fd00:77::"+cid[len(cid)-1:]+"/64")
-	r := &state.Record{Network: "rdmanet", ContainerID: cid, IfName: "eth0", NetNS: pod.Path(), Mode: "shared",
+	r := &state.Record{Network: "rdmanet", ContainerID: cid, IfName: "eth0", NetNS: pod.Path(), Mode: rdma.ModeShared,
 		Pod: state.Pod{Namespace: "default", Name: "pod-" + cid}, CreatedAt: time.Now().Add(-age).UTC(),
-		Links: []state.Link{{Device: "rxe0", Kind: "macvlan", Step: "done", IPs: []string{"fd00:77::" + cid[len(cid)-1:] + "/64"},
+		Links: []state.Link{{Device: "rxe0", Kind: state.LinkMACVlan, Step: state.StepDone, IPs: []string{"fd00:77::" + cid[len(cid)-1:] + "/64"},
 			HostLink: state.HostLink{HostName: "rdmaeth", PodName: "rdma0", MAC: child.MAC}}}}
 	if err := state.New(dir).Put(r); err != nil {
 		t.Fatal(err)
@@ -50,7 +49,7 @@ func podWithChild(t *testing.T, node ns.NetNS, dir, cid string, age time.Duratio
 }
 
 func newNodeNS(t *testing.T) ns.NetNS {
-	testenv.RequireRoot(t)
+	testenv.Privileged(t)
 	node := netnstest.NewNS(t)
 	peer := netnstest.NewNS(t)
 	netnstest.AddVeth(t, node, peer, "rdmaeth", 1500)
@@ -107,6 +106,7 @@ func reconcileIn(t *testing.T, node ns.NetNS, args ...string) (int, string) {
 // deleted is released through the plugin's real DEL; the live one and its
 // child are untouched.
 func TestReconcileNetnsGone(t *testing.T) {
+	testenv.Privileged(t)
 	node := newNodeNS(t)
 	dir := t.TempDir()
 	live := podWithChild(t, node, dir, "live1", time.Hour)
@@ -129,6 +129,7 @@ func TestReconcileNetnsGone(t *testing.T) {
 // no longer lists is released although its netns lives: its child is
 // deleted in that netns. A listed one and a young one are kept.
 func TestReconcileCRIGone(t *testing.T) {
+	testenv.Privileged(t)
 	node := newNodeNS(t)
 	dir := t.TempDir()
 	listed := podWithChild(t, node, dir, "listed1", time.Hour)
@@ -150,6 +151,7 @@ func TestReconcileCRIGone(t *testing.T) {
 // TestInspectRealNetns: inspect reads a real pod netns and judges the
 // recorded child healthy, then missing once it is deleted behind its back.
 func TestInspectRealNetns(t *testing.T) {
+	testenv.Privileged(t)
 	node := newNodeNS(t)
 	dir := t.TempDir()
 	pod := podWithChild(t, node, dir, "pod1", time.Hour)
@@ -210,6 +212,7 @@ func (l *lineSignal) String() string {
 // attachment through the plugin's DEL, and only then takes the entry and
 // the binaries out.
 func TestUninstallLiveAttachment(t *testing.T) {
+	testenv.Privileged(t)
 	node := newNodeNS(t)
 	dir := t.TempDir()
 	pod := podWithChild(t, node, dir, "live1", time.Hour)

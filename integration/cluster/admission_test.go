@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdma-chain/rdma-chain/internal/testenv"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 )
 
 // testAdmission: deploy/admission's ValidatingAdmissionPolicy, applied as

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdma-chain/rdma-chain/internal/testenv"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 )
 
 func TestCluster(t *testing.T) {

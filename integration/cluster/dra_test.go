@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdma-chain/rdma-chain/internal/testenv"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 )
 
 // testDRA: the DRA driver of deploy/dra publishes each node's RDMA NICs in

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdma-chain/rdma-chain/internal/testenv"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 )
 
 // nodeVM is one node of the cluster: qemu (TCG) booting the initramfs of

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdma-chain/rdma-chain/internal/testenv"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 )
 
 // testDeploy: rdma-chain installed as docs/install.md tells an admin whose

@@ -12,7 +12,7 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/rdma-chain/rdma-chain/internal/fakekubelet"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/fakekubelet"
 	"github.com/rdma-chain/rdma-chain/pkg/config"
 )
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rdma-chain/rdma-chain/pkg/install"
+	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
@@ -29,7 +30,7 @@ func testReconcile(t *testing.T, e *env) {
 	store := state.New(e.cni.state)
 	old := time.Now().Add(-time.Hour).UTC()
 	for _, id := range []string{live, "0123456789abcdef-gone"} {
-		rec := &state.Record{Network: netName, ContainerID: id, IfName: "eth0", Mode: "shared", CreatedAt: old,
+		rec := &state.Record{Network: netName, ContainerID: id, IfName: "eth0", Mode: rdma.ModeShared, CreatedAt: old,
 			Pod: state.Pod{Namespace: podNamespace, Name: "reconcile-" + id[:4]}}
 		if err := store.Put(rec); err != nil {
 			t.Fatal(err)

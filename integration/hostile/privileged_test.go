@@ -1,5 +1,3 @@
-//go:build privileged
-
 package hostile
 
 import (
@@ -7,14 +5,14 @@ import (
 
 	"github.com/containernetworking/plugins/pkg/ns"
 
-	"github.com/rdma-chain/rdma-chain/internal/netnstest"
-	"github.com/rdma-chain/rdma-chain/internal/testenv"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/netnstest"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 )
 
 // TestHostilePrivileged runs the whole corpus with the plugin in a fresh
 // node netns per case and a real pod netns; the node netns must not change.
 func TestHostilePrivileged(t *testing.T) {
-	testenv.RequireRoot(t)
+	testenv.Privileged(t)
 	corpus := loadCorpus(t)
 	for _, name := range sortedNames(corpus) {
 		c := corpus[name]

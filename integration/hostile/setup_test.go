@@ -13,6 +13,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
@@ -80,7 +81,7 @@ func patchRecord(t *testing.T, path string, patch map[string]json.RawMessage, re
 func plantRecord(t *testing.T, dataDir, kind string) string {
 	t.Helper()
 	k := recordKey()
-	rec := &state.Record{Network: k.Network, ContainerID: k.ContainerID, IfName: k.IfName, Mode: "shared"}
+	rec := &state.Record{Network: k.Network, ContainerID: k.ContainerID, IfName: k.IfName, Mode: rdma.ModeShared}
 	if err := state.New(dataDir).Put(rec); err != nil {
 		t.Fatalf("plant record: %v", err)
 	}

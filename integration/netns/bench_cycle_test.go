@@ -1,5 +1,3 @@
-//go:build privileged
-
 package netns
 
 import (
@@ -14,9 +12,9 @@ import (
 
 	"github.com/containernetworking/plugins/pkg/ns"
 
-	"github.com/rdma-chain/rdma-chain/internal/fakekubelet"
-	"github.com/rdma-chain/rdma-chain/internal/netnstest"
-	"github.com/rdma-chain/rdma-chain/internal/testenv"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/fakekubelet"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/netnstest"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 )
 
 // cycleNode is a node netns where cnitool runs two conflists:
@@ -90,7 +88,7 @@ func (c *cycleNode) cycle(net string, i int) (sample, error) {
 // A pod's whole network cycle through cnitool with rdma-chain passing the pod
 // through, against the same with upstream tuning in its place.
 func BenchmarkPodCycleCnitool(b *testing.B) {
-	testenv.RequireRoot(b)
+	testenv.Privileged(b)
 	c := newCycleNode(b)
 	n := benchSamples(60) / 2
 	for range b.N {
@@ -110,6 +108,7 @@ func BenchmarkPodCycleCnitool(b *testing.B) {
 // 16 runtimes' workers at once, each 100 pass-through ADD+DEL of rdma-chain
 // on its own container: throughput and cycle latency under contention.
 func BenchmarkConcurrentPassThrough(b *testing.B) {
+	testenv.Privileged(b)
 	rc := pluginBin(b)
 	p := newBenchPod(b)
 	const workers = 16

@@ -1,5 +1,3 @@
-//go:build privileged
-
 package netns
 
 import (
@@ -10,8 +8,8 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/rdma-chain/rdma-chain/internal/fakekubelet"
-	"github.com/rdma-chain/rdma-chain/internal/testenv"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/fakekubelet"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 )
 
 // lookupProbe builds ./integration/netns/lookup_probe: the lookup in a
@@ -33,6 +31,7 @@ func lookupProbe(b *testing.B) string {
 // server speaking kubelet's API: Get, and List where kubelet does not serve
 // Get, with 0, 100 and 1,000 pods on the node.
 func BenchmarkPodResourcesLookup(b *testing.B) {
+	testenv.Privileged(b)
 	probe := lookupProbe(b)
 	n := benchSamples(60) * 2 / 3
 	for range b.N {

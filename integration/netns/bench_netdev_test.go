@@ -1,5 +1,3 @@
-//go:build privileged
-
 package netns
 
 import (
@@ -11,8 +9,8 @@ import (
 
 	"github.com/containernetworking/plugins/pkg/ns"
 
-	"github.com/rdma-chain/rdma-chain/internal/netnstest"
-	"github.com/rdma-chain/rdma-chain/internal/testenv"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/netnstest"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 )
 
 // netdevNode is a node netns whose veth ens9 stands in for the netdev of
@@ -67,6 +65,7 @@ func (n *netdevNode) cycle(bin, ifname string, conf map[string]any) func() (samp
 // upstream host-device moving the same veth; then shared mode's child with
 // IPv6 from host-local, against upstream macvlan with the same IPAM.
 func BenchmarkNetdevModes(b *testing.B) {
+	testenv.Privileged(b)
 	fake := fakeRDMAPlugin(b)
 	n := benchSamples(60) / 2
 	for range b.N {

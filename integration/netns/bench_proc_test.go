@@ -1,5 +1,3 @@
-//go:build privileged
-
 package netns
 
 import (
@@ -16,9 +14,9 @@ import (
 
 	"github.com/containernetworking/plugins/pkg/ns"
 
-	"github.com/rdma-chain/rdma-chain/internal/fakekubelet"
-	"github.com/rdma-chain/rdma-chain/internal/netnstest"
-	"github.com/rdma-chain/rdma-chain/internal/testenv"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/fakekubelet"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/netnstest"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 )
 
 // benchPod is a pod netns with an eth0, a kubelet that knows the pod, and the
@@ -69,6 +67,7 @@ func (p *benchPod) env(id string) []string {
 // start-up (VERSION), STATUS, a pass-through ADD and its peak RSS, and the
 // binary's size.
 func BenchmarkProcess(b *testing.B) {
+	testenv.Privileged(b)
 	rc, tuning := pluginBin(b), upstream(b, "tuning")
 	p := newBenchPod(b)
 	n := benchSamples(60)

@@ -1,5 +1,3 @@
-//go:build privileged
-
 package netns
 
 import (
@@ -14,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdma-chain/rdma-chain/internal/testenv"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 )
 
 // The benchmarks of this tier measure whole processes against the upstream

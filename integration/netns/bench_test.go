@@ -1,17 +1,18 @@
-//go:build privileged
-
 package netns
 
 import (
 	"encoding/json"
 	"fmt"
 	"testing"
+
+	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 )
 
 // What chaining rdma-chain costs a pod that needs no RDMA: one ADD+DEL cycle
 // of [ptp+host-local] alone against [ptp+host-local, rdma-chain] through
 // libcni, the real binaries, in one pod netns.
 func BenchmarkPodCycle(b *testing.B) {
+	testenv.Privileged(b)
 	for _, chained := range []bool{false, true} {
 		b.Run(fmt.Sprintf("rdma-chain=%v", chained), func(b *testing.B) {
 			n := newNode(b, "1.0.0", nil)

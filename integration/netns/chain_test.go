@@ -1,5 +1,3 @@
-//go:build privileged
-
 package netns
 
 import (
@@ -7,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 	"github.com/rdma-chain/rdma-chain/pkg/outcome"
 	"net"
 	"os"
@@ -22,7 +21,7 @@ import (
 	"github.com/containernetworking/plugins/pkg/testutils"
 	"github.com/vishvananda/netlink"
 
-	"github.com/rdma-chain/rdma-chain/internal/fakekubelet"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/fakekubelet"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
@@ -32,6 +31,7 @@ var versions = []string{"0.4.0", "1.0.0"}
 // result is the primary's, the pod has only what ptp gave it, CHECK passes,
 // DEL works twice and after the netns vanished, and no state is written.
 func TestPassThroughChain(t *testing.T) {
+	testenv.Privileged(t)
 	for _, v := range versions {
 		t.Run(v, func(t *testing.T) {
 			n := newNode(t, v, nil)
@@ -60,6 +60,7 @@ func TestPassThroughChain(t *testing.T) {
 // The plugin's output for a given prevResult is that prevResult, byte for
 // byte in meaning, at the conf's version (the real ptp result as input).
 func TestPassThroughEqualsPrimary(t *testing.T) {
+	testenv.Privileged(t)
 	for _, v := range versions {
 		t.Run(v, func(t *testing.T) {
 			n := newNode(t, v, nil)
@@ -90,6 +91,7 @@ func TestPassThroughEqualsPrimary(t *testing.T) {
 // A pod that needs RDMA on a kernel without RDMA gets code 100 and the node
 // keeps no state; the runtime's DEL then cleans the primary's part.
 func TestNeedsRDMAWithoutKernelSupport(t *testing.T) {
+	testenv.Privileged(t)
 	cases := []struct {
 		name string
 		rc   map[string]any
@@ -117,6 +119,7 @@ func TestNeedsRDMAWithoutKernelSupport(t *testing.T) {
 }
 
 func TestKubeletUnreachable(t *testing.T) {
+	testenv.Privileged(t)
 	n := newNode(t, "1.0.0", nil)
 	p := n.pod("web")
 	_, err := n.add(p)
@@ -135,6 +138,7 @@ func TestKubeletUnreachable(t *testing.T) {
 }
 
 func TestDelVanishedNetns(t *testing.T) {
+	testenv.Privileged(t)
 	n := newNode(t, "1.0.0", nil)
 	n.kubelet()
 	p := n.pod("web")
@@ -160,6 +164,7 @@ func TestDelVanishedNetns(t *testing.T) {
 // gets the primary's result and nothing else, DEL works, and STATUS keeps
 // the node ready.
 func TestKubeletUnreachablePassThrough(t *testing.T) {
+	testenv.Privileged(t)
 	for _, v := range []string{"1.0.0", "1.1.0"} {
 		t.Run(v, func(t *testing.T) {
 			n := newNode(t, v, map[string]any{"kubeletUnreachable": "passThrough"})
@@ -187,6 +192,7 @@ func TestKubeletUnreachablePassThrough(t *testing.T) {
 // A draining entry (what uninstall sets) passes a pod allocated rdma/hca
 // through: without drain the same pod gets 100 here (no RDMA subsystem).
 func TestDrainPassesThrough(t *testing.T) {
+	testenv.Privileged(t)
 	n := newNode(t, "1.1.0", map[string]any{"drain": true})
 	n.kubelet(fakekubelet.Pod{Namespace: "default", Name: "web", Resources: map[string][]string{"rdma/hca": {"3"}}})
 	p := n.pod("web")
@@ -204,6 +210,7 @@ func TestDrainPassesThrough(t *testing.T) {
 }
 
 func TestStatus(t *testing.T) {
+	testenv.Privileged(t)
 	n := newNode(t, "1.1.0", nil)
 	wantCode(t, n.status(), 50, n.socket)
 	n.kubelet()
@@ -276,13 +283,14 @@ func wantCode(t *testing.T, err error, code uint, substr string) {
 // in it (here: sharedLink none records, which need no RDMA kernel) and keeps
 // the valid ones and other networks'.
 func TestGCValidAttachments(t *testing.T) {
+	testenv.Privileged(t)
 	n := newNode(t, "1.1.0", nil)
 	n.kubelet()
 	keep, stale := n.pod("keep"), n.pod("stale")
 	store := state.New(n.dataDir)
 	for _, r := range []*state.Record{
-		{Network: netName, ContainerID: keep.rt.ContainerID, IfName: "eth0", Mode: "shared", Links: []state.Link{{Device: "rxe0", Kind: "none", Step: "done"}}},
-		{Network: netName, ContainerID: stale.rt.ContainerID, IfName: "eth0", Mode: "shared", Links: []state.Link{{Device: "rxe0", Kind: "none", Step: "done"}}},
+		{Network: netName, ContainerID: keep.rt.ContainerID, IfName: "eth0", Mode: "shared", Links: []state.Link{{Device: "rxe0", Kind: state.LinkNone, Step: state.StepDone}}},
+		{Network: netName, ContainerID: stale.rt.ContainerID, IfName: "eth0", Mode: "shared", Links: []state.Link{{Device: "rxe0", Kind: state.LinkNone, Step: state.StepDone}}},
 		{Network: "othernet", ContainerID: "x", IfName: "eth0"},
 	} {
 		if err := store.Put(r); err != nil {

@@ -1,5 +1,3 @@
-//go:build privileged
-
 package netns
 
 import (
@@ -10,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rdma-chain/rdma-chain/internal/fakekubelet"
-	"github.com/rdma-chain/rdma-chain/internal/testenv"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/fakekubelet"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 )
 
 // cnitool runs the real cnitool in the node netns, as an operator would.
@@ -31,6 +29,7 @@ func (n *node) cnitool(t *testing.T, p *pod, verb string) (string, error) {
 // The chain runs through cnitool at both versions: ADD prints ptp's result,
 // CHECK, STATUS and GC pass, DEL works twice.
 func TestCnitool(t *testing.T) {
+	testenv.Privileged(t)
 	for _, v := range []string{"0.4.0", "1.0.0", "1.1.0"} {
 		t.Run(v, func(t *testing.T) {
 			n := newNode(t, v, map[string]any{"logFile": "/dev/null"})

@@ -1,5 +1,3 @@
-//go:build privileged
-
 package netns
 
 import (

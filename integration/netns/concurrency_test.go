@@ -1,5 +1,3 @@
-//go:build privileged
-
 package netns
 
 import (
@@ -19,7 +17,7 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/containernetworking/plugins/pkg/testutils"
 
-	"github.com/rdma-chain/rdma-chain/internal/testenv"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
@@ -39,7 +37,7 @@ type concurrencyRun struct {
 // the bound, success or one proper CNI error, never a panic; at the end a
 // GC leaves no records, no temp files and no leases.
 func TestConcurrency(t *testing.T) {
-	testenv.RequireRoot(t)
+	testenv.Privileged(t)
 	bin := concurrencyPlugin(t)
 	for _, run := range []struct {
 		name string

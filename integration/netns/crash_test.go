@@ -1,5 +1,3 @@
-//go:build privileged
-
 package netns
 
 import (
@@ -11,7 +9,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/rdma-chain/rdma-chain/internal/testenv"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 )
 
 // builds are the test programs built for this test binary, by package and
@@ -111,7 +109,7 @@ func (c *crashTally) leak(format string, args ...any) {
 // separately, GC) returns the node to its exact prior state; DEL killed
 // there, then DEL again (or GC), likewise.
 func TestCrashFailpoints(t *testing.T) {
-	testenv.RequireRoot(t)
+	testenv.Privileged(t)
 	bin := failpointPlugin(t)
 	tally := &crashTally{addPoints: map[string][]string{}, delPts: map[string][]string{}}
 	for _, sc := range crashScenarios {

@@ -1,5 +1,3 @@
-//go:build privileged
-
 // Package netns is the privileged tier: the built plugin chained after the
 // real upstream ptp + host-local, driven through libcni and cnitool, in a
 // throwaway "node" netns per case so the machine's own netns is never touched.
@@ -17,8 +15,8 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/containernetworking/plugins/pkg/testutils"
 
-	"github.com/rdma-chain/rdma-chain/internal/fakekubelet"
-	"github.com/rdma-chain/rdma-chain/internal/testenv"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/fakekubelet"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 )
 
 const netName = "rdmanet"
@@ -42,7 +40,7 @@ type node struct {
 // whose rdma-chain entry gets the extra keys in rc.
 func newNode(t testing.TB, cniVer string, rc map[string]any) *node {
 	t.Helper()
-	testenv.RequireRoot(t)
+	testenv.Privileged(t)
 	root := testenv.RepoRoot()
 	plugin := os.Getenv("RDMA_CHAIN_BIN")
 	if plugin == "" {

@@ -1,5 +1,3 @@
-//go:build privileged
-
 package netns
 
 import (
@@ -17,9 +15,9 @@ import (
 	"github.com/containernetworking/cni/pkg/types/create"
 	"github.com/containernetworking/plugins/pkg/ns"
 
-	"github.com/rdma-chain/rdma-chain/internal/followers"
-	"github.com/rdma-chain/rdma-chain/internal/netnstest"
-	"github.com/rdma-chain/rdma-chain/internal/testenv"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/followers"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/netnstest"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 	"github.com/rdma-chain/rdma-chain/pkg/devinfo"
 )
 
@@ -37,7 +35,7 @@ const stand = "0000:3b:00.0"
 
 func newResultNode(t *testing.T, mode string) *resultNode {
 	t.Helper()
-	testenv.RequireRoot(t)
+	testenv.Privileged(t)
 	n := &resultNode{t: t, dir: t.TempDir()}
 	n.binDir, n.confDir = filepath.Join(n.dir, "bin"), filepath.Join(n.dir, "net.d")
 	n.fakeDir, n.seen = filepath.Join(n.dir, "fake-rdma"), filepath.Join(n.dir, "follower")
@@ -164,6 +162,7 @@ func (n *resultNode) followerGot(verb string) json.RawMessage {
 // asked for is there until DEL. With reportIPs the result lists rdma0's
 // address and the primary's CHECK fails on it, as its code says it must.
 func TestResultFollowersAndCheck(t *testing.T) {
+	testenv.Privileged(t)
 	for _, primary := range []string{"ptp", "bridge"} {
 		for _, mode := range []string{"shared", "exclusive"} {
 			for _, ver := range []string{"0.4.0", "1.0.0", "1.1.0"} {

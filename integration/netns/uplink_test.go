@@ -1,5 +1,3 @@
-//go:build privileged
-
 package netns
 
 import (
@@ -10,7 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rdma-chain/rdma-chain/internal/netnstest"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/netnstest"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 )
 
 // The built plugin (rdma-chain over the fake RDMA subsystem, every netdev
@@ -21,6 +20,7 @@ import (
 // chain's DEL succeeds. A default route only in ens9's per-NIC table (the
 // setup's) moves it as before.
 func TestExclusiveUplinkRefusedByTheBinary(t *testing.T) {
+	testenv.Privileged(t)
 	bin := fakeRDMAPlugin(t)
 	for _, tc := range []struct{ name, dst, gw, words string }{
 		{"IPv4 default route", "0.0.0.0/0", "192.0.2.1", "the node's IPv4 default route"},

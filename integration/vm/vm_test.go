@@ -43,7 +43,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdma-chain/rdma-chain/internal/testenv"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 
 	"github.com/rdma-chain/rdma-chain/pkg/install"
 	"github.com/rdma-chain/rdma-chain/pkg/smc/hookcmd"
@@ -276,7 +276,7 @@ func buildBinaries(root string) (prepared, error) {
 	}
 	// The host link lookup tests run in the guest too, with bonds (this
 	// host's kernel has no bonding).
-	if o, err := runCmd(root, []string{"CGO_ENABLED=0"}, "go", "test", "-c", "-tags", "privileged", "-ldflags=-s -w",
+	if o, err := runCmd(root, []string{"CGO_ENABLED=0"}, "go", "test", "-c", "-ldflags=-s -w",
 		"-o", filepath.Join(dir, "netdev.test"), "./pkg/netdev/"); err != nil {
 		return p, fmt.Errorf("go test -c ./pkg/netdev: %w\n%s", err, o)
 	}

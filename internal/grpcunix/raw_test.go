@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/net/http2/hpack"
 
-	"github.com/rdma-chain/rdma-chain/internal/testenv"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 )
 
 // serveRaw answers every connection by reading the client's request (until

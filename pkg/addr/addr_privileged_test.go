@@ -1,5 +1,3 @@
-//go:build privileged
-
 package addr
 
 import (
@@ -15,8 +13,8 @@ import (
 
 	types100 "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/plugins/pkg/ns"
-	"github.com/rdma-chain/rdma-chain/internal/netnstest"
-	"github.com/rdma-chain/rdma-chain/internal/testenv"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/netnstest"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -36,7 +34,7 @@ type fixture struct {
 // newFixture builds the netns, links and the host-local request.
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	testenv.RequireRoot(t)
+	testenv.Privileged(t)
 	bin := testenv.RequireBinary(t, "host-local", testenv.ToolsDir("cni", "bin"))
 	f := &fixture{host: netnstest.NewNS(t), peer: netnstest.NewNS(t), pod: netnstest.NewNS(t), dataDir: t.TempDir()}
 	inNS(t, f.pod, func() error { return os.WriteFile("/proc/sys/net/ipv6/conf/default/disable_ipv6", []byte("1"), 0o644) })
@@ -203,6 +201,7 @@ func routeDevs(t *testing.T, pod ns.NetNS) map[string]string {
 }
 
 func TestConfigureNoDADHostLocal(t *testing.T) {
+	testenv.Privileged(t)
 	f := newFixture(t)
 	eth0Before, _ := netnstest.Snapshot(t, f.pod, "eth0")
 	eth0Sysctl := readSysctl(t, f.pod, "eth0", "disable_ipv6")
@@ -258,6 +257,7 @@ func TestConfigureNoDADHostLocal(t *testing.T) {
 }
 
 func TestConfigureDADSettles(t *testing.T) {
+	testenv.Privileged(t)
 	f := newFixture(t)
 	res := f.add(t)
 	start := time.Now()
@@ -274,6 +274,7 @@ func TestConfigureDADSettles(t *testing.T) {
 }
 
 func TestConfigureDADFailure(t *testing.T) {
+	testenv.Privileged(t)
 	f := newFixture(t)
 	inNS(t, f.peer, func() error {
 		l, err := netlink.LinkByName("rdmaethp")
@@ -290,6 +291,7 @@ func TestConfigureDADFailure(t *testing.T) {
 }
 
 func TestGCHostLocal(t *testing.T) {
+	testenv.Privileged(t)
 	f := newFixture(t)
 	f.add(t)
 	if err := Exec().GC(context.Background(), f.req, nil); err != nil {
@@ -303,6 +305,7 @@ func TestGCHostLocal(t *testing.T) {
 }
 
 func TestHostRouteWarning(t *testing.T) {
+	testenv.Privileged(t)
 	f := newFixture(t)
 	ips := f.add(t).IPs
 	var msg string

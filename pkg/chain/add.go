@@ -173,7 +173,7 @@ func hasIPv4(r *types100.Result) bool {
 func newRecord(c *call, mode rdma.Mode) *state.Record {
 	return &state.Record{
 		Network: c.conf.Name, ContainerID: c.args.ContainerID, IfName: c.args.IfName,
-		NetNS: c.args.Netns, Mode: string(mode), CNIVersion: c.conf.CNIVersion,
+		NetNS: c.args.Netns, Mode: mode, CNIVersion: c.conf.CNIVersion,
 		Pod:       state.Pod{Namespace: c.pod.Namespace, Name: c.pod.Name, UID: c.pod.UID},
 		CreatedAt: time.Now().UTC(),
 	}

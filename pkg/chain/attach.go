@@ -9,19 +9,9 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 
 	"github.com/rdma-chain/rdma-chain/internal/failpoint"
-	"github.com/rdma-chain/rdma-chain/pkg/config"
 	"github.com/rdma-chain/rdma-chain/pkg/netdev"
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
-)
-
-// Progress markers recorded in state.Link.Step before and after host changes.
-const (
-	stepPlanned      = "planned"       // recorded, nothing changed yet
-	stepNetdevMoving = "netdev-moving" // exclusive: host identity recorded, move under way
-	stepNetdevMoved  = "netdev-moved"  // exclusive: netdev is in the pod
-	stepChildAdding  = "child-adding"  // shared: child being created
-	stepDone         = "done"
 )
 
 // draft is the record an ADD builds, with how far it got on disk.
@@ -67,13 +57,13 @@ func (p *Plugin) attachLocked(c *call, rec *draft, req *request, offered []rdma.
 	p.recordNetns(c, rec.Record)
 	att.childMTU = map[string]int{}
 	for i, d := range att.devs {
-		rec.Links = append(rec.Links, state.Link{Device: d.Name, Step: stepPlanned,
+		rec.Links = append(rec.Links, state.Link{Device: d.Name, Step: state.StepPlanned,
 			HostLink: state.HostLink{HostName: d.Netdev, PodName: c.conf.PodIfName(i)}})
 		link := &rec.Links[len(rec.Links)-1]
 		if err := p.planPodRange(c, rec.Record, link); err != nil {
 			return att, err
 		}
-		if rec.Mode == string(rdma.ModeExclusive) {
+		if rec.Mode == rdma.ModeExclusive {
 			err = p.attachExclusive(c, rec, link, d, att.podNS)
 		} else {
 			att.childMTU[link.PodName], err = p.attachShared(c, rec, link, att.podNS)
@@ -103,13 +93,13 @@ func (p *Plugin) selectLocked(c *call, rec *state.Record, req *request, offered 
 		return nil, reclaimed, err
 	}
 	var uplinks map[string]string
-	if rec.Mode == string(rdma.ModeExclusive) {
+	if rec.Mode == rdma.ModeExclusive {
 		if uplinks, err = p.env.Links.NodeUplinks(); err != nil {
 			return nil, reclaimed, cniError(CodeLinkSetup, "cannot tell which host netdevs carry the node's traffic", err)
 		}
 	}
-	devs, err = selectDevices(req, selectInput{mode: rdma.Mode(rec.Mode), offered: offered, busy: busy,
-		macs: resultMACs(result), needNetdev: c.conf.SharedLink.Type != config.LinkNone, uplinks: uplinks})
+	devs, err = selectDevices(req, selectInput{mode: rec.Mode, offered: offered, busy: busy,
+		macs: resultMACs(result), needNetdev: c.conf.SharedLink.Kind() != state.LinkNone, uplinks: uplinks})
 	if err == nil {
 		err = checkUplinks(devs, uplinks)
 	}
@@ -150,7 +140,7 @@ func (p *Plugin) recordNetns(c *call, rec *state.Record) {
 // is read, so ADD does not slow down with the number of pods on the node.
 func (p *Plugin) exclusiveHolders(c *call, rec *state.Record, offered []rdma.Device,
 ) (busy map[string]string, _ []rdma.Device, pending []*state.Record, err error) {
-	if rec.Mode != string(rdma.ModeExclusive) {
+	if rec.Mode != rdma.ModeExclusive {
 		return nil, offered, nil, nil
 	}
 	recs, err := p.listRecords(c)
@@ -238,7 +228,7 @@ func (p *Plugin) rollback(c *call, rec *draft) {
 // the rxe device) or whose netdev cannot leave the host netns (a bond: the
 // kernel refuses the move, and a failed move must not even be tried).
 func (p *Plugin) checkMovable(rec *state.Record, devs []rdma.Device) error {
-	if rec.Mode != string(rdma.ModeExclusive) {
+	if rec.Mode != rdma.ModeExclusive {
 		return nil
 	}
 	for _, d := range devs {
@@ -268,7 +258,7 @@ func (p *Plugin) checkMovable(rec *state.Record, devs []rdma.Device) error {
 // A failed ADD is undone the same way, from the record: a move may fail
 // after the device crossed.
 func (p *Plugin) attachExclusive(c *call, rec *draft, link *state.Link, d rdma.Device, podNS ns.NetNS) error {
-	link.Kind = "moved"
+	link.Kind = state.LinkMoved
 	if d.Netdev == "" {
 		link.PodName = ""
 	} else {
@@ -276,7 +266,7 @@ func (p *Plugin) attachExclusive(c *call, rec *draft, link *state.Link, d rdma.D
 		if err != nil {
 			return cniError(CodeLinkSetup, "cannot read netdev "+link.HostName, err)
 		}
-		link.HostLink, link.Step = hl, stepNetdevMoving
+		link.HostLink, link.Step = hl, state.StepNetdevMoving
 	}
 	link.RDMAMoved = true
 	link.IPAM = link.PodName != "" && c.conf.HasIPAM()
@@ -288,7 +278,7 @@ func (p *Plugin) attachExclusive(c *call, rec *draft, link *state.Link, d rdma.D
 			return cniError(CodeLinkSetup, fmt.Sprintf("cannot move netdev %s of %s into the pod", link.HostName, link.Device), err)
 		}
 		failpoint.Hit("add-netdev-moved")
-		link.Step = stepNetdevMoved
+		link.Step = state.StepNetdevMoved
 	}
 	if err := p.env.RDMA.MoveToNetns(d.Name, int(podNS.Fd())); err != nil {
 		var unsup *rdma.UnsupportedMoveError
@@ -300,7 +290,7 @@ func (p *Plugin) attachExclusive(c *call, rec *draft, link *state.Link, d rdma.D
 	failpoint.Hit("add-rdma-moved")
 	// The next record written (the next link's or the final one) says so;
 	// until then DEL gives back the same with the one above.
-	link.Step = stepDone
+	link.Step = state.StepDone
 	return nil
 }
 
@@ -309,11 +299,11 @@ func (p *Plugin) attachExclusive(c *call, rec *draft, link *state.Link, d rdma.D
 // child AddChild did not create is recorded as such before the error goes
 // up, so the undo never deletes a link of that name it did not make.
 func (p *Plugin) attachShared(c *call, rec *draft, link *state.Link, podNS ns.NetNS) (int, error) {
-	kind := c.conf.SharedLink.Type
+	kind := c.conf.SharedLink.Kind()
 	link.Kind = kind
-	if kind == config.LinkNone {
+	if kind == state.LinkNone {
 		link.PodName = ""
-		link.Step = stepDone
+		link.Step = state.StepDone
 		return 0, nil // no host change: the final record is the first one
 	}
 	if link.HostName == "" {
@@ -325,7 +315,7 @@ func (p *Plugin) attachShared(c *call, rec *draft, link *state.Link, podNS ns.Ne
 			return 0, err
 		}
 	}
-	link.Step = stepChildAdding
+	link.Step = state.StepChildAdding
 	if err := p.save(c, rec); err != nil {
 		return 0, err
 	}
@@ -336,7 +326,7 @@ func (p *Plugin) attachShared(c *call, rec *draft, link *state.Link, podNS ns.Ne
 		if child.Name != "" { // created all the same: the record says so
 			return 0, err
 		}
-		link.Step, link.IPAM = stepPlanned, false
+		link.Step, link.IPAM = state.StepPlanned, false
 		if serr := p.save(c, rec); serr != nil {
 			c.log.Error("cannot record that no child was created: its undo deletes a child of that name in the pod",
 				"container", c.args.ContainerID, "ifname", link.PodName, "error", serr)
@@ -347,7 +337,7 @@ func (p *Plugin) attachShared(c *call, rec *draft, link *state.Link, podNS ns.Ne
 	// Recorded with the next record: until then DEL deletes the child by
 	// name and kind, without its MAC.
 	link.MAC = child.MAC
-	link.Step = stepDone
+	link.Step = state.StepDone
 	return child.MTU, nil
 }
 

@@ -1,5 +1,3 @@
-//go:build privileged
-
 package chain
 
 import (
@@ -11,8 +9,8 @@ import (
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/plugins/pkg/ns"
 
-	"github.com/rdma-chain/rdma-chain/internal/netnstest"
-	"github.com/rdma-chain/rdma-chain/internal/testenv"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/netnstest"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 	"github.com/rdma-chain/rdma-chain/pkg/addr"
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 )
@@ -33,7 +31,7 @@ const hostDev = "ens9"
 
 func newNode(t *testing.T, mode rdma.Mode) *node {
 	t.Helper()
-	testenv.RequireRoot(t)
+	testenv.Privileged(t)
 	n := &node{host: netnstest.NewNS(t), peer: netnstest.NewNS(t), dir: t.TempDir()}
 	netnstest.AddVeth(t, n.host, n.peer, hostDev, 1400, "192.0.2.10/24", "fd00:1::10/64")
 	// Routes the kernel does not re-create: main, a per-NIC table, IPv6.
@@ -97,6 +95,7 @@ func (n *node) assertHostRestored(t *testing.T) {
 const podAll = `,"podSelection":"all"`
 
 func TestExclusiveMoveAndExactRestore(t *testing.T) {
+	testenv.Privileged(t)
 	n := newNode(t, rdma.ModeExclusive)
 	pod := netnstest.NewNS(t)
 	if err := n.run(add, pod, podAll, prevResult100); err != nil {
@@ -133,6 +132,7 @@ func TestExclusiveMoveAndExactRestore(t *testing.T) {
 // soft-RoCE and other drivers that cannot change netns: code 102 and the
 // netdev goes back exactly.
 func TestExclusiveDriverCannotMove(t *testing.T) {
+	testenv.Privileged(t)
 	n := newNode(t, rdma.ModeExclusive)
 	n.w.failOn = map[string]error{"MoveToNetns": &rdma.UnsupportedMoveError{Device: "rxe0", Driver: "rdma_rxe", Err: errors.New("operation not supported")}}
 	pod := netnstest.NewNS(t)
@@ -149,6 +149,7 @@ func TestExclusiveDriverCannotMove(t *testing.T) {
 // Soft-RoCE is refused before the netdev moves: moving an rxe netdev to
 // another netns would make the kernel destroy the rxe device.
 func TestExclusiveSoftRoCERefusedUpFront(t *testing.T) {
+	testenv.Privileged(t)
 	n := newNode(t, rdma.ModeExclusive)
 	n.w.failOn = map[string]error{"CheckMovable": rdma.CheckMovable(rxe("rxe0", hostDev), "6.12.0")}
 	pod := netnstest.NewNS(t)
@@ -162,6 +163,7 @@ func TestExclusiveSoftRoCERefusedUpFront(t *testing.T) {
 // The pod netns is gone before DEL; the kernel refunded the netdev under
 // another name (as it does for physical netdevs): DEL finds it by MAC.
 func TestExclusiveRestoreAfterNetnsGone(t *testing.T) {
+	testenv.Privileged(t)
 	n := newNode(t, rdma.ModeExclusive)
 	pod := netnstest.NewNS(t)
 	if err := n.run(add, pod, podAll, prevResult100); err != nil {
@@ -181,6 +183,7 @@ func TestExclusiveRestoreAfterNetnsGone(t *testing.T) {
 // A virtual netdev is destroyed with the netns: DEL still succeeds and
 // forgets the attachment.
 func TestExclusiveNetdevDestroyedWithNetns(t *testing.T) {
+	testenv.Privileged(t)
 	n := newNode(t, rdma.ModeExclusive)
 	pod := netnstest.NewNS(t)
 	if err := n.run(add, pod, podAll, prevResult100); err != nil {
@@ -197,6 +200,7 @@ func TestExclusiveNetdevDestroyedWithNetns(t *testing.T) {
 
 // Host and pod both already have a netdev called like the other side's name.
 func TestExclusiveNameCollisions(t *testing.T) {
+	testenv.Privileged(t)
 	n := newNode(t, rdma.ModeExclusive)
 	netnstest.AddVeth(t, n.host, netnstest.NewNS(t), "rdma0", 1500)
 	pod := netnstest.NewNS(t)
@@ -218,6 +222,7 @@ func TestExclusiveNameCollisions(t *testing.T) {
 
 // Two pods a device: the second is told to try again.
 func TestExclusiveDeviceHeld(t *testing.T) {
+	testenv.Privileged(t)
 	n := newNode(t, rdma.ModeExclusive)
 	first, second := netnstest.NewNS(t), netnstest.NewNS(t)
 	if err := n.run(add, first, podAll, prevResult100); err != nil {
@@ -235,6 +240,7 @@ func TestExclusiveDeviceHeld(t *testing.T) {
 const macvlan = `,"podSelection":"all","sharedLink":{"type":"macvlan"}`
 
 func TestSharedMacvlanChildren(t *testing.T) {
+	testenv.Privileged(t)
 	n := newNode(t, rdma.ModeShared)
 	pods := []ns.NetNS{netnstest.NewNS(t), netnstest.NewNS(t)}
 	for _, pod := range pods {
@@ -276,6 +282,7 @@ func TestSharedMacvlanChildren(t *testing.T) {
 // the pod gets an ipvlan child; where it has none (this machine) ADD fails
 // with code 104 and leaves nothing behind.
 func TestSharedIPVlan(t *testing.T) {
+	testenv.Privileged(t)
 	n := newNode(t, rdma.ModeShared)
 	pod := netnstest.NewNS(t)
 	err := n.run(add, pod, podAll, prevResult100)

@@ -43,7 +43,7 @@ func (p *Plugin) check(c *call) error {
 }
 
 func (p *Plugin) checkLink(c *call, rec *state.Record, l state.Link, result *types100.Result) error {
-	if l.Step != stepDone {
+	if l.Step != state.StepDone {
 		return fmt.Errorf("attachment incomplete (step %s)", l.Step)
 	}
 	if l.RDMAMoved {

@@ -21,16 +21,16 @@ func TestDelAfterCrashMidAdd(t *testing.T) {
 		link state.Link
 		want []string
 	}{
-		{"before the netdev moved", state.Link{Device: "mlx5_0", Kind: "moved", HostLink: state.HostLink{HostName: "eth1", PodName: "rdma0"}, Step: stepPlanned}, nil},
-		{"host identity recorded, move under way", state.Link{Device: "mlx5_0", Kind: "moved", HostLink: state.HostLink{HostName: "eth1", PodName: "rdma0", MAC: "02:00:00:00:00:01"}, Step: stepNetdevMoving},
+		{"before the netdev moved", state.Link{Device: "mlx5_0", Kind: state.LinkMoved, HostLink: state.HostLink{HostName: "eth1", PodName: "rdma0"}, Step: state.StepPlanned}, nil},
+		{"host identity recorded, move under way", state.Link{Device: "mlx5_0", Kind: state.LinkMoved, HostLink: state.HostLink{HostName: "eth1", PodName: "rdma0", MAC: "02:00:00:00:00:01"}, Step: state.StepNetdevMoving},
 			[]string{"RestoreToHost eth1 /var/run/netns/pod"}},
-		{"RDMA move under way", state.Link{Device: "mlx5_0", Kind: "moved", HostLink: state.HostLink{HostName: "eth1", PodName: "rdma0", MAC: "02:00:00:00:00:01"}, RDMAMoved: true, Step: stepNetdevMoved},
+		{"RDMA move under way", state.Link{Device: "mlx5_0", Kind: state.LinkMoved, HostLink: state.HostLink{HostName: "eth1", PodName: "rdma0", MAC: "02:00:00:00:00:01"}, RDMAMoved: true, Step: state.StepNetdevMoved},
 			[]string{"ReturnToHost mlx5_0 /var/run/netns/pod", "RestoreToHost eth1 /var/run/netns/pod"}},
-		{"netdev moved, RDMA device not yet", state.Link{Device: "mlx5_0", Kind: "moved", HostLink: state.HostLink{HostName: "eth1", PodName: "rdma0", MAC: "02:00:00:00:00:01"}, Step: stepNetdevMoved},
+		{"netdev moved, RDMA device not yet", state.Link{Device: "mlx5_0", Kind: state.LinkMoved, HostLink: state.HostLink{HostName: "eth1", PodName: "rdma0", MAC: "02:00:00:00:00:01"}, Step: state.StepNetdevMoved},
 			[]string{"RestoreToHost eth1 /var/run/netns/pod"}},
-		{"both moved", state.Link{Device: "mlx5_0", Kind: "moved", HostLink: state.HostLink{HostName: "eth1", PodName: "rdma0", MAC: "02:00:00:00:00:01"}, RDMAMoved: true, Step: stepDone},
+		{"both moved", state.Link{Device: "mlx5_0", Kind: state.LinkMoved, HostLink: state.HostLink{HostName: "eth1", PodName: "rdma0", MAC: "02:00:00:00:00:01"}, RDMAMoved: true, Step: state.StepDone},
 			[]string{"ReturnToHost mlx5_0 /var/run/netns/pod", "RestoreToHost eth1 /var/run/netns/pod"}},
-		{"child being created", state.Link{Device: "rxe0", Kind: "ipvlan", HostLink: state.HostLink{HostName: "veth0", PodName: "rdma0"}, Step: stepChildAdding},
+		{"child being created", state.Link{Device: "rxe0", Kind: state.LinkIPVlan, HostLink: state.HostLink{HostName: "veth0", PodName: "rdma0"}, Step: state.StepChildAdding},
 			[]string{"DelChild /var/run/netns/pod rdma0 "}},
 	}
 	for _, tc := range cases {

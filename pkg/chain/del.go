@@ -8,14 +8,9 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/rdma-chain/rdma-chain/internal/failpoint"
-	"github.com/rdma-chain/rdma-chain/pkg/config"
 	"github.com/rdma-chain/rdma-chain/pkg/netdev"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
-
-// stepReleased marks a link whose host side is given back while its IPAM
-// lease is still to be released: it holds no device any more.
-const stepReleased = "host-released"
 
 // del gives back what ADD took. It succeeds when there is nothing to give
 // back: no state, an empty or vanished netns, a second DEL, an unreadable
@@ -130,12 +125,12 @@ func (p *Plugin) detachHost(c *call, rec *state.Record, nsPath string) error {
 	}
 	for i := len(rec.Links) - 1; i >= 0; i-- {
 		l := &rec.Links[i]
-		if l.Step != stepReleased {
+		if l.Step != state.StepReleased {
 			if err := p.detachLink(l, nsPath); err != nil {
 				errs = append(errs, fmt.Errorf("give back %s (%s): %w", l.Device, l.PodName, err))
 				continue
 			}
-			l.Step = stepReleased
+			l.Step = state.StepReleased
 		}
 		if !l.IPAM {
 			rec.Links = slices.Delete(rec.Links, i, i+1)
@@ -146,7 +141,7 @@ func (p *Plugin) detachHost(c *call, rec *state.Record, nsPath string) error {
 
 func (p *Plugin) detachLink(l *state.Link, nsPath string) error {
 	switch l.Kind {
-	case "moved":
+	case state.LinkMoved:
 		if l.RDMAMoved {
 			if err := p.env.RDMA.ReturnToHost(l.Device, nsPath); err != nil {
 				return err
@@ -154,7 +149,7 @@ func (p *Plugin) detachLink(l *state.Link, nsPath string) error {
 			l.RDMAMoved = false
 			failpoint.Hit("del-rdma-returned")
 		}
-		if l.Step == stepPlanned || l.HostName == "" {
+		if l.Step == state.StepPlanned || l.HostName == "" {
 			return nil
 		}
 		err := p.env.Links.RestoreToHost(l.HostLink, nsPath)
@@ -165,8 +160,8 @@ func (p *Plugin) detachLink(l *state.Link, nsPath string) error {
 			failpoint.Hit("del-netdev-restored")
 		}
 		return err
-	case config.LinkIPVlan, config.LinkMACVlan:
-		if l.Step == stepPlanned {
+	case state.LinkIPVlan, state.LinkMACVlan:
+		if l.Step == state.StepPlanned {
 			return nil
 		}
 		if err := p.env.Links.DelChild(nsPath, l.PodName, l.MAC); err != nil {

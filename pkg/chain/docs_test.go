@@ -14,7 +14,7 @@ import (
 
 	"github.com/containernetworking/cni/pkg/types"
 
-	"github.com/rdma-chain/rdma-chain/internal/testenv"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 )
 
 // The error table of docs/configuration.md lists exactly the codes in Codes.

@@ -344,8 +344,8 @@ func TestCheckUnreadableRecord(t *testing.T) {
 func TestRecordNamingOwnNetns(t *testing.T) {
 	for _, verb := range []string{"DEL", "GC"} {
 		dir := t.TempDir()
-		rec := &state.Record{Network: "rdmanet", ContainerID: "c1", IfName: "eth0", NetNS: "/proc/1/ns/net", Mode: "shared",
-			Links: []state.Link{{Device: "rxe0", Kind: "macvlan", Step: stepDone}}}
+		rec := &state.Record{Network: "rdmanet", ContainerID: "c1", IfName: "eth0", NetNS: "/proc/1/ns/net", Mode: rdma.ModeShared,
+			Links: []state.Link{{Device: "rxe0", Kind: state.LinkMACVlan, Step: state.StepDone}}}
 		rec.Links[0].HostName, rec.Links[0].PodName = "eth0", "eth0"
 		if err := state.New(dir).Put(rec); err != nil {
 			t.Fatal(err)

@@ -1,5 +1,3 @@
-//go:build privileged
-
 package chain
 
 import (
@@ -8,7 +6,7 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/vishvananda/netlink"
 
-	"github.com/rdma-chain/rdma-chain/internal/netnstest"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/netnstest"
 )
 
 // refund moves name from pod back to host renamed to newName, as the kernel

@@ -66,7 +66,7 @@ func (p *Plugin) addressLink(c *call, link *state.Link, podNS ns.NetNS) (*types1
 	for _, ip := range res.IPs {
 		link.IPs = append(link.IPs, ip.Address.String())
 	}
-	if link.Kind != "moved" {
+	if link.Kind != state.LinkMoved {
 		if w := p.env.Addrs.HostRouteWarning(link.HostName, res.IPs); w != "" {
 			c.log.Warn(w, "container", c.args.ContainerID)
 		}

@@ -1,5 +1,3 @@
-//go:build privileged
-
 package chain
 
 import (
@@ -12,8 +10,8 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/vishvananda/netlink"
 
-	"github.com/rdma-chain/rdma-chain/internal/netnstest"
-	"github.com/rdma-chain/rdma-chain/internal/testenv"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/netnstest"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 )
 
@@ -43,6 +41,7 @@ func leaseCount(t *testing.T, dir string) int {
 // rdma0's entry but not its address (reportIPs is off); DEL and GC release
 // the lease.
 func TestIPv6OnRDMAInterface(t *testing.T) {
+	testenv.Privileged(t)
 	for _, tc := range []struct {
 		ver string
 		dad bool
@@ -81,6 +80,7 @@ func TestIPv6OnRDMAInterface(t *testing.T) {
 // DAD finds the pod's address already on the wire: ADD fails and gives back
 // the lease and the child.
 func TestIPv6DADFailureReleases(t *testing.T) {
+	testenv.Privileged(t)
 	n, conf, leases := ipamNode(t, true)
 	netnstest.AddAddr(t, n.peer, hostDev+"p", "fd00:77::10/64")
 	pod := netnstest.NewNS(t)
@@ -96,6 +96,7 @@ func TestIPv6DADFailureReleases(t *testing.T) {
 // GC releases the lease of an attachment the runtime no longer lists even
 // after its netns is gone.
 func TestIPv6GCReleases(t *testing.T) {
+	testenv.Privileged(t)
 	n, conf, leases := ipamNode(t, false)
 	pod := netnstest.NewNS(t)
 	if err := n.run(add, pod, conf, prevResult100); err != nil {
@@ -160,6 +161,7 @@ func assertSysctl(t *testing.T, pod ns.NetNS, key, want string) {
 // netdev: two pods get the block's first addresses in ens9's /64, DEL
 // releases them, and the block, once exhausted, is 109 naming it.
 func TestPodIPv6BlockRealIPAM(t *testing.T) {
+	testenv.Privileged(t)
 	n := newNode(t, rdma.ModeShared)
 	n.cniPath = filepath.Dir(testenv.RequireBinary(t, "host-local", testenv.ToolsDir("cni", "bin")))
 	n.w.devices = []rdma.Device{rxe("rxe0", hostDev)} // ens9 has fd00:1::10/64

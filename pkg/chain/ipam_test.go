@@ -229,11 +229,11 @@ func TestDelAfterCrashBeforeIPAM(t *testing.T) {
 		link state.Link
 		want []string
 	}{
-		{"child being created", state.Link{Device: "rxe0", Kind: "macvlan", IPAM: true, Step: stepChildAdding,
+		{"child being created", state.Link{Device: "rxe0", Kind: state.LinkMACVlan, IPAM: true, Step: state.StepChildAdding,
 			HostLink: state.HostLink{HostName: "veth0", PodName: "rdma0"}},
 			[]string{"IPAMDel c1 rdma0", "DelChild /var/run/netns/pod rdma0 "}},
-		{"netdev and device recorded, nothing moved", state.Link{Device: "mlx5_0", Kind: "moved", IPAM: true, RDMAMoved: true,
-			Step: stepNetdevMoving, HostLink: state.HostLink{HostName: "eth1", PodName: "rdma0", MAC: "02:00:00:00:00:01"}},
+		{"netdev and device recorded, nothing moved", state.Link{Device: "mlx5_0", Kind: state.LinkMoved, IPAM: true, RDMAMoved: true,
+			Step: state.StepNetdevMoving, HostLink: state.HostLink{HostName: "eth1", PodName: "rdma0", MAC: "02:00:00:00:00:01"}},
 			[]string{"IPAMDel c1 rdma0", "ReturnToHost mlx5_0 /var/run/netns/pod", "RestoreToHost eth1 /var/run/netns/pod"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) { delAfterCrash(t, tc.link, withIPAM, tc.want) })

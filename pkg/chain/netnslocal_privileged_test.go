@@ -1,5 +1,3 @@
-//go:build privileged
-
 package chain
 
 import (
@@ -10,7 +8,8 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/vishvananda/netlink"
 
-	"github.com/rdma-chain/rdma-chain/internal/netnstest"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/netnstest"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 )
 
@@ -62,6 +61,7 @@ func bridgeNode(t *testing.T) *node {
 // Were the refusal to miss it, the kernel's refusal of the move (EINVAL)
 // must still leave no record, and DEL nothing to be stuck on.
 func TestExclusiveNetnsLocalNetdev(t *testing.T) {
+	testenv.Privileged(t)
 	for _, tt := range []struct {
 		name  string
 		links Links

@@ -18,7 +18,7 @@ import (
 func (p *Plugin) planPodRange(c *call, rec *state.Record, link *state.Link) error {
 	block, ok := c.conf.PodBlock()
 	if !ok || !c.conf.HasIPAM() || link.HostName == "" ||
-		rec.Mode != string(rdma.ModeExclusive) && c.conf.SharedLink.Type == config.LinkNone {
+		rec.Mode != rdma.ModeExclusive && c.conf.SharedLink.Type == config.LinkNone {
 		return nil
 	}
 	prefixes, err := p.env.Addrs.Prefixes(link.HostName)

@@ -17,7 +17,7 @@ import (
 // in pending: finishReclaim releases them once the lock is given up.
 func (p *Plugin) reclaimStranded(c *call, recs []*state.Record) (out, pending []*state.Record, reclaimed bool) {
 	for _, r := range recs {
-		if r.Mode != string(rdma.ModeExclusive) || !holdsDevice(r) || !p.netnsGone(c, r) {
+		if r.Mode != rdma.ModeExclusive || !holdsDevice(r) || !p.netnsGone(c, r) {
 			out = append(out, r)
 			continue
 		}
@@ -47,7 +47,7 @@ func (p *Plugin) reclaimStranded(c *call, recs []*state.Record) (out, pending []
 
 func holdsDevice(r *state.Record) bool {
 	for _, l := range r.Links {
-		if l.Kind == "moved" && l.Step != stepReleased {
+		if l.Kind == state.LinkMoved && l.Step != state.StepReleased {
 			return true
 		}
 	}
@@ -68,7 +68,7 @@ func (p *Plugin) netnsGone(c *call, r *state.Record) bool {
 // HoldsDevice reports whether r is an exclusive-mode attachment that still
 // holds a moved netdev or RDMA device.
 func HoldsDevice(r *state.Record) bool {
-	return r.Mode == string(rdma.ModeExclusive) && holdsDevice(r)
+	return r.Mode == rdma.ModeExclusive && holdsDevice(r)
 }
 
 // finishReclaim releases, without the node lock, the leases of the

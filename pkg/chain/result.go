@@ -51,7 +51,7 @@ type linkOutputs struct {
 // mtu is the pod interface's MTU: a moved netdev keeps the one recorded
 // before the move, a child has the one the kernel gave it.
 func (o linkOutputs) mtu(l state.Link) int {
-	if l.Kind == "moved" {
+	if l.Kind == state.LinkMoved {
 		return l.MTU
 	}
 	return o.childMTU[l.PodName]

@@ -8,7 +8,7 @@ import (
 
 	types100 "github.com/containernetworking/cni/pkg/types/100"
 
-	"github.com/rdma-chain/rdma-chain/internal/followers"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/followers"
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 )
 
@@ -17,7 +17,7 @@ import (
 const prevIndexless = `{"cniVersion":"1.0.0","interfaces":[{"name":"cali1234"}],
 	"ips":[{"address":"10.1.0.5/32"}],"routes":[{"dst":"0.0.0.0/0"}],"dns":{}}`
 
-// CRI-O's and Multus's rules (internal/followers: their modules cannot be
+// CRI-O's and Multus's rules (internal/testonly/followers: their modules cannot be
 // linked here) applied to the final result: by default the pod IPs are the
 // primary's only and eth0 is Multus's default with eth0's addresses, behind
 // an indexed (ptp) and an index-less (Calico) primary; with reportIPs

@@ -1,5 +1,3 @@
-//go:build privileged
-
 package chain
 
 import (
@@ -13,8 +11,8 @@ import (
 	types100 "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/plugins/pkg/ns"
 
-	"github.com/rdma-chain/rdma-chain/internal/netnstest"
-	"github.com/rdma-chain/rdma-chain/internal/testenv"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/netnstest"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 	"github.com/rdma-chain/rdma-chain/pkg/addr"
 	"github.com/rdma-chain/rdma-chain/pkg/netdev"
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
@@ -92,6 +90,7 @@ func (a faultyAddrs) Configure(podNS ns.NetNS, ifName string, res *types100.Resu
 // are real; RDMA and SMC stay behind the fake seam (this kernel has neither:
 // their failures come from the world).
 func TestFailedAddLeavesNodeAsBefore(t *testing.T) {
+	testenv.Privileged(t)
 	cases := []struct {
 		mode  rdma.Mode
 		step  string

@@ -180,11 +180,11 @@ func heldBy(busy map[string]string) string {
 func busyDevices(recs []*state.Record, devices []string) map[string]string {
 	busy := map[string]string{}
 	for _, r := range recs {
-		if r.Mode != string(rdma.ModeExclusive) {
+		if r.Mode != rdma.ModeExclusive {
 			continue
 		}
 		for _, l := range r.Links {
-			if l.Step == stepReleased {
+			if l.Step == state.StepReleased {
 				continue
 			}
 			if len(devices) == 0 || slices.Contains(devices, l.Device) || slices.Contains(devices, l.HostName) {

@@ -1,5 +1,3 @@
-//go:build privileged
-
 package chain
 
 import (
@@ -11,7 +9,8 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/vishvananda/netlink"
 
-	"github.com/rdma-chain/rdma-chain/internal/netnstest"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/netnstest"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 )
 
@@ -71,6 +70,7 @@ func upper(link netlink.Link, addr string) func() error {
 // routes stay, nothing is recorded or moved, and DEL has nothing to do. A
 // default route through another netdev leaves ens9 movable.
 func TestExclusiveNeverMovesTheNodeUplink(t *testing.T) {
+	testenv.Privileged(t)
 	for _, tt := range []struct {
 		name  string
 		setup func(t *testing.T, n *node)
@@ -149,6 +149,7 @@ func TestExclusiveNeverMovesTheNodeUplink(t *testing.T) {
 // With no device named, a free device on a netdev that carries nothing of
 // the node's is picked before the node's uplink.
 func TestExclusivePicksPastTheNodeUplink(t *testing.T) {
+	testenv.Privileged(t)
 	n := newNode(t, rdma.ModeExclusive)
 	netnstest.AddVeth(t, n.host, n.peer, "ens8", 1500, "198.18.0.2/24")
 	n.hostDo(t, "route", defaultVia(hostDev, "0.0.0.0/0", "192.0.2.1", ""))

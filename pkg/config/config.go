@@ -17,6 +17,9 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/rdma-chain/rdma-chain/pkg/rdma"
+	"github.com/rdma-chain/rdma-chain/pkg/state"
+
 	"github.com/containernetworking/cni/pkg/types"
 )
 
@@ -39,11 +42,12 @@ const (
 	DeviceInfoCapability = "CNIDeviceInfoFile"
 )
 
-// Modes of the node's RDMA subsystem the plugin may be pinned to.
+// Modes of the node's RDMA subsystem the plugin may be pinned to: auto
+// or one of the kernel's.
 const (
 	ModeAuto      = "auto"
-	ModeExclusive = "exclusive"
-	ModeShared    = "shared"
+	ModeExclusive = string(rdma.ModeExclusive)
+	ModeShared    = string(rdma.ModeShared)
 )
 
 // Pod selection policies.
@@ -59,11 +63,12 @@ const (
 	KubeletPassThrough = "passThrough" // the pod gets the primary's result, no RDMA
 )
 
-// Shared-mode link kinds.
+// Shared-mode link kinds, the sharedLink.type values: those a record
+// keeps (SharedLink.Kind).
 const (
-	LinkIPVlan  = "ipvlan"
-	LinkMACVlan = "macvlan"
-	LinkNone    = "none"
+	LinkIPVlan  = string(state.LinkIPVlan)
+	LinkMACVlan = string(state.LinkMACVlan)
+	LinkNone    = string(state.LinkNone)
 )
 
 // SharedLink is the interface created in the pod in shared mode.
@@ -71,6 +76,9 @@ type SharedLink struct {
 	Type string `json:"type,omitempty"`
 	Mode string `json:"mode,omitempty"`
 }
+
+// Kind is Type as a record keeps it; validate has checked it is one.
+func (s SharedLink) Kind() state.LinkKind { return state.LinkKind(s.Type) }
 
 // SMCR configures the SMC-R pnet table written for annotated pods.
 type SMCR struct {

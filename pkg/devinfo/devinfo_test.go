@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/rdma-chain/rdma-chain/internal/testenv"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 )
 
 var ours = Content("0000:3b:00.0", "mlx5_0")

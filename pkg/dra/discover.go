@@ -86,7 +86,7 @@ func (d *Discoverer) addHeld(seen map[string]NIC) {
 	}
 	recs, _ := d.Records() // the readable records; unreadable ones are the plugin's to quarantine
 	for _, r := range recs {
-		if r.Mode != string(rdma.ModeExclusive) {
+		if r.Mode != rdma.ModeExclusive {
 			continue
 		}
 		for _, l := range r.Links {

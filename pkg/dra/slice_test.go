@@ -119,7 +119,7 @@ func TestDevicesExclusiveHeld(t *testing.T) {
 			t.Errorf("exclusive-mode %s has shared capacity", dev.Name)
 		}
 	}
-	rec := &state.Record{Mode: "exclusive", Links: []state.Link{{Device: "mlx5_0", RDMAMoved: true, HostLink: state.HostLink{HostName: "eth7"}}}}
+	rec := &state.Record{Mode: rdma.ModeExclusive, Links: []state.Link{{Device: "mlx5_0", RDMAMoved: true, HostLink: state.HostLink{HostName: "eth7"}}}}
 	d.Records = func() ([]*state.Record, error) { return []*state.Record{rec}, nil }
 	if err := removeAll(s.root + "/class/infiniband/mlx5_0"); err != nil {
 		t.Fatal(err)
@@ -141,7 +141,7 @@ func TestDevicesExclusiveHeld(t *testing.T) {
 	if attrStr(held, AttrRDMADevice) != "mlx5_0" || attrStr(held, AttrNetdev) != "eth7" {
 		t.Errorf("held device after a restart: %+v", held.Attributes)
 	}
-	rec.Mode = "shared"
+	rec.Mode = rdma.ModeShared
 	node, _ = restarted.Discover()
 	for _, dev := range Devices(node) {
 		if dev.Name == "mlx5-0" {

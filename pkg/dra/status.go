@@ -83,7 +83,7 @@ func linkStatus(r *state.Record, c state.Claim) (deviceStatus, bool) {
 			continue
 		}
 		d := deviceStatus{Pool: c.Pool, Device: c.Device, ShareID: c.ShareID, Pod: r.Pod.Namespace + "/" + r.Pod.Name}
-		if l.Kind != "none" {
+		if l.Kind != state.LinkNone {
 			d.IfName, d.MAC, d.IPs = l.PodName, strings.ToLower(l.MAC), prefixes(l.IPs)
 			if len(d.IfName) > resourceapi.NetworkDeviceDataInterfaceNameMaxLength || len(d.MAC) > resourceapi.NetworkDeviceDataHardwareAddressMaxLength {
 				d.IfName, d.MAC = "", "" // not what the plugin writes: the file is not trusted
@@ -91,7 +91,7 @@ func linkStatus(r *state.Record, c state.Claim) (deviceStatus, bool) {
 		}
 		// Done, and addressed when it takes an IPAM lease: what the pod
 		// sees once ADD returns (a failed ADD removes the record).
-		d.Ready = l.Step == "done" && (!l.IPAM || len(l.IPs) > 0)
+		d.Ready = l.Step == state.StepDone && (!l.IPAM || len(l.IPs) > 0)
 		if d.Ready {
 			d.Message = fmt.Sprintf("RDMA device %s is %s of pod %s (%s mode)", l.Device, orNone(d.IfName), d.Pod, r.Mode)
 		} else {

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
@@ -46,10 +47,10 @@ func allocatedClaim(ns, name string, devices ...string) *resourceapi.ResourceCla
 
 // record is pod ns/pod's attachment of RDMA device dev (DRA name draDev)
 // from claim ns/claim, at step.
-func record(id, ns, pod, claim, dev, draDev, step string, created time.Time) *state.Record {
-	return &state.Record{Network: "rdma", ContainerID: id, IfName: "eth0", Mode: "shared", CreatedAt: created,
+func record(id, ns, pod, claim, dev, draDev string, step state.Step, created time.Time) *state.Record {
+	return &state.Record{Network: "rdma", ContainerID: id, IfName: "eth0", Mode: rdma.ModeShared, CreatedAt: created,
 		Pod: state.Pod{Namespace: ns, Name: pod},
-		Links: []state.Link{{Device: dev, Kind: "ipvlan", Step: step, IPAM: true,
+		Links: []state.Link{{Device: dev, Kind: state.LinkIPVlan, Step: step, IPAM: true,
 			HostLink: state.HostLink{HostName: "eth1", PodName: "rdma0", MAC: "02:AA:BB:CC:DD:01"},
 			IPs:      []string{"fd00::5/64", "not-an-address"}}},
 		Claims: []state.Claim{{Namespace: ns, Name: claim, Driver: DriverName, Pool: testPool, Device: draDev, RDMADevice: dev},
@@ -122,14 +123,14 @@ func readyOf(t *testing.T, d resourceapi.AllocatedDeviceStatus) metav1.Condition
 
 func TestStatusWrittenAndCleared(t *testing.T) {
 	e := newStatusEnv(t, allocatedClaim("team", "c1", "mlx5-0"))
-	e.recs = []*state.Record{record("ctr1", "team", "trainer", "c1", "mlx5_0", "mlx5-0", "planned", t0)}
+	e.recs = []*state.Record{record("ctr1", "team", "trainer", "c1", "mlx5_0", "mlx5-0", state.StepPlanned, t0)}
 	e.sync(t)
 	got := e.entries(t, "team", "c1")
 	if c := readyOf(t, got[DriverName+"/mlx5-0"]); c.Status != metav1.ConditionFalse || c.Reason != ReasonAttaching {
 		t.Fatalf("while attaching: %+v", c)
 	}
 
-	e.recs[0].Links[0].Step = "done"
+	e.recs[0].Links[0].Step = state.StepDone
 	e.sync(t)
 	got = e.entries(t, "team", "c1")
 	d := got[DriverName+"/mlx5-0"]
@@ -164,8 +165,8 @@ func TestStatusWrittenAndCleared(t *testing.T) {
 func TestStatusClearedAfterRestart(t *testing.T) {
 	e := newStatusEnv(t, allocatedClaim("team", "c1", "mlx5-0"), allocatedClaim("team", "c2", "rxe0"))
 	e.recs = []*state.Record{
-		record("ctr1", "team", "a", "c1", "mlx5_0", "mlx5-0", "done", t0),
-		record("ctr2", "team", "b", "c2", "rxe0", "rxe0", "done", t0),
+		record("ctr1", "team", "a", "c1", "mlx5_0", "mlx5-0", state.StepDone, t0),
+		record("ctr2", "team", "b", "c2", "rxe0", "rxe0", state.StepDone, t0),
 	}
 	e.sync(t)
 	e.recs = e.recs[1:] // pod a deleted while the driver is down
@@ -181,7 +182,7 @@ func TestStatusClearedAfterRestart(t *testing.T) {
 
 func TestStatusClaimGone(t *testing.T) {
 	e := newStatusEnv(t)
-	e.recs = []*state.Record{record("ctr1", "team", "a", "gone", "mlx5_0", "mlx5-0", "done", t0)}
+	e.recs = []*state.Record{record("ctr1", "team", "a", "gone", "mlx5_0", "mlx5-0", state.StepDone, t0)}
 	e.sync(t) // NotFound is no error
 	e.recs = nil
 	e.sync(t)
@@ -192,7 +193,7 @@ func TestStatusClaimGone(t *testing.T) {
 
 func TestStatusUnreadableRecords(t *testing.T) {
 	e := newStatusEnv(t, allocatedClaim("team", "c1", "mlx5-0"))
-	e.recs = []*state.Record{record("ctr1", "team", "a", "c1", "mlx5_0", "mlx5-0", "done", t0)}
+	e.recs = []*state.Record{record("ctr1", "team", "a", "c1", "mlx5_0", "mlx5-0", state.StepDone, t0)}
 	e.sync(t)
 	// An I/O error: no view of the records, nothing cleared.
 	e.recs, e.recErr = nil, fmt.Errorf("list attachment records: %w", errors.New("EIO"))
@@ -203,14 +204,14 @@ func TestStatusUnreadableRecords(t *testing.T) {
 		t.Fatalf("entries %v after an unreadable folder, want kept", got)
 	}
 	// Only a corrupt record beside the readable ones: synced.
-	e.recs = []*state.Record{record("ctr1", "team", "a", "c1", "mlx5_0", "mlx5-0", "done", t0)}
+	e.recs = []*state.Record{record("ctr1", "team", "a", "c1", "mlx5_0", "mlx5-0", state.StepDone, t0)}
 	e.recErr = errors.Join(&state.CorruptError{Path: "/x", Err: errors.New("bad")})
 	e.sync(t)
 }
 
 func TestStatusRetriedAfterAPIError(t *testing.T) {
 	e := newStatusEnv(t, allocatedClaim("team", "c1", "mlx5-0"))
-	e.recs = []*state.Record{record("ctr1", "team", "a", "c1", "mlx5_0", "mlx5-0", "done", t0)}
+	e.recs = []*state.Record{record("ctr1", "team", "a", "c1", "mlx5_0", "mlx5-0", state.StepDone, t0)}
 	calls := 0
 	e.w.Changed = func() bool { calls++; return calls == 1 } // the records change once
 	e.client.PrependReactor("patch", "resourceclaims", func(a k8stesting.Action) (bool, runtime.Object, error) {
@@ -229,14 +230,14 @@ func TestStatusRetriedAfterAPIError(t *testing.T) {
 }
 
 func TestClaimStatuses(t *testing.T) {
-	older := record("ctr1", "team", "a", "shared", "mlx5_0", "mlx5-0", "done", t0)
-	newer := record("ctr2", "team", "b", "shared", "mlx5_0", "mlx5-0", "done", t0.Add(time.Minute))
+	older := record("ctr1", "team", "a", "shared", "mlx5_0", "mlx5-0", state.StepDone, t0)
+	newer := record("ctr2", "team", "b", "shared", "mlx5_0", "mlx5-0", state.StepDone, t0.Add(time.Minute))
 	newer.Links[0].PodName = "rdma1"
-	noIPs := record("ctr3", "team", "c", "c3", "rxe0", "rxe0", "done", t0)
+	noIPs := record("ctr3", "team", "c", "c3", "rxe0", "rxe0", state.StepDone, t0)
 	noIPs.Links[0].IPs = nil // IPAM lease not yet recorded
-	many := record("ctr4", "team", "d", "c4", "rxe1", "rxe1", "done", t0)
-	many.Links[0].IPAM, many.Links[0].Kind = false, "none"
-	otherPool := record("ctr5", "team", "e", "c5", "mlx5_1", "mlx5-1", "done", t0)
+	many := record("ctr4", "team", "d", "c4", "rxe1", "rxe1", state.StepDone, t0)
+	many.Links[0].IPAM, many.Links[0].Kind = false, state.LinkNone
+	otherPool := record("ctr5", "team", "e", "c5", "mlx5_1", "mlx5-1", state.StepDone, t0)
 	otherPool.Claims[0].Pool = "node2"
 	got := claimStatuses([]*state.Record{newer, older, noIPs, many, otherPool}, testPool)
 	if d := got[claimRef{"team", "shared"}]; len(d) != 1 || d[0].IfName != "rdma0" || d[0].Pod != "team/a" {

@@ -14,10 +14,7 @@ import (
 func (in *inspector) attachment(dir string, rec *state.Record) Attachment {
 	a := Attachment{
 		Network: rec.Network, ContainerID: rec.ContainerID, IfName: rec.IfName,
-		Mode: rec.Mode, NetNS: rec.NetNS, Created: rec.CreatedAt, DataDir: dir,
-	}
-	if a.Mode == "" {
-		a.Mode = "pass-through"
+		Mode: rec.ModeName(), NetNS: rec.NetNS, Created: rec.CreatedAt, DataDir: dir,
 	}
 	if rec.Pod.Name != "" {
 		a.Pod = rec.Pod.Namespace + "/" + rec.Pod.Name
@@ -57,7 +54,7 @@ func (in *inspector) checkRecord(rec *state.Record) []string {
 
 func (in *inspector) checkLink(rec *state.Record, l state.Link, ifaces []Iface, haveIfaces bool) []string {
 	var probs []string
-	if l.Step != "done" {
+	if l.Step != state.StepDone {
 		probs = append(probs, fmt.Sprintf("%s: incomplete (step %q)", l.Device, l.Step))
 	}
 	if l.RDMAMoved {

@@ -34,8 +34,8 @@ type Report struct {
 
 // RDMAReport is the node's RDMA subsystem as this netns sees it.
 type RDMAReport struct {
-	Mode    string   `json:"mode,omitempty"`
-	Devices []Device `json:"devices"`
+	Mode    rdma.Mode `json:"mode,omitempty"`
+	Devices []Device  `json:"devices"`
 }
 
 // Device is one RDMA device.
@@ -98,12 +98,12 @@ type Attachment struct {
 
 // LinkState is one recorded link.
 type LinkState struct {
-	Device  string   `json:"device"`
-	Kind    string   `json:"kind"`
-	PodName string   `json:"podName,omitempty"`
-	Host    string   `json:"host,omitempty"`
-	IPs     []string `json:"ips,omitempty"`
-	Step    string   `json:"step"`
+	Device  string         `json:"device"`
+	Kind    state.LinkKind `json:"kind"`
+	PodName string         `json:"podName,omitempty"`
+	Host    string         `json:"host,omitempty"`
+	IPs     []string       `json:"ips,omitempty"`
+	Step    state.Step     `json:"step"`
 }
 
 // Failure is a pod's last failed CNI call, and its last call since.
@@ -204,7 +204,7 @@ func (in *inspector) readRDMA() {
 	if err != nil {
 		in.unreadable("RDMA netns mode", err)
 	}
-	in.r.RDMA.Mode = string(mode)
+	in.r.RDMA.Mode = mode
 	devs, err := in.k.Devices()
 	if err != nil {
 		in.unreadable("RDMA devices", err)

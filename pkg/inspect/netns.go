@@ -29,7 +29,7 @@ func (in *inspector) readNetns(path string) {
 	// Shared mode: every device and its GIDs are visible here. Exclusive
 	// mode: a moved device only from inside its netns.
 	gids, gerr := in.k.GIDs()
-	if in.r.RDMA.Mode == "exclusive" {
+	if in.r.RDMA.Mode == rdma.ModeExclusive {
 		gids, gerr = in.k.GIDsIn(path)
 	}
 	if gerr != nil {

@@ -1,5 +1,3 @@
-//go:build privileged
-
 package inspect
 
 import (
@@ -11,10 +9,11 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/rdma-chain/rdma-chain/internal/netnstest"
-	"github.com/rdma-chain/rdma-chain/internal/testenv"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/netnstest"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 	"github.com/rdma-chain/rdma-chain/pkg/chain"
 	"github.com/rdma-chain/rdma-chain/pkg/netnsid"
+	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
@@ -24,7 +23,7 @@ import (
 // record, by inode and cookie. The path alone still names a netns, which
 // inspect used to read as healthy.
 func TestReplacedNetnsIsGone(t *testing.T) {
-	testenv.RequireRoot(t)
+	testenv.Privileged(t)
 	pod, next := netnstest.NewNS(t), netnstest.NewNS(t)
 	path := filepath.Join(t.TempDir(), "pod-netns")
 	bind := func(target string) {
@@ -43,7 +42,7 @@ func TestReplacedNetnsIsGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	rec := &state.Record{Network: "n", ContainerID: "c1", IfName: "eth0", NetNS: path, Mode: "shared",
+	rec := &state.Record{Network: "n", ContainerID: "c1", IfName: "eth0", NetNS: path, Mode: rdma.ModeShared,
 		NetNSIno: id.Inode, NetNSCookie: id.Cookie, CreatedAt: time.Now()}
 	if err := state.New(dir).Put(rec); err != nil {
 		t.Fatal(err)

@@ -77,12 +77,12 @@ func statsNode(t *testing.T) []conflist.Network {
 	recs := []*state.Record{
 		{Network: "rdmanet", ContainerID: "x", IfName: "eth0", NetNS: "/run/netns/x", Mode: "exclusive",
 			Pod:   state.Pod{Namespace: "default", Name: "px", UID: "u-x"},
-			Links: []state.Link{{Device: "mlx5_1", Kind: "moved", Step: "done", RDMAMoved: true}}},
+			Links: []state.Link{{Device: "mlx5_1", Kind: state.LinkMoved, Step: state.StepDone, RDMAMoved: true}}},
 		{Network: "rdmanet", ContainerID: "s", IfName: "eth0", NetNS: "/run/netns/s", Mode: "exclusive",
 			Pod:   state.Pod{Namespace: "default", Name: "ps"},
-			Links: []state.Link{{Device: "mlx5_2", Kind: "moved", Step: "done"}}, SMC: &state.SMC{PnetID: "P"}},
+			Links: []state.Link{{Device: "mlx5_2", Kind: state.LinkMoved, Step: state.StepDone}}, SMC: &state.SMC{PnetID: "P"}},
 		{Network: "rdmanet", ContainerID: "d", IfName: "eth0", NetNS: "/run/netns/dead", Mode: "exclusive",
-			Links: []state.Link{{Device: "mlx5_3", Kind: "moved", Step: "done"}}},
+			Links: []state.Link{{Device: "mlx5_3", Kind: state.LinkMoved, Step: state.StepDone}}},
 		{Network: "othernet", ContainerID: "o", IfName: "eth0", NetNS: "/run/netns/o"},
 	}
 	for _, r := range recs {

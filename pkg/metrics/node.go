@@ -160,10 +160,7 @@ func (s *scrape) records(nets []conflist.Network) []*state.Record {
 				continue
 			}
 			out = append(out, r)
-			mode := r.Mode
-			if mode == "" {
-				mode = "pass-through"
-			}
+			mode := r.ModeName()
 			devs := map[string]bool{}
 			for _, l := range r.Links {
 				devs[l.Device] = true

@@ -8,6 +8,8 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
 // Child is a shared-mode interface in the pod.
@@ -19,11 +21,11 @@ type Child struct {
 
 // ChildSpec describes a shared-mode child of a host netdev.
 type ChildSpec struct {
-	Kind    string // "ipvlan" | "macvlan"
-	Mode    string // ipvlan: l2|l3|l3s; macvlan: bridge|private|vepa|passthru
-	Parent  string // host netdev
-	PodName string // name in the pod netns
-	MTU     int    // 0 = parent's
+	Kind    state.LinkKind // state.LinkIPVlan or state.LinkMACVlan
+	Mode    string         // ipvlan: l2|l3|l3s; macvlan: bridge|private|vepa|passthru
+	Parent  string         // host netdev
+	PodName string         // name in the pod netns
+	MTU     int            // 0 = parent's
 }
 
 var ipvlanModes = map[string]netlink.IPVlanMode{
@@ -43,13 +45,13 @@ func childLink(spec ChildSpec, parent, podFd int) (netlink.Link, error) {
 	attrs.Namespace = netlink.NsFd(podFd)
 	attrs.Flags = net.FlagUp
 	switch spec.Kind {
-	case "ipvlan":
+	case state.LinkIPVlan:
 		mode, ok := ipvlanModes[spec.Mode]
 		if !ok {
 			return nil, fmt.Errorf("ipvlan mode %q is not l2, l3 or l3s", spec.Mode)
 		}
 		return &netlink.IPVlan{LinkAttrs: attrs, Mode: mode}, nil
-	case "macvlan":
+	case state.LinkMACVlan:
 		mode, ok := macvlanModes[spec.Mode]
 		if !ok {
 			return nil, fmt.Errorf("macvlan mode %q is not bridge, private, vepa or passthru", spec.Mode)
@@ -120,7 +122,7 @@ func DelChild(podNSPath, name, expectMAC string) error {
 	if expectMAC != "" && !sameMAC(linkMAC(pl), expectMAC) {
 		return fmt.Errorf("refusing to delete %q: MAC %s, expected %s", name, linkMAC(pl), normMAC(expectMAC))
 	}
-	if t := pl.Type(); t != "ipvlan" && t != "macvlan" {
+	if t := state.LinkKind(pl.Type()); t != state.LinkIPVlan && t != state.LinkMACVlan {
 		return fmt.Errorf("refusing to delete %q: it is a %s, not an ipvlan or macvlan child", name, t)
 	}
 	if err := h.LinkDel(pl); err != nil && !isNotFound(err) {

@@ -1,5 +1,3 @@
-//go:build privileged
-
 package netdev
 
 import (
@@ -10,7 +8,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/rdma-chain/rdma-chain/internal/netnstest"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/netnstest"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 )
 
 func macvlanSpec() ChildSpec {
@@ -18,6 +17,7 @@ func macvlanSpec() ChildSpec {
 }
 
 func TestAddDelChildMacvlan(t *testing.T) {
+	testenv.Privileged(t)
 	for _, tt := range []struct {
 		name    string
 		mtu     int
@@ -50,6 +50,7 @@ func TestAddDelChildMacvlan(t *testing.T) {
 }
 
 func TestAddChildNameExistsInPod(t *testing.T) {
+	testenv.Privileged(t)
 	e := newEnv(t)
 	parent := e.makeRDMA(t, true)
 	addVeth(t, e.pod, podIf, e.peer, "peer1")
@@ -66,6 +67,7 @@ func TestAddChildNameExistsInPod(t *testing.T) {
 // macvlan carrying its parent's MAC is refused at the up (EADDRINUSE): the
 // request fails and nothing is left in the pod.
 func TestAddChildUpRefused(t *testing.T) {
+	testenv.Privileged(t)
 	e := newEnv(t)
 	parent := e.makeRDMA(t, true)
 	h := handle(t, e.host)
@@ -86,6 +88,7 @@ func TestAddChildUpRefused(t *testing.T) {
 }
 
 func TestDelChildRefuses(t *testing.T) {
+	testenv.Privileged(t)
 	e := newEnv(t)
 	e.makeRDMA(t, true)
 	c, err := e.addChild(macvlanSpec())
@@ -109,6 +112,7 @@ func TestDelChildRefuses(t *testing.T) {
 }
 
 func TestDelChildNetnsGone(t *testing.T) {
+	testenv.Privileged(t)
 	e := newEnv(t)
 	e.makeRDMA(t, true)
 	c, err := e.addChild(macvlanSpec())
@@ -129,6 +133,7 @@ func TestDelChildNetnsGone(t *testing.T) {
 // development and CI machines) AddChild says ErrKindUnsupported and leaves
 // nothing. Either way the parent is untouched.
 func TestAddChildIpvlan(t *testing.T) {
+	testenv.Privileged(t)
 	e := newEnv(t)
 	parent := e.makeRDMA(t, true)
 	spec := ChildSpec{Kind: "ipvlan", Mode: "l2", Parent: rdmaName, PodName: podIf}
@@ -152,6 +157,7 @@ func TestAddChildIpvlan(t *testing.T) {
 }
 
 func TestCheckInPod(t *testing.T) {
+	testenv.Privileged(t)
 	e := newEnv(t)
 	e.makeRDMA(t, true)
 	c, err := e.addChild(macvlanSpec())

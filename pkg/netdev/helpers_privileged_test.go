@@ -1,5 +1,3 @@
-//go:build privileged
-
 package netdev
 
 import (
@@ -12,8 +10,8 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
-	"github.com/rdma-chain/rdma-chain/internal/netnstest"
-	"github.com/rdma-chain/rdma-chain/internal/testenv"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/netnstest"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
@@ -34,7 +32,7 @@ type env struct {
 // newEnv creates fresh netns and removes them when t ends.
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	testenv.RequireRoot(t)
+	testenv.Privileged(t)
 	return &env{host: netnstest.NewNS(t), pod: netnstest.NewNS(t), peer: netnstest.NewNS(t)}
 }
 

@@ -1,5 +1,3 @@
-//go:build privileged
-
 package netdev
 
 import (
@@ -14,6 +12,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
@@ -83,6 +82,7 @@ func (e *env) addMaster(t *testing.T, kind string) {
 // (EINVAL, nothing moved) and the undo, RestoreToHost, must find it among
 // the three links with that MAC and leave it as it was.
 func TestRestoreNeverMoved(t *testing.T) {
+	testenv.Privileged(t)
 	for _, kind := range masters() {
 		for _, rec := range []string{"described", "without identity"} {
 			t.Run(kind+"/"+rec, func(t *testing.T) {
@@ -119,6 +119,7 @@ func TestRestoreNeverMoved(t *testing.T) {
 // slaves, VLANs and macvlans do), one of them under its host name's
 // neighbour, with and without the identity newer records carry.
 func TestRestoreAmongLinksSharingMAC(t *testing.T) {
+	testenv.Privileged(t)
 	for _, rec := range []string{"described", "without identity"} {
 		t.Run(rec, func(t *testing.T) {
 			e := newEnv(t)
@@ -152,6 +153,7 @@ func TestRestoreAmongLinksSharingMAC(t *testing.T) {
 }
 
 func TestNetnsLocal(t *testing.T) {
+	testenv.Privileged(t)
 	e := newEnv(t)
 	h := handle(t, e.host)
 	if err := h.LinkAdd(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: "br0"}}); err != nil {

@@ -1,16 +1,16 @@
-//go:build privileged
-
 package netdev
 
 import (
 	"errors"
 	"testing"
 
-	"github.com/rdma-chain/rdma-chain/internal/netnstest"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/netnstest"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
 func TestMoveToPodAndRestore(t *testing.T) {
+	testenv.Privileged(t)
 	for _, tt := range []struct {
 		name string
 		up   bool
@@ -43,6 +43,7 @@ func TestMoveToPodAndRestore(t *testing.T) {
 }
 
 func TestMoveToPodNameExistsInPod(t *testing.T) {
+	testenv.Privileged(t)
 	e := newEnv(t)
 	before := e.makeRDMA(t, true)
 	addVeth(t, e.pod, podIf, e.peer, "peer1")
@@ -61,6 +62,7 @@ func TestMoveToPodNameExistsInPod(t *testing.T) {
 }
 
 func TestMoveToPodNameClashOnHost(t *testing.T) {
+	testenv.Privileged(t)
 	e := newEnv(t)
 	before := e.makeRDMA(t, true)
 	addVeth(t, e.host, podIf, e.peer, "peer1")
@@ -83,6 +85,7 @@ func TestMoveToPodNameClashOnHost(t *testing.T) {
 // TestRestoreAfterKernelRefund simulates the kernel returning a physical
 // netdev to the host (renamed dev7, addresses gone) when the pod netns dies.
 func TestRestoreAfterKernelRefund(t *testing.T) {
+	testenv.Privileged(t)
 	for _, tt := range []struct {
 		name      string
 		deletePod bool
@@ -132,6 +135,7 @@ func (e *env) refund(t *testing.T, name string) {
 }
 
 func TestRestoreGoneWithPodNetns(t *testing.T) {
+	testenv.Privileged(t)
 	e := newEnv(t)
 	e.makeRDMA(t, true)
 	hl, err := e.move(rdmaName, podIf)
@@ -154,6 +158,7 @@ func TestRestoreGoneWithPodNetns(t *testing.T) {
 // long is refused before anything moves, one with a ':' only at the
 // rename, after the netdev crossed into the pod under its host name.
 func TestMoveToPodUndo(t *testing.T) {
+	testenv.Privileged(t)
 	for _, name := range []string{"averyverylongname", "bad:name"} {
 		t.Run(name, func(t *testing.T) {
 			e := newEnv(t)
@@ -178,6 +183,7 @@ func TestMoveToPodUndo(t *testing.T) {
 // name back leaves the netdev in the pod, intact, and that a retry once
 // the name is free converges.
 func TestRestoreNameTakenOnHost(t *testing.T) {
+	testenv.Privileged(t)
 	e := newEnv(t)
 	before := e.makeRDMA(t, true)
 	hl, err := e.move(rdmaName, podIf)
@@ -205,6 +211,7 @@ func TestRestoreNameTakenOnHost(t *testing.T) {
 // MoveToPod moves only the netdev that was described: one whose MAC or
 // index differs is refused before anything changes.
 func TestMoveToPodRefusesChangedNetdev(t *testing.T) {
+	testenv.Privileged(t)
 	for _, change := range []string{"mac", "index"} {
 		t.Run(change, func(t *testing.T) {
 			e := newEnv(t)

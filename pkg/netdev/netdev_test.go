@@ -6,6 +6,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
 func TestValidName(t *testing.T) {
@@ -74,11 +76,12 @@ func TestKeepAddr(t *testing.T) {
 
 func TestChildLinkValidation(t *testing.T) {
 	tests := []struct {
-		kind, mode string
-		ok         bool
+		kind state.LinkKind
+		mode string
+		ok   bool
 	}{
-		{"ipvlan", "l2", true}, {"ipvlan", "l3s", true}, {"ipvlan", "bridge", false},
-		{"macvlan", "bridge", true}, {"macvlan", "passthru", true}, {"macvlan", "l2", false},
+		{state.LinkIPVlan, "l2", true}, {state.LinkIPVlan, "l3s", true}, {state.LinkIPVlan, "bridge", false},
+		{state.LinkMACVlan, "bridge", true}, {state.LinkMACVlan, "passthru", true}, {state.LinkMACVlan, "l2", false},
 		{"vlan", "", false},
 	}
 	for _, tt := range tests {
@@ -88,7 +91,7 @@ func TestChildLinkValidation(t *testing.T) {
 			t.Errorf("childLink(%s/%s) err=%v, want ok=%v", tt.kind, tt.mode, err, tt.ok)
 			continue
 		}
-		if err == nil && (l.Type() != tt.kind || l.Attrs().ParentIndex != 3 || l.Attrs().Name != "net1") {
+		if err == nil && (l.Type() != string(tt.kind) || l.Attrs().ParentIndex != 3 || l.Attrs().Name != "net1") {
 			t.Errorf("childLink(%s/%s) = %+v", tt.kind, tt.mode, l.Attrs())
 		}
 	}

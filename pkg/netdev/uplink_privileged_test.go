@@ -1,5 +1,3 @@
-//go:build privileged
-
 package netdev
 
 import (
@@ -8,13 +6,15 @@ import (
 
 	"github.com/containernetworking/plugins/pkg/ns"
 
-	"github.com/rdma-chain/rdma-chain/internal/netnstest"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/netnstest"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 )
 
 // NodeUplinks on a host netns of 64 veths, each with an address and a
 // route of its own table, and one main-table default route: what every
 // exclusive-mode ADD pays for the check (printed as ns/op).
 func BenchmarkNodeUplinks(b *testing.B) {
+	testenv.Privileged(b)
 	host, peer := netnstest.NewNS(b), netnstest.NewNS(b)
 	for i := range 64 {
 		name := fmt.Sprintf("ens%d", i)

@@ -1,5 +1,3 @@
-//go:build privileged
-
 package netnsid
 
 import (
@@ -7,15 +5,15 @@ import (
 	"os"
 	"testing"
 
-	"github.com/rdma-chain/rdma-chain/internal/netnstest"
-	"github.com/rdma-chain/rdma-chain/internal/testenv"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/netnstest"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 )
 
 // TestBindMounts tells two bind-mounted netns apart by inode and cookie,
 // and reads a path as gone once its netns was deleted, and once a runtime
 // left a plain file there after unmounting it.
 func TestBindMounts(t *testing.T) {
-	testenv.RequireRoot(t)
+	testenv.Privileged(t)
 	a, b := netnstest.NewNS(t), netnstest.NewNS(t)
 	idA, err := Of(a.Path())
 	if err != nil {

@@ -18,7 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 	prv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
-	"github.com/rdma-chain/rdma-chain/internal/testenv"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 )
 
 // getMode selects how the fake kubelet serves Get.

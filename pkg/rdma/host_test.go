@@ -5,7 +5,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/rdma-chain/rdma-chain/internal/testenv"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 )
 
 // TestHostKernelWithoutRDMA runs against this machine's kernel, only where it

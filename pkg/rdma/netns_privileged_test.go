@@ -1,5 +1,3 @@
-//go:build privileged
-
 package rdma
 
 import (
@@ -7,8 +5,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/rdma-chain/rdma-chain/internal/netnstest"
-	"github.com/rdma-chain/rdma-chain/internal/testenv"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/netnstest"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 )
 
 // nsInode returns the inode of the netns at path.
@@ -25,6 +23,7 @@ func nsInode(t *testing.T, path string) uint64 {
 // netns is the target (the kernel checks RDMA device moves against the
 // calling thread's netns), and the caller's thread is back afterwards.
 func TestInNetnsRunsInsideTarget(t *testing.T) {
+	testenv.Privileged(t)
 	pod := netnstest.NewNS(t)
 	want := nsInode(t, pod.Path())
 	host := nsInode(t, "/proc/self/ns/net")
@@ -47,6 +46,7 @@ func TestInNetnsRunsInsideTarget(t *testing.T) {
 // TestReturnToHostRealNetnsWithoutRDMA: on a kernel without RDMA (this
 // machine) ReturnToHost enters a live pod netns and finds nothing to do.
 func TestReturnToHostRealNetnsWithoutRDMA(t *testing.T) {
+	testenv.Privileged(t)
 	_, err := os.Stat("/sys/class/infiniband")
 	testenv.KernelLacks(t, "RDMA (/sys/class/infiniband)", !os.IsNotExist(err))
 	pod := netnstest.NewNS(t)

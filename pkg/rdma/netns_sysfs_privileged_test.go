@@ -1,5 +1,3 @@
-//go:build privileged
-
 package rdma
 
 import (
@@ -9,14 +7,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rdma-chain/rdma-chain/internal/netnstest"
-	"github.com/rdma-chain/rdma-chain/internal/testenv"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/netnstest"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 )
 
 // TestNetnsSysfs: the sysfs mounted from inside a pod netns shows that
 // netns's netdevs, and the host's mounts and /sys are untouched.
 func TestNetnsSysfs(t *testing.T) {
-	testenv.RequireRoot(t)
+	testenv.Privileged(t)
 	node := netnstest.NewNS(t)
 	peer := netnstest.NewNS(t)
 	netnstest.AddVeth(t, node, peer, "rdmaeth", 1500)

@@ -55,7 +55,7 @@ func (k kernelNode) Stranded(rec *state.Record) (string, error) {
 		return "", err
 	}
 	for _, l := range rec.Links {
-		if l.Kind != "moved" {
+		if l.Kind != state.LinkMoved {
 			continue
 		}
 		if k.rdma.Visible(l.Device) {

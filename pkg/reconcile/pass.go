@@ -204,11 +204,7 @@ func describeRec(rec *state.Record) string {
 	} else {
 		s += " (pod unknown"
 	}
-	mode := rec.Mode
-	if mode == "" {
-		mode = "pass-through"
-	}
-	s += ", " + mode
+	s += ", " + rec.ModeName()
 	for _, l := range rec.Links {
 		s += fmt.Sprintf(", %s %s", l.Kind, l.Device)
 		if l.PodName != "" {

@@ -17,9 +17,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/common/expfmt"
 
+	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 	"github.com/rdma-chain/rdma-chain/pkg/conflist"
 	"github.com/rdma-chain/rdma-chain/pkg/cri"
 	"github.com/rdma-chain/rdma-chain/pkg/metrics"
+	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
@@ -54,9 +56,9 @@ func newFakeNode(t *testing.T, recs ...*state.Record) *fakeNode {
 }
 
 func rec(network, cid, netns string, age time.Duration) *state.Record {
-	return &state.Record{Network: network, ContainerID: cid, IfName: "eth0", NetNS: netns, Mode: "shared",
+	return &state.Record{Network: network, ContainerID: cid, IfName: "eth0", NetNS: netns, Mode: rdma.ModeShared,
 		Pod:   state.Pod{Namespace: "default", Name: "pod-" + cid, UID: "uid-" + cid},
-		Links: []state.Link{{Device: "rxe0", Kind: "ipvlan", Step: "done"}}, CreatedAt: now.Add(-age)}
+		Links: []state.Link{{Device: "rxe0", Kind: state.LinkIPVlan, Step: state.StepDone}}, CreatedAt: now.Add(-age)}
 }
 
 func (n *fakeNode) reconciler(criSocket string) *reconciler {
@@ -237,7 +239,7 @@ func TestReconcileLoop(t *testing.T) {
 func exclusiveRec(cid string) *state.Record {
 	r := rec("rdmanet", cid, "/run/netns/"+cid, time.Hour)
 	r.Mode = "exclusive"
-	r.Links = []state.Link{{Device: "simrdma0", Kind: "moved", Step: "done", RDMAMoved: true}}
+	r.Links = []state.Link{{Device: "simrdma0", Kind: state.LinkMoved, Step: state.StepDone, RDMAMoved: true}}
 	return r
 }
 
@@ -378,9 +380,19 @@ func TestLoopRepairsOnEvent(t *testing.T) {
 	done := make(chan struct{})
 	go func() { r.loop(ctx, time.Hour, nil); close(done) }()
 	sink := <-n.watching
-	r.mu.Lock() // after the first pass has started, before the event
-	n.stranded = []string{"dead"}
-	r.mu.Unlock()
+	// After the first pass has ended (it kept the record: its sandbox is
+	// listed and nothing is stranded yet), before the event: else the
+	// first pass itself releases it.
+	testenv.Eventually(t, 10*time.Second, func() (bool, string) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		out := n.out.String()
+		if !strings.Contains(out, " released, ") {
+			return false, "no pass ended:\n" + out
+		}
+		n.stranded = []string{"dead"}
+		return true, ""
+	})
 	sink.fire("rtnetlink")
 	deadline := time.Now().Add(10 * time.Second)
 	for testutil.ToFloat64(r.metrics.Repairs.WithLabelValues("rdmanet", metrics.TriggerEvent)) != 1 {

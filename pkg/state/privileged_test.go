@@ -1,5 +1,3 @@
-//go:build privileged
-
 package state
 
 import (
@@ -9,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdma-chain/rdma-chain/internal/testenv"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 	"golang.org/x/sys/unix"
 )
 
@@ -17,7 +15,7 @@ import (
 // read-only mount cannot exist, which Lock reports as ErrNoStateDir; an
 // existing one on the same mount is not ErrNoStateDir.
 func TestLockReadOnlyParent(t *testing.T) {
-	testenv.RequireRoot(t)
+	testenv.Privileged(t)
 	mnt := t.TempDir()
 	if err := unix.Mount("tmpfs", mnt, "tmpfs", 0, "mode=0755"); err != nil {
 		t.Fatalf("mount tmpfs: %v", err)

@@ -54,6 +54,8 @@ import (
 	"strings"
 	"time"
 	"unicode"
+
+	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 )
 
 // Version is the record format version written by Put. Get and List refuse
@@ -93,8 +95,8 @@ type Pod struct {
 
 // Link is one RDMA netdev/device given to the pod.
 type Link struct {
-	Device string `json:"device"` // RDMA device name, e.g. rxe0, erdma_0, mlx5_1
-	Kind   string `json:"kind"`   // "moved" (exclusive) | "ipvlan" | "macvlan" | "none"
+	Device string   `json:"device"` // RDMA device name, e.g. rxe0, erdma_0, mlx5_1
+	Kind   LinkKind `json:"kind"`
 	// HostLink is the netdev's host identity (for a child: HostName is the
 	// parent, PodName and MAC the child's), flattened into the record.
 	HostLink
@@ -105,7 +107,7 @@ type Link struct {
 	// ADD (its netdev's /64 and the block's host bits): the range its lease
 	// is taken from and released with.
 	IPAMRange string `json:"ipamRange,omitempty"`
-	Step      string `json:"step"` // progress marker written before/after each host change
+	Step      Step   `json:"step"` // progress marker written before/after each host change
 }
 
 // HostLink is a netdev's host-side identity, recorded before it moves so
@@ -152,12 +154,12 @@ type Record struct {
 	NetNSIno uint64 `json:"netnsIno,omitempty"`
 	// NetNSCookie is the pod netns's SO_NETNS_COOKIE at ADD: unlike the
 	// inode number, the kernel never gives it to another netns.
-	NetNSCookie uint64 `json:"netnsCookie,omitempty"`
-	Pod         Pod    `json:"pod"`
-	Mode        string `json:"mode,omitempty"` // "exclusive" | "shared" | "" (pass-through)
-	CNIVersion  string `json:"cniVersion,omitempty"`
-	Links       []Link `json:"links,omitempty"`
-	SMC         *SMC   `json:"smc,omitempty"`
+	NetNSCookie uint64    `json:"netnsCookie,omitempty"`
+	Pod         Pod       `json:"pod"`
+	Mode        rdma.Mode `json:"mode,omitempty"` // the node's RDMA netns mode at ADD; "": pass-through
+	CNIVersion  string    `json:"cniVersion,omitempty"`
+	Links       []Link    `json:"links,omitempty"`
+	SMC         *SMC      `json:"smc,omitempty"`
 	// DeviceInfo is the NPWG device-info file ADD writes, recorded before
 	// it is written.
 	DeviceInfo *DeviceInfo `json:"deviceInfo,omitempty"`

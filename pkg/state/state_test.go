@@ -292,7 +292,7 @@ func TestNoTempFilesLeft(t *testing.T) {
 	s := New(t.TempDir())
 	r := fullRecord()
 	for i := 0; i < 3; i++ {
-		r.Links[0].Step = strings.Repeat("x", i)
+		r.Links[0].Step = Step(strings.Repeat("x", i))
 		if err := s.Put(r); err != nil {
 			t.Fatal(err)
 		}

@@ -61,7 +61,7 @@ go build -ldflags '-s -w' -o "$BIN/tcpproto" ./integration/vm/guest/tcpproto
 go build -ldflags '-s -w' -o "$BIN/promscrape" ./integration/vm/guest/promscrape
 go build -ldflags '-s -w' -o "$BIN/kcaps" ./integration/vm/guest/kcaps
 go test -c -tags smchook -ldflags '-s -w' -o "$BIN/hook.test" ./pkg/smc/hook/
-go test -c -tags privileged -ldflags '-s -w' -o "$BIN/netdev.test" ./pkg/netdev/
+go test -c -ldflags '-s -w' -o "$BIN/netdev.test" ./pkg/netdev/
 go build -tags failpoint -ldflags '-s -w' -o "$BIN/rdma-chain-fp" ./plugins/meta/rdma-chain
 # The binaries built beside the plugin (the SMC socket hook, which the plugin
 # runs from its own directory; the operator binary): the ones beside

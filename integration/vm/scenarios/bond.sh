@@ -62,7 +62,7 @@ check bond-intact sh -c "/usr/sbin/ip -o link show bs0 | grep -q 'master bond0' 
 
 # The host link lookup and netns-local check on this kernel, with bonds.
 step netdev-lookup-tests
-out=$(RC_NETDEV_BOND=1 /usr/local/bin/netdev.test -test.v -test.count=1 \
+out=$(RC_PRIVILEGED=1 RC_NETDEV_BOND=1 /usr/local/bin/netdev.test -test.v -test.count=1 \
 	-test.run '^(TestRestoreNeverMoved|TestRestoreAmongLinksSharingMAC|TestNetnsLocal)$' 2>&1)
 rc=$?
 echo "$out" | grep -E -- '^\s*--- |^(ok|FAIL|PASS)' | sed 's/^/  | /'

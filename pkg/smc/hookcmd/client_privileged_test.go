@@ -1,5 +1,3 @@
-//go:build privileged
-
 package hookcmd
 
 import (
@@ -13,7 +11,7 @@ import (
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
-	"github.com/rdma-chain/rdma-chain/internal/testenv"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 	"github.com/rdma-chain/rdma-chain/pkg/smc/hookmap"
 )
 
@@ -27,7 +25,7 @@ type node struct {
 
 func newNode(t *testing.T) *node {
 	t.Helper()
-	testenv.RequireRoot(t)
+	testenv.Privileged(t)
 	fs := t.TempDir()
 	if err := unix.Mount("bpf", fs, "bpf", 0, "mode=0700"); err != nil {
 		testenv.Unavailable(t, "cannot mount a bpffs: %v", err)
@@ -85,6 +83,7 @@ var hookSpec = ebpf.MapSpec{Name: hookmap.MapName, Type: ebpf.Hash, KeySize: hoo
 // With nothing pinned the hook binary loads the program (Add) and probes
 // the kernel (Supported); nothing pinned is nothing listed or to remove.
 func TestClientWithoutPins(t *testing.T) {
+	testenv.Privileged(t)
 	n := newNode(t)
 	if err := n.c.Supported(n.dir); err != nil {
 		t.Fatal(err)
@@ -110,6 +109,7 @@ func TestClientWithoutPins(t *testing.T) {
 // With the map and link pinned, the pods' listings are the plugin's own
 // bpf(2) calls; only the last Remove runs the binary, to detach.
 func TestClientWithPins(t *testing.T) {
+	testenv.Privileged(t)
 	n := newNode(t)
 	m := n.pin(t, true, hookSpec)
 	err := n.c.Supported(n.dir)
@@ -160,6 +160,7 @@ func TestClientWithPins(t *testing.T) {
 // as attached, and a pin that is not the hook's map is refused, never
 // updated, and the binary never runs for it.
 func TestClientRefuses(t *testing.T) {
+	testenv.Privileged(t)
 	t.Run("map without link", func(t *testing.T) {
 		n := newNode(t)
 		m := n.pin(t, false, hookSpec)

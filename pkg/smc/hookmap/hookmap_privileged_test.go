@@ -1,5 +1,3 @@
-//go:build privileged
-
 // The map client against the running kernel: a fresh bpffs instance per
 // case, maps made and pinned with cilium/ebpf (the hook's own loader),
 // then opened, refused and changed through raw bpf(2). The host needs no
@@ -17,13 +15,13 @@ import (
 	"github.com/cilium/ebpf/asm"
 	"golang.org/x/sys/unix"
 
-	"github.com/rdma-chain/rdma-chain/internal/testenv"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 )
 
 // bpffs mounts a fresh bpffs instance and returns its path.
 func bpffs(t *testing.T) string {
 	t.Helper()
-	testenv.RequireRoot(t)
+	testenv.Privileged(t)
 	dir := t.TempDir()
 	if err := unix.Mount("bpf", dir, "bpf", 0, "mode=0700"); err != nil {
 		testenv.Unavailable(t, "cannot mount bpffs: %v", err)
@@ -51,6 +49,7 @@ func pinMap(t *testing.T, spec ebpf.MapSpec, path string) {
 var hookSpec = ebpf.MapSpec{Name: MapName, Type: ebpf.Hash, KeySize: KeySize, ValueSize: ValueSize}
 
 func TestOpen(t *testing.T) {
+	testenv.Privileged(t)
 	with := func(f func(*ebpf.MapSpec)) ebpf.MapSpec { s := hookSpec; f(&s); return s }
 	for _, tc := range []struct {
 		name    string
@@ -144,6 +143,7 @@ func TestOpen(t *testing.T) {
 // The kernel's answers the client reads as facts: ENOENT for a hash map's
 // absent key on lookup and delete, and for the first key of an empty map.
 func TestListUnlist(t *testing.T) {
+	testenv.Privileged(t)
 	fs := bpffs(t)
 	dir := filepath.Join(fs, "rdma-chain")
 	hookMap(t, fs, dir)
@@ -201,6 +201,7 @@ func TestListUnlist(t *testing.T) {
 }
 
 func TestLinked(t *testing.T) {
+	testenv.Privileged(t)
 	for _, tc := range []struct {
 		name    string
 		prepare func(t *testing.T, fs, dir string)

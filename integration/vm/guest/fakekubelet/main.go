@@ -19,7 +19,7 @@ import (
 	"path/filepath"
 	"syscall"
 
-	"github.com/rdma-chain/rdma-chain/internal/fakekubelet"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/fakekubelet"
 )
 
 func main() {

@@ -52,7 +52,7 @@ func RequireBinary(t testing.TB, name string, dirs ...string) string {
 // RepoRoot is the repository's top folder, wherever the checkout lives.
 func RepoRoot() string {
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..")
+	return filepath.Join(filepath.Dir(file), "..", "..", "..")
 }
 
 // ToolsDir is a folder under the project-local .tools/ that make deps fills:

@@ -8,7 +8,7 @@ import (
 
 	"github.com/rdma-chain/rdma-chain/pkg/podres"
 
-	"github.com/rdma-chain/rdma-chain/internal/testenv"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 )
 
 // The fake answers the project's client over kubelet's API, with Get and,
