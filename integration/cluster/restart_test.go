@@ -3,9 +3,13 @@
 package cluster
 
 import (
+	"fmt"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 )
 
 // passAfterRestart is a reconcile pass that listed the runtime's sandboxes.
@@ -24,21 +28,22 @@ func testContainerdRestart(t *testing.T, cp *controlPlane) {
 	if err != nil {
 		t.Fatalf("restart count of %s: %v: %s", pod, err, before)
 	}
-	killed := time.Now().UTC().Truncate(time.Second)
-	out := cp.nodeShell(t, node, `old=$(pidof containerd)
-kill $old
-i=0
-while [ $i -lt 120 ]; do
-	new=$(pidof containerd)
-	[ -n "$new" ] && [ "$new" != "$old" ] && break
-	sleep 1
-	i=$((i + 1))
-done
-echo "containerd $old -> $new after $i s"`)
-	t.Logf("%s: %s", node, out)
-	if !regexp.MustCompile(`containerd \d+ -> \d+ after`).MatchString(out) {
-		t.Fatalf("containerd on %s did not come back: %s", node, out)
+	old := strings.TrimSpace(cp.nodeShell(t, node, "pidof containerd"))
+	if !regexp.MustCompile(`^\d+$`).MatchString(old) {
+		t.Fatalf("containerd's pid on %s: %q", node, old)
 	}
+	killed := time.Now().UTC().Truncate(time.Second)
+	// The killing pod's own end is reported by the runtime it kills: it
+	// is not waited on, only deleted.
+	killer := cp.debugStart(t, node, testImage, "/bin/busybox", "kill", old)
+	t.Cleanup(func() { _, _ = cp.kubectlOut("delete", "pod", killer, "--wait=false") })
+	var now string
+	testenv.Eventually(t, 5*time.Minute, func() (bool, string) {
+		out, ok := cp.debugWait(t, cp.debugStart(t, node, testImage, "/bin/busybox", "pidof", "containerd"), 3*time.Minute)
+		now = strings.TrimSpace(out)
+		return ok && now != "" && now != old, fmt.Sprintf("containerd on %s: pid %q (was %s)", node, now, old)
+	})
+	t.Logf("containerd on %s: pid %s killed, %s running %.0f s later", node, old, now, time.Since(killed).Seconds())
 	logs := cp.poll(t, 5*time.Minute, passAfterRestart.MatchString,
 		"-n", "kube-system", "logs", pod, "-c", "reconcile", "--since-time="+killed.Format(time.RFC3339))
 	t.Logf("reconcile on %s since containerd was killed:\n%s", node, logs)
