@@ -29,9 +29,9 @@ type hookWanted struct {
 }
 
 // wantedHooks are the socket hooks the networks' entries may list pods
-// in: SMC-R not turned off (smcr.enabled), smcr.transparent bpf or auto. An entry
-// that does not parse has no wish (the loader refused it already; DEL
-// reads the same bytes).
+// in: SMC-R not turned off (smcr.enabled), smcr.transparent bpf or auto.
+// An entry that does not parse has no wish (the loader refused it
+// already; DEL reads the same bytes).
 func wantedHooks(nets []conflist.Network) map[string]hookWanted {
 	out := map[string]hookWanted{}
 	for _, n := range nets {
