@@ -94,20 +94,7 @@ func (c Client) Remove(dir string, ino uint64) error {
 // Held reports whether the program is attached and held (hookmap.HoldKey
 // listed), with the raw map client: the reconcile daemon's look before
 // each pass, which runs the hook binary only when the hold is missing.
-func (c Client) Held(dir string) (bool, error) {
-	m, err := hookmap.Open(dir)
-	if errors.Is(err, hookmap.ErrNotPinned) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	defer m.Close()
-	if linked, err := m.Linked(); err != nil || !linked {
-		return false, err
-	}
-	return m.Lookup(hookmap.HoldKey)
-}
+func (c Client) Held(dir string) (bool, error) { return linkedLookup(dir, hookmap.HoldKey) }
 
 // Listed reports whether ino is listed and the program attached.
 func (c Client) Listed(dir string, ino uint64) (bool, error) {
@@ -115,6 +102,12 @@ func (c Client) Listed(dir string, ino uint64) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	return linkedLookup(dir, key)
+}
+
+// linkedLookup reports whether key is in the pinned map and the program
+// attached; nothing pinned is false.
+func linkedLookup(dir string, key uint32) (bool, error) {
 	m, err := hookmap.Open(dir)
 	if errors.Is(err, hookmap.ErrNotPinned) {
 		return false, nil
