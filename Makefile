@@ -11,7 +11,7 @@ IMAGE_TAG ?= dev
 export RDMA_CHAIN_BIN := $(CURDIR)/bin/rdma-chain
 export RDMA_CHAIN_TOOLS := $(TOOLS)
 
-.PHONY: all build image deps deps-lint deps-vm test test-setup test-unit test-fuzz test-netns test-containerd test-vm test-node test-cluster soak lint demo demo-netns bench clean
+.PHONY: all build image deps deps-lint deps-vm test test-setup test-unit test-fuzz test-netns test-containerd test-vm test-node test-vm-node test-cluster soak lint demo demo-netns bench clean
 
 all: build
 
@@ -51,7 +51,7 @@ deps-vm: deps
 	./scripts/vm/prepare.sh
 
 # Every tier that exists. Under CI=true a tier that cannot run fails.
-test: deps build test-setup test-unit test-fuzz test-netns test-containerd test-vm test-node test-cluster
+test: deps build test-setup test-unit test-fuzz test-netns test-containerd test-vm-node test-cluster
 
 # The README's set-up on a machine whose package lists are stale.
 test-setup:
@@ -81,21 +81,30 @@ test-containerd: deps build
 	$(GO) test -tags containerd -count=1 -v ./integration/containerd/
 
 # Real-kernel tier: Debian kernels with soft-RoCE and the simrdma test device
-# under qemu (6.1, 6.12 and 7.3, docs/kernels.md), the kernels in parallel;
-# a boot may take minutes under TCG (crash-rdma ~130 s alone).
+# under qemu (6.1, 6.12 and 7.3, docs/kernels.md), the kernels' boots side by
+# side in the VM slots (internal/testonly/vmslot: one TCG guest per core);
+# a boot may take minutes under TCG (crash-rdma ~100 s alone).
+VM_TEST_ENV = RC_VM_PLUGIN=$(CURDIR)/bin/rdma-chain RC_VM_BOOT_TIMEOUT=$${RC_VM_BOOT_TIMEOUT:-480s}
 test-vm: deps-vm build
-	RC_VM_PLUGIN=$(CURDIR)/bin/rdma-chain RC_VM_BOOT_TIMEOUT=$${RC_VM_BOOT_TIMEOUT:-480s} $(GO) test -tags vm -count=1 -timeout 60m -v ./integration/vm/
+	$(VM_TEST_ENV) $(GO) test -tags vm -count=1 -timeout 60m -parallel 8 -v ./integration/vm/
 
 # Node tier: a Kubernetes node in a VM (Debian 6.12, or 6.1 with
 # NODE_KERNEL=6.1; qemu TCG): kubelet
 # v1.37 standalone, containerd 2.4.2 + runc, the Mellanox RDMA device plugin,
 # rdma-chain by its DaemonSet's pod on make image's image, then the pod
 # manifests of integration/node/pods (PODS=DIR: anyone's; shared/ and
-# exclusive/ boot the node once in each RDMA netns mode), each checked
-# against its annotation test.rdma-chain/expect.
+# exclusive/ boot the node once in each RDMA netns mode, side by side in
+# the VM slots), each checked against its annotation test.rdma-chain/expect.
 test-node: deps-vm image
 	./scripts/node/parts.sh >/dev/null
 	RC_NODE_PODS=$(PODS) $(GO) test -tags node -count=1 -timeout 60m -v ./integration/node/
+
+# The VM and node tiers as one go test, as make test runs them: their boots
+# share the VM slots, so neither leaves a core idle while the other runs.
+# go test prints each tier's log whole when that tier ends.
+test-vm-node: deps-vm build image
+	./scripts/node/parts.sh >/dev/null
+	$(VM_TEST_ENV) RC_NODE_PODS=$(PODS) $(GO) test -tags 'vm node' -count=1 -timeout 60m -parallel 8 -v ./integration/vm/ ./integration/node/
 
 # Cluster tier: a control plane on the host's loopback (etcd v3.7.3,
 # kube-apiserver, kube-controller-manager, kube-scheduler and kubectl v1.37.2

@@ -20,11 +20,12 @@
 // Environment: RC_VM_KERNELS (default "6.1,6.12,7.3"), RC_VM_BOOT_TIMEOUT
 // (default 180s), RC_VM_PLUGIN (path of a static rdma-chain binary to use
 // instead of a fresh build of plugins/meta/rdma-chain or bin/rdma-chain),
-// RC_VM_PARALLEL=0 boots the kernels one after the other (default: both at
-// once, one per core), RC_VM_ACCEL (default tcg,thread=single; multi-threaded
-// TCG hit a kernel int3 Oops in text patching on 6.12), RC_VM_APPEND adds kernel
-// command line words (rc.load=optional also loads xfrm_user and nfnetlink),
-// RC_VM_SCENARIOS (comma-separated scenario names: run only these, including
+// RC_VM_PARALLEL=0 boots the kernels one after the other (default: all at
+// once, each boot waiting for one of the VM slots that every qemu-booting
+// tier shares, internal/testonly/vmslot: one guest per core), RC_VM_ACCEL
+// (default tcg,thread=single; multi-threaded TCG hit a kernel int3 Oops in
+// text patching on 6.12), RC_VM_APPEND adds kernel command line words
+// (rc.load=optional also loads xfrm_user and nfnetlink), RC_VM_SCENARIOS (comma-separated scenario names: run only these, including
 // the ones not run by default, e.g. "smc" or "demo").
 package vm
 
@@ -44,6 +45,7 @@ import (
 	"time"
 
 	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/vmslot"
 
 	"github.com/rdma-chain/rdma-chain/pkg/install"
 	"github.com/rdma-chain/rdma-chain/pkg/smc/hookcmd"
@@ -67,21 +69,23 @@ type scenario struct {
 	optIn       bool // runs only when RC_VM_SCENARIOS names it
 }
 
+// Longest first: the kernels' boots interleave in the VM slots, and the
+// tier ends with its shortest boots, not a long one begun late.
 var bootGroups = []bootGroup{
 	{"shared-mode", 0, []scenario{{"smoke", false, false}, {"shared", true, false}, {"podres", true, false},
 		{"ipv6", true, false}, {"smc", true, false}, {"upgrade-shared", true, false}, {"demo", true, true}}},
-	{"lingjun", 0, []scenario{{"bond", true, false}, {"multi", true, false}}},
-	{"exclusive-mode", 0, []scenario{{"exclusive", true, false}}},
-	{"exclusive-simrdma", 1, []scenario{{"exclusive-rdma", true, false}, {"bond-exclusive", true, false}}},
-	{"multi-exclusive-simrdma", 4, []scenario{{"multi-exclusive", true, false}}},
-	{"ops", 0, []scenario{{"ops", true, false}}},
-	{"ops-exclusive-simrdma", 1, []scenario{{"ops-exclusive", true, false}, {"ops-repair", true, false}}},
-	{"smc-hook", 0, []scenario{{"smc-hook", true, false}}},
-	{"crash-simrdma", 1, []scenario{{"crash-rdma", true, false}}},
-	{"upgrade-simrdma", 1, []scenario{{"upgrade-exclusive", true, false}}},
-	{"soak-shared", 0, []scenario{{"soak-shared", true, false}}},
 	{"soak-simrdma", 1, []scenario{{"soak-exclusive", true, false}}},
+	{"soak-shared", 0, []scenario{{"soak-shared", true, false}}},
+	{"exclusive-simrdma", 1, []scenario{{"exclusive-rdma", true, false}, {"bond-exclusive", true, false}}},
+	{"crash-simrdma", 1, []scenario{{"crash-rdma", true, false}}},
+	{"lingjun", 0, []scenario{{"bond", true, false}, {"multi", true, false}}},
+	{"upgrade-simrdma", 1, []scenario{{"upgrade-exclusive", true, false}}},
+	{"smc-hook", 0, []scenario{{"smc-hook", true, false}}},
+	{"ops", 0, []scenario{{"ops", true, false}}},
+	{"multi-exclusive-simrdma", 4, []scenario{{"multi-exclusive", true, false}}},
+	{"ops-exclusive-simrdma", 1, []scenario{{"ops-exclusive", true, false}, {"ops-repair", true, false}}},
 	{"caps-simrdma", 1, []scenario{{"caps", true, false}}},
+	{"exclusive-mode", 0, []scenario{{"exclusive", true, false}}},
 }
 
 // selected reports whether scenario s runs: RC_VM_SCENARIOS names it, or it
@@ -130,7 +134,7 @@ func TestVM(t *testing.T) {
 	for _, k := range kernels {
 		k := strings.TrimSpace(k)
 		t.Run("kernel-"+k, func(t *testing.T) {
-			if os.Getenv("RC_VM_PARALLEL") != "0" { // one single-threaded TCG VM per core
+			if os.Getenv("RC_VM_PARALLEL") != "0" { // bounded by the VM slots (boot)
 				t.Parallel()
 			}
 			kdir, ok := p.kernels[k]
@@ -406,8 +410,6 @@ func (c *console) add(line string) {
 func boot(t *testing.T, p prepared, kdir, initrd string, scenarios []string, simrdma int, timeout time.Duration) *console {
 	t.Helper()
 	c := &console{steps: map[string]bool{}, passed: map[string]bool{}, failed: map[string]string{}}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
 	// no_timer_check: under TCG on a busy host the kernel's IO-APIC timer
 	// check can miss its ticks and panic at boot (seen on 7.3).
 	cmdline := "console=ttyS0 panic=-1 quiet no_timer_check rc.scenario=" + strings.Join(scenarios, ",")
@@ -423,6 +425,13 @@ func boot(t *testing.T, p prepared, kdir, initrd string, scenarios []string, sim
 		cmdline += " rc.simrdma=" + strings.Join(nics, ",")
 	}
 	args = append(args, "-append", strings.TrimSpace(cmdline+" "+os.Getenv("RC_VM_APPEND")))
+	slot, err := vmslot.Acquire(3 * time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slot.Release()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
 	cmd := exec.CommandContext(ctx, p.qemu, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
@@ -436,7 +445,8 @@ func boot(t *testing.T, p prepared, kdir, initrd string, scenarios []string, sim
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start qemu: %v", err)
 	}
-	t.Logf("booting %s rc.scenario=%s (timeout %s)", filepath.Base(kdir), strings.Join(scenarios, ","), timeout)
+	t.Logf("booting %s rc.scenario=%s (timeout %s) in VM %s after %.0fs waiting for it",
+		filepath.Base(kdir), strings.Join(scenarios, ","), timeout, slot.Name, slot.Wait.Seconds())
 	sc := bufio.NewScanner(stdout)
 	sc.Buffer(make([]byte, 64*1024), 1024*1024)
 	for sc.Scan() {
@@ -455,7 +465,13 @@ func boot(t *testing.T, p prepared, kdir, initrd string, scenarios []string, sim
 	case werr != nil:
 		c.bootErr = fmt.Sprintf("qemu: %v", werr)
 	}
-	t.Logf("BOOT-WALL %s %s: %.1fs", filepath.Base(kdir), strings.Join(scenarios, ","), wall.Seconds())
+	// qemu's CPU time against its wall time: how busy one guest keeps its
+	// core, which is what the slots assume.
+	var cpu time.Duration
+	if cmd.ProcessState != nil {
+		cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	}
+	t.Logf("BOOT-WALL %s %s: %.1fs, qemu CPU %.1fs", filepath.Base(kdir), strings.Join(scenarios, ","), wall.Seconds(), cpu.Seconds())
 	if c.bootErr != "" {
 		t.Errorf("%s", c.bootErr)
 	}

@@ -27,6 +27,8 @@
 # (multi-threaded TCG) a vCPU ran code the other was patching (an int3 oops in
 # kmem_cache_alloc, seen here on the first boot with the device plugin); one
 # thread for both vCPUs also leaves the host's second core to other work.
+# The boots run side by side, each once it holds one of the VM slots that
+# every qemu-booting tier shares (scripts/vm/slot.sh: one guest per core).
 # Exit status 0 only when every boot printed "RC-RESULT pass" and no RC-FAIL.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -40,6 +42,8 @@ export PATH="/usr/local/go/bin:$PATH"
 die() { echo "node-run: ERROR: $*" >&2; exit 1; }
 # shellcheck source=scripts/node/stage.sh
 . "$ROOT/scripts/node/stage.sh"
+# shellcheck source=scripts/vm/slot.sh
+. "$ROOT/scripts/vm/slot.sh"
 envval() { awk -F= -v k="$2" '$1==k {print substr($0, length(k) + 2)}' "$1"; }
 
 VMENV="$ROOT/.cache/vm/env"
@@ -94,35 +98,50 @@ rmdir "$S/pods"
 (cd "$S" && find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc --owner 0:0 --quiet | gzip -1 >"$WORK/node.cpio.gz")
 rm -rf "$S"
 
-# boot MODE DIR: the node in MODE with the pods of DIR (part three, /pods).
+# boot MODE DIR: the node in MODE with the pods of DIR (part three, /pods),
+# once one of the VM slots every qemu-booting tier shares is free
+# (scripts/vm/slot.sh); its console goes to console-MODE.log.
 boot() {
-	local mode=$1 dir=$2 log="$WORK/console-$1.log" start end rc nic=()
-	rm -rf "$WORK/pods-stage" && mkdir -p "$WORK/pods-stage/pods"
-	cp "$dir"/*.yaml "$WORK/pods-stage/pods/"
-	(cd "$WORK/pods-stage" && find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc --owner 0:0 --quiet | gzip -1 >"$WORK/pods.cpio.gz")
-	cat "$WORK/base.cpio.gz" "$WORK/node.cpio.gz" "$WORK/pods.cpio.gz" >"$WORK/initrd.cpio.gz"
-	echo "node-run: initramfs $(du -h "$WORK/initrd.cpio.gz" | cut -f1), kernel $KVER, $mode node, pods from $dir" >&2
+	local mode=$1 dir=$2 log="$WORK/console-$1.log" stage="$WORK/pods-stage-$1" start end rc nic=()
+	rm -rf "$stage" && mkdir -p "$stage/pods"
+	cp "$dir"/*.yaml "$stage/pods/"
+	(cd "$stage" && find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc --owner 0:0 --quiet | gzip -1 >"$WORK/pods-$mode.cpio.gz")
+	cat "$WORK/base.cpio.gz" "$WORK/node.cpio.gz" "$WORK/pods-$mode.cpio.gz" >"$WORK/initrd-$mode.cpio.gz"
+	echo "node-run: initramfs $(du -h "$WORK/initrd-$mode.cpio.gz" | cut -f1), kernel $KVER, $mode node, pods from $dir" >"$log"
 	# Exclusive: a second NIC (eth1) for the pods to take in turn.
 	[ "$mode" = exclusive ] && nic=(-netdev user,id=n1,restrict=on,ipv6=off -device virtio-net-pci,netdev=n1)
+	slot_acquire 2>>"$log" || return 1
 	start=$(date +%s.%N)
 	set +e
 	timeout -k 5 "$TIMEOUT" "$QEMU" -accel tcg,thread=single -m 4096 -smp 2 -nographic -no-reboot \
-		-kernel "$KDIR/vmlinuz" -initrd "$WORK/initrd.cpio.gz" \
+		-kernel "$KDIR/vmlinuz" -initrd "$WORK/initrd-$mode.cpio.gz" \
 		-netdev user,id=n0,restrict=on,ipv6=off -device virtio-net-pci,netdev=n0 "${nic[@]}" \
-		-append "console=ttyS0 panic=-1 quiet no_timer_check rc.node=$mode" </dev/null 2>&1 | tr -d '\r' | tee "$log"
+		-append "console=ttyS0 panic=-1 quiet no_timer_check rc.node=$mode" </dev/null 2>&1 | tr -d '\r' >>"$log"
 	rc=${PIPESTATUS[0]}
 	set -e
 	end=$(date +%s.%N)
-	echo "node-run: $mode node boot wall time $(awk "BEGIN{printf \"%.1f\", $end-$start}") s (qemu exit $rc)" >&2
-	[ "$rc" != 124 ] || { echo "node-run: TIMEOUT after ${TIMEOUT}s" >&2; return 1; }
+	slot_release
+	echo "node-run: $mode node boot wall time $(awk "BEGIN{printf \"%.1f\", $end-$start}") s (qemu exit $rc)" >>"$log"
+	[ "$rc" != 124 ] || { echo "node-run: TIMEOUT after ${TIMEOUT}s" >>"$log"; return 1; }
 	grep -q '^RC-RESULT pass' "$log" && ! grep -q '^RC-FAIL' "$log"
 }
 
+# The boots run side by side, each in its own slot; their consoles are
+# printed one after the other, whole, once both are done.
+modes=$MODES
+[ -n "$modes" ] || modes=shared
+pids=()
+for m in $modes; do
+	dir=$PODS/$m
+	[ -n "$MODES" ] || dir=$PODS
+	boot "$m" "$dir" &
+	pids+=($!)
+done
 status=0
-if [ -z "$MODES" ]; then
-	boot shared "$PODS" || status=1
-fi
-for m in $MODES; do
-	boot "$m" "$PODS/$m" || status=1
+for pid in "${pids[@]}"; do
+	wait "$pid" || status=1
+done
+for m in $modes; do
+	cat "$WORK/console-$m.log"
 done
 exit $status
