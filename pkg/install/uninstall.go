@@ -42,6 +42,10 @@ type UninstallOptions struct {
 	// reconcile pass over n); nil releases nothing but what the pods'
 	// own DEL does.
 	Release func(ctx context.Context, n conflist.Network) error
+	// ReleaseHook releases the SMC socket hook reconcile held in a bpffs
+	// directory and reports whether one was held; nil runs BinDir's hook
+	// binary (or the one beside this binary) when the hook is held.
+	ReleaseHook func(dir string) (bool, error)
 }
 
 // Uninstall takes rdma-chain off the node without stranding an
@@ -78,8 +82,12 @@ func drainEntry(ctx context.Context, o UninstallOptions, out io.Writer) (bool, e
 		return true, nil
 	}
 	if err != nil && o.Force {
-		// An entry the plugin cannot read cannot drain or DEL anything.
+		// An entry the plugin cannot read cannot drain or DEL anything;
+		// its bpffsDir is unknown, so the default one's hold goes.
 		say(out, "%s: --force: %v\n", path, err)
+		if err := o.releaseHook(config.DefaultBPFFSDir, out); err != nil {
+			return false, err
+		}
 		return true, removeEntry(path, out)
 	}
 	if err != nil {
@@ -99,10 +107,16 @@ func drainEntry(ctx context.Context, o UninstallOptions, out io.Writer) (bool, e
 		return false, fmt.Errorf("%w: %d in %s; the entry stays in %s, draining (new pods pass through, these get their DEL), and the binaries stay: "+
 			"run uninstall again once those pods are gone, or with --wait, or --force to strand them", ErrLiveAttachments, len(live), n.DataDir, path)
 	}
-	if err := removeEntry(path, out); err != nil {
+	// The hold goes before the entry: if releasing fails, the entry stays
+	// (draining) and a second uninstall finds the directory again.
+	c, _, err := config.ParseWithoutPrevResult(n.Stdin)
+	if err != nil {
 		return false, err
 	}
-	if err := releaseHook(n, o.BinDir, out); err != nil {
+	if err := o.releaseHook(c.SMCR.BPFFSDir, out); err != nil {
+		return false, err
+	}
+	if err := removeEntry(path, out); err != nil {
 		return false, err
 	}
 	if len(live) > 0 {
@@ -241,31 +255,39 @@ func removeBinaries(dir string, out io.Writer) error {
 	return unix.Fsync(fd)
 }
 
-// releaseHook releases the SMC socket hook that reconcile held for the
-// entry's SMC-R pods (with none listed, the program detaches and the pins
-// go), with the hook binary of binDir (the node's, also under --host-root)
-// or else the one beside this binary. Without a bpffs at the entry's
-// smcr.bpffsDir nothing can be pinned there, so nothing is held.
-func releaseHook(n conflist.Network, binDir string, out io.Writer) error {
-	c, _, err := config.ParseWithoutPrevResult(n.Stdin)
-	if err != nil {
-		return err
+// releaseHook releases the SMC socket hook that reconcile held in dir for
+// the entry's SMC-R pods (with none listed, the program detaches and the
+// pins go).
+func (o UninstallOptions) releaseHook(dir string, out io.Writer) error {
+	release := o.ReleaseHook
+	if release == nil {
+		release = func(dir string) (bool, error) { return releaseHeldHook(dir, o.BinDir) }
 	}
-	dir := c.SMCR.BPFFSDir
+	released, err := release(dir)
+	if err != nil {
+		return fmt.Errorf("SMC socket hook in %s: %w", dir, err)
+	}
+	if released {
+		say(out, "%s: SMC socket hook released\n", dir)
+	}
+	return nil
+}
+
+// releaseHeldHook runs binDir's hook binary (the node's, also under
+// --host-root), or else the one beside this binary, to release a held
+// hook. Without a bpffs at dir nothing can be pinned there, so nothing is
+// held.
+func releaseHeldHook(dir, binDir string) (bool, error) {
 	held, err := hookcmd.Client{}.Held(dir)
 	switch {
 	case errors.Is(err, hookmap.ErrNoBPFFS), err == nil && !held:
-		return nil
+		return false, nil
 	case err != nil:
-		return fmt.Errorf("SMC socket hook in %s: %w", dir, err)
+		return false, err
 	}
 	runner := hookcmd.Beside()
 	if binDir != "" {
 		runner = hookcmd.Runner{Path: filepath.Join(binDir, hookcmd.Binary)}
 	}
-	if err := runner.Release(dir); err != nil {
-		return err
-	}
-	say(out, "%s: SMC socket hook released\n", dir)
-	return nil
+	return true, runner.Release(dir)
 }

@@ -29,7 +29,8 @@ type hookWanted struct {
 }
 
 // wantedHooks are the socket hooks the networks' entries may list pods
-// in: SMC-R not turned off (smcr.enabled), smcr.transparent bpf or auto.
+// in: not draining, SMC-R not turned off (smcr.enabled), smcr.transparent
+// bpf or auto.
 // An entry that does not parse has no wish (the loader refused it
 // already; DEL reads the same bytes).
 func wantedHooks(nets []conflist.Network) map[string]hookWanted {
@@ -40,7 +41,9 @@ func wantedHooks(nets []conflist.Network) map[string]hookWanted {
 			continue
 		}
 		mode := c.SMCR.Transparent
-		off := c.SMCR.Enabled != nil && !*c.SMCR.Enabled
+		// A draining entry passes new pods through: none will list itself,
+		// and uninstall releases the hold before taking the entry out.
+		off := c.Drain || c.SMCR.Enabled != nil && !*c.SMCR.Enabled
 		if off || (mode != config.TransparentBPF && mode != config.TransparentAuto) {
 			continue
 		}

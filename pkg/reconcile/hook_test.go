@@ -63,6 +63,7 @@ func TestHoldHooks(t *testing.T) {
 			calls: []string{"held /sys/fs/bpf/a", "hold /sys/fs/bpf/a auto", "held /sys/fs/bpf/b", "hold /sys/fs/bpf/b bpf", "held /sys/fs/bpf/a", "held /sys/fs/bpf/b"}},
 		{name: "off and tcp2smc never hold", smcr: []string{`,"smcr":{"transparent":"off"}`, `,"smcr":{"transparent":"tcp2smc"}`}, silence: true},
 		{name: "SMC-R off on the network", smcr: []string{`,"smcr":{"enabled":false}`}, silence: true},
+		{name: "a draining entry", smcr: []string{`,"drain":true`}, silence: true},
 		{name: "SMC-R for some namespaces", smcr: []string{`,"smcr":{"namespaces":["ml"]}`},
 			calls: []string{"held /sys/fs/bpf/rdma-chain", "hold /sys/fs/bpf/rdma-chain auto", "held /sys/fs/bpf/rdma-chain"}},
 		{name: "an entry that does not parse", smcr: []string{`,"smcr":{"transparent":"sometimes"}`}, silence: true},
