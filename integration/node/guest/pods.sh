@@ -61,6 +61,10 @@ pod_exec() {
 task_gone() { ! $CTR tasks ls -q | grep -qx "$1"; }
 # pod_v6 CID: rdma0's global IPv6 address in the pod's container.
 pod_v6() { pod_exec "$1" /usr/sbin/ip -6 -o addr show dev rdma0 scope global | awk '{print $4; exit}' | cut -d/ -f1; }
+# rdma_cid <NODE-CID lines: the container that asks for an RDMA device (a
+# sidecar may come first), else the first.
+rdma_cid() { awk '$1=="NODE-CID" { if (f == "") f = $4; if ($5 == "rdma" && r == "") r = $4 } END { print (r != "" ? r : f) }'; }
+
 # pod_pid CID: the container's init process on the node.
 pod_pid() { $CTR tasks ls | awk -v c="$1" '$1==c {print $2}'; }
 # dp_devices: the char devices the device plugin mounts: those of the RDMA
@@ -176,7 +180,7 @@ check_pod() {
 	echo "$_out" | grep NODE-TIME
 	# What the plugin asks kubelet (a static pod's name ends in -NODE).
 	nodectl podres get "$_id-node"
-	_cid=$(echo "$_out" | awk '$1=="NODE-CID" {print $4; exit}')
+	_cid=$(echo "$_out" | rdma_cid)
 	echo "$_cid" >"$POD/$_name.cid"
 	check_links "$_want" "$_cid"
 	[ "$_want" = rdma0 ] && check_rdma_pod "$1" "$_cid"
@@ -311,7 +315,7 @@ repair_logged() { reconcile_log | grep -q "reconcile: repaired rdmanet/.*(pod $1
 # new_cid NS/NAME OLD FILE: the pod runs in a container other than OLD;
 # its ID goes into FILE.
 new_cid() {
-	_nc=$(nodectl wait "$1" running 5 2>/dev/null | awk '$1=="NODE-CID" {print $4; exit}')
+	_nc=$(nodectl wait "$1" running 5 2>/dev/null | rdma_cid)
 	[ -n "$_nc" ] && [ "$_nc" != "$2" ] && echo "$_nc" >"$3"
 }
 

@@ -6,6 +6,7 @@
 //
 //	nodectl wait NS/NAME running|pending SECONDS  wait for that state; prints
 //	                                               NODE-TIME and NODE-CID lines
+//	                                               (NS/NAME CONTAINER ID rdma|-)
 //	nodectl gone NS/NAME SECONDS                   wait until kubelet lists it no more
 //	nodectl show NS/NAME                           the pod's status as JSON
 //	nodectl podres list|get [NS/NAME]              kubelet's pod-resources answer as JSON
@@ -295,6 +296,33 @@ func allRunning(p *corev1.Pod) bool {
 	return true
 }
 
+// rdmaResources are the node's device plugin resources
+// (integration/node/guest/etc: the RDMA shared device plugin's config).
+var rdmaResources = []corev1.ResourceName{"rdma/hca", "aliyun/erdma"}
+
+// asksRDMA: the pod's container name asks for an RDMA device (a device
+// plugin resource or a DRA claim); the checks look at that container, which
+// need not be the first (a sidecar often is).
+func asksRDMA(p *corev1.Pod, name string) bool {
+	for _, c := range p.Spec.Containers {
+		if c.Name != name {
+			continue
+		}
+		if len(c.Resources.Claims) > 0 {
+			return true
+		}
+		for _, r := range rdmaResources {
+			if _, ok := c.Resources.Limits[r]; ok {
+				return true
+			}
+			if _, ok := c.Resources.Requests[r]; ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func condTrue(p *corev1.Pod, t corev1.PodConditionType) bool {
 	for _, c := range p.Status.Conditions {
 		if c.Type == t {
@@ -317,7 +345,11 @@ func condTime(p *corev1.Pod, t corev1.PodConditionType) time.Time {
 // network ready (PodReadyToStartContainers), the last container started.
 func printTiming(nsName string, p *corev1.Pod) {
 	for _, c := range p.Status.ContainerStatuses {
-		fmt.Printf("NODE-CID %s %s %s\n", nsName, c.Name, strings.TrimPrefix(c.ContainerID, "containerd://"))
+		what := "-"
+		if asksRDMA(p, c.Name) {
+			what = "rdma"
+		}
+		fmt.Printf("NODE-CID %s %s %s %s\n", nsName, c.Name, strings.TrimPrefix(c.ContainerID, "containerd://"), what)
 	}
 	if p.Status.StartTime == nil {
 		return
