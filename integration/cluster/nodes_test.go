@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/vmslot"
 )
 
 // nodeVM is one node of the cluster: qemu (TCG) booting the initramfs of
@@ -66,6 +67,19 @@ func bootNodes(t *testing.T, owner testing.TB, cp *controlPlane) []*nodeVM {
 	for i := range udp {
 		udp[i] = freeUDPPort(t)
 	}
+	// The nodes run together: they wait for that many VM slots at once, so
+	// no other tier's guest shares their cores (a starved node's kubelet
+	// misses its leases and debug pods stall).
+	slots, err := vmslot.AcquireN(len(nodeNames), 3*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner.Cleanup(func() {
+		for _, s := range slots {
+			s.Release()
+		}
+	})
+	t.Logf("VM slots %s and %s after %.0fs waiting for them", slots[0].Name, slots[len(slots)-1].Name, slots[0].Wait.Seconds())
 	var vms []*nodeVM
 	for i, name := range nodeNames {
 		vm := &nodeVM{name: name, idx: i + 1, console: filepath.Join(work, name+".console")}

@@ -57,9 +57,23 @@ func Dir() string {
 
 // Acquire blocks until a slot is free or timeout passes.
 func Acquire(timeout time.Duration) (*Slot, error) {
+	slots, err := AcquireN(1, timeout)
+	if err != nil {
+		return nil, err
+	}
+	return slots[0], nil
+}
+
+// AcquireN blocks until k slots are free at once (guests that must run
+// together, as a cluster's nodes) or timeout passes. It holds none while it
+// waits, so two callers never each hold part of what the other needs.
+func AcquireN(k int, timeout time.Duration) ([]*Slot, error) {
 	n, err := Count()
 	if err != nil {
 		return nil, err
+	}
+	if k < 1 || k > n {
+		return nil, fmt.Errorf("%d guests at once, but only %d VM slots (RC_VM_SLOTS)", k, n)
 	}
 	dir := Dir()
 	if err := ownDir(dir); err != nil {
@@ -67,20 +81,35 @@ func Acquire(timeout time.Duration) (*Slot, error) {
 	}
 	start := time.Now()
 	for {
-		for i := range n {
+		var held []*Slot
+		for i := 0; i < n && len(held) < k; i++ {
 			name := fmt.Sprintf("slot-%d", i)
 			ok, f, err := tryLock(filepath.Join(dir, name))
 			if err != nil {
+				release(held)
 				return nil, err
 			}
 			if ok {
-				return &Slot{f: f, Name: name, Wait: time.Since(start)}, nil
+				held = append(held, &Slot{f: f, Name: name})
 			}
 		}
+		if len(held) == k {
+			for _, s := range held {
+				s.Wait = time.Since(start)
+			}
+			return held, nil
+		}
+		release(held)
 		if time.Since(start) > timeout {
-			return nil, fmt.Errorf("no VM slot of %d in %s free after %s", n, dir, timeout)
+			return nil, fmt.Errorf("no %d of the %d VM slots in %s free at once after %s", k, n, dir, timeout)
 		}
 		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+func release(slots []*Slot) {
+	for _, s := range slots {
+		s.Release()
 	}
 }
 

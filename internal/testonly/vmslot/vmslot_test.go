@@ -65,7 +65,20 @@ func TestAcquire(t *testing.T) {
 		t.Fatalf("took %s, the free one is %s", c.Name, a.Name)
 	}
 	c.Release()
+	if _, err := AcquireN(2, 300*time.Millisecond); err == nil {
+		t.Fatal("two slots at once while one of 2 is held")
+	}
+	if _, err := AcquireN(3, time.Second); err == nil {
+		t.Fatal("three slots of 2")
+	}
 	b.Release()
+	both, err := AcquireN(2, time.Second)
+	if err != nil {
+		t.Fatalf("two free slots: %v", err)
+	}
+	for _, s := range both {
+		s.Release()
+	}
 
 	link := filepath.Join(t.TempDir(), "link")
 	if err := os.Symlink(dir, link); err != nil {
