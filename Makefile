@@ -81,12 +81,13 @@ test-containerd: deps build
 	$(GO) test -tags containerd -count=1 -v ./integration/containerd/
 
 # Real-kernel tier: Debian kernels with soft-RoCE and the simrdma test device
-# under qemu (6.1, 6.12 and 7.3, docs/kernels.md), the kernels' boots side by
-# side in the VM slots (internal/testonly/vmslot: one TCG guest per core);
+# under qemu (6.1, 6.12 and 7.3, docs/kernels.md), every kernel's boots in one
+# queue, longest first, one per VM slot (internal/testonly/vmslot: one TCG
+# guest per core);
 # a boot may take minutes under TCG (crash-rdma ~100 s alone).
 VM_TEST_ENV = RC_VM_PLUGIN=$(CURDIR)/bin/rdma-chain RC_VM_BOOT_TIMEOUT=$${RC_VM_BOOT_TIMEOUT:-480s}
 test-vm: deps-vm build
-	$(VM_TEST_ENV) $(GO) test -tags vm -count=1 -timeout 60m -parallel 8 -v ./integration/vm/
+	$(VM_TEST_ENV) $(GO) test -tags vm -count=1 -timeout 60m -v ./integration/vm/
 
 # Node tier: a Kubernetes node in a VM (Debian 6.12, or 6.1 with
 # NODE_KERNEL=6.1; qemu TCG): kubelet
@@ -104,7 +105,7 @@ test-node: deps-vm image
 # go test prints each tier's log whole when that tier ends.
 test-vm-node: deps-vm build image
 	./scripts/node/parts.sh >/dev/null
-	$(VM_TEST_ENV) RC_NODE_PODS=$(PODS) $(GO) test -tags 'vm node' -count=1 -timeout 60m -parallel 8 -v ./integration/vm/ ./integration/node/
+	$(VM_TEST_ENV) RC_NODE_PODS=$(PODS) $(GO) test -tags 'vm node' -count=1 -timeout 60m -v ./integration/vm/ ./integration/node/
 
 # Cluster tier: a control plane on the host's loopback (etcd v3.7.3,
 # kube-apiserver, kube-controller-manager, kube-scheduler and kubectl v1.37.2

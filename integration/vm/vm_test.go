@@ -20,13 +20,14 @@
 // Environment: RC_VM_KERNELS (default "6.1,6.12,7.3"), RC_VM_BOOT_TIMEOUT
 // (default 180s), RC_VM_PLUGIN (path of a static rdma-chain binary to use
 // instead of a fresh build of plugins/meta/rdma-chain or bin/rdma-chain),
-// RC_VM_PARALLEL=0 boots the kernels one after the other (default: all at
-// once, each boot waiting for one of the VM slots that every qemu-booting
-// tier shares, internal/testonly/vmslot: one guest per core), RC_VM_ACCEL
+// RC_VM_PARALLEL=0 boots one guest at a time (default: every kernel's boots
+// in one queue, longest first, one per VM slot that every qemu-booting tier
+// shares, internal/testonly/vmslot: one guest per core), RC_VM_ACCEL
 // (default tcg,thread=single; multi-threaded TCG hit a kernel int3 Oops in
 // text patching on 6.12), RC_VM_APPEND adds kernel command line words
-// (rc.load=optional also loads xfrm_user and nfnetlink), RC_VM_SCENARIOS (comma-separated scenario names: run only these, including
-// the ones not run by default, e.g. "smc" or "demo").
+// (rc.load=optional also loads xfrm_user and nfnetlink), RC_VM_SCENARIOS
+// (comma-separated scenario names: run only these, including the ones not
+// run by default, e.g. "smc" or "demo").
 package vm
 
 import (
@@ -123,86 +124,146 @@ func TestVM(t *testing.T) {
 	testenv.RequireRoot(t)
 	p := setup(t)
 	table := readCapTable(t)
-	kernels := vmKernels()
 	timeout, err := time.ParseDuration(envOr("RC_VM_BOOT_TIMEOUT", "180s"))
 	if err != nil {
 		t.Fatalf("RC_VM_BOOT_TIMEOUT: %v", err)
 	}
 	tierStart := time.Now()
+	initrds := buildInitrds(t, p)
+	// One queue for every kernel's boots, longest first (bootGroups' order,
+	// the kernels interleaved), and one worker per VM slot: no core idles
+	// while a boot waits, and the tier ends on its shortest boots.
+	var jobs []vmJob
+	for _, g := range bootGroups {
+		for _, k := range vmKernels() {
+			if sel := selectedScenarios(g); len(sel) > 0 {
+				jobs = append(jobs, vmJob{kernel: k, group: g, scenarios: sel})
+			}
+		}
+	}
+	workers, err := vmslot.Count()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if os.Getenv("RC_VM_PARALLEL") == "0" {
+		workers = 1
+	}
+	queue := make(chan vmJob, len(jobs))
+	for _, j := range jobs {
+		queue <- j
+	}
+	close(queue)
 	var failMu sync.Mutex
 	var failures []string // repeated at the end, where CI's tail shows them
-	for _, k := range kernels {
-		k := strings.TrimSpace(k)
-		t.Run("kernel-"+k, func(t *testing.T) {
-			if os.Getenv("RC_VM_PARALLEL") != "0" { // bounded by the VM slots (boot)
-				t.Parallel()
-			}
-			kdir, ok := p.kernels[k]
-			if !ok {
-				t.Fatalf("no kernel %q prepared (have %v)", k, keys(p.kernels))
-			}
-			initrd := filepath.Join(t.TempDir(), "initrd.cpio.gz")
-			start := time.Now()
-			out, err := runCmd(p.root, []string{"RC_BIN_DIR=" + p.binDir, "SIMRDMA_KO=" + p.simrdma[k]},
-				filepath.Join(p.root, "scripts/vm/initramfs.sh"), kdir, initrd,
-				filepath.Join(p.root, "integration/vm/scenarios"))
-			if err != nil {
-				t.Fatalf("initramfs.sh: %v\n%s", err, out)
-			}
-			t.Logf("initramfs built in %.1fs: %s", time.Since(start).Seconds(), strings.TrimSpace(out))
-			for _, g := range bootGroups {
-				var sel []scenario
-				for _, s := range g.scenarios {
-					if selected(s) {
-						sel = append(sel, s)
-					}
-				}
-				if len(sel) == 0 {
-					continue
-				}
-				t.Run(g.name, func(t *testing.T) {
-					var run []string
-					for _, s := range sel {
-						if !s.needsPlugin || p.plugin {
-							run = append(run, s.name)
-						}
-					}
-					if len(run) == 0 {
-						testenv.Unavailable(t, "every scenario of %s needs the plugin: %s", g.name, p.why)
-						return
-					}
-					if g.simrdma > 0 && p.simrdma[k] == "" {
-						testenv.Unavailable(t, "no simrdma module built for kernel %s: run scripts/vm/prepare.sh "+
-							"(it installs linux-headers and builds integration/vm/simrdma)", k)
-						return
-					}
-					con := boot(t, p, kdir, initrd, run, g.simrdma, timeout)
-					if slices.ContainsFunc(sel, func(s scenario) bool { return s.name == "caps" }) {
-						t.Run("table", func(t *testing.T) { assertCaps(t, table, k, kdir, con) })
-					}
-					for _, s := range sel {
-						t.Run(s.name, func(t *testing.T) {
-							if s.needsPlugin && !p.plugin {
-								testenv.Unavailable(t, "rdma-chain plugin unavailable: %s", p.why)
-								return
-							}
-							if lines := con.verdict(t, s.name); len(lines) > 0 {
-								failMu.Lock()
-								failures = append(failures, lines...)
-								failMu.Unlock()
-							}
-						})
-					}
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for j := range queue {
+				t.Run("kernel-"+j.kernel+"/"+j.group.name, func(t *testing.T) {
+					lines := runGroup(t, p, table, j, initrds[j.kernel], timeout)
+					failMu.Lock()
+					failures = append(failures, lines...)
+					failMu.Unlock()
 				})
 			}
 		})
 	}
-	t.Cleanup(func() {
-		t.Logf("VM tier wall time: %.1fs", time.Since(tierStart).Seconds())
-		if len(failures) > 0 {
-			t.Logf("VM tier failures:\n%s", strings.Join(failures, "\n"))
+	wg.Wait()
+	t.Logf("VM tier wall time: %.1fs, %d boots, %d at once", time.Since(tierStart).Seconds(), len(jobs), workers)
+	if len(failures) > 0 {
+		t.Logf("VM tier failures:\n%s", strings.Join(failures, "\n"))
+	}
+}
+
+type vmJob struct {
+	kernel    string
+	group     bootGroup
+	scenarios []scenario
+}
+
+func selectedScenarios(g bootGroup) []scenario {
+	var sel []scenario
+	for _, s := range g.scenarios {
+		if selected(s) {
+			sel = append(sel, s)
 		}
-	})
+	}
+	return sel
+}
+
+// buildInitrds builds each kernel's initramfs (its modules, the scenarios,
+// the guest binaries), the kernels side by side.
+func buildInitrds(t *testing.T, p prepared) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	errs := map[string]error{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, k := range vmKernels() {
+		kdir, ok := p.kernels[k]
+		if !ok {
+			t.Fatalf("no kernel %q prepared (have %v)", k, keys(p.kernels))
+		}
+		initrd := filepath.Join(t.TempDir(), "initrd-"+k+".cpio.gz")
+		wg.Go(func() {
+			start := time.Now()
+			log, err := runCmd(p.root, []string{"RC_BIN_DIR=" + p.binDir, "SIMRDMA_KO=" + p.simrdma[k]},
+				filepath.Join(p.root, "scripts/vm/initramfs.sh"), kdir, initrd,
+				filepath.Join(p.root, "integration/vm/scenarios"))
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs[k] = fmt.Errorf("%w\n%s", err, log)
+				return
+			}
+			out[k] = initrd
+			t.Logf("kernel %s: initramfs built in %.1fs: %s", k, time.Since(start).Seconds(), strings.TrimSpace(log))
+		})
+	}
+	wg.Wait()
+	for k, err := range errs {
+		t.Errorf("initramfs.sh for %s: %v", k, err)
+	}
+	if len(errs) > 0 {
+		t.FailNow()
+	}
+	return out
+}
+
+// runGroup boots one group of scenarios on one kernel and returns the
+// failed checks' lines.
+func runGroup(t *testing.T, p prepared, table capTable, j vmJob, initrd string, timeout time.Duration) []string {
+	var run []string
+	for _, s := range j.scenarios {
+		if !s.needsPlugin || p.plugin {
+			run = append(run, s.name)
+		}
+	}
+	if len(run) == 0 {
+		testenv.Unavailable(t, "every scenario of %s needs the plugin: %s", j.group.name, p.why)
+		return nil
+	}
+	if j.group.simrdma > 0 && p.simrdma[j.kernel] == "" {
+		testenv.Unavailable(t, "no simrdma module built for kernel %s: run scripts/vm/prepare.sh "+
+			"(it installs linux-headers and builds integration/vm/simrdma)", j.kernel)
+		return nil
+	}
+	kdir := p.kernels[j.kernel]
+	con := boot(t, p, kdir, initrd, run, j.group.simrdma, timeout)
+	if slices.ContainsFunc(j.scenarios, func(s scenario) bool { return s.name == "caps" }) {
+		t.Run("table", func(t *testing.T) { assertCaps(t, table, j.kernel, kdir, con) })
+	}
+	var failures []string
+	for _, s := range j.scenarios {
+		t.Run(s.name, func(t *testing.T) {
+			if s.needsPlugin && !p.plugin {
+				testenv.Unavailable(t, "rdma-chain plugin unavailable: %s", p.why)
+				return
+			}
+			failures = append(failures, con.verdict(t, s.name)...)
+		})
+	}
+	return failures
 }
 
 // setup checks the prepared cache and builds the guest binaries once.
