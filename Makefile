@@ -134,7 +134,7 @@ lint: deps-lint
 
 # The bounded soak at full size in the VM (both kernels, shared and
 # exclusive, SOAK_CYCLES pod cycles each, default 2000); make test runs its
-# short form (100 cycles) with the rest of the VM tier.
+# short form (50 cycles) with the rest of the VM tier.
 soak: deps-vm build
 	RC_VM_SCENARIOS=soak-shared,soak-exclusive RC_VM_APPEND="rc.soak=$${SOAK_CYCLES:-2000} $${RC_VM_APPEND:-}" \
 		RC_VM_PLUGIN=$(CURDIR)/bin/rdma-chain RC_VM_BOOT_TIMEOUT=$${RC_VM_BOOT_TIMEOUT:-10800s} \

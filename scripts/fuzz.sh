@@ -9,7 +9,10 @@ export PATH="/usr/local/go/bin:$PATH"
 FUZZTIME=${FUZZTIME:-20s}
 n=0
 total_execs=0
-for pkg in $(go list ./...); do
+# Only the packages whose test files declare a Fuzz function: listing a
+# package's tests links its test binary, about a second each for all of them.
+fuzzpkgs=$(git ls-files '*_test.go' | xargs grep -l '^func Fuzz[A-Z]' | xargs -n1 dirname | sort -u | sed 's|^|./|')
+for pkg in $fuzzpkgs; do
 	targets=$(go test -list '^Fuzz' "$pkg" | grep '^Fuzz' || true)
 	for t in $targets; do
 		echo "fuzz: $pkg $t for $FUZZTIME"

@@ -186,6 +186,18 @@ func (vm *nodeVM) start(t *testing.T, owner testing.TB, qemu string, args []stri
 	owner.Cleanup(func() {
 		_ = vm.cmd.Process.Kill()
 		owner.Logf("%s console: %s", vm.name, vm.console)
+		// qemu's CPU time against its wall time: how busy the node kept
+		// the core its VM slot stands for.
+		for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+			vm.mu.Lock()
+			done := vm.done
+			vm.mu.Unlock()
+			if done {
+				ps := vm.cmd.ProcessState
+				owner.Logf("%s: qemu ran %.0fs, CPU %.0fs", vm.name, time.Since(vm.started).Seconds(), (ps.UserTime() + ps.SystemTime()).Seconds())
+				break
+			}
+		}
 	})
 }
 

@@ -2,7 +2,7 @@
 # The bounded soak, sourced by soak-shared.sh (soak-shared boot, soft-RoCE
 # rxe0) and soak-exclusive.sh (own boot, simrdma0 on the virtio NIC) with
 # MODE set. rc.soak=N on the kernel command line sets the number of pod
-# cycles (default 100, CI's short form; `make soak` runs 2000). The plugin
+# cycles (default 50, make test's short form; `make soak` runs 2000). The plugin
 # is the failpoint build (rdma-chain-fp), podSelection "requested" against
 # the fake kubelet, IPv6 from host-local on rdma0, SMC-R annotated pods.
 # Each cycle is one of:
@@ -24,7 +24,7 @@ DATADIR=/run/rdma-chain-soak
 RIPAM=/run/ipam-soak
 SOCK=/run/kubelet/soak.sock
 CYCLES=$(sed -n 's/.*rc\.soak=\([0-9]*\).*/\1/p' /proc/cmdline)
-CYCLES=${CYCLES:-100}
+CYCLES=${CYCLES:-50}
 export CAP_ARGS='{"io.kubernetes.cri.pod-annotations":{"network.alibabacloud.com/erdma-smcr":"true"}}'
 
 SUBNET=fd00:96::/64
