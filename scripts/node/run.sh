@@ -123,7 +123,9 @@ boot() {
 	slot_release
 	# The boot's children's CPU time (qemu's, nearly all): against the wall
 	# time, how busy the guest kept its core.
-	cpu=$(times | awk 'NR == 2 { t = 0; for (i = 1; i <= 2; i++) { split($i, a, /[ms]/); t += a[1] * 60 + a[2] }; printf "%.1f", t }')
+	# (times, not in a pipeline: a subshell would report its own children)
+	times >"$WORK/times-$mode"
+	cpu=$(awk 'NR == 2 { t = 0; for (i = 1; i <= 2; i++) { split($i, a, /[ms]/); t += a[1] * 60 + a[2] }; printf "%.1f", t }' "$WORK/times-$mode")
 	echo "node-run: $mode node boot wall time $(awk "BEGIN{printf \"%.1f\", $end-$start}") s, CPU $cpu s (qemu exit $rc)" >>"$log"
 	[ "$rc" != 124 ] || { echo "node-run: TIMEOUT after ${TIMEOUT}s" >>"$log"; return 1; }
 	grep -q '^RC-RESULT pass' "$log" && ! grep -q '^RC-FAIL' "$log"
