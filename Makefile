@@ -83,8 +83,7 @@ test-containerd: deps build
 # Real-kernel tier: Debian kernels with soft-RoCE and the simrdma test device
 # under qemu (6.1, 6.12 and 7.3, docs/kernels.md), every kernel's boots in one
 # queue, longest first, one per VM slot (internal/testonly/vmslot: one TCG
-# guest per core);
-# a boot may take minutes under TCG (crash-rdma ~100 s alone).
+# guest per core); a boot may take minutes under TCG (crash-rdma ~100 s).
 VM_TEST_ENV = RC_VM_PLUGIN=$(CURDIR)/bin/rdma-chain RC_VM_BOOT_TIMEOUT=$${RC_VM_BOOT_TIMEOUT:-480s}
 test-vm: deps-vm build
 	$(VM_TEST_ENV) $(GO) test -tags vm -count=1 -timeout 60m -v ./integration/vm/
@@ -102,7 +101,8 @@ test-node: deps-vm image
 
 # The VM and node tiers as one go test, as make test runs them: their boots
 # share the VM slots, so neither leaves a core idle while the other runs.
-# go test prints each tier's log whole when that tier ends.
+# go test prints each tier's log whole when that tier ends; the node's
+# consoles are in .cache/node/run/console-MODE.log meanwhile.
 test-vm-node: deps-vm build image
 	./scripts/node/parts.sh >/dev/null
 	$(VM_TEST_ENV) RC_NODE_PODS=$(PODS) $(GO) test -tags 'vm node' -count=1 -timeout 60m -v ./integration/vm/ ./integration/node/
