@@ -70,7 +70,11 @@ func bootNodes(t *testing.T, owner testing.TB, cp *controlPlane) []*nodeVM {
 	// The nodes run together: they wait for that many VM slots at once, so
 	// no other tier's guest shares their cores (a starved node's kubelet
 	// misses its leases and debug pods stall).
-	slots, err := vmslot.AcquireN(len(nodeNames), 3*time.Hour)
+	n, err := vmslot.Count()
+	if err != nil {
+		t.Fatal(err)
+	}
+	slots, err := vmslot.AcquireN(min(len(nodeNames), n), 3*time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,11 +196,13 @@ func (vm *nodeVM) start(t *testing.T, owner testing.TB, qemu string, args []stri
 			vm.mu.Lock()
 			done := vm.done
 			vm.mu.Unlock()
-			if done {
-				ps := vm.cmd.ProcessState
-				owner.Logf("%s: qemu ran %.0fs, CPU %.0fs", vm.name, time.Since(vm.started).Seconds(), (ps.UserTime() + ps.SystemTime()).Seconds())
-				break
+			if !done {
+				continue
 			}
+			if ps := vm.cmd.ProcessState; ps != nil {
+				owner.Logf("%s: qemu ran %.0fs, CPU %.0fs", vm.name, time.Since(vm.started).Seconds(), (ps.UserTime() + ps.SystemTime()).Seconds())
+			}
+			break
 		}
 	})
 }

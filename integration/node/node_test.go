@@ -78,8 +78,9 @@ type result struct {
 	kubelet string
 }
 
-// read echoes the console to the test log as it comes and collects the
-// markers.
+// read echoes run.sh's output to the test log and collects the markers:
+// the boots' consoles, each whole once both boots are done (meanwhile in
+// .cache/node/run/console-MODE.log).
 func read(t *testing.T, r io.Reader) result {
 	var res result
 	sc := bufio.NewScanner(r)

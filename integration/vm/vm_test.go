@@ -70,23 +70,24 @@ type scenario struct {
 	optIn       bool // runs only when RC_VM_SCENARIOS names it
 }
 
-// Longest first: the kernels' boots interleave in the VM slots, and the
-// tier ends with its shortest boots, not a long one begun late.
+// Longest first (mean boot wall on the three kernels, make test warm): the
+// kernels' boots interleave in the VM slots, and the tier ends with its
+// shortest boots, not a long one begun late.
 var bootGroups = []bootGroup{
 	{"shared-mode", 0, []scenario{{"smoke", false, false}, {"shared", true, false}, {"podres", true, false},
-		{"ipv6", true, false}, {"smc", true, false}, {"upgrade-shared", true, false}, {"demo", true, true}}},
-	{"soak-simrdma", 1, []scenario{{"soak-exclusive", true, false}}},
-	{"soak-shared", 0, []scenario{{"soak-shared", true, false}}},
-	{"exclusive-simrdma", 1, []scenario{{"exclusive-rdma", true, false}, {"bond-exclusive", true, false}}},
-	{"crash-simrdma", 1, []scenario{{"crash-rdma", true, false}}},
-	{"lingjun", 0, []scenario{{"bond", true, false}, {"multi", true, false}}},
-	{"upgrade-simrdma", 1, []scenario{{"upgrade-exclusive", true, false}}},
-	{"smc-hook", 0, []scenario{{"smc-hook", true, false}}},
-	{"ops", 0, []scenario{{"ops", true, false}}},
-	{"multi-exclusive-simrdma", 4, []scenario{{"multi-exclusive", true, false}}},
-	{"ops-exclusive-simrdma", 1, []scenario{{"ops-exclusive", true, false}, {"ops-repair", true, false}}},
-	{"caps-simrdma", 1, []scenario{{"caps", true, false}}},
-	{"exclusive-mode", 0, []scenario{{"exclusive", true, false}}},
+		{"ipv6", true, false}, {"smc", true, false}, {"upgrade-shared", true, false}, {"demo", true, true}}}, // 133 s
+	{"exclusive-simrdma", 1, []scenario{{"exclusive-rdma", true, false}, {"bond-exclusive", true, false}}}, // 120 s
+	{"crash-simrdma", 1, []scenario{{"crash-rdma", true, false}}},                                          // 107 s
+	{"soak-shared", 0, []scenario{{"soak-shared", true, false}}},                                           // 80 s
+	{"soak-simrdma", 1, []scenario{{"soak-exclusive", true, false}}},                                       // 78 s
+	{"lingjun", 0, []scenario{{"bond", true, false}, {"multi", true, false}}},                              // 40 s
+	{"upgrade-simrdma", 1, []scenario{{"upgrade-exclusive", true, false}}},                                 // 38 s
+	{"ops-exclusive-simrdma", 1, []scenario{{"ops-exclusive", true, false}, {"ops-repair", true, false}}},  // 25 s
+	{"smc-hook", 0, []scenario{{"smc-hook", true, false}}},                                                 // 25 s
+	{"multi-exclusive-simrdma", 4, []scenario{{"multi-exclusive", true, false}}},                           // 22 s
+	{"ops", 0, []scenario{{"ops", true, false}}},                                                           // 22 s
+	{"caps-simrdma", 1, []scenario{{"caps", true, false}}},                                                 // 22 s
+	{"exclusive-mode", 0, []scenario{{"exclusive", true, false}}},                                          // 19 s
 }
 
 // selected reports whether scenario s runs: RC_VM_SCENARIOS names it, or it
@@ -200,10 +201,12 @@ func buildInitrds(t *testing.T, p prepared) map[string]string {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for _, k := range vmKernels() {
-		kdir, ok := p.kernels[k]
-		if !ok {
+		if _, ok := p.kernels[k]; !ok {
 			t.Fatalf("no kernel %q prepared (have %v)", k, keys(p.kernels))
 		}
+	}
+	for _, k := range vmKernels() {
+		kdir := p.kernels[k]
 		initrd := filepath.Join(t.TempDir(), "initrd-"+k+".cpio.gz")
 		wg.Go(func() {
 			start := time.Now()

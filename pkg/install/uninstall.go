@@ -36,7 +36,8 @@ type UninstallOptions struct {
 	// (0: two seconds).
 	Poll time.Duration
 	// Force takes the entry and the binaries out although pods still hold
-	// attachments: their records stay, and nothing gives them back.
+	// attachments: their records stay, and nothing gives them back; a
+	// socket hook hold it cannot release stays, said on out.
 	Force bool
 	// Release gives back the attachments of pods that are gone (a
 	// reconcile pass over n); nil releases nothing but what the pods'
@@ -264,6 +265,11 @@ func (o UninstallOptions) releaseHook(dir string, out io.Writer) error {
 		release = func(dir string) (bool, error) { return releaseHeldHook(dir, o.BinDir) }
 	}
 	released, err := release(dir)
+	if err != nil && o.Force {
+		// --force strands what it cannot give back, and says so.
+		say(out, "%s: --force: SMC socket hook: %v: it stays held (rdma-chain-smc-hook release %s removes it)\n", dir, err, dir)
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("SMC socket hook in %s: %w", dir, err)
 	}

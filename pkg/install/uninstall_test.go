@@ -30,12 +30,16 @@ func TestUninstallReleasesHookFirst(t *testing.T) {
 		failures int      // releases that fail before one succeeds
 		dirs     []string // directories released, in order
 		runs     int      // uninstall runs until the entry is gone
+		says     string   // in the last run's output
 	}{
-		{name: "released, then the entry", extra: `,"smcr":{"bpffsDir":"/sys/fs/bpf/x"}`, dirs: []string{"/sys/fs/bpf/x"}, runs: 1},
+		{name: "released, then the entry", extra: `,"smcr":{"bpffsDir":"/sys/fs/bpf/x"}`, dirs: []string{"/sys/fs/bpf/x"}, runs: 1,
+			says: "SMC socket hook released"},
 		{name: "a failed release keeps the entry", extra: `,"smcr":{"bpffsDir":"/sys/fs/bpf/x"}`, failures: 1,
-			dirs: []string{"/sys/fs/bpf/x", "/sys/fs/bpf/x"}, runs: 2},
+			dirs: []string{"/sys/fs/bpf/x", "/sys/fs/bpf/x"}, runs: 2, says: "SMC socket hook released"},
 		{name: "--force on an unreadable entry", extra: `,"smcr":{"transparent":"sometimes"}`, force: true,
-			dirs: []string{config.DefaultBPFFSDir}, runs: 1},
+			dirs: []string{config.DefaultBPFFSDir}, runs: 1, says: "SMC socket hook released"},
+		{name: "--force goes on when the release fails", extra: `,"smcr":{"bpffsDir":"/sys/fs/bpf/x"}`, force: true, failures: 1,
+			dirs: []string{"/sys/fs/bpf/x"}, runs: 1, says: "--force: SMC socket hook: bpf: permission denied: it stays held"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			conf := t.TempDir()
@@ -72,8 +76,8 @@ func TestUninstallReleasesHookFirst(t *testing.T) {
 				if string(data) != primary {
 					t.Errorf("conflist after run %d:\n%s\nwant\n%s", run, data, primary)
 				}
-				if !strings.Contains(out.String(), "SMC socket hook released") {
-					t.Errorf("output does not say the hook was released:\n%s", out.String())
+				if !strings.Contains(out.String(), tc.says) {
+					t.Errorf("output does not say %q:\n%s", tc.says, out.String())
 				}
 				break
 			}

@@ -103,11 +103,14 @@ rm -rf "$S"
 # (scripts/vm/slot.sh); its console goes to console-MODE.log.
 boot() {
 	local mode=$1 dir=$2 log="$WORK/console-$1.log" stage="$WORK/pods-stage-$1" start end rc cpu nic=()
+	# The log exists before any step that may fail: boot runs in the
+	# background, where errexit ends it at the first failure.
+	: >"$log"
 	rm -rf "$stage" && mkdir -p "$stage/pods"
 	cp "$dir"/*.yaml "$stage/pods/"
 	(cd "$stage" && find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc --owner 0:0 --quiet | gzip -1 >"$WORK/pods-$mode.cpio.gz")
 	cat "$WORK/base.cpio.gz" "$WORK/node.cpio.gz" "$WORK/pods-$mode.cpio.gz" >"$WORK/initrd-$mode.cpio.gz"
-	echo "node-run: initramfs $(du -h "$WORK/initrd-$mode.cpio.gz" | cut -f1), kernel $KVER, $mode node, pods from $dir" >"$log"
+	echo "node-run: initramfs $(du -h "$WORK/initrd-$mode.cpio.gz" | cut -f1), kernel $KVER, $mode node, pods from $dir" >>"$log"
 	# Exclusive: a second NIC (eth1) for the pods to take in turn.
 	[ "$mode" = exclusive ] && nic=(-netdev user,id=n1,restrict=on,ipv6=off -device virtio-net-pci,netdev=n1)
 	slot_acquire 2>>"$log" || return 1
@@ -147,6 +150,6 @@ for pid in "${pids[@]}"; do
 	wait "$pid" || status=1
 done
 for m in $modes; do
-	cat "$WORK/console-$m.log"
+	cat "$WORK/console-$m.log" || status=1
 done
 exit $status

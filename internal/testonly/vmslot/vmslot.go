@@ -3,7 +3,8 @@
 // core keeps every guest at full speed while no core idles. The VM and node
 // tiers run side by side (make test) and take slots from the same set; a
 // slot is an flock(2) on one of RC_VM_SLOTS files (default: the number of
-// CPUs) in RC_VM_SLOTS_DIR (default $TMPDIR/rdma-chain-vm-slots).
+// CPUs) in RC_VM_SLOTS_DIR (default $TMPDIR/rdma-chain-vm-slots), and the
+// one waiting holds the gate file there.
 // scripts/vm/slot.sh is the same protocol for the shell tiers.
 package vmslot
 
@@ -65,8 +66,11 @@ func Acquire(timeout time.Duration) (*Slot, error) {
 }
 
 // AcquireN blocks until k slots are free at once (guests that must run
-// together, as a cluster's nodes) or timeout passes. It holds none while it
-// waits, so two callers never each hold part of what the other needs.
+// together, as a cluster's nodes) or timeout passes. It holds no slot while
+// it waits, so two callers never each hold part of what the other needs.
+// A waiter first takes the gate file and keeps it until it has its slots:
+// a caller that has just released a slot and asks again waits behind it,
+// instead of taking that slot back before the waiter's next look.
 func AcquireN(k int, timeout time.Duration) ([]*Slot, error) {
 	n, err := Count()
 	if err != nil {
@@ -80,18 +84,15 @@ func AcquireN(k int, timeout time.Duration) ([]*Slot, error) {
 		return nil, err
 	}
 	start := time.Now()
+	gate, err := lockWithin(filepath.Join(dir, "gate"), timeout)
+	if err != nil {
+		return nil, err
+	}
+	defer gate.Close()
 	for {
-		var held []*Slot
-		for i := 0; i < n && len(held) < k; i++ {
-			name := fmt.Sprintf("slot-%d", i)
-			ok, f, err := tryLock(filepath.Join(dir, name))
-			if err != nil {
-				release(held)
-				return nil, err
-			}
-			if ok {
-				held = append(held, &Slot{f: f, Name: name})
-			}
+		held, err := tryLockK(dir, n, k)
+		if err != nil {
+			return nil, err
 		}
 		if len(held) == k {
 			for _, s := range held {
@@ -104,6 +105,38 @@ func AcquireN(k int, timeout time.Duration) ([]*Slot, error) {
 			return nil, fmt.Errorf("no %d of the %d VM slots in %s free at once after %s", k, n, dir, timeout)
 		}
 		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// tryLockK locks free slots, at most k of n, without waiting.
+func tryLockK(dir string, n, k int) ([]*Slot, error) {
+	var held []*Slot
+	for i := 0; i < n && len(held) < k; i++ {
+		name := fmt.Sprintf("slot-%d", i)
+		ok, f, err := tryLock(filepath.Join(dir, name))
+		if err != nil {
+			release(held)
+			return nil, err
+		}
+		if ok {
+			held = append(held, &Slot{f: f, Name: name})
+		}
+	}
+	return held, nil
+}
+
+// lockWithin locks path, looking every 50 ms until timeout passes.
+func lockWithin(path string, timeout time.Duration) (*os.File, error) {
+	start := time.Now()
+	for {
+		ok, f, err := tryLock(path)
+		if err != nil || ok {
+			return f, err
+		}
+		if time.Since(start) > timeout {
+			return nil, fmt.Errorf("%s: still locked after %s", path, timeout)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 

@@ -97,6 +97,48 @@ func TestAcquire(t *testing.T) {
 	}
 }
 
+// TestWaiterFirst: a caller that releases its slot and asks again waits
+// behind the one that was waiting, which gets the slot.
+func TestWaiterFirst(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "slots")
+	t.Setenv("RC_VM_SLOTS_DIR", dir)
+	t.Setenv("RC_VM_SLOTS", "1")
+	a, err := Acquire(time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	var b *Slot
+	go func() {
+		var err error
+		b, err = Acquire(10 * time.Second)
+		got <- err
+	}()
+	// The waiter holds the gate while it waits.
+	for end := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		ok, f, err := tryLock(filepath.Join(dir, "gate"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			break
+		}
+		f.Close()
+		if time.Now().After(end) {
+			t.Fatal("the waiter never took the gate")
+		}
+	}
+	a.Release()
+	if again, err := Acquire(time.Second); err == nil {
+		again.Release()
+		t.Fatal("the slot went back to the caller that had just released it")
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("the waiter: %v", err)
+	}
+	b.Release()
+}
+
 // TestShellAgrees: a slot held by scripts/vm/slot.sh is not handed out
 // here, and the shell waits for the one held here.
 func TestShellAgrees(t *testing.T) {
