@@ -1,0 +1,108 @@
+//go:build cluster
+
+package cluster
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// hookState prints node-a's SMC socket hook as the hook binary reads it
+// (attached, held, then one listed netns inode per line).
+const hookState = "/host/opt/cni/bin/rdma-chain-smc-hook state /host/sys/fs/bpf/rdma-chain"
+
+// orphanScript runs on node-a with the pod's netns inode: it stops kubelet
+// (SIGSTOP: its supervisor does not restart it, and it calls no CNI DEL
+// while stopped), kills every process in the netns, removes the netns pin,
+// and waits for the inode to leave the hook map, as only the DaemonSet's
+// reconcile can take it out then. kubelet is resumed on every exit.
+const orphanScript = `INO=%d
+listed() { ` + hookState + ` | grep -qx "$INO"; }
+listed || { echo "inode $INO is not listed in the hook:"; ` + hookState + `; exit 1; }
+PIN=
+for f in /host/run/netns/* /host/var/run/netns/*; do
+	[ "$(stat -c %%i "$f" 2>/dev/null)" = "$INO" ] && { PIN=${f#/host}; break; }
+done
+[ -n "$PIN" ] || { echo "no netns pin of inode $INO:"; ls -l /host/run/netns; exit 1; }
+KUBELET=$(pidof kubelet)
+case "$KUBELET" in ''|*[!0-9]*) echo "kubelet's pid: '$KUBELET'"; exit 1 ;; esac
+kill -STOP "$KUBELET" || exit 1
+trap 'kill -CONT "$KUBELET"' EXIT
+(sleep 300; kill -CONT "$KUBELET") &
+T0=$(cut -d' ' -f1 /proc/uptime)
+el() { awk -v t0="$T0" '{printf "%%.0f", $1 - t0}' /proc/uptime; }
+echo "kubelet ($KUBELET) stopped"
+pids() { for p in /proc/[0-9]*; do [ "$(readlink "$p/ns/net" 2>/dev/null)" = "net:[$INO]" ] && echo "${p#/proc/}"; done; }
+i=0
+while [ -n "$(pids)" ]; do
+	kill -9 $(pids) 2>/dev/null
+	i=$((i + 1))
+	[ $i -lt 100 ] || { echo "processes in the pod's netns survive: $(pids)"; exit 1; }
+	sleep 0.2
+done
+# This pod's copy of the host's mounts holds the netns too: its copy
+# goes, then the node's pin.
+umount "/host$PIN" 2>/dev/null
+nsenter -t 1 -m /bin/busybox umount "$PIN" && nsenter -t 1 -m /bin/busybox rm "$PIN" || exit 1
+echo "netns $PIN: no process left in it, pin removed at +$(el) s"
+while listed; do
+	[ "$(el)" -lt 180 ] || { echo "inode $INO still listed $(el) s after its netns died:"; ` + hookState + `; exit 1; }
+	sleep 1
+done
+echo "inode $INO unlisted at +$(el) s, kubelet $(grep State /proc/$KUBELET/status)"
+` + hookState + ` | sed 's/^/hook: /'
+grep -h 'reconcile: released .*pod default/smcr-orphan' /host/var/log/pods/kube-system_rdma-chain-*/reconcile/*.log
+`
+
+var netnsInode = regexp.MustCompile(`^net:\[(\d+)\]$`)
+
+// testOrphanedSMCR: an SMC-R pod on node-a dies with its netns while
+// kubelet is stopped, so no DEL comes. Its netns inode must not stay in the
+// node-wide SMC socket hook map, where a later pod's netns reusing the
+// inode would have its TCP sockets made SMC: the DaemonSet's reconcile
+// (CRI still lists the sandbox) releases the attachment and the inode is
+// unlisted before kubelet runs again. Resumed, kubelet's DEL finds nothing
+// left and succeeds; the hook stays held, with nothing listed.
+func testOrphanedSMCR(t *testing.T, cp *controlPlane) {
+	node := nodeNames[0]
+	cp.podReady(t, "smcr-orphan", 5*time.Minute)
+	out, err := cp.exec("smcr-orphan", "/bin/busybox", "readlink", "/proc/1/ns/net")
+	m := netnsInode.FindStringSubmatch(strings.TrimSpace(out))
+	if err != nil || m == nil {
+		t.Fatalf("the pod's netns: %v: %q", err, out)
+	}
+	start := time.Now()
+	out, ok := cp.debugWait(t, cp.debugStart(t, node, testImage, "/bin/busybox", "sh", "-c", fmt.Sprintf(orphanScript, atoi(t, m[1]))), 8*time.Minute)
+	t.Logf("on %s, kubelet stopped (%.0f s):\n%s", node, time.Since(start).Seconds(), out)
+	if !ok || !strings.Contains(out, "unlisted at +") || !strings.Contains(out, "is gone while CRI still lists the sandbox") {
+		t.Fatalf("want the inode unlisted by reconcile's release while kubelet was stopped")
+	}
+	cp.poll(t, 3*time.Minute, func(s string) bool { return s == "True" },
+		"get", "node", node, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
+	if out, err := cp.kubectlOut("delete", "pod", "smcr-orphan", "--wait=true", "--timeout=3m"); err != nil {
+		t.Fatalf("delete pod: %v: %s", err, out)
+	}
+	after := cp.nodeShell(t, node, hookState+`
+grep 'verb=DEL .*pod=default/smcr-orphan ' /host/var/log/rdma-chain.log | sed 's/^/DEL: /'`)
+	t.Logf("on %s after the pod's delete:\n%s", node, after)
+	if !strings.HasPrefix(after, "attached 1\nheld 1\n") || regexp.MustCompile(`(?m)^\d+$`).MatchString(after) {
+		t.Errorf("want the hook attached and held with no netns listed")
+	}
+	for _, line := range strings.Split(after, "\n") {
+		if strings.HasPrefix(line, "DEL: ") && !strings.Contains(line, " outcome=ok") {
+			t.Errorf("a DEL of smcr-orphan failed: %s", line)
+		}
+	}
+}
+
+func atoi(t *testing.T, s string) uint64 {
+	t.Helper()
+	var n uint64
+	if _, err := fmt.Sscan(s, &n); err != nil {
+		t.Fatalf("%q: %v", s, err)
+	}
+	return n
+}
