@@ -86,7 +86,7 @@ func drainEntry(ctx context.Context, o UninstallOptions, out io.Writer) (bool, e
 		// An entry the plugin cannot read cannot drain or DEL anything;
 		// its bpffsDir is unknown, so the default one's hold goes.
 		say(out, "%s: --force: %v\n", path, err)
-		if err := o.releaseHook(config.DefaultBPFFSDir, out); err != nil {
+		if err := o.releaseHook(config.DefaultBPFFSDir, "", out); err != nil {
 			return false, err
 		}
 		return true, removeEntry(path, out)
@@ -114,7 +114,7 @@ func drainEntry(ctx context.Context, o UninstallOptions, out io.Writer) (bool, e
 	if err != nil {
 		return false, err
 	}
-	if err := o.releaseHook(c.SMCR.BPFFSDir, out); err != nil {
+	if err := o.releaseHook(c.SMCR.BPFFSDir, n.DataDir, out); err != nil {
 		return false, err
 	}
 	if err := removeEntry(path, out); err != nil {
@@ -256,15 +256,27 @@ func removeBinaries(dir string, out io.Writer) error {
 	return unix.Fsync(fd)
 }
 
+// hookLockTimeout bounds the wait for the node lock before a release: a
+// plugin call holds it for milliseconds, so a longer wait is a stuck one.
+const hookLockTimeout = 30 * time.Second
+
 // releaseHook releases the SMC socket hook that reconcile held in dir for
 // the entry's SMC-R pods (with none listed, the program detaches and the
-// pins go).
-func (o UninstallOptions) releaseHook(dir string, out io.Writer) error {
+// pins go), under the node lock of the entry's dataDir ("" when the entry
+// could not be read): the plugin lists and unlists pods' netns under that
+// lock, and a DEL unlisting the last pod while the hold goes would find
+// the map empty too and detach the program a second time.
+func (o UninstallOptions) releaseHook(dir, dataDir string, out io.Writer) error {
 	release := o.ReleaseHook
 	if release == nil {
 		release = func(dir string) (bool, error) { return releaseHeldHook(dir, o.BinDir) }
 	}
-	released, err := release(dir)
+	released := false
+	unlock, err := lockIfThere(dataDir)
+	if err == nil {
+		released, err = release(dir)
+		unlock()
+	}
 	if err != nil && o.Force {
 		// --force strands what it cannot give back, and says so.
 		say(out, "%s: --force: SMC socket hook: %v: it stays held (rdma-chain-smc-hook release %s removes it)\n", dir, err, dir)
@@ -277,6 +289,19 @@ func (o UninstallOptions) releaseHook(dir string, out io.Writer) error {
 		say(out, "%s: SMC socket hook released\n", dir)
 	}
 	return nil
+}
+
+// lockIfThere takes the node lock of dataDir when the directory exists:
+// without it no plugin call has a record, or a lock, there, and taking the
+// lock would leave the directory behind the uninstall.
+func lockIfThere(dataDir string) (func(), error) {
+	if dataDir == "" {
+		return func() {}, nil
+	}
+	if _, err := os.Lstat(dataDir); errors.Is(err, os.ErrNotExist) {
+		return func() {}, nil
+	}
+	return state.New(dataDir).Lock(hookLockTimeout)
 }
 
 // releaseHeldHook runs binDir's hook binary (the node's, also under

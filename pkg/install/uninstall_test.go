@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/rdma-chain/rdma-chain/pkg/config"
+	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
 // TestUninstallReleasesHookFirst: the socket hook's hold goes before the
@@ -31,26 +32,37 @@ func TestUninstallReleasesHookFirst(t *testing.T) {
 		dirs     []string // directories released, in order
 		runs     int      // uninstall runs until the entry is gone
 		says     string   // in the last run's output
+		unlocked bool     // released without the entry's node lock (unreadable entry)
 	}{
 		{name: "released, then the entry", extra: `,"smcr":{"bpffsDir":"/sys/fs/bpf/x"}`, dirs: []string{"/sys/fs/bpf/x"}, runs: 1,
 			says: "SMC socket hook released"},
 		{name: "a failed release keeps the entry", extra: `,"smcr":{"bpffsDir":"/sys/fs/bpf/x"}`, failures: 1,
 			dirs: []string{"/sys/fs/bpf/x", "/sys/fs/bpf/x"}, runs: 2, says: "SMC socket hook released"},
 		{name: "--force on an unreadable entry", extra: `,"smcr":{"transparent":"sometimes"}`, force: true,
-			dirs: []string{config.DefaultBPFFSDir}, runs: 1, says: "SMC socket hook released"},
+			dirs: []string{config.DefaultBPFFSDir}, runs: 1, says: "SMC socket hook released", unlocked: true},
 		{name: "--force goes on when the release fails", extra: `,"smcr":{"bpffsDir":"/sys/fs/bpf/x"}`, force: true, failures: 1,
 			dirs: []string{"/sys/fs/bpf/x"}, runs: 1, says: "--force: SMC socket hook: bpf: permission denied: it stays held"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			conf := t.TempDir()
 			path := filepath.Join(conf, "10-ptp.conflist")
-			if err := os.WriteFile(path, []byte(entry(t.TempDir(), tc.extra)), 0o644); err != nil {
+			dataDir := t.TempDir()
+			if err := os.WriteFile(path, []byte(entry(dataDir, tc.extra)), 0o644); err != nil {
 				t.Fatal(err)
 			}
 			var dirs []string
 			failures := tc.failures
 			o := UninstallOptions{Conflist: path, Force: tc.force, ReleaseHook: func(dir string) (bool, error) {
 				dirs = append(dirs, dir)
+				// A plugin call would wait: the release runs under the node lock.
+				if unlock, err := state.New(dataDir).Lock(0); err == nil {
+					unlock()
+					if !tc.unlocked {
+						t.Errorf("released %s without the node lock of %s", dir, dataDir)
+					}
+				} else if !errors.Is(err, state.ErrLockTimeout) || tc.unlocked {
+					t.Errorf("node lock of %s during the release: %v", dataDir, err)
+				}
 				if failures > 0 {
 					failures--
 					return true, errors.New("bpf: permission denied")
