@@ -2,6 +2,7 @@ package chain
 
 import (
 	"errors"
+	"log/slog"
 	"os"
 	"time"
 
@@ -35,15 +36,13 @@ func (c *call) lockError(err error) error {
 	return cniError(CodeState, "cannot lock attachment state in "+c.conf.DataDir, err)
 }
 
-func (c *call) sweep() {
-	if c.swept {
-		return
-	}
-	c.swept = true
-	if n, err := c.store.Sweep(); err != nil {
-		c.log.Warn("cannot remove stale temporary state files", "error", err)
+// sweepTemporary removes the temporary files killed writers left in
+// store; the caller holds the node lock.
+func sweepTemporary(store *state.Store, log *slog.Logger) {
+	if n, err := store.Sweep(); err != nil {
+		log.Warn("cannot remove stale temporary state files", "error", err)
 	} else if n > 0 {
-		c.log.Info("removed temporary state files a killed plugin call left", "count", n)
+		log.Info("removed temporary state files a killed plugin call left", "count", n)
 	}
 }
 
