@@ -68,6 +68,19 @@ func TestCluster(t *testing.T) {
 	}
 	t.Run("cross-node", func(t *testing.T) { testCrossNode(t, cp, hosts) })
 	t.Run("dra", func(t *testing.T) { testDRA(t, cp) })
+	// Each node's scenarios beside the other's: each guest has its core.
+	t.Run("per-node", func(t *testing.T) {
+		t.Run("node-a", func(t *testing.T) {
+			t.Parallel()
+			t.Run("smcr-orphan", func(t *testing.T) { testOrphanedSMCR(t, cp) })
+			t.Run("dra-capacity", func(t *testing.T) { testDRACapacity(t, cp) })
+		})
+		t.Run("node-b", func(t *testing.T) {
+			t.Parallel()
+			t.Run("dra-attach-failed", func(t *testing.T) { testDRAAttachFailed(t, cp) })
+			t.Run("dra-events", func(t *testing.T) { testDRAEvents(t, cp) })
+		})
+	})
 	t.Run("plugin-share", func(t *testing.T) { testPluginShare(t, cp) })
 	t.Run("containerd-restart", func(t *testing.T) { testContainerdRestart(t, cp) })
 	holdForDebugging(t, cp)

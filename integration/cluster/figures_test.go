@@ -3,7 +3,7 @@
 package cluster
 
 import (
-	"sort"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +14,7 @@ import (
 // tier gave RDMA has an ADD there that succeeded. Printed beside the pods'
 // created-to-Ready times above, it is the plugin's share of a pod's start.
 func testPluginShare(t *testing.T, cp *controlPlane) {
-	var adds []time.Duration
+	var adds, draAdds, dpAdds []time.Duration
 	seen := map[string]bool{}
 	for _, node := range nodeNames {
 		out := cp.nodeShell(t, node, `grep 'msg=done .*verb=ADD ' /host/var/log/rdma-chain.log || true`)
@@ -25,6 +25,11 @@ func testPluginShare(t *testing.T, cp *controlPlane) {
 			}
 			seen[pod] = true
 			adds = append(adds, d)
+			if strings.HasPrefix(pod, "default/dra-") {
+				draAdds = append(draAdds, d)
+			} else {
+				dpAdds = append(dpAdds, d)
+			}
 			t.Logf("CLUSTER-FIGURE %s: plugin ADD of %s took %s", node, pod, d)
 		}
 	}
@@ -40,9 +45,21 @@ func testPluginShare(t *testing.T, cp *controlPlane) {
 	if len(adds) == 0 {
 		return
 	}
-	sort.Slice(adds, func(i, j int) bool { return adds[i] < adds[j] })
 	t.Logf("CLUSTER-FIGURE plugin ADD on the cluster: %d calls, median %s, max %s (pods' created-to-Ready above)",
-		len(adds), adds[len(adds)/2], adds[len(adds)-1])
+		len(adds), median(adds), slices.Max(adds))
+	// The same shared-mode attachment on the same kind of port: a DRA pod's
+	// devices come from pod-resources' dynamic_resources, a device-plugin
+	// pod's from its devices, in the one List call.
+	if len(draAdds) > 0 && len(dpAdds) > 0 {
+		t.Logf("CLUSTER-FIGURE plugin ADD with DRA: median %s (%d calls); with device plugins: median %s (%d calls); %.2fx",
+			median(draAdds), len(draAdds), median(dpAdds), len(dpAdds), float64(median(draAdds))/float64(median(dpAdds)))
+	}
+}
+
+// median of ds (not empty), which it sorts.
+func median(ds []time.Duration) time.Duration {
+	slices.Sort(ds)
+	return ds[len(ds)/2]
 }
 
 // addLine reads the pod and duration of one of the plugin's log lines of a

@@ -14,6 +14,8 @@ import (
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 
+	"github.com/rdma-chain/rdma-chain/pkg/netdev"
+	"github.com/rdma-chain/rdma-chain/pkg/outcome"
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
@@ -66,23 +68,31 @@ func Run(ctx context.Context, cfg Config) error {
 	defer helper.Stop()
 	if cfg.StatusInterval > 0 {
 		w := &StatusWriter{Client: cfg.Client, Pool: cfg.NodeName, Records: store.List, Log: cfg.Log,
-			Changed: ModTimeChanged(store.AttachmentsDir(), time.Now)}
+			Outcomes: func() ([]outcome.Entry, error) { return outcome.Read(cfg.CNIDataDir) },
+			Changed: AnyChanged(ModTimeChanged(store.AttachmentsDir(), time.Now),
+				ModTimeChanged(filepath.Join(cfg.CNIDataDir, outcome.FileName), time.Now))}
 		wctx, stop := context.WithCancel(ctx)
 		done := make(chan struct{})
 		go func() { defer close(done); w.Run(wctx, cfg.StatusInterval) }()
 		defer func() { stop(); <-done }()
 	}
-	published, err := publish(ctx, helper, cfg, node, nil)
+	published, err := publish(ctx, helper, cfg, node, nil, triggerStart)
 	if err != nil {
 		return err
 	}
+	events := make(chan struct{}, 1)
+	watchNode(ctx, cfg.Log, func() {
+		select {
+		case events <- struct{}{}:
+		default:
+		}
+	})
 	t := time.NewTicker(cfg.Interval)
 	defer t.Stop()
 	for {
-		select {
-		case <-ctx.Done():
+		trigger, ok := nextRead(ctx, t.C, events)
+		if !ok {
 			return nil
-		case <-t.C:
 		}
 		n, err := disc.Discover()
 		if err != nil {
@@ -90,15 +100,64 @@ func Run(ctx context.Context, cfg Config) error {
 			continue
 		}
 		drv.SetNode(n)
-		if published, err = publish(ctx, helper, cfg, n, published); err != nil {
+		if published, err = publish(ctx, helper, cfg, n, published, trigger); err != nil {
 			return err
 		}
 	}
 }
 
+// Why the node's devices were read before a publish.
+const (
+	triggerStart    = "start"
+	triggerInterval = "interval"
+	triggerEvent    = "event"
+)
+
+// eventSettle is how long a kernel event waits for the rest of its burst
+// (a netns move, a bond's members, a port flapping) before the node is
+// read once for all of it.
+const eventSettle = 200 * time.Millisecond
+
+// nextRead waits for the next reading of the node: the interval's tick or
+// a kernel event, whose burst is let settle and drained. False when ctx
+// ends.
+func nextRead(ctx context.Context, tick <-chan time.Time, events chan struct{}) (string, bool) {
+	select {
+	case <-ctx.Done():
+		return "", false
+	case <-tick:
+		return triggerInterval, true
+	case <-events:
+	}
+	select {
+	case <-ctx.Done():
+		return "", false
+	case <-time.After(eventSettle):
+	}
+	select {
+	case <-events:
+	default:
+	}
+	return triggerEvent, true
+}
+
+// watchNode starts the kernel's event sources of this netns: rtnetlink
+// link events (a NIC appears or changes state, as its port's does) and,
+// where the kernel has it, the RDMA netlink monitor (an RDMA device
+// registers, goes or changes netns). A source that cannot start is said
+// once; the --interval reading remains.
+func watchNode(ctx context.Context, log *slog.Logger, fire func()) {
+	if err := netdev.WatchLinks(ctx, fire); err != nil {
+		log.Warn("no link events: the node's devices are read every --interval only", "error", err)
+	}
+	if err := rdma.Monitor(ctx, fire); err != nil {
+		log.Info("no RDMA netlink monitor: RDMA devices that come or go without a link event are seen at the next --interval", "error", err)
+	}
+}
+
 // publish publishes node's devices when they differ from published, and
 // returns what is published.
-func publish(ctx context.Context, h *kubeletplugin.Helper, cfg Config, node *Node, published []resourceapi.Device) ([]resourceapi.Device, error) {
+func publish(ctx context.Context, h *kubeletplugin.Helper, cfg Config, node *Node, published []resourceapi.Device, trigger string) ([]resourceapi.Device, error) {
 	devs := Devices(node)
 	if published != nil && reflect.DeepEqual(devs, published) {
 		return published, nil
@@ -112,6 +171,6 @@ func publish(ctx context.Context, h *kubeletplugin.Helper, cfg Config, node *Nod
 	if err := h.PublishResources(ctx, res); err != nil {
 		return nil, fmt.Errorf("publish the ResourceSlice: %w", err)
 	}
-	cfg.Log.Info("published the node's RDMA devices", "devices", len(devs), "mode", node.Mode)
+	cfg.Log.Info("published the node's RDMA devices", "devices", len(devs), "mode", node.Mode, "trigger", trigger)
 	return devs, nil
 }

@@ -32,6 +32,7 @@ type deviceStatus struct {
 	IfName, MAC           string // in the pod; empty for a link without a netdev
 	IPs                   []string
 	Ready                 bool
+	Failed                bool // the plugin's last ADD for the pod failed (no record)
 	Message               string
 	Pod                   string // namespace/name
 }
@@ -39,8 +40,11 @@ type deviceStatus struct {
 func (d deviceStatus) key() string { return d.Pool + "/" + d.Device + "/" + d.ShareID }
 
 func (d deviceStatus) reason() string {
-	if d.Ready {
+	switch {
+	case d.Ready:
 		return ReasonAttached
+	case d.Failed:
+		return ReasonAttachFailed
 	}
 	return ReasonAttaching
 }

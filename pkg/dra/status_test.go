@@ -275,7 +275,23 @@ func TestModTimeChanged(t *testing.T) {
 		{"unchanged and settled", m, t0.Add(time.Minute), false},
 		{"changed", t0.Add(2 * time.Minute), t0.Add(time.Hour), true},
 		{"unchanged again", t0.Add(2 * time.Minute), t0.Add(time.Hour), false},
+		{"gone", time.Time{}, t0.Add(time.Hour), true},
+		{"still gone", time.Time{}, t0.Add(time.Hour), false},
+		{"back", t0.Add(2 * time.Minute), t0.Add(time.Hour), true},
 	} {
+		if step.mtime.IsZero() {
+			if err := os.RemoveAll(dir); err != nil {
+				t.Fatal(err)
+			}
+			now = step.now
+			if got := changed(); got != step.want {
+				t.Fatalf("%s: changed %v, want %v", step.name, got, step.want)
+			}
+			continue
+		}
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
 		setMtime(step.mtime)
 		now = step.now
 		if got := changed(); got != step.want {

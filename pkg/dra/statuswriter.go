@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"reflect"
@@ -15,6 +16,7 @@ import (
 	resourceac "k8s.io/client-go/applyconfigurations/resource/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/rdma-chain/rdma-chain/pkg/outcome"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
@@ -35,6 +37,10 @@ type StatusWriter struct {
 	Client  kubernetes.Interface
 	Pool    string // the node's name: the driver's pool
 	Records func() ([]*state.Record, error)
+	// Outcomes reads the plugin's outcome log (outcome.Read), where a
+	// failed ADD, which leaves no record, is told. Nil: no failures are
+	// written.
+	Outcomes func() ([]outcome.Entry, error)
 	// Changed reports a change of the records since the last call (the
 	// attachments folder's modification time): a pass without one skips
 	// reading them. Nil: every pass reads them.
@@ -42,11 +48,12 @@ type StatusWriter struct {
 	Log     *slog.Logger
 	Now     func() time.Time
 
-	seeded  bool
-	dirty   bool                        // the last pass left something unwritten
-	passes  int                         // since the last full pass
-	written map[claimRef][]deviceStatus // what the API holds of this driver's entries
-	since   map[string]metav1.Time      // when each entry's Ready condition took its status
+	seeded     bool
+	dirty      bool                        // the last pass left something unwritten
+	passes     int                         // since the last full pass
+	written    map[claimRef][]deviceStatus // what the API holds of this driver's entries
+	since      map[string]metav1.Time      // when each entry's Ready condition took its status
+	outcomeErr string                      // the outcome log's last read error, said once
 }
 
 // Run syncs every interval until ctx ends.
@@ -87,6 +94,13 @@ func (w *StatusWriter) Sync(ctx context.Context) error {
 		return fmt.Errorf("read the attachment records: %w", err) // nothing is cleared on a partial view
 	}
 	want := claimStatuses(recs, w.Pool)
+	if failed := w.failedADDs(recs); len(failed) > 0 {
+		failures, err := w.failureStatuses(ctx, failed)
+		if err != nil {
+			return err // nothing is cleared on a partial view
+		}
+		withFailures(want, failures)
+	}
 	var errs []error
 	for ref, devs := range want {
 		if !reflect.DeepEqual(w.written[ref], devs) {
@@ -101,6 +115,23 @@ func (w *StatusWriter) Sync(ctx context.Context) error {
 	err = errors.Join(errs...)
 	w.dirty = err != nil
 	return err
+}
+
+// failedADDs reads the outcome log for the pods whose last ADD failed; an
+// unreadable log is said and read as no failures.
+func (w *StatusWriter) failedADDs(recs []*state.Record) map[podRef]outcome.Entry {
+	if w.Outcomes == nil {
+		return nil
+	}
+	entries, err := w.Outcomes()
+	if err != nil && err.Error() != w.outcomeErr {
+		w.Log.Warn("the plugin's outcome log is not wholly readable: failed ADDs of its unreadable part are not shown in claims", "error", err)
+	}
+	w.outcomeErr = ""
+	if err != nil {
+		w.outcomeErr = err.Error()
+	}
+	return failedADDs(entries, recs)
 }
 
 // seededStatus stands for entries found in the API at start: unlike any
@@ -225,20 +256,38 @@ func onlyCorrupt(err error) bool {
 // writes each record by rename and removes it by unlink, so the folder's
 // modification time moves with every change. A time younger than settle
 // counts as a change on every call: a second change within the file
-// system's clock tick leaves the time as it was.
+// system's clock tick leaves the time as it was. A path that is missing
+// counts as a change when it goes, not on every call after.
 func ModTimeChanged(dir string, now func() time.Time) func() bool {
 	const settle = 2 * time.Second
 	var last time.Time
+	missing := false
 	return func() bool {
 		fi, err := os.Stat(dir)
 		if err != nil {
-			return true
+			gone := errors.Is(err, fs.ErrNotExist)
+			seen := missing && gone
+			missing, last = gone, time.Time{}
+			return !seen
 		}
+		missing = false
 		mt := fi.ModTime()
 		if mt.Equal(last) && now().Sub(mt) >= settle {
 			return false
 		}
 		last = mt
 		return true
+	}
+}
+
+// AnyChanged reports a change when any of changed does; each is asked on
+// every call, so that each keeps its own view current.
+func AnyChanged(changed ...func() bool) func() bool {
+	return func() bool {
+		moved := false
+		for _, c := range changed {
+			moved = c() || moved
+		}
+		return moved
 	}
 }

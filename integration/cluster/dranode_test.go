@@ -1,0 +1,202 @@
+//go:build cluster
+
+package cluster
+
+import (
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
+)
+
+// The node scripts run the image's iproute2 (/usr/sbin): busybox's ip,
+// which its shell prefers, knows no nodad and no rdma.
+
+// gidTable defines, for a node's shell, simrdma0's port 1, its netdev and
+// free, the count of its GID table's free (zero) rows.
+const gidTable = `P=/sys/class/infiniband/simrdma0/ports/1
+ND=$(cat $P/gid_attrs/ndevs/0) || exit 1
+free() { n=0; for g in $P/gids/*; do [ "$(cat $g)" = 0000:0000:0000:0000:0000:0000:0000:0000 ] && n=$((n + 1)); done; echo $n; }
+`
+
+// fillGIDs gives simrdma0's netdev host addresses (each takes a RoCE v1
+// and a v2 GID, added by the RDMA core from a work queue) until fewer
+// than 2 rows are free.
+const fillGIDs = gidTable + `i=0
+while [ "$(free)" -ge 2 ]; do
+	i=$((i + 1))
+	[ $i -le 40 ] || { echo "$(free) GID rows free after 40 addresses on $ND"; exit 1; }
+	/usr/sbin/ip -6 addr add fd00:ee::$i/128 dev $ND nodad || exit 1
+	sleep 0.2
+done
+echo "$ND: $i host addresses, $(free) of $(ls $P/gids | wc -l) GID rows free"
+`
+
+// emptyGIDs takes fillGIDs' addresses away.
+const emptyGIDs = gidTable + `for i in $(seq 40); do /usr/sbin/ip -6 addr del fd00:ee::$i/128 dev $ND 2>/dev/null; done
+echo "$ND: $(free) of $(ls $P/gids | wc -l) GID rows free"
+`
+
+// testDRAAttachFailed: a DRA pod's ADD that the plugin refuses shows why
+// in its claim. On node-b, simrdma0's GID table is filled with host
+// addresses; the scheduler, which counts only claims against the port's
+// gids capacity, places a pod there, and the plugin refuses its address
+// (CNI error 111). The driver reads the failure from the plugin's outcome
+// log and writes it into the claim (Ready False, AttachFailed, the
+// plugin's message). With the addresses gone, kubelet's next try attaches
+// the pod and the claim says so.
+func testDRAAttachFailed(t *testing.T, cp *controlPlane) {
+	node := nodeNames[1]
+	t.Logf("%s: %s", node, strings.TrimSpace(cp.nodeShell(t, node, fillGIDs)))
+	emptied := false
+	t.Cleanup(func() {
+		if !emptied {
+			cp.nodeShell(t, node, emptyGIDs)
+		}
+	})
+	path := filepath.Join(testenv.RepoRoot(), "integration/cluster/pods/dra-refused.yaml")
+	start := time.Now()
+	if out, err := cp.kubectlOut("apply", "-f", path); err != nil {
+		t.Fatalf("kubectl apply: %v: %s", err, out)
+	}
+	t.Cleanup(func() { _, _ = cp.kubectlOut("delete", "-f", path, "--wait=false") })
+	claim := cp.poll(t, 3*time.Minute, func(s string) bool { return s != "" },
+		"get", "pod", "dra-refused", "-o", `jsonpath={.status.resourceClaimStatuses[0].resourceClaimName}`)
+	failed := cp.poll(t, 3*time.Minute, func(s string) bool { return strings.Contains(s, "AttachFailed") },
+		"get", "resourceclaim", claim, "-o", claimStatus)
+	t.Logf("CLUSTER-TIME claim %s showed the failed ADD %.1f s after kubectl apply: %s", claim, time.Since(start).Seconds(), failed)
+	msg, _ := cp.kubectlOut("get", "resourceclaim", claim, "-o",
+		`jsonpath={.status.devices[?(@.driver=="rdma-chain.github.io")].conditions[?(@.type=="Ready")].message}`)
+	t.Logf("claim %s Ready message: %s", claim, msg)
+	for _, want := range []string{"pod default/dra-refused", "CNI error 111", "GID table of RDMA device simrdma0"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("claim %s: want %q in the Ready condition's message", claim, want)
+		}
+	}
+	t.Logf("%s: %s", node, strings.TrimSpace(cp.nodeShell(t, node, emptyGIDs)))
+	emptied = true
+	retried := time.Now()
+	cp.poll(t, 5*time.Minute, func(s string) bool { return s == "True" },
+		"get", "pod", "dra-refused", "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
+	attached := cp.poll(t, 2*time.Minute, func(s string) bool { return strings.Contains(s, " True Attached") },
+		"get", "resourceclaim", claim, "-o", claimStatus)
+	t.Logf("CLUSTER-TIME dra-refused Ready %.1f s after the GID rows were freed; claim %s: %s", time.Since(retried).Seconds(), claim, attached)
+	if out, err := cp.kubectlOut("delete", "pod", "dra-refused", "--wait=true", "--timeout=3m"); err != nil {
+		t.Fatalf("delete pod: %v: %s", err, out)
+	}
+}
+
+// addRXE makes a soft-RoCE device on a new veth and brings the veth up:
+// link events (rtnetlink) and, where the driver has it, the RDMA monitor.
+const addRXE = `/usr/sbin/ip link add rcev0 type veth peer name rcev1 || exit 1
+/usr/sbin/rdma link add rxeev0 type rxe netdev rcev0 || exit 1
+/usr/sbin/ip link set rcev1 up && /usr/sbin/ip link set rcev0 up || exit 1
+echo "rxeev0 on rcev0, port 1 $(cat /sys/class/infiniband/rxeev0/ports/1/state)"
+`
+
+// delRXE takes addRXE's device away: the veth goes down (a link event)
+// after the RDMA device is gone, then is deleted.
+const delRXE = `/usr/sbin/rdma link delete rxeev0 2>/dev/null
+/usr/sbin/ip link set rcev0 down 2>/dev/null
+/usr/sbin/ip link del rcev0 2>/dev/null
+[ ! -e /sys/class/infiniband/rxeev0 ] && ! /usr/sbin/ip link show rcev0 2>/dev/null && echo "rxeev0 and rcev0 gone"
+`
+
+var publishedLine = regexp.MustCompile(`published the node's RDMA devices.* devices=(\d+) .*trigger=(\w+)`)
+
+// testDRAEvents: the driver reads the node again on the kernel's events,
+// not only every --interval (30 s): an RDMA device made on node-b is in
+// its ResourceSlice from a reading an event started, and is out of it
+// once removed.
+func testDRAEvents(t *testing.T, cp *controlPlane) {
+	node := nodeNames[1]
+	slice := []string{"get", "resourceslices", "--field-selector", "spec.nodeName=" + node, "-o", `jsonpath={.items[*].spec.devices[*].name}`}
+	before, err := cp.kubectlOut(slice...)
+	if err != nil || strings.Contains(before, "rxeev0") {
+		t.Fatalf("%s's slice before: %v: %s", node, err, before)
+	}
+	pod, err := cp.kubectlOut("-n", "kube-system", "get", "pods", "-l", "app=rdma-chain-dra", "--field-selector", "spec.nodeName="+node,
+		"-o", "jsonpath={.items[0].metadata.name}")
+	if err != nil || pod == "" {
+		t.Fatalf("the DRA driver's pod on %s: %v: %s", node, err, pod)
+	}
+	since := time.Now().UTC().Truncate(time.Second)
+	added := true
+	t.Cleanup(func() {
+		if added {
+			cp.nodeShell(t, node, delRXE)
+		}
+	})
+	start := time.Now()
+	t.Logf("%s: %s", node, strings.TrimSpace(cp.nodeShell(t, node, addRXE)))
+	made := time.Since(start)
+	cp.poll(t, 2*time.Minute, func(s string) bool { return strings.Contains(s, "rxeev0") }, slice...)
+	t.Logf("CLUSTER-TIME rxeev0 in %s's slice %.1f s after the debug pod that made it started (which took %.1f s)", node, time.Since(start).Seconds(), made.Seconds())
+	start = time.Now()
+	t.Logf("%s: %s", node, strings.TrimSpace(cp.nodeShell(t, node, delRXE)))
+	added = false
+	cp.poll(t, 2*time.Minute, func(s string) bool { return !strings.Contains(s, "rxeev0") }, slice...)
+	t.Logf("CLUSTER-TIME rxeev0 out of %s's slice %.1f s after the debug pod that removed it started", node, time.Since(start).Seconds())
+	logs, err := cp.kubectlOut("-n", "kube-system", "logs", pod, "--since-time="+since.Format(time.RFC3339))
+	if err != nil {
+		t.Fatalf("logs of %s: %v: %s", pod, err, logs)
+	}
+	n := len(strings.Fields(before))
+	byEvent := map[int]bool{}
+	for _, m := range publishedLine.FindAllStringSubmatch(logs, -1) {
+		t.Logf("%s: published %s devices (trigger %s)", pod, m[1], m[2])
+		k, _ := strconv.Atoi(m[1])
+		byEvent[k] = byEvent[k] || m[2] == "event"
+	}
+	// The device's port comes up after it is made: a publish an event
+	// started shows it even when an interval tick fell in between.
+	if !byEvent[n+1] {
+		t.Errorf("no publish of %d devices started by an event since %s", n+1, since)
+	}
+}
+
+// testDRACapacity: node-a's simrdma0 is shared by claims up to its GID
+// table: two pods whose claims ask for 20 of its 32 rows each do not both
+// fit. The scheduler places the first and leaves the second Pending
+// (Unschedulable, its claims cannot be allocated) until the first is
+// deleted; then it runs.
+func testDRACapacity(t *testing.T, cp *controlPlane) {
+	path := filepath.Join(testenv.RepoRoot(), "integration/cluster/pods/dra-wide.yaml")
+	if out, err := cp.kubectlOut("apply", "-f", path); err != nil {
+		t.Fatalf("kubectl apply: %v: %s", err, out)
+	}
+	t.Cleanup(func() { _, _ = cp.kubectlOut("delete", "-f", path, "--wait=false") })
+	// Which pod the scheduler takes first is its choice: one runs, the
+	// other waits.
+	var first, second string
+	cp.poll(t, 5*time.Minute, func(s string) bool {
+		r1, r2, _ := strings.Cut(s, " ")
+		switch {
+		case r1 == "True":
+			first, second = "dra-wide-1", "dra-wide-2"
+		case r2 == "True":
+			first, second = "dra-wide-2", "dra-wide-1"
+		}
+		return first != ""
+	}, "get", "pod", "dra-wide-1", "dra-wide-2", "-o", `jsonpath={range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{" "}{end}`)
+	sched := cp.poll(t, 2*time.Minute, func(s string) bool { return strings.HasPrefix(s, "False Unschedulable") },
+		"get", "pod", second, "-o", `jsonpath={.status.conditions[?(@.type=="PodScheduled")].status} {.status.conditions[?(@.type=="PodScheduled")].reason}: {.status.conditions[?(@.type=="PodScheduled")].message}`)
+	t.Logf("%s Ready; %s: %s", first, second, sched)
+	if !strings.Contains(sched, "cannot allocate all claims") {
+		t.Errorf("%s unschedulable for another reason than its claim: %s", second, sched)
+	}
+	if node, _ := cp.kubectlOut("get", "pod", second, "-o", "jsonpath={.spec.nodeName}"); node != "" {
+		t.Fatalf("%s was placed on %s", second, node)
+	}
+	start := time.Now()
+	if out, err := cp.kubectlOut("delete", "pod", first, "--wait=true", "--timeout=3m"); err != nil {
+		t.Fatalf("delete %s: %v: %s", first, err, out)
+	}
+	cp.poll(t, 5*time.Minute, func(s string) bool { return s == "True" },
+		"get", "pod", second, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
+	t.Logf("CLUSTER-TIME %s Ready %.1f s after %s's delete began", second, time.Since(start).Seconds(), first)
+}
