@@ -174,15 +174,15 @@ func testDRACapacity(t *testing.T, cp *controlPlane) {
 	// other waits.
 	var first, second string
 	cp.poll(t, 5*time.Minute, func(s string) bool {
-		r1, r2, _ := strings.Cut(s, " ")
 		switch {
-		case r1 == "True":
+		case strings.Contains(s, "dra-wide-1=True;"):
 			first, second = "dra-wide-1", "dra-wide-2"
-		case r2 == "True":
+		case strings.Contains(s, "dra-wide-2=True;"):
 			first, second = "dra-wide-2", "dra-wide-1"
 		}
 		return first != ""
-	}, "get", "pod", "dra-wide-1", "dra-wide-2", "-o", `jsonpath={range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{" "}{end}`)
+	}, "get", "pod", "dra-wide-1", "dra-wide-2", "-o",
+		`jsonpath={range .items[*]}{.metadata.name}={.status.conditions[?(@.type=="Ready")].status};{end}`)
 	sched := cp.poll(t, 2*time.Minute, func(s string) bool { return strings.HasPrefix(s, "False Unschedulable") },
 		"get", "pod", second, "-o", `jsonpath={.status.conditions[?(@.type=="PodScheduled")].status} {.status.conditions[?(@.type=="PodScheduled")].reason}: {.status.conditions[?(@.type=="PodScheduled")].message}`)
 	t.Logf("%s Ready; %s: %s", first, second, sched)

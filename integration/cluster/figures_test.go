@@ -25,9 +25,10 @@ func testPluginShare(t *testing.T, cp *controlPlane) {
 			}
 			seen[pod] = true
 			adds = append(adds, d)
-			if strings.HasPrefix(pod, "default/dra-") {
+			switch {
+			case strings.HasPrefix(pod, "default/dra-"):
 				draAdds = append(draAdds, d)
-			} else {
+			case !strings.HasPrefix(pod, "default/smcr-"): // SMC-R does more
 				dpAdds = append(dpAdds, d)
 			}
 			t.Logf("CLUSTER-FIGURE %s: plugin ADD of %s took %s", node, pod, d)

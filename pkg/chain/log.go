@@ -82,7 +82,7 @@ func recordOutcome(log *slog.Logger, verb string, c *call, err error) {
 	}
 	e := outcome.Entry{Verb: verb, Network: c.conf.Name, ContainerID: c.args.ContainerID, IfName: c.args.IfName}
 	if c.pod.Name != "" {
-		e.Pod = c.pod.String()
+		e.Pod, e.PodUID = c.pod.String(), c.pod.UID
 	}
 	if err != nil {
 		e.Msg = err.Error()

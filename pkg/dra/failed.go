@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,29 +24,36 @@ const ReasonAttachFailed = "AttachFailed"
 // pods: the outcome log is a file on disk, not trusted to be small.
 const maxFailedNamespaces = 16
 
-// failedADDs returns, by namespace/name, the pods whose last ADD in
-// entries (oldest first, as outcome.Read returns them) failed and that no
-// record names: a record, even of a later sandbox, speaks for the pod.
-// DELs do not count: the runtime deletes each sandbox whose ADD failed
-// before it tries again. A pod that is gone keeps its failure here, but
-// no claim is reserved for it any more. Entries whose pod is not a valid
-// namespace/name are left out.
+// failedADDs returns, by namespace/name, the pods that no record names
+// (a record, even of a later sandbox, speaks for the pod) whose last
+// failure in entries is an ADD and whose last entry is of that same
+// sandbox: the failed ADD itself, or the runtime's DEL of the sandbox it
+// failed, which comes before every retry. A later sandbox's entry means
+// the pod moved on. entries are oldest first, as outcome.Read returns
+// them (each pod's last entry and last failure). Entries whose pod is not
+// a valid namespace/name are left out.
 func failedADDs(entries []outcome.Entry, recs []*state.Record) map[podRef]outcome.Entry {
-	last := map[podRef]outcome.Entry{}
+	lastAny, lastFail := map[podRef]outcome.Entry{}, map[podRef]outcome.Entry{}
 	for _, e := range entries {
-		if p, ok := parsePod(e.Pod); ok && e.Verb == "ADD" {
-			last[p] = e
+		p, ok := parsePod(e.Pod)
+		if !ok {
+			continue
+		}
+		lastAny[p] = e
+		if e.Failed() {
+			lastFail[p] = e
 		}
 	}
 	for _, r := range recs {
-		delete(last, podRef{Namespace: r.Pod.Namespace, Name: r.Pod.Name})
+		delete(lastFail, podRef{Namespace: r.Pod.Namespace, Name: r.Pod.Name})
 	}
-	for p, e := range last {
-		if !e.Failed() {
-			delete(last, p)
+	for p, f := range lastFail {
+		last := lastAny[p]
+		if f.Verb != "ADD" || last.ContainerID != f.ContainerID || (last.Verb == "ADD" && !last.Failed()) {
+			delete(lastFail, p)
 		}
 	}
-	return last
+	return lastFail
 }
 
 // podRef names a pod.
@@ -64,47 +72,65 @@ func parsePod(s string) (podRef, bool) {
 }
 
 // failureStatuses are the status.devices entries, by claim, of the devices
-// of this driver's pool allocated to claims that reserve a pod of failed:
-// Ready False, reason AttachFailed, with the plugin's error. The claims are
-// listed per namespace (at most maxFailedNamespaces, the first in order).
+// of this driver's pool allocated to claims that reserve a pod of failed
+// (by name, and by UID when the runtime gave the plugin one, so that a
+// new pod of the same name is not shown its predecessor's failure):
+// Ready False, reason AttachFailed, with the plugin's error. The claims are listed from the API server's
+// cache per namespace, those of the newest failures first, at most
+// maxFailedNamespaces.
 func (w *StatusWriter) failureStatuses(ctx context.Context, failed map[podRef]outcome.Entry) (map[claimRef][]deviceStatus, error) {
-	byNS := map[string]bool{}
-	for p := range failed {
-		byNS[p.Namespace] = true
-	}
-	namespaces := make([]string, 0, len(byNS))
-	for ns := range byNS {
-		namespaces = append(namespaces, ns)
-	}
-	sort.Strings(namespaces)
-	if len(namespaces) > maxFailedNamespaces {
-		namespaces = namespaces[:maxFailedNamespaces]
-	}
 	out := map[claimRef][]deviceStatus{}
-	for _, ns := range namespaces {
-		list, err := w.Client.ResourceV1().ResourceClaims(ns).List(ctx, metav1.ListOptions{})
+	for _, ns := range newestNamespaces(failed) {
+		list, err := w.Client.ResourceV1().ResourceClaims(ns).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
 		if err != nil {
 			return nil, fmt.Errorf("list ResourceClaims of %s: %w", ns, err)
 		}
 		for i := range list.Items {
 			c := &list.Items[i]
-			for _, p := range reservingPods(c) {
-				if e, ok := failed[podRef{Namespace: ns, Name: p}]; ok {
-					ref := claimRef{Namespace: ns, Name: c.Name}
-					out[ref] = append(out[ref], w.failedDevices(c, ref, e)...)
+			for _, r := range reservingPods(c) {
+				e, ok := failed[podRef{Namespace: ns, Name: r.Name}]
+				if !ok || (e.PodUID != "" && e.PodUID != string(r.UID)) {
+					continue
 				}
+				ref := claimRef{Namespace: ns, Name: c.Name}
+				out[ref] = append(out[ref], w.failedDevices(c, e)...)
 			}
 		}
 	}
 	return out, nil
 }
 
-// reservingPods are the names of the pods claim c is reserved for.
-func reservingPods(c *resourceapi.ResourceClaim) []string {
-	var out []string
+// newestNamespaces are the namespaces of failed, that of the newest
+// failure first, at most maxFailedNamespaces.
+func newestNamespaces(failed map[podRef]outcome.Entry) []string {
+	newest := map[string]time.Time{}
+	for p, e := range failed {
+		if t, ok := newest[p.Namespace]; !ok || e.Time.After(t) {
+			newest[p.Namespace] = e.Time
+		}
+	}
+	out := make([]string, 0, len(newest))
+	for ns := range newest {
+		out = append(out, ns)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !newest[out[i]].Equal(newest[out[j]]) {
+			return newest[out[i]].After(newest[out[j]])
+		}
+		return out[i] < out[j]
+	})
+	if len(out) > maxFailedNamespaces {
+		out = out[:maxFailedNamespaces]
+	}
+	return out
+}
+
+// reservingPods are the pods claim c is reserved for.
+func reservingPods(c *resourceapi.ResourceClaim) []resourceapi.ResourceClaimConsumerReference {
+	var out []resourceapi.ResourceClaimConsumerReference
 	for _, r := range c.Status.ReservedFor {
 		if r.APIGroup == "" && r.Resource == "pods" {
-			out = append(out, r.Name)
+			out = append(out, r)
 		}
 	}
 	return out
@@ -112,7 +138,7 @@ func reservingPods(c *resourceapi.ResourceClaim) []string {
 
 // failedDevices are the entries of claim c's devices of this driver and
 // pool for the failed ADD e.
-func (w *StatusWriter) failedDevices(c *resourceapi.ResourceClaim, ref claimRef, e outcome.Entry) []deviceStatus {
+func (w *StatusWriter) failedDevices(c *resourceapi.ResourceClaim, e outcome.Entry) []deviceStatus {
 	if c.Status.Allocation == nil {
 		return nil
 	}

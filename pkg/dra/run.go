@@ -67,14 +67,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer helper.Stop()
 	if cfg.StatusInterval > 0 {
-		w := &StatusWriter{Client: cfg.Client, Pool: cfg.NodeName, Records: store.List, Log: cfg.Log,
-			Outcomes: func() ([]outcome.Entry, error) { return outcome.Read(cfg.CNIDataDir) },
-			Changed: AnyChanged(ModTimeChanged(store.AttachmentsDir(), time.Now),
-				ModTimeChanged(filepath.Join(cfg.CNIDataDir, outcome.FileName), time.Now))}
-		wctx, stop := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() { defer close(done); w.Run(wctx, cfg.StatusInterval) }()
-		defer func() { stop(); <-done }()
+		defer startStatusWriter(ctx, cfg, store)()
 	}
 	published, err := publish(ctx, helper, cfg, node, nil, triggerStart)
 	if err != nil {
@@ -90,7 +83,7 @@ func Run(ctx context.Context, cfg Config) error {
 	t := time.NewTicker(cfg.Interval)
 	defer t.Stop()
 	for {
-		trigger, ok := nextRead(ctx, t.C, events)
+		trigger, ok := nextRead(ctx, t.C, events, time.After)
 		if !ok {
 			return nil
 		}
@@ -106,6 +99,19 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 }
 
+// startStatusWriter runs the claim status writer until ctx ends or the
+// returned stop is called, which waits for it.
+func startStatusWriter(ctx context.Context, cfg Config, store *state.Store) (stop func()) {
+	w := &StatusWriter{Client: cfg.Client, Pool: cfg.NodeName, Records: store.List, Log: cfg.Log,
+		Outcomes: func() ([]outcome.Entry, error) { return outcome.Read(cfg.CNIDataDir) },
+		Changed: AnyChanged(ModTimeChanged(store.AttachmentsDir(), time.Now),
+			ModTimeChanged(filepath.Join(cfg.CNIDataDir, outcome.FileName), time.Now))}
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); w.Run(wctx, cfg.StatusInterval) }()
+	return func() { cancel(); <-done }
+}
+
 // Why the node's devices were read before a publish.
 const (
 	triggerStart    = "start"
@@ -119,9 +125,9 @@ const (
 const eventSettle = 200 * time.Millisecond
 
 // nextRead waits for the next reading of the node: the interval's tick or
-// a kernel event, whose burst is let settle and drained. False when ctx
-// ends.
-func nextRead(ctx context.Context, tick <-chan time.Time, events chan struct{}) (string, bool) {
+// a kernel event, whose burst is let settle (after: time.After) and
+// drained. False when ctx ends.
+func nextRead(ctx context.Context, tick <-chan time.Time, events chan struct{}, after func(time.Duration) <-chan time.Time) (string, bool) {
 	select {
 	case <-ctx.Done():
 		return "", false
@@ -132,7 +138,7 @@ func nextRead(ctx context.Context, tick <-chan time.Time, events chan struct{}) 
 	select {
 	case <-ctx.Done():
 		return "", false
-	case <-time.After(eventSettle):
+	case <-after(eventSettle):
 	}
 	select {
 	case <-events:

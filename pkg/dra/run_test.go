@@ -15,11 +15,11 @@ func TestNextRead(t *testing.T) {
 		cancel      bool
 		want        string
 		wantOK      bool
-		wantLeft    int // events still pending after the call
+		wantSettled bool // waited eventSettle before reading
 	}{
 		{name: "tick", ticks: 1, want: triggerInterval, wantOK: true},
-		{name: "one event", evts: 1, want: triggerEvent, wantOK: true},
-		{name: "a burst: one reading", evts: 5, want: triggerEvent, wantOK: true},
+		{name: "one event", evts: 1, want: triggerEvent, wantOK: true, wantSettled: true},
+		{name: "a burst: one reading", evts: 5, want: triggerEvent, wantOK: true, wantSettled: true},
 		{name: "ended", cancel: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -38,30 +38,27 @@ func TestNextRead(t *testing.T) {
 			}
 			if tc.evts > 0 {
 				fire()
-				// The rest of the burst comes while the first settles.
-				done := make(chan struct{})
-				go func() {
-					defer close(done)
-					time.Sleep(eventSettle / 4)
-					for range tc.evts - 1 {
-						fire()
-					}
-				}()
-				defer func() { <-done }()
 			}
 			if tc.cancel {
 				cancel()
 			}
-			start := time.Now()
-			got, ok := nextRead(ctx, tick, events)
-			if got != tc.want || ok != tc.wantOK {
-				t.Fatalf("nextRead = %q, %v; want %q, %v", got, ok, tc.want, tc.wantOK)
+			settled := false
+			// The rest of the burst comes while the first event settles.
+			after := func(d time.Duration) <-chan time.Time {
+				settled = d == eventSettle
+				for range tc.evts - 1 {
+					fire()
+				}
+				ch := make(chan time.Time, 1)
+				ch <- time.Now()
+				return ch
 			}
-			if tc.evts > 0 && time.Since(start) < eventSettle {
-				t.Fatalf("an event read the node after %s, before its burst settled (%s)", time.Since(start), eventSettle)
+			got, ok := nextRead(ctx, tick, events, after)
+			if got != tc.want || ok != tc.wantOK || settled != tc.wantSettled {
+				t.Fatalf("nextRead = %q, %v (settled %v); want %q, %v (settled %v)", got, ok, settled, tc.want, tc.wantOK, tc.wantSettled)
 			}
-			if len(events) != tc.wantLeft {
-				t.Fatalf("%d events left pending, want %d: a burst would read the node twice", len(events), tc.wantLeft)
+			if len(events) != 0 {
+				t.Fatal("an event left pending: the burst would read the node twice")
 			}
 		})
 	}

@@ -89,15 +89,18 @@ func (w *StatusWriter) Sync(ctx context.Context) error {
 			return err
 		}
 	}
+	// Nothing is cleared on a partial view, and the next pass tries again.
 	recs, err := w.Records()
 	if err != nil && !onlyCorrupt(err) {
-		return fmt.Errorf("read the attachment records: %w", err) // nothing is cleared on a partial view
+		w.dirty = true
+		return fmt.Errorf("read the attachment records: %w", err)
 	}
 	want := claimStatuses(recs, w.Pool)
 	if failed := w.failedADDs(recs); len(failed) > 0 {
 		failures, err := w.failureStatuses(ctx, failed)
 		if err != nil {
-			return err // nothing is cleared on a partial view
+			w.dirty = true
+			return err
 		}
 		withFailures(want, failures)
 	}

@@ -273,7 +273,9 @@ func (o UninstallOptions) releaseHook(dir, dataDir string, out io.Writer) error 
 	}
 	released := false
 	unlock, err := lockIfThere(dataDir)
-	if err == nil {
+	if err != nil {
+		err = fmt.Errorf("node lock of %s, taken before the release: %w", dataDir, err)
+	} else {
 		released, err = release(dir)
 		unlock()
 	}

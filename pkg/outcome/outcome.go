@@ -43,6 +43,7 @@ type Entry struct {
 	Network     string    `json:"network,omitempty"`
 	ContainerID string    `json:"containerID,omitempty"`
 	Pod         string    `json:"pod,omitempty"`
+	PodUID      string    `json:"podUID,omitempty"`
 	IfName      string    `json:"ifName,omitempty"`
 	Code        uint      `json:"code"`
 	Msg         string    `json:"msg,omitempty"`
