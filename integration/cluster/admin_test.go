@@ -69,7 +69,7 @@ func (cp *controlPlane) dsPod(t *testing.T, node string) string {
 // testPrimaryRewrite: the primary's agent rewrites its conflist on a node
 // from its own copy, without the rdma-chain entry, as Calico's, Flannel's
 // or Terway's do on restart; the DaemonSet's reconcile puts the entry back
-// within seconds (its pass interval is 5 minutes), logs it and counts it.
+// within seconds (its pass interval is 30 s), logs it and counts it.
 // The scenarios after this one start RDMA pods on this node through the
 // restored entry.
 func testPrimaryRewrite(t *testing.T, cp *controlPlane) {
