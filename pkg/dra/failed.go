@@ -75,9 +75,9 @@ func parsePod(s string) (podRef, bool) {
 // of this driver's pool allocated to claims that reserve a pod of failed
 // (by name, and by UID when the runtime gave the plugin one, so that a
 // new pod of the same name is not shown its predecessor's failure):
-// Ready False, reason AttachFailed, with the plugin's error. The claims are listed from the API server's
-// cache per namespace, those of the newest failures first, at most
-// maxFailedNamespaces.
+// Ready False, reason AttachFailed, with the plugin's error. The claims
+// are listed from the API server's cache per namespace, those of the
+// newest failures first, at most maxFailedNamespaces.
 func (w *StatusWriter) failureStatuses(ctx context.Context, failed map[podRef]outcome.Entry) (map[claimRef][]deviceStatus, error) {
 	out := map[claimRef][]deviceStatus{}
 	for _, ns := range newestNamespaces(failed) {
