@@ -3,7 +3,9 @@
 package cluster
 
 import (
+	"context"
 	"fmt"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -48,14 +50,53 @@ func (cp *controlPlane) debugWait(t *testing.T, pod string, timeout time.Duratio
 }
 
 // nodeShell runs a busybox shell script on node (the node's root at
-// /host) and returns what it printed; a script that fails fails t.
+// /host) in the tier's shell pod there (pods/node-shell.yaml) and returns
+// what it printed; a script that fails or runs over 5 minutes fails t.
 func (cp *controlPlane) nodeShell(t *testing.T, node, script string) string {
 	t.Helper()
-	out, ok := cp.debugWait(t, cp.debugStart(t, node, testImage, "/bin/busybox", "sh", "-c", script), 5*time.Minute)
-	if !ok {
-		t.Fatalf("script on %s failed:\n%s\n--- script:\n%s", node, out, script)
+	start := time.Now()
+	out, err := cp.nodeExec(t, node, script)
+	if err != nil {
+		t.Fatalf("script on %s failed after %.1f s: %v:\n%s\n--- script:\n%s", node, time.Since(start).Seconds(), err, out, script)
 	}
 	return out
+}
+
+// nodeExec is nodeShell's `kubectl exec`, its failure returned.
+func (cp *controlPlane) nodeExec(t *testing.T, node, script string) (string, error) {
+	t.Helper()
+	pod := cp.shellPod(t, node)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, cp.kubectl, "--kubeconfig", cp.admin, "-n", "kube-system", "exec", pod, "--",
+		"/bin/busybox", "sh", "-c", script).CombinedOutput()
+	return strings.TrimSpace(string(out)), err
+}
+
+// startNodeShells applies the tier's shell DaemonSet; shellPod waits for
+// its pod on a node.
+func startNodeShells(t *testing.T, cp *controlPlane) {
+	path := filepath.Join(testenv.RepoRoot(), "integration/cluster/pods/node-shell.yaml")
+	if out, err := cp.kubectlOut("apply", "-f", path); err != nil {
+		t.Fatalf("kubectl apply: %v: %s", err, out)
+	}
+}
+
+func (cp *controlPlane) shellPod(t *testing.T, node string) string {
+	t.Helper()
+	cp.shellsMu.Lock()
+	defer cp.shellsMu.Unlock()
+	if pod := cp.shells[node]; pod != "" {
+		return pod
+	}
+	out := cp.poll(t, 10*time.Minute, func(s string) bool { return strings.HasSuffix(s, " Running") },
+		"-n", "kube-system", "get", "pods", "-l", "app=rc-node-shell", "--field-selector", "spec.nodeName="+node,
+		"-o", "jsonpath={.items[0].metadata.name} {.items[0].status.phase}")
+	if cp.shells == nil {
+		cp.shells = map[string]string{}
+	}
+	cp.shells[node] = strings.Fields(out)[0]
+	return cp.shells[node]
 }
 
 // dsPod is the rdma-chain DaemonSet's pod on node.

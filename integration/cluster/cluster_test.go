@@ -56,6 +56,7 @@ func TestCluster(t *testing.T) {
 	if !t.Run("nodes-join", func(st *testing.T) { testNodesJoin(st, t, cp) }) {
 		return
 	}
+	startNodeShells(t, cp)
 	if !t.Run("deploy", func(t *testing.T) { testDeploy(t, cp) }) {
 		return
 	}

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -75,6 +76,9 @@ type controlPlane struct {
 	procs   []*proc
 	egress  *egressProxy
 	started time.Duration // from etcd's start to the API server's /readyz
+
+	shellsMu sync.Mutex
+	shells   map[string]string // node: its shell pod (pods/node-shell.yaml)
 }
 
 type proc struct {
