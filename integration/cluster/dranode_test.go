@@ -135,12 +135,12 @@ func testDRAEvents(t *testing.T, cp *controlPlane) {
 	t.Logf("%s: %s", node, strings.TrimSpace(cp.nodeShell(t, node, addRXE)))
 	made := time.Since(start)
 	cp.poll(t, 2*time.Minute, func(s string) bool { return strings.Contains(s, "rxeev0") }, slice...)
-	t.Logf("CLUSTER-TIME rxeev0 in %s's slice %.1f s after the debug pod that made it started (which took %.1f s)", node, time.Since(start).Seconds(), made.Seconds())
+	t.Logf("CLUSTER-TIME rxeev0 in %s's slice %.1f s after the node script that made it started (which took %.1f s)", node, time.Since(start).Seconds(), made.Seconds())
 	start = time.Now()
 	t.Logf("%s: %s", node, strings.TrimSpace(cp.nodeShell(t, node, delRXE)))
 	added = false
 	cp.poll(t, 2*time.Minute, func(s string) bool { return !strings.Contains(s, "rxeev0") }, slice...)
-	t.Logf("CLUSTER-TIME rxeev0 out of %s's slice %.1f s after the debug pod that removed it started", node, time.Since(start).Seconds())
+	t.Logf("CLUSTER-TIME rxeev0 out of %s's slice %.1f s after the node script that removed it started", node, time.Since(start).Seconds())
 	logs, err := cp.kubectlOut("-n", "kube-system", "logs", pod, "--since-time="+since.Format(time.RFC3339))
 	if err != nil {
 		t.Fatalf("logs of %s: %v: %s", pod, err, logs)
