@@ -348,6 +348,11 @@ func buildBinaries(root string) (prepared, error) {
 		"-o", filepath.Join(dir, "netdev.test"), "./pkg/netdev/"); err != nil {
 		return p, fmt.Errorf("go test -c ./pkg/netdev: %w\n%s", err, o)
 	}
+	// The crash matrix runs in the guest as a Go test (crash-rdma.sh).
+	if o, err := runCmd(root, []string{"CGO_ENABLED=0"}, "go", "test", "-c", "-ldflags=-s -w",
+		"-o", filepath.Join(dir, "crash.test"), "./integration/vm/crash/"); err != nil {
+		return p, fmt.Errorf("go test -c ./integration/vm/crash: %w\n%s", err, o)
+	}
 	// The crash scenario's plugin: failpoints compiled in (test-only build),
 	// always from source, also when RC_VM_PLUGIN names the plugin to test.
 	if o, err := runCmd(root, []string{"CGO_ENABLED=0"}, "go", "build", "-tags", "failpoint", "-ldflags=-s -w",

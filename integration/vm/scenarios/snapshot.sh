@@ -1,12 +1,11 @@
 #!/bin/sh
 # The node as DEL and GC must leave it, for scenarios that compare the node
-# before and after (crash-rdma, upgrade-*). Sourced after lib.sh; reads
+# before and after (upgrade-*, soak-*; the crash matrix reads it in Go). Sourced after lib.sh; reads
 # $DATADIR (the plugin's records) and $RIPAM (rdma0's host-local leases).
 #   snap            init_net's links (name, flags, MTU, MAC), addresses,
 #                   routes of every table, rdma dev and link, the GIDs of
 #                   the RDMA devices in init_net, the SMC pnet table,
 #                   records and leases
-#   owned POD       what rdma-chain changes for POD
 #   settle_equal W  poll until snap equals W (DELTA says how it differs)
 #   settled         eth0 has carrier and a settled link-local address
 
@@ -33,19 +32,6 @@ dev_gids() {
 			while read -r n g; do echo "gid $_d $g $(cat $_g/gid_attrs/ndevs/$n 2>/dev/null)"; done | sort
 	done
 	[ -n "$_any" ] || echo "gids: no RDMA device in init_net"
-}
-# owned POD: what rdma-chain changes (eth0, the device, GIDs, pnet of
-# init_net and the pod, records, rdma0 leases, rdma0 in the pod)
-owned() {
-	ip -o link show eth0 2>&1 | sed 's/^[0-9]*: //; s/ qdisc .*link\// link\//'
-	ip -o addr show dev eth0 2>&1 | awk '{print "eth0 addr", $3, $4}'
-	rdma dev 2>&1 | sed 's/^[0-9]*: /rdma dev /'
-	rdma link 2>&1 | sed 's/^/rdma /'
-	dev_gids
-	smcctl pnet 2>&1 | sed 's/^/pnet init_net /'
-	smcctl pnet "/var/run/netns/$1" 2>&1 | sed 's/^/pnet pod /'
-	ip -n "$1" -o addr show dev rdma0 2>&1 | awk '{print "pod rdma0", $3, $4}'
-	files $DATADIR $RIPAM
 }
 # snap: the node (init_net) as DEL/GC must leave it
 snap() {

@@ -50,7 +50,7 @@ func AddVeth(t testing.TB, host, peer ns.NetNS, name string, mtu int, addrs ...s
 			return err
 		}
 		for _, a := range addrs {
-			if err := addAddr(l, a); err != nil {
+			if err := AddAddrTo(l, a); err != nil {
 				return err
 			}
 		}
@@ -78,14 +78,15 @@ func AddAddr(t testing.TB, n ns.NetNS, name, cidr string) {
 		if err != nil {
 			return err
 		}
-		return addAddr(l, cidr)
+		return AddAddrTo(l, cidr)
 	})
 	if err != nil {
 		t.Fatalf("address %s on %s: %v", cidr, name, err)
 	}
 }
 
-func addAddr(l netlink.Link, cidr string) error {
+// AddAddrTo adds cidr to l in the caller's netns, IPv6 without DAD.
+func AddAddrTo(l netlink.Link, cidr string) error {
 	addr, err := netlink.ParseAddr(cidr)
 	if err != nil {
 		return err

@@ -1,0 +1,347 @@
+package crash
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/rdma-chain/rdma-chain/internal/nldump"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
+	"github.com/rdma-chain/rdma-chain/pkg/rdma"
+	"github.com/rdma-chain/rdma-chain/pkg/smc"
+)
+
+// node is what DEL and GC must leave as it was: init_net's links (name,
+// MTU, MAC, flags), addresses, routes of every table, the RDMA devices
+// with their netdev and ports, their GIDs, the SMC pnet table, and the
+// files of the plugin's records and the IPAM leases. One line per fact,
+// sorted, so two readings compare line by line.
+type node []string
+
+// readNode reads the node; dirs are the state and lease directories.
+func readNode(dirs ...string) (node, error) {
+	var lines []string
+	for _, read := range []func() ([]string, error){links, addrs, routes, rdmaDevices, gids, func() ([]string, error) { return pnet("") }} {
+		l, err := read()
+		if err != nil {
+			return nil, err
+		}
+		lines = append(lines, l...)
+	}
+	f, err := files(dirs...)
+	if err != nil {
+		return nil, err
+	}
+	lines = append(lines, f...)
+	slices.Sort(lines)
+	return lines, nil
+}
+
+// owned is what rdma-chain changes for a pod: the NIC, the RDMA devices,
+// GIDs, both pnet tables, rdma0's addresses in the pod, and its files.
+func owned(podNS string, dirs ...string) (node, error) {
+	var lines []string
+	if l, err := netlink.LinkByName(nic); err == nil {
+		lines = append(lines, linkLine(l))
+		a, err := linkAddrs(l)
+		if err != nil {
+			return nil, err
+		}
+		lines = append(lines, a...)
+	} else {
+		lines = append(lines, fmt.Sprintf("link %s: %v", nic, err))
+	}
+	for _, read := range []func() ([]string, error){rdmaDevices, gids, func() ([]string, error) { return pnet("") }} {
+		l, err := read()
+		if err != nil {
+			return nil, err
+		}
+		lines = append(lines, l...)
+	}
+	pod, err := podLines(podNS)
+	if err != nil {
+		return nil, err
+	}
+	f, err := files(dirs...)
+	if err != nil {
+		return nil, err
+	}
+	lines = append(append(lines, pod...), f...)
+	slices.Sort(lines)
+	return lines, nil
+}
+
+// podLines: the pod's pnet table and rdma0's addresses in it.
+func podLines(podNS string) ([]string, error) {
+	lines, err := pnet(podNS)
+	if err != nil {
+		return nil, err
+	}
+	for i := range lines {
+		lines[i] = "pod " + lines[i]
+	}
+	err = ns.WithNetNSPath(podNS, func(ns.NetNS) error {
+		l, err := netlink.LinkByName("rdma0")
+		if err != nil {
+			lines = append(lines, "pod rdma0: absent")
+			return nil
+		}
+		a, err := linkAddrs(l)
+		for _, s := range a {
+			lines = append(lines, "pod "+s)
+		}
+		return err
+	})
+	return lines, err
+}
+
+func linkLine(l netlink.Link) string {
+	a := l.Attrs()
+	return fmt.Sprintf("link %s mtu=%d %s=%s flags=%#x", a.Name, a.MTU, a.EncapType, a.HardwareAddr, a.RawFlags)
+}
+
+func links() ([]string, error) {
+	ls, err := nldump.Retry(netlink.LinkList)
+	if err != nil {
+		return nil, fmt.Errorf("links: %w", err)
+	}
+	out := make([]string, 0, len(ls))
+	for _, l := range ls {
+		out = append(out, linkLine(l))
+	}
+	return out, nil
+}
+
+func linkAddrs(l netlink.Link) ([]string, error) {
+	as, err := nldump.Retry(func() ([]netlink.Addr, error) { return netlink.AddrList(l, netlink.FAMILY_ALL) })
+	if err != nil {
+		return nil, fmt.Errorf("addresses of %s: %w", l.Attrs().Name, err)
+	}
+	out := make([]string, 0, len(as))
+	for _, a := range as {
+		out = append(out, fmt.Sprintf("addr %s %s", l.Attrs().Name, a.IPNet))
+	}
+	return out, nil
+}
+
+func addrs() ([]string, error) {
+	ls, err := nldump.Retry(netlink.LinkList)
+	if err != nil {
+		return nil, fmt.Errorf("links: %w", err)
+	}
+	var out []string
+	for _, l := range ls {
+		a, err := linkAddrs(l)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, a...)
+	}
+	return out, nil
+}
+
+// routes of every table (local and the policy tables too), as the kernel
+// dumps them.
+func routes() ([]string, error) {
+	rs, err := nldump.Retry(func() ([]netlink.Route, error) {
+		return netlink.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_TABLE)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("routes: %w", err)
+	}
+	names := map[int]string{}
+	if ls, err := nldump.Retry(netlink.LinkList); err == nil {
+		for _, l := range ls {
+			names[l.Attrs().Index] = l.Attrs().Name
+		}
+	}
+	out := make([]string, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, fmt.Sprintf("route table=%d type=%d proto=%d scope=%d dst=%s src=%s gw=%s dev=%s prio=%d",
+			r.Table, r.Type, r.Protocol, r.Scope, ipnet(r.Dst), ip(r.Src), ip(r.Gw), names[r.LinkIndex], r.Priority))
+	}
+	return out, nil
+}
+
+func ipnet(n *net.IPNet) string {
+	if n == nil {
+		return "default"
+	}
+	return n.String()
+}
+
+func ip(a net.IP) string {
+	if a == nil {
+		return "-"
+	}
+	return a.String()
+}
+
+// rdmaDevices: each RDMA device init_net sees, its netdev and its ports.
+func rdmaDevices() ([]string, error) {
+	sys := rdma.New()
+	devs, err := sys.Devices()
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, d := range devs {
+		out = append(out, fmt.Sprintf("rdma dev %s driver=%s guid=%s netdev=%s pci=%s", d.Name, d.Driver, d.NodeGUID, d.Netdev, d.PCI))
+		ports, err := sys.Ports(d.Name)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range ports {
+			out = append(out, fmt.Sprintf("rdma port %s/%d %s %s", d.Name, p.Port, p.State, p.PhysState))
+		}
+	}
+	if len(out) == 0 {
+		out = append(out, "rdma: no device in init_net")
+	}
+	return out, nil
+}
+
+func gids() ([]string, error) {
+	gs, err := rdma.New().GIDs()
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("GIDs: %w", err)
+	}
+	out := make([]string, 0, len(gs))
+	for _, g := range gs {
+		out = append(out, fmt.Sprintf("gid %s/%d %d %s %s %s", g.Device, g.Port, g.Index, g.GID, g.Type, g.Netdev))
+	}
+	return out, nil
+}
+
+// pnet reads the SMC pnet table of the netns at nsPath ("": this one); a
+// kernel without SMC has none.
+func pnet(nsPath string) ([]string, error) {
+	if !hasSMC() {
+		return []string{"pnet: no SMC"}, nil
+	}
+	var rows []smc.PnetEntry
+	err := smc.Do(nsPath, func(c *smc.Client) (err error) {
+		rows, err = c.PnetDump()
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pnet table of %q: %w", nsPath, err)
+	}
+	out := make([]string, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, "pnet "+r.String())
+	}
+	return out, nil
+}
+
+func hasSMC() bool {
+	_, err := os.Stat("/sys/module/smc")
+	return err == nil
+}
+
+// files lists every entry under dirs with a hash of each regular file.
+// Left out: host-local's allocation cursor (last_reserved_ip.N, not a
+// lease), the plugin's outcomes.jsonl (its log of verbs, a line per call
+// by design) and its cache-* files (what STATUS probed of the kernel).
+func files(dirs ...string) ([]string, error) {
+	var out []string
+	for _, dir := range dirs {
+		err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+			if errors.Is(err, fs.ErrNotExist) && path == dir {
+				return fs.SkipDir
+			}
+			if err != nil {
+				return err
+			}
+			name := d.Name()
+			if strings.HasPrefix(name, "last_reserved_ip.") || name == "outcomes.jsonl" || strings.HasPrefix(name, "cache-") {
+				return nil
+			}
+			if !d.Type().IsRegular() {
+				out = append(out, "entry "+path)
+				return nil
+			}
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			sum := sha256.Sum256(b)
+			out = append(out, "file "+path+" "+hex.EncodeToString(sum[:6]))
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("files under %s: %w", dir, err)
+		}
+	}
+	return out, nil
+}
+
+// diff says what want has that got lacks, and the reverse.
+func diff(want, got node) string {
+	missing := slices.DeleteFunc(slices.Clone(want), func(s string) bool { return slices.Contains(got, s) })
+	extra := slices.DeleteFunc(slices.Clone(got), func(s string) bool { return slices.Contains(want, s) })
+	return fmt.Sprintf("missing: %q unexpected: %q", missing, extra)
+}
+
+// settleTo polls the node until it equals want: GIDs, link-local
+// addresses and the NIC's carrier follow a move back asynchronously.
+// Bounded in time, not in readings: one reading takes a while under TCG.
+func settleTo(t *testing.T, want node, dirs ...string) (node, bool) {
+	t.Helper()
+	var got node
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var err error
+		got, err = readNode(dirs...)
+		if err == nil && slices.Equal(got, want) {
+			return got, true
+		}
+		if time.Now().After(deadline) {
+			if err != nil {
+				t.Fatalf("read the node: %v", err)
+			}
+			return got, false
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// settled waits until the NIC has its carrier and a link-local address
+// that is not tentative.
+func settled(t *testing.T) {
+	t.Helper()
+	testenv.Eventually(t, 20*time.Second, func() (bool, string) {
+		l, err := netlink.LinkByName(nic)
+		if err != nil {
+			return false, err.Error()
+		}
+		if l.Attrs().RawFlags&unix.IFF_LOWER_UP == 0 {
+			time.Sleep(100 * time.Millisecond)
+			return false, nic + " has no carrier"
+		}
+		as, err := netlink.AddrList(l, netlink.FAMILY_V6)
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, a := range as {
+			if a.IP.IsLinkLocalUnicast() && a.Flags&unix.IFA_F_TENTATIVE == 0 {
+				return true, ""
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+		return false, nic + " has no settled link-local address"
+	})
+}
