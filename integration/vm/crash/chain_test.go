@@ -59,6 +59,9 @@ func (c *chain) ExecPlugin(ctx context.Context, pluginPath string, stdin []byte,
 	cmd.Stdin = bytes.NewReader(stdin)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
+	if cmd.ProcessState == nil { // it never started
+		return nil, fmt.Errorf("%s: %w", filepath.Base(pluginPath), err)
+	}
 	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && under {
 		c.killed = ws.Signaled() && ws.Signal() == syscall.SIGKILL
 	}
