@@ -63,11 +63,11 @@ var stateDirs = []string{dataDir, rdmaIPAM, ptpIPAM}
 // matrix is one guest's run: the chain, its conflists and the node the
 // runs must come back to.
 type matrix struct {
-	c              *chain
-	del, gc, ptp   *libcni.NetworkConfigList
-	base           node
-	n, runs, leaks int
-	leaked         []string
+	c            *chain
+	del, gc, ptp *libcni.NetworkConfigList
+	base         node
+	n, runs      int
+	leaked       []string // the cases that left the node changed
 }
 
 func TestCrashMatrix(t *testing.T) {
@@ -85,7 +85,7 @@ func TestCrashMatrix(t *testing.T) {
 		}
 	}
 	t.Logf("crash matrix: failpoints discovered: %d (ADD %d, DEL %d); runs: %d; leaks: %d %v; %.0f s",
-		len(addFP)+len(delFP), len(addFP), len(delFP), m.runs, m.leaks, m.leaked, time.Since(start).Seconds())
+		len(addFP)+len(delFP), len(addFP), len(delFP), m.runs, len(m.leaked), m.leaked, time.Since(start).Seconds())
 	if want := 2 * (len(addFP) + len(delFP)); m.runs != want {
 		t.Errorf("%d runs for %d failpoints in two matrices, want %d", m.runs, len(addFP)+len(delFP), want)
 	}
@@ -100,10 +100,11 @@ func setUpNode(t *testing.T) {
 	if err := netlink.RdmaSystemSetNetnsMode("exclusive"); err != nil {
 		t.Fatalf("rdma system set netns exclusive: %v", err)
 	}
-	if mode, err := rdma.New().NetnsMode(); err != nil || mode != rdma.ModeExclusive {
+	sys := rdma.New()
+	if mode, err := sys.NetnsMode(); err != nil || mode != rdma.ModeExclusive {
 		t.Fatalf("netns mode: %v %v, want exclusive", mode, err)
 	}
-	devs, err := rdma.New().Devices()
+	devs, err := sys.Devices()
 	if err != nil || !slices.ContainsFunc(devs, func(d rdma.Device) bool { return d.Name == device && d.Netdev == nic }) {
 		t.Fatalf("%s on %s: %v %+v", device, nic, err, devs)
 	}

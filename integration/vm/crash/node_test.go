@@ -33,55 +33,43 @@ type node []string
 
 // readNode reads the node; dirs are the state and lease directories.
 func readNode(dirs ...string) (node, error) {
-	var lines []string
-	for _, read := range []func() ([]string, error){links, addrs, routes, rdmaDevices, gids, func() ([]string, error) { return pnet("") }} {
-		l, err := read()
-		if err != nil {
-			return nil, err
-		}
-		lines = append(lines, l...)
-	}
-	f, err := files(dirs...)
-	if err != nil {
-		return nil, err
-	}
-	lines = append(lines, f...)
-	slices.Sort(lines)
-	return lines, nil
+	return collect(netdevs, rdmaFacts, func() ([]string, error) { return files(dirs...) })
 }
 
 // owned is what rdma-chain changes for a pod: the NIC, the RDMA devices,
 // GIDs, both pnet tables, rdma0's addresses in the pod, and its files.
 func owned(podNS string, dirs ...string) (node, error) {
+	return collect(nicFacts, rdmaFacts, func() ([]string, error) { return podLines(podNS) },
+		func() ([]string, error) { return files(dirs...) })
+}
+
+// collect runs each reader and sorts what they read.
+func collect(readers ...func() ([]string, error)) (node, error) {
 	var lines []string
-	if l, err := netlink.LinkByName(nic); err == nil {
-		lines = append(lines, linkLine(l))
-		a, err := linkAddrs(l)
-		if err != nil {
-			return nil, err
-		}
-		lines = append(lines, a...)
-	} else {
-		lines = append(lines, fmt.Sprintf("link %s: %v", nic, err))
-	}
-	for _, read := range []func() ([]string, error){rdmaDevices, gids, func() ([]string, error) { return pnet("") }} {
+	for _, read := range readers {
 		l, err := read()
 		if err != nil {
 			return nil, err
 		}
 		lines = append(lines, l...)
 	}
-	pod, err := podLines(podNS)
-	if err != nil {
-		return nil, err
-	}
-	f, err := files(dirs...)
-	if err != nil {
-		return nil, err
-	}
-	lines = append(append(lines, pod...), f...)
 	slices.Sort(lines)
 	return lines, nil
+}
+
+// nicFacts: the NIC's link and addresses, or that init_net lacks it.
+func nicFacts() ([]string, error) {
+	l, err := netlink.LinkByName(nic)
+	if err != nil {
+		return []string{fmt.Sprintf("link %s: %v", nic, err)}, nil
+	}
+	a, err := linkAddrs(l)
+	return append(a, linkLine(l)), err
+}
+
+// rdmaFacts: the RDMA devices init_net sees, their GIDs, its pnet table.
+func rdmaFacts() ([]string, error) {
+	return collect(rdmaDevices, gids, func() ([]string, error) { return pnet("") })
 }
 
 // podLines: the pod's pnet table and rdma0's addresses in it.
@@ -113,14 +101,32 @@ func linkLine(l netlink.Link) string {
 	return fmt.Sprintf("link %s mtu=%d %s=%s flags=%#x", a.Name, a.MTU, a.EncapType, a.HardwareAddr, a.RawFlags)
 }
 
-func links() ([]string, error) {
+// netdevs: init_net's links, their addresses and the routes of every
+// table (local and the policy tables too), from one link dump.
+func netdevs() ([]string, error) {
 	ls, err := nldump.Retry(netlink.LinkList)
 	if err != nil {
 		return nil, fmt.Errorf("links: %w", err)
 	}
-	out := make([]string, 0, len(ls))
+	var out []string
+	names := map[int]string{}
 	for _, l := range ls {
-		out = append(out, linkLine(l))
+		names[l.Attrs().Index] = l.Attrs().Name
+		a, err := linkAddrs(l)
+		if err != nil {
+			return nil, err
+		}
+		out = append(append(out, linkLine(l)), a...)
+	}
+	rs, err := nldump.Retry(func() ([]netlink.Route, error) {
+		return netlink.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_TABLE)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("routes: %w", err)
+	}
+	for _, r := range rs {
+		out = append(out, fmt.Sprintf("route table=%d type=%d proto=%d scope=%d dst=%s src=%s gw=%s dev=%s prio=%d",
+			r.Table, r.Type, r.Protocol, r.Scope, ipnet(r.Dst), ip(r.Src), ip(r.Gw), names[r.LinkIndex], r.Priority))
 	}
 	return out, nil
 }
@@ -133,45 +139,6 @@ func linkAddrs(l netlink.Link) ([]string, error) {
 	out := make([]string, 0, len(as))
 	for _, a := range as {
 		out = append(out, fmt.Sprintf("addr %s %s", l.Attrs().Name, a.IPNet))
-	}
-	return out, nil
-}
-
-func addrs() ([]string, error) {
-	ls, err := nldump.Retry(netlink.LinkList)
-	if err != nil {
-		return nil, fmt.Errorf("links: %w", err)
-	}
-	var out []string
-	for _, l := range ls {
-		a, err := linkAddrs(l)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, a...)
-	}
-	return out, nil
-}
-
-// routes of every table (local and the policy tables too), as the kernel
-// dumps them.
-func routes() ([]string, error) {
-	rs, err := nldump.Retry(func() ([]netlink.Route, error) {
-		return netlink.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_TABLE)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("routes: %w", err)
-	}
-	names := map[int]string{}
-	if ls, err := nldump.Retry(netlink.LinkList); err == nil {
-		for _, l := range ls {
-			names[l.Attrs().Index] = l.Attrs().Name
-		}
-	}
-	out := make([]string, 0, len(rs))
-	for _, r := range rs {
-		out = append(out, fmt.Sprintf("route table=%d type=%d proto=%d scope=%d dst=%s src=%s gw=%s dev=%s prio=%d",
-			r.Table, r.Type, r.Protocol, r.Scope, ipnet(r.Dst), ip(r.Src), ip(r.Gw), names[r.LinkIndex], r.Priority))
 	}
 	return out, nil
 }
