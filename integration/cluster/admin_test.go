@@ -5,7 +5,6 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -68,9 +67,7 @@ func (cp *controlPlane) nodeExec(t *testing.T, node, script string) (string, err
 	pod := cp.shellPod(t, node)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, cp.kubectl, "--kubeconfig", cp.admin, "-n", "kube-system", "exec", pod, "--",
-		"/bin/busybox", "sh", "-c", script).CombinedOutput()
-	return strings.TrimSpace(string(out)), err
+	return cp.kubectlCtx(ctx, "-n", "kube-system", "exec", pod, "--", "/bin/busybox", "sh", "-c", script)
 }
 
 // startNodeShells applies the tier's shell DaemonSet; shellPod waits for

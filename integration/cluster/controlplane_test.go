@@ -4,6 +4,7 @@ package cluster
 
 import (
 	"bufio"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
@@ -279,7 +280,12 @@ func (cp *controlPlane) tails() string {
 
 // kubectlOut runs kubectl as the cluster admin.
 func (cp *controlPlane) kubectlOut(args ...string) (string, error) {
-	out, err := exec.Command(cp.kubectl, append([]string{"--kubeconfig", cp.admin}, args...)...).CombinedOutput()
+	return cp.kubectlCtx(context.Background(), args...)
+}
+
+// kubectlCtx is kubectlOut, killed when ctx ends.
+func (cp *controlPlane) kubectlCtx(ctx context.Context, args ...string) (string, error) {
+	out, err := exec.CommandContext(ctx, cp.kubectl, append([]string{"--kubeconfig", cp.admin}, args...)...).CombinedOutput()
 	return strings.TrimSpace(string(out)), err
 }
 
