@@ -205,7 +205,7 @@ func TestReconcileCommandNetns(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, out, errOut := run("reconcile", "--net-name", "n1", "--data-dir", dir, "--once")
-	if code != ExitOK || !strings.Contains(out, "reconcile: released n1/c1/eth0 (pod unknown, pass-through)") {
+	if code != ExitOK || !strings.Contains(out, `msg="released an attachment" attachment="n1/c1/eth0 (pod unknown, pass-through)"`) {
 		t.Fatalf("code %d\n%s%s", code, out, errOut)
 	}
 	if recs, err := state.New(dir).List(); err != nil || len(recs) != 0 {

@@ -54,7 +54,7 @@ while listed; do
 done
 echo "inode $INO unlisted at +$(el) s, kubelet $(grep State /proc/$KUBELET/status)"
 ` + hookState + ` | sed 's/^/hook: /'
-grep -h 'reconcile: released .*pod default/smcr-orphan' /host/var/log/pods/kube-system_rdma-chain-*/reconcile/*.log
+grep -h 'msg="released an attachment" .*pod default/smcr-orphan' /host/var/log/pods/kube-system_rdma-chain-*/reconcile/*.log
 `
 
 var netnsInode = regexp.MustCompile(`^net:\[(\d+)\]$`)

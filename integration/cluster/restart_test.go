@@ -13,7 +13,7 @@ import (
 )
 
 // passAfterRestart is a reconcile pass that listed the runtime's sandboxes.
-var passAfterRestart = regexp.MustCompile(`reconcile: \d+ released, \d+ kept, 0 problems \(liveness: CRI /run/containerd/containerd\.sock\)`)
+var passAfterRestart = regexp.MustCompile(`msg="pass done" released=\d+ kept=\d+ problems=0 liveness="CRI /run/containerd/containerd\.sock"`)
 
 // testContainerdRestart: containerd on node-a is killed and its
 // supervisor starts it again, with a new socket at the same path. The

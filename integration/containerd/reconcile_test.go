@@ -44,7 +44,7 @@ func testReconcile(t *testing.T, e *env) {
 	if err != nil {
 		t.Fatalf("reconcile: %v", err)
 	}
-	if !strings.Contains(string(out), "released "+netName+"/0123456789abcdef-gone/eth0") {
+	if !strings.Contains(string(out), `msg="released an attachment" attachment="`+netName+"/0123456789abcdef-gone/eth0") {
 		t.Errorf("the gone sandbox's attachment was not released")
 	}
 	recs, err := store.List()

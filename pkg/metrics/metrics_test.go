@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -231,7 +232,7 @@ func TestServeMetrics(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if err := Serve(ctx, "127.0.0.1:0", reg, nil, func(f string, a ...any) { fmt.Fprintf(&out, f+"\n", a...) }); err != nil {
+	if err := Serve(ctx, "127.0.0.1:0", reg, nil, slog.New(slog.NewTextHandler(&out, nil))); err != nil {
 		t.Fatal(err)
 	}
 	m := regexp.MustCompile(`http://(\S+)/metrics`).FindStringSubmatch(out.String())
@@ -255,7 +256,7 @@ func TestServeMetrics(t *testing.T) {
 	if f := fams["rdma_chain_rdma_netns_mode"]; f == nil || f.GetMetric()[0].GetLabel()[0].GetValue() != "shared" {
 		t.Errorf("netns mode %v", f)
 	}
-	if err := Serve(ctx, m[1], reg, nil, func(string, ...any) {}); err == nil {
+	if err := Serve(ctx, m[1], reg, nil, slog.New(slog.DiscardHandler)); err == nil {
 		t.Error("a taken address did not fail")
 	}
 }
@@ -359,10 +360,10 @@ func TestServeBindsExactlyWhatWasAsked(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var out bytes.Buffer
-	if err := Serve(ctx, "0.0.0.0:0", reg, nil, func(f string, a ...any) { fmt.Fprintf(&out, f+"\n", a...) }); err != nil {
+	if err := Serve(ctx, "0.0.0.0:0", reg, nil, slog.New(slog.NewTextHandler(&out, nil))); err != nil {
 		t.Fatal(err)
 	}
-	if !regexp.MustCompile(`serving metrics at http://0\.0\.0\.0:\d+/metrics`).MatchString(out.String()) {
+	if !regexp.MustCompile(`msg="serving metrics" url=http://0\.0\.0\.0:\d+/metrics`).MatchString(out.String()) {
 		t.Errorf("listening on %s, want 0.0.0.0 only", out.String())
 	}
 	for addr, want := range map[string]string{"0.0.0.0:9742": "tcp4", "10.0.0.1:1": "tcp4", "[::]:9742": "tcp6", "[fd00::1]:1": "tcp6", "localhost:9742": "tcp", ":9742": "tcp"} {
@@ -405,7 +406,7 @@ func TestConcurrentScrapes(t *testing.T) {
 	defer cancel()
 	var out bytes.Buffer
 	sick := errors.New("CRI at /run/cri.sock unreachable for 3m0s")
-	if err := Serve(ctx, "127.0.0.1:0", reg, func() error { return sick }, func(f string, a ...any) { fmt.Fprintf(&out, f+"\n", a...) }); err != nil {
+	if err := Serve(ctx, "127.0.0.1:0", reg, func() error { return sick }, slog.New(slog.NewTextHandler(&out, nil))); err != nil {
 		t.Fatal(err)
 	}
 	addr := regexp.MustCompile(`http://(\S+)/metrics`).FindStringSubmatch(out.String())[1]

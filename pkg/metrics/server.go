@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"sync"
@@ -112,7 +113,7 @@ func NewRegistry(version string, m *Reconcile, node *NodeCollector) (*prometheus
 // time (a scrape enters every pod's netns and runs the hook binary),
 // its result reused for CacheFor, with read, write and idle timeouts.
 // With healthy, it also serves /healthz: 200, or 503 and healthy's error.
-func Serve(ctx context.Context, addr string, g prometheus.Gatherer, healthy func() error, logf func(string, ...any)) error {
+func Serve(ctx context.Context, addr string, g prometheus.Gatherer, healthy func() error, log *slog.Logger) error {
 	ln, err := net.Listen(listenNetwork(addr), addr)
 	if err != nil {
 		return fmt.Errorf("--metrics-bind-address: %w", err)
@@ -139,10 +140,10 @@ func Serve(ctx context.Context, addr string, g prometheus.Gatherer, healthy func
 	}()
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			logf("reconcile: metrics server: %v", err)
+			log.Error("metrics server stopped", "error", err)
 		}
 	}()
-	logf("reconcile: serving metrics at http://%s/metrics", ln.Addr())
+	log.Info("serving metrics", "url", "http://"+ln.Addr().String()+"/metrics")
 	return nil
 }
 

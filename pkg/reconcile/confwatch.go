@@ -2,7 +2,7 @@ package reconcile
 
 import (
 	"context"
-	"io"
+	"log/slog"
 	"path/filepath"
 	"strings"
 	"time"
@@ -24,16 +24,16 @@ const confSettle = 300 * time.Millisecond
 // back within a second instead. Without a watch (inotify unavailable, the
 // dir missing) it logs why and the channel never fires: the interval's
 // passes still put the entry back.
-func watchConfDirs(ctx context.Context, dirs []string, out io.Writer) <-chan struct{} {
+func watchConfDirs(ctx context.Context, dirs []string, log *slog.Logger) <-chan struct{} {
 	changed := make(chan struct{}, 1)
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
-		say(out, "reconcile: not watching %s (%v): a rewritten conflist gets its entry back at the next pass\n", strings.Join(dirs, ", "), err)
+		log.Warn("not watching the conflist directories: a rewritten conflist gets its entry back at the next pass", "dirs", strings.Join(dirs, ","), "error", err)
 		return changed
 	}
 	for _, dir := range dirs {
 		if err := w.Add(dir); err != nil {
-			say(out, "reconcile: not watching %s (%v): a rewritten conflist there gets its entry back at the next pass\n", dir, err)
+			log.Warn("not watching a conflist directory: a rewritten conflist there gets its entry back at the next pass", "dir", dir, "error", err)
 		}
 	}
 	go func() {
@@ -53,7 +53,7 @@ func watchConfDirs(ctx context.Context, dirs []string, out io.Writer) <-chan str
 				if !ok {
 					return
 				}
-				say(out, "reconcile: watching %s: %v\n", strings.Join(dirs, ", "), err)
+				log.Warn("watching the conflist directories", "dirs", strings.Join(dirs, ","), "error", err)
 				settle.Reset(confSettle) // an overflow may have hidden a change
 			case <-settle.C:
 				select {

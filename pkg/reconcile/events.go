@@ -21,10 +21,10 @@ func (s eventSink) fire(source string) {
 
 // sourceUp reports whether the event source started: the watching gauge,
 // and the reason once when it did not.
-func (s eventSink) sourceUp(source string, err error, format string) {
+func (s eventSink) sourceUp(source string, err error, msg string) {
 	if err != nil {
 		s.r.metrics.Watching.WithLabelValues(source).Set(0)
-		say(s.r.out, format, err)
+		s.r.log.Warn(msg, "source", source, "error", err)
 		return
 	}
 	s.r.metrics.Watching.WithLabelValues(source).Set(1)

@@ -73,11 +73,11 @@ func (r *reconciler) holdHooks() {
 				r.hookUnused = map[string]bool{}
 			}
 			r.hookUnused[dir] = true
-			say(r.out, "reconcile: SMC socket hook in %s not held: %v\n", dir, err)
+			r.log.Info("SMC socket hook not held", "bpffsDir", dir, "why", err)
 		case err != nil:
-			say(r.out, "reconcile: cannot hold the SMC socket hook in %s: %v\n", dir, err)
+			r.log.Error("cannot hold the SMC socket hook", "bpffsDir", dir, "error", err)
 		case took:
-			say(r.out, "reconcile: holding the SMC socket hook loaded in %s: SMC-R pods' ADD only list their netns\n", dir)
+			r.log.Info("holding the SMC socket hook loaded: SMC-R pods' ADD only list their netns", "bpffsDir", dir)
 		}
 	}
 }

@@ -56,7 +56,7 @@ func TestHoldHooks(t *testing.T) {
 	}{
 		{name: "auto by default", smcr: []string{""},
 			calls: []string{"held /sys/fs/bpf/rdma-chain", "hold /sys/fs/bpf/rdma-chain auto", "held /sys/fs/bpf/rdma-chain"},
-			says:  map[string]int{"holding the SMC socket hook loaded in /sys/fs/bpf/rdma-chain: SMC-R pods' ADD only list their netns": 1}},
+			says:  map[string]int{`level=INFO msg="holding the SMC socket hook loaded: SMC-R pods' ADD only list their netns" bpffsDir=/sys/fs/bpf/rdma-chain`: 1}},
 		{name: "bpf wins over auto in one dir", smcr: []string{`,"smcr":{"transparent":"auto"}`, `,"smcr":{"transparent":"bpf"}`},
 			calls: []string{"held /sys/fs/bpf/rdma-chain", "hold /sys/fs/bpf/rdma-chain bpf", "held /sys/fs/bpf/rdma-chain"}},
 		{name: "two dirs", smcr: []string{`,"smcr":{"bpffsDir":"/sys/fs/bpf/a"}`, `,"smcr":{"transparent":"bpf","bpffsDir":"/sys/fs/bpf/b"}`},
@@ -69,10 +69,10 @@ func TestHoldHooks(t *testing.T) {
 		{name: "an entry that does not parse", smcr: []string{`,"smcr":{"transparent":"sometimes"}`}, silence: true},
 		{name: "kernel uses another mechanism", smcr: []string{""}, hold: map[string]error{"/sys/fs/bpf/rdma-chain": unused},
 			calls: []string{"held /sys/fs/bpf/rdma-chain", "hold /sys/fs/bpf/rdma-chain auto"},
-			says:  map[string]int{"SMC socket hook in /sys/fs/bpf/rdma-chain not held: not the mechanism of this node: smcr.transparent auto uses tcp2smc": 1}},
+			says:  map[string]int{`level=INFO msg="SMC socket hook not held" bpffsDir=/sys/fs/bpf/rdma-chain why="not the mechanism of this node: smcr.transparent auto uses tcp2smc`: 1}},
 		{name: "a failed hold is tried again", smcr: []string{""}, hold: map[string]error{"/sys/fs/bpf/rdma-chain": errors.New("load: permission denied")},
 			calls: []string{"held /sys/fs/bpf/rdma-chain", "hold /sys/fs/bpf/rdma-chain auto", "held /sys/fs/bpf/rdma-chain", "hold /sys/fs/bpf/rdma-chain auto"},
-			says:  map[string]int{"cannot hold the SMC socket hook in /sys/fs/bpf/rdma-chain: load: permission denied": 2}},
+			says:  map[string]int{`level=ERROR msg="cannot hold the SMC socket hook" bpffsDir=/sys/fs/bpf/rdma-chain error="load: permission denied"`: 2}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := newFakeNode(t)

@@ -81,6 +81,6 @@ func (k kernelNode) Stranded(rec *state.Record) (string, error) {
 // once; the --interval pass remains the safety net.
 func (kernelNode) Watch(ctx context.Context, sink eventSink) {
 	sink.sourceUp("rtnetlink", netdev.WatchLinks(ctx, func() { sink.fire("rtnetlink") }),
-		"reconcile: cannot listen to link events (%v): repairs wait for the next pass\n")
-	sink.sourceUp("rdma", rdma.Monitor(ctx, func() { sink.fire("rdma") }), "reconcile: RDMA monitor: %v\n")
+		"cannot listen to link events: repairs wait for the next pass")
+	sink.sourceUp("rdma", rdma.Monitor(ctx, func() { sink.fire("rdma") }), "no RDMA monitor: repairs of RDMA devices wait for a link event or the next pass")
 }

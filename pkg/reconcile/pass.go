@@ -22,7 +22,7 @@ func (r *reconciler) pass(ctx context.Context) int {
 	live, err := r.liveSandboxes(ctx)
 	if err != nil {
 		r.metrics.CRIFailures.Inc()
-		say(r.out, "reconcile: %v: nothing released\n", err)
+		r.log.Warn("nothing released: the sandboxes are unknown", "error", err)
 		return 1
 	}
 	problems, released, kept := 0, 0, 0
@@ -38,7 +38,7 @@ func (r *reconciler) pass(ctx context.Context) int {
 		// DEL takes the node lock before it releases anything.
 		recs, err := state.New(n.DataDir).List()
 		if err != nil {
-			say(r.out, "reconcile: %s: %v\n", n.DataDir, err)
+			r.log.Error("cannot list the attachments", "dataDir", n.DataDir, "error", err)
 			problems++
 		}
 		for _, rec := range recs {
@@ -73,7 +73,7 @@ func (r *reconciler) pass(ctx context.Context) int {
 			}
 		}
 	}
-	say(r.out, "reconcile: %d released, %d kept, %d problems (liveness: %s)\n", released, kept, problems, r.liveness())
+	r.log.Info("pass done", "released", released, "kept", kept, "problems", problems, "liveness", r.liveness())
 	return problems
 }
 
@@ -117,18 +117,18 @@ func (r *reconciler) stale(rec *state.Record, live map[string]bool) (string, int
 			return "", 0
 		}
 		if age := r.node.Now().Sub(rec.CreatedAt); age < r.minAge {
-			say(r.out, "reconcile: keeping %s: not listed by CRI but only %s old\n", describeRec(rec), age.Round(time.Second))
+			r.log.Info("kept an attachment CRI does not list: too young", "attachment", describeRec(rec), "age", age.Round(time.Second))
 			return "", 0
 		}
 		return "sandbox not listed by CRI", 0
 	}
 	if rec.NetNS == "" {
-		say(r.out, "reconcile: keeping %s: no netns recorded, liveness unknown without --cri-socket\n", describeRec(rec))
+		r.log.Warn("kept an attachment: no netns recorded, liveness unknown without --cri-socket", "attachment", describeRec(rec))
 		return "", 1
 	}
 	gone, err := r.node.NetnsGone(rec)
 	if err != nil {
-		say(r.out, "reconcile: keeping %s: %v\n", describeRec(rec), err)
+		r.log.Warn("kept an attachment", "attachment", describeRec(rec), "error", err)
 		return "", 1
 	}
 	if gone {
@@ -147,9 +147,9 @@ func (r *reconciler) ipamVisible(n conflist.Network) bool {
 	if err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
 		return true
 	}
-	say(r.out, "reconcile: %s: its host-local IPAM keeps leases in %s, outside %s, the node's directory this reconcile sees: "+
-		"the leases of the pods it releases would stay on the node (keep ipam.dataDir under %s, or mount its directory)\n",
-		n.Name, n.IPAMDataDir, r.ipamUnder, r.ipamUnder)
+	r.log.Error("the network's host-local IPAM keeps leases outside the node's directory this reconcile sees: "+
+		"the leases of the pods it releases would stay on the node (keep ipam.dataDir under it, or mount its directory)",
+		"network", n.Name, "ipamDataDir", n.IPAMDataDir, "seen", r.ipamUnder)
 	return false
 }
 
@@ -178,11 +178,11 @@ func (r *reconciler) goneWhileListed(rec *state.Record) string {
 func (r *reconciler) release(n conflist.Network, rec *state.Record, why, reason string) bool {
 	if err := r.delRecord(n, rec); err != nil {
 		r.metrics.ReleaseFailures.WithLabelValues(n.Name).Inc()
-		say(r.out, "reconcile: FAILED to release %s (%s): %v\n", describeRec(rec), why, err)
+		r.log.Error("cannot release an attachment", "attachment", describeRec(rec), "why", why, "error", err)
 		return false
 	}
 	r.metrics.Releases.WithLabelValues(n.Name, reason).Inc()
-	say(r.out, "reconcile: released %s: %s\n", describeRec(rec), why)
+	r.log.Info("released an attachment", "attachment", describeRec(rec), "why", why)
 	return true
 }
 

@@ -7,8 +7,8 @@ package reconcile
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -107,7 +107,7 @@ type reconciler struct {
 	cniPath   string
 	minAge    time.Duration
 	ipamUnder string
-	out       io.Writer
+	log       *slog.Logger
 	reload    func() error // nil: the networks never change
 	metrics   *metrics.Reconcile
 	// mu serialises passes and repairs; netsMu guards nets, which reload
@@ -122,18 +122,20 @@ type reconciler struct {
 	hookUnused  map[string]bool
 }
 
-// Run reconciles as o says, logging to out, until ctx ends (with an
+// Run reconciles as o says, logging to out (slog's text lines, as the
+// plugin's and the DRA driver's), until ctx ends (with an
 // Interval) or after one pass. It returns ErrProblems when the one pass
 // found problems, and other errors when it cannot start.
 func Run(ctx context.Context, o Options, out io.Writer) error {
 	m := metrics.NewReconcile()
-	load := o.loader(m, out)
+	log := slog.New(slog.NewTextHandler(out, nil))
+	load := o.loader(m, log)
 	nets, err := load()
 	if err != nil {
 		return err
 	}
 	r := &reconciler{nets: nets, criSocket: o.CRISocket, version: o.Version, cniPath: o.CNIPath, minAge: o.MinAge,
-		ipamUnder: o.IPAMDirsUnder, out: out, metrics: m, node: newKernelNode(o.Stderr), holdSMCHook: o.HoldSMCHook}
+		ipamUnder: o.IPAMDirsUnder, log: log, metrics: m, node: newKernelNode(o.Stderr), holdSMCHook: o.HoldSMCHook}
 	r.cri = criHealth{grace: o.LivenessGrace, lastOK: time.Now()}
 	if o.Interval == 0 {
 		return r.passErr(ctx)
@@ -154,7 +156,7 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 	}
 	var confChanged <-chan struct{}
 	if o.EnsureEntry {
-		confChanged = watchConfDirs(ctx, conflistDirs(o.Conflists, o.ConfDir), out)
+		confChanged = watchConfDirs(ctx, conflistDirs(o.Conflists, o.ConfDir), log)
 	}
 	r.loop(ctx, o.Interval, confChanged)
 	return nil
@@ -163,7 +165,7 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 // loader returns what reads the networks before each pass: the conflists
 // named (their entries put back first with EnsureEntry), or those of
 // ConfDir with an entry, or NetName's.
-func (o Options) loader(m *metrics.Reconcile, out io.Writer) func() ([]conflist.Network, error) {
+func (o Options) loader(m *metrics.Reconcile, log *slog.Logger) func() ([]conflist.Network, error) {
 	return func() ([]conflist.Network, error) {
 		if len(o.Networks) > 0 {
 			return o.Networks, nil
@@ -173,12 +175,12 @@ func (o Options) loader(m *metrics.Reconcile, out io.Writer) func() ([]conflist.
 			return nil, err
 		}
 		if o.EnsureEntry {
-			ensureEntries(paths, o, m, out)
+			ensureEntries(paths, o, m, log)
 		}
 		if len(paths) == 0 && o.NetName == "" {
 			nets, skipped, err := conflist.Discover(o.ConfDir)
 			for _, e := range skipped {
-				say(out, "reconcile: skipped %v\n", e)
+				log.Warn("skipped a conflist", "error", e)
 			}
 			return nets, err
 		}
@@ -207,15 +209,15 @@ func resolveConflists(paths []string, confDir string) ([]string, error) {
 // lost it (a primary's agent rewrote the file on restart), logs and counts
 // it. A conflist it cannot read or fix is logged; loading it then says
 // what is wrong.
-func ensureEntries(paths []string, o Options, m *metrics.Reconcile, out io.Writer) {
+func ensureEntries(paths []string, o Options, m *metrics.Reconcile, log *slog.Logger) {
 	for _, p := range paths {
 		restored, err := install.EnsureEntry(p, o.After, o.Set)
 		switch {
 		case err != nil:
-			say(out, "reconcile: cannot put the rdma-chain entry back into %s: %v\n", p, err)
+			log.Error("cannot put the rdma-chain entry back", "conflist", p, "error", err)
 		case restored:
 			m.ConflistRestores.Inc()
-			say(out, "reconcile: %s had lost its rdma-chain entry (rewritten by another agent): put it back\n", p)
+			log.Info("put the rdma-chain entry back: another agent had rewritten the conflist without it", "conflist", p)
 		}
 	}
 }
@@ -231,7 +233,7 @@ func (r *reconciler) serveMetrics(ctx context.Context, mo metrics.Options) error
 		return err
 	}
 	healthy := func() error { return r.cri.healthy(r.criSocket, time.Now()) }
-	return metrics.Serve(ctx, mo.Addr, reg, healthy, func(f string, a ...any) { say(r.out, f+"\n", a...) })
+	return metrics.Serve(ctx, mo.Addr, reg, healthy, r.log)
 }
 
 func (r *reconciler) networks() []conflist.Network {
@@ -281,7 +283,7 @@ func (r *reconciler) reloadNetworks() {
 		return
 	}
 	if err := r.reload(); err != nil {
-		say(r.out, "reconcile: %v: using the configuration read before\n", err)
+		r.log.Warn("cannot read the configuration: using the one read before", "error", err)
 	}
 }
 
@@ -313,4 +315,3 @@ func podArgs(p state.Pod) string {
 
 // say prints a log line; a failed write to the log is not something
 // reconcile can report anywhere.
-func say(w io.Writer, format string, args ...any) { _, _ = fmt.Fprintf(w, format, args...) }

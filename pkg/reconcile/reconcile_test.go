@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -64,7 +64,7 @@ func rec(network, cid, netns string, age time.Duration) *state.Record {
 func (n *fakeNode) reconciler(criSocket string) *reconciler {
 	return &reconciler{
 		nets:      []conflist.Network{{Name: "rdmanet", DataDir: n.dir, Stdin: []byte(`{"name":"rdmanet"}`)}},
-		criSocket: criSocket, cniPath: "/opt/cni/bin", minAge: time.Minute, out: &n.out, metrics: metrics.NewReconcile(),
+		criSocket: criSocket, cniPath: "/opt/cni/bin", minAge: time.Minute, log: slog.New(slog.NewTextHandler(&n.out, nil)), metrics: metrics.NewReconcile(),
 		node: n,
 	}
 }
@@ -135,10 +135,10 @@ func TestReconcileNetnsLiveness(t *testing.T) {
 	}
 	out := n.out.String()
 	for _, want := range []string{
-		"reconcile: released rdmanet/dead/eth0 (pod default/pod-dead, shared, ipvlan rxe0): netns /run/netns/dead is gone",
-		"reconcile: keeping rdmanet/broken/eth0 (pod default/pod-broken, shared, ipvlan rxe0): permission denied",
-		"reconcile: FAILED to release rdmanet/fails/eth0",
-		"reconcile: 2 released, 2 kept, 2 problems (liveness: netns)",
+		`level=INFO msg="released an attachment" attachment="rdmanet/dead/eth0 (pod default/pod-dead, shared, ipvlan rxe0)" why="netns /run/netns/dead is gone"`,
+		`level=WARN msg="kept an attachment" attachment="rdmanet/broken/eth0 (pod default/pod-broken, shared, ipvlan rxe0)" error="permission denied"`,
+		`level=ERROR msg="cannot release an attachment" attachment="rdmanet/fails/eth0`,
+		`level=INFO msg="pass done" released=2 kept=2 problems=2 liveness=netns`,
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
@@ -163,7 +163,7 @@ func TestReconcileCRI(t *testing.T) {
 	if want := []string{"gone-live-netns"}; !slices.Equal(n.deleted, want) {
 		t.Errorf("released %v, want %v\n%s", n.deleted, want, n.out.String())
 	}
-	if !strings.Contains(n.out.String(), "keeping rdmanet/starting/eth0 (pod default/pod-starting, shared, ipvlan rxe0): not listed by CRI but only 10s old") {
+	if !strings.Contains(n.out.String(), `msg="kept an attachment CRI does not list: too young" attachment="rdmanet/starting/eth0 (pod default/pod-starting, shared, ipvlan rxe0)" age=10s`) {
 		t.Errorf("output:\n%s", n.out.String())
 	}
 }
@@ -231,7 +231,7 @@ func TestReconcileLoop(t *testing.T) {
 	if want := []string{"dead", "dead2"}; !slices.Equal(n.deleted, want) {
 		t.Errorf("released %v, want %v\n%s", n.deleted, want, n.out.String())
 	}
-	if !strings.Contains(n.out.String(), "reconcile: conflist unreadable: using the configuration read before") {
+	if !strings.Contains(n.out.String(), `msg="cannot read the configuration: using the one read before" error="conflist unreadable"`) {
 		t.Errorf("output:\n%s", n.out.String())
 	}
 }
@@ -255,8 +255,8 @@ func TestRepairOnEvent(t *testing.T) {
 		t.Errorf("repaired %v, want %v", n.deleted, want)
 	}
 	out := n.out.String()
-	if !regexp.MustCompile(`reconcile: repaired rdmanet/dead/eth0 \(pod default/pod-dead, exclusive, moved simrdma0\): netns /run/netns/dead is gone and RDMA device simrdma0 is back on the host \(0\.[3-9]\ds after the event\)`).MatchString(out) ||
-		!strings.Contains(out, "reconcile: FAILED to repair rdmanet/fails/eth0") {
+	if !regexp.MustCompile(`msg="repaired an attachment" attachment="rdmanet/dead/eth0 \(pod default/pod-dead, exclusive, moved simrdma0\)" why="netns /run/netns/dead is gone and RDMA device simrdma0 is back on the host" trigger=event afterEvent=0\.[3-9]\ds`).MatchString(out) ||
+		!strings.Contains(out, `level=ERROR msg="cannot repair an attachment" attachment="rdmanet/fails/eth0`) {
 		t.Errorf("output:\n%s", out)
 	}
 	m := r.metrics
@@ -307,7 +307,7 @@ func TestPassRepairsWhatCRIStillLists(t *testing.T) {
 	if testutil.ToFloat64(r.metrics.Repairs.WithLabelValues("rdmanet", metrics.TriggerInterval)) != 1 {
 		t.Errorf("not counted as an interval repair")
 	}
-	if !strings.Contains(n.out.String(), "reconcile: 1 released, 1 kept, 0 problems") {
+	if !strings.Contains(n.out.String(), `msg="pass done" released=1 kept=1 problems=0`) {
 		t.Errorf("output:\n%s", n.out.String())
 	}
 }
@@ -335,8 +335,8 @@ func TestPassReleasesListedSandboxWithGoneNetns(t *testing.T) {
 	if testutil.ToFloat64(r.metrics.Releases.WithLabelValues("rdmanet", metrics.ReasonNetnsGone)) != 1 {
 		t.Errorf("not counted as a netns_gone release")
 	}
-	if !strings.Contains(n.out.String(), "released rdmanet/dead/eth0 (pod default/pod-dead, shared, ipvlan rxe0): netns /run/netns/dead is gone while CRI still lists the sandbox") ||
-		!strings.Contains(n.out.String(), "reconcile: 1 released, 3 kept, 0 problems") {
+	if !strings.Contains(n.out.String(), `msg="released an attachment" attachment="rdmanet/dead/eth0 (pod default/pod-dead, shared, ipvlan rxe0)" why="netns /run/netns/dead is gone while CRI still lists the sandbox"`) ||
+		!strings.Contains(n.out.String(), `msg="pass done" released=1 kept=3 problems=0`) {
 		t.Errorf("output:\n%s", n.out.String())
 	}
 }
@@ -363,7 +363,7 @@ func TestPassIPAMOutsideWhatItSees(t *testing.T) {
 		if got := r.pass(context.Background()); got != tc.problems {
 			t.Errorf("%q: problems %d, want %d\n%s", tc.dir, got, tc.problems, n.out.String())
 		}
-		if tc.problems > 0 && !strings.Contains(n.out.String(), "keeps leases in "+tc.dir+", outside /var/lib/cni") {
+		if tc.problems > 0 && !strings.Contains(n.out.String(), "ipamDataDir="+tc.dir+" seen=/var/lib/cni") {
 			t.Errorf("%q: output:\n%s", tc.dir, n.out.String())
 		}
 	}
@@ -387,7 +387,7 @@ func TestLoopRepairsOnEvent(t *testing.T) {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		out := n.out.String()
-		if !strings.Contains(out, " released, ") {
+		if !strings.Contains(out, `msg="pass done"`) {
 			return false, "no pass ended:\n" + out
 		}
 		n.stranded = []string{"dead"}
@@ -433,7 +433,7 @@ func TestEnsureEntryAfterAgentRewrite(t *testing.T) {
 	m := metrics.NewReconcile()
 	o := Options{Conflists: []string{conflist.Auto}, ConfDir: dir, EnsureEntry: true, After: "calico",
 		Set: []byte(`{"mode":"shared","dataDir":"` + filepath.Join(dir, "state") + `"}`)}
-	load := o.loader(m, &out)
+	load := o.loader(m, slog.New(slog.NewTextHandler(&out, nil)))
 	for pass, rewritten := range []bool{true, false, true} {
 		if rewritten && pass > 0 {
 			rewrite()
@@ -446,7 +446,7 @@ func TestEnsureEntryAfterAgentRewrite(t *testing.T) {
 	if got := testutil.ToFloat64(m.ConflistRestores); got != 2 {
 		t.Errorf("restores counted %v, want 2", got)
 	}
-	if n := strings.Count(out.String(), "10-calico.conflist had lost its rdma-chain entry (rewritten by another agent): put it back"); n != 2 {
+	if n := strings.Count(out.String(), `msg="put the rdma-chain entry back: another agent had rewritten the conflist without it" conflist=`+filepath.Join(dir, "10-calico.conflist")); n != 2 {
 		t.Errorf("logged %d restores, want 2:\n%s", n, out.String())
 	}
 	data, _ := os.ReadFile(filepath.Join(dir, "10-calico.conflist"))
@@ -475,7 +475,7 @@ func TestEnsureEntryOnConfDirChange(t *testing.T) {
 	var loadOut bytes.Buffer
 	o := Options{Conflists: []string{conflist.Auto}, ConfDir: dir, EnsureEntry: true, After: "calico",
 		Set: []byte(`{"mode":"shared","dataDir":"` + filepath.Join(dir, "state") + `"}`)}
-	load := o.loader(r.metrics, &loadOut)
+	load := o.loader(r.metrics, slog.New(slog.NewTextHandler(&loadOut, nil)))
 	r.reload = func() error {
 		nets, err := load()
 		if err == nil {
@@ -484,7 +484,7 @@ func TestEnsureEntryOnConfDirChange(t *testing.T) {
 		return err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	changed := watchConfDirs(ctx, conflistDirs(o.Conflists, o.ConfDir), io.Discard)
+	changed := watchConfDirs(ctx, conflistDirs(o.Conflists, o.ConfDir), slog.New(slog.DiscardHandler))
 	done := make(chan struct{})
 	go func() { r.loop(ctx, time.Hour, changed); close(done) }()
 	defer func() { cancel(); <-done }()
@@ -529,9 +529,8 @@ func TestEnsureEntryOnConfDirChange(t *testing.T) {
 // nothing is written.
 func TestEnsureEntryNeedsAConflist(t *testing.T) {
 	dir := t.TempDir()
-	var out bytes.Buffer
 	o := Options{Conflists: []string{conflist.Auto}, ConfDir: dir, EnsureEntry: true}
-	if _, err := o.loader(metrics.NewReconcile(), &out)(); !errors.Is(err, conflist.ErrNoConflist) {
+	if _, err := o.loader(metrics.NewReconcile(), slog.New(slog.DiscardHandler))(); !errors.Is(err, conflist.ErrNoConflist) {
 		t.Errorf("load without a conflist: %v", err)
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {

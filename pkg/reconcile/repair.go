@@ -37,17 +37,17 @@ func (r *reconciler) repair(since time.Time) {
 func (r *reconciler) repairOne(n conflist.Network, rec *state.Record, why, trigger string, since time.Time) bool {
 	if err := r.delRecord(n, rec); err != nil {
 		r.metrics.RepairFailures.WithLabelValues(n.Name).Inc()
-		say(r.out, "reconcile: FAILED to repair %s (%s): %v\n", describeRec(rec), why, err)
+		r.log.Error("cannot repair an attachment", "attachment", describeRec(rec), "why", why, "error", err)
 		return false
 	}
 	r.metrics.Repairs.WithLabelValues(n.Name, trigger).Inc()
-	after := ""
+	attrs := []any{"attachment", describeRec(rec), "why", why, "trigger", trigger}
 	if trigger == metrics.TriggerEvent {
 		d := time.Since(since)
 		r.metrics.RepairSeconds.Observe(d.Seconds())
-		after = fmt.Sprintf(" (%.2fs after the event)", d.Seconds())
+		attrs = append(attrs, "afterEvent", fmt.Sprintf("%.2fs", d.Seconds()))
 	}
-	say(r.out, "reconcile: repaired %s: %s%s\n", describeRec(rec), why, after)
+	r.log.Info("repaired an attachment", attrs...)
 	return true
 }
 

@@ -311,7 +311,7 @@ nic_home() {
 }
 reconcile_log() { cat /var/log/pods/kube-system_rdma-chain-node_*/reconcile/*.log 2>/dev/null; }
 # repair_logged NS/NAME: reconcile's log has the repair of the pod's attachment.
-repair_logged() { reconcile_log | grep -q "reconcile: repaired rdmanet/.*(pod $1-node, exclusive, .*is gone and .* is back on the host"; }
+repair_logged() { reconcile_log | grep -q "msg=\"repaired an attachment\" attachment=\"rdmanet/.*(pod $1-node, exclusive, .*is gone and .* is back on the host"; }
 # new_cid NS/NAME OLD FILE: the pod runs in a container other than OLD;
 # its ID goes into FILE.
 new_cid() {
@@ -359,7 +359,7 @@ check_sandbox_dies() {
 	step repair-logged
 	if wait_until 30 repair_logged "$_id"; then
 		pass
-		info "reconcile: $(reconcile_log | grep 'reconcile: repaired' | tail -1 | cut -c1-400)"
+		info "reconcile: $(reconcile_log | grep 'msg="repaired an attachment"' | tail -1 | cut -c1-400)"
 	else
 		fail "no repair in reconcile's log: $(reconcile_log | tail -5 | tr '\n' '|')"
 	fi

@@ -69,9 +69,9 @@ print_info inspect-stale rdma-chain-ops inspect --data-dir $DATADIR
 expect inspect-stale "PROBLEM: netns /var/run/netns/xpod1 is gone"
 
 print_info reconcile rdma-chain-ops reconcile --conflist "$NETDIR/rdmanet.conflist" --cni-bin-dir /opt/cni/bin --once
-expect reconcile-released "reconcile: released rdmanet/" \
-	"(pod default/xpod1, exclusive, moved simrdma0 as rdma0): netns /var/run/netns/xpod1 is gone" \
-	"reconcile: 1 released, 0 kept, 0 problems (liveness: netns)"
+expect reconcile-released 'msg="released an attachment" attachment="rdmanet/' \
+	'(pod default/xpod1, exclusive, moved simrdma0 as rdma0)" why="netns /var/run/netns/xpod1 is gone' \
+	'msg="pass done" released=1 kept=0 problems=0 liveness=netns'
 check reconcile-exit test "$RC" = 0
 check nic-back-as-eth0 sh -c "/usr/sbin/ip -o link show eth0 | grep -q 'link/ether $MAC'"
 check nic-addresses-back sh -c "/usr/sbin/ip -o addr show dev eth0 | grep -q '192.168.88.1/24' && /usr/sbin/ip -o addr show dev eth0 | grep -q 'fd00:88::1/64'"

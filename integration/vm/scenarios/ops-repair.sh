@@ -82,7 +82,7 @@ else
 fi
 info "reconcile log: $(tr '\n' '|' </run/reconcile-repair.log)"
 step repair-logged
-if grep -q "reconcile: repaired rdmanet/.*(pod default/rpod1, exclusive, moved simrdma0 as rdma0): netns /var/run/netns/rpod1 is gone and .*s after the event)" /run/reconcile-repair.log; then pass; else fail "$(cat /run/reconcile-repair.log)"; fi
+if grep -q 'msg="repaired an attachment" attachment="rdmanet/.*(pod default/rpod1, exclusive, moved simrdma0 as rdma0)" why="netns /var/run/netns/rpod1 is gone and .*" trigger=event afterEvent=[0-9.]*s$' /run/reconcile-repair.log; then pass; else fail "$(cat /run/reconcile-repair.log)"; fi
 check no-records-left test "$(state_count)" = 0
 check lease-gone test ! -e "/run/ipam-repair/rdmanet/$V6"
 

@@ -103,15 +103,15 @@ check inspect-stale-exit test "$RC" = 1
 
 N0=$(state_count)
 print_info reconcile rdma-chain-ops reconcile --conflist $NETDIR/rdmanet.conflist --cni-bin-dir /opt/cni/bin --once
-expect reconcile-released "reconcile: released rdmanet/" \
-	"(pod default/ops-stale, shared, ipvlan rxe0 as rdma0): netns /var/run/netns/ops-stale is gone" \
-	"reconcile: 1 released, 1 kept, 0 problems (liveness: netns)"
+expect reconcile-released 'msg="released an attachment" attachment="rdmanet/' \
+	'(pod default/ops-stale, shared, ipvlan rxe0 as rdma0)" why="netns /var/run/netns/ops-stale is gone' \
+	'msg="pass done" released=1 kept=1 problems=0 liveness=netns'
 check reconcile-exit test "$RC" = 0
 check reconcile-record-gone test "$(state_count)" = $((N0 - 1))
 check reconcile-lease-gone test ! -e "$V6IPAM/rdmanet/$STALE_V6"
 check reconcile-kept-pod has_rdma0 ops-smc
 print_info reconcile-again rdma-chain-ops reconcile --conflist $NETDIR/rdmanet.conflist --cni-bin-dir /opt/cni/bin --once
-expect reconcile-idempotent "reconcile: 0 released, 1 kept, 0 problems"
+expect reconcile-idempotent 'msg="pass done" released=0 kept=1 problems=0'
 
 print_info inspect-after rdma-chain-ops inspect --data-dir $DATADIR
 step inspect-after-healthy
