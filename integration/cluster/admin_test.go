@@ -129,7 +129,7 @@ wget -qO- http://127.0.0.1:9742/metrics | grep '^rdma_chain_conflist_restores_to
 	}
 	pod := cp.dsPod(t, node)
 	logs, err := cp.kubectlOut("-n", "kube-system", "logs", pod, "-c", "reconcile")
-	if err != nil || !strings.Contains(logs, "/etc/cni/net.d/10-podnet.conflist had lost its rdma-chain entry (rewritten by another agent): put it back") {
+	if err != nil || !strings.Contains(logs, `msg="put the rdma-chain entry back: another agent had rewritten the conflist without it" conflist=/etc/cni/net.d/10-podnet.conflist`) {
 		t.Errorf("%s reconcile log: %v:\n%s", pod, err, logs)
 	}
 }
@@ -149,8 +149,8 @@ func testUninstall(t *testing.T, cp *controlPlane) {
 	// Where smcr.transparent auto uses the SMC socket hook (node-a's 6.12),
 	// the DaemonSet holds its program loaded between pods, and uninstall
 	// releases it; node-b's 7.3 has no SMC and holds nothing.
-	hookSays := map[string]string{nodeNames[0]: "holding the SMC socket hook loaded in /sys/fs/bpf/rdma-chain",
-		nodeNames[1]: "SMC socket hook in /sys/fs/bpf/rdma-chain not held: not the mechanism of this node"}
+	hookSays := map[string]string{nodeNames[0]: `msg="holding the SMC socket hook loaded: SMC-R pods' ADD only list their netns" bpffsDir=/sys/fs/bpf/rdma-chain`,
+		nodeNames[1]: `msg="SMC socket hook not held" bpffsDir=/sys/fs/bpf/rdma-chain why="not the mechanism of this node`}
 	for node, want := range hookSays {
 		logs, err := cp.kubectlOut("-n", "kube-system", "logs", cp.dsPod(t, node), "-c", "reconcile")
 		if err != nil || !strings.Contains(logs, want) {

@@ -144,7 +144,7 @@ show cat /etc/cni/net.d/10-rdmanet.conflist
 # after the pods).
 RECONCILE_LOG="/var/log/pods/kube-system_rdma-chain-*/reconcile/*.log"
 step daemonset/smc-hook-decided
-if wait_until 120 sh -c "grep -hqE 'holding the SMC socket hook|SMC socket hook in .* not held' $RECONCILE_LOG"; then
+if wait_until 120 sh -c "grep -hqE 'holding the SMC socket hook|SMC socket hook not held' $RECONCILE_LOG"; then
 	pass
 	grep -h 'SMC socket hook' $RECONCILE_LOG | sed 's/^/RC-INFO reconcile: /'
 else

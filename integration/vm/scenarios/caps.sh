@@ -89,8 +89,8 @@ promscrape http://127.0.0.1:9742/metrics | grep smc_transparent | sed 's/^/  | /
 # uses the hook, so that no SMC-R pod's ADD loads it; elsewhere it says
 # why not. The hook binary's release then detaches it (no pod listed).
 step smc-hook-held
-HOLD_LOG="holding the SMC socket hook loaded in /sys/fs/bpf/rdma-chain"
-if wait_until 60 grep -qE "$HOLD_LOG|SMC socket hook in /sys/fs/bpf/rdma-chain not held" /run/reconcile-caps.log; then
+HOLD_LOG='msg="holding the SMC socket hook loaded: .* bpffsDir=/sys/fs/bpf/rdma-chain'
+if wait_until 60 grep -qE "$HOLD_LOG|msg=\"SMC socket hook not held\" bpffsDir=/sys/fs/bpf/rdma-chain" /run/reconcile-caps.log; then
 	held_metric() { promscrape http://127.0.0.1:9742/metrics | sed -n 's/^rdma_chain_smc_socket_hook_held \([0-9]*\)$/\1/p'; }
 	# A scrape's result is reused for 2 s: the held one may come later.
 	HELD=$(held_metric)
