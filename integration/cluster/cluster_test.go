@@ -80,6 +80,7 @@ func TestCluster(t *testing.T) {
 			t.Parallel()
 			t.Run("dra-attach-failed", func(t *testing.T) { testDRAAttachFailed(t, cp) })
 			t.Run("dra-events", func(t *testing.T) { testDRAEvents(t, cp) })
+			t.Run("dra-only", func(t *testing.T) { testDRAOnly(t, cp) })
 		})
 	})
 	t.Run("plugin-share", func(t *testing.T) { testPluginShare(t, cp) })

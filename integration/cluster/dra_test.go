@@ -34,10 +34,7 @@ func testDRA(t *testing.T, cp *controlPlane) {
 	// (each names its device in ibdev), and rdma_cm.
 	devs := map[string][]string{}
 	for _, n := range nodeNames {
-		devs[n] = strings.Fields(cp.nodeShell(t, n, `cd /sys/class
-for c in infiniband_verbs/* infiniband_mad/*; do [ "$(cat "$c/ibdev" 2>/dev/null)" = simrdma0 ] && echo "${c#*/}"; done
-[ -e misc/rdma_cm ] && echo rdma_cm; true`))
-		slices.Sort(devs[n])
+		devs[n] = charDevices(t, cp, n, "simrdma0")
 	}
 	path := filepath.Join(testenv.RepoRoot(), "integration/cluster/pods/dra-pod.yaml")
 	start := time.Now()
@@ -67,25 +64,37 @@ for c in infiniband_verbs/* infiniband_mad/*; do [ "$(cat "$c/ibdev" 2>/dev/null
 	if !strings.Contains(status, addr) || !strings.Contains(status, strings.TrimSpace(mac)) {
 		t.Errorf("claim %s status %q lacks the pod's rdma0 address %s or MAC %s", claim, status, addr, mac)
 	}
-	assertCharDevices(t, cp, devs[node])
+	assertCharDevices(t, cp, "dra-trainer", devs[node])
 	draRestart(t, cp, node, claim, status)
-	assertCharDevices(t, cp, devs[node])
+	assertCharDevices(t, cp, "dra-trainer", devs[node])
 	if out, err := cp.kubectlOut("delete", "pod", "dra-trainer", "--wait=true", "--timeout=5m"); err != nil {
 		t.Fatalf("delete pod: %v: %s", err, out)
 	}
 	cp.poll(t, 3*time.Minute, func(s string) bool { return s == "" }, "get", "resourceclaims", "-o", "name")
 }
 
-// assertCharDevices: the container's /dev/infiniband holds exactly want
-// (simrdma0's uverbs and umad/issm, rdma_cm), nothing of other devices.
-func assertCharDevices(t *testing.T, cp *controlPlane, want []string) {
+// charDevices lists the character devices of the RDMA device dev on node,
+// read from sysfs while no pod holds it: its uverbs, its umad/issm pairs
+// (each names its device in ibdev), and rdma_cm; sorted.
+func charDevices(t *testing.T, cp *controlPlane, node, dev string) []string {
 	t.Helper()
-	out, err := cp.exec("dra-trainer", "/bin/busybox", "ls", "/dev/infiniband")
+	out := strings.Fields(cp.nodeShell(t, node, `cd /sys/class
+for c in infiniband_verbs/* infiniband_mad/*; do [ "$(cat "$c/ibdev" 2>/dev/null)" = `+dev+` ] && echo "${c#*/}"; done
+[ -e misc/rdma_cm ] && echo rdma_cm; true`))
+	slices.Sort(out)
+	return out
+}
+
+// assertCharDevices: pod's /dev/infiniband holds exactly want (its
+// device's uverbs and umad/issm, rdma_cm), nothing of other devices.
+func assertCharDevices(t *testing.T, cp *controlPlane, pod string, want []string) {
+	t.Helper()
+	out, err := cp.exec(pod, "/bin/busybox", "ls", "/dev/infiniband")
 	got := strings.Fields(out)
 	slices.Sort(got)
-	t.Logf("dra-trainer /dev/infiniband: %v (simrdma0's on the node: %v)", got, want)
+	t.Logf("%s /dev/infiniband: %v (its device's on the node: %v)", pod, got, want)
 	if err != nil || !slices.Equal(got, want) || !slices.ContainsFunc(want, func(d string) bool { return strings.HasPrefix(d, "uverbs") }) {
-		t.Errorf("dra-trainer's /dev/infiniband = %v (%v), want exactly %v with a uverbs device", got, err, want)
+		t.Errorf("%s's /dev/infiniband = %v (%v), want exactly %v with a uverbs device", pod, got, err, want)
 	}
 }
 

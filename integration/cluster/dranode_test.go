@@ -172,17 +172,7 @@ func testDRACapacity(t *testing.T, cp *controlPlane) {
 	t.Cleanup(func() { _, _ = cp.kubectlOut("delete", "-f", path, "--wait=false") })
 	// Which pod the scheduler takes first is its choice: one runs, the
 	// other waits.
-	var first, second string
-	cp.poll(t, 5*time.Minute, func(s string) bool {
-		switch {
-		case strings.Contains(s, "dra-wide-1=True;"):
-			first, second = "dra-wide-1", "dra-wide-2"
-		case strings.Contains(s, "dra-wide-2=True;"):
-			first, second = "dra-wide-2", "dra-wide-1"
-		}
-		return first != ""
-	}, "get", "pod", "dra-wide-1", "dra-wide-2", "-o",
-		`jsonpath={range .items[*]}{.metadata.name}={.status.conditions[?(@.type=="Ready")].status};{end}`)
+	first, second := oneReady(t, cp, "dra-wide-1", "dra-wide-2")
 	sched := cp.poll(t, 2*time.Minute, func(s string) bool { return strings.HasPrefix(s, "False Unschedulable") },
 		"get", "pod", second, "-o", `jsonpath={.status.conditions[?(@.type=="PodScheduled")].status} {.status.conditions[?(@.type=="PodScheduled")].reason}: {.status.conditions[?(@.type=="PodScheduled")].message}`)
 	t.Logf("%s Ready; %s: %s", first, second, sched)

@@ -35,7 +35,7 @@ type nodeVM struct {
 }
 
 // bootNodes builds the node initramfs and boots one VM per name. Each VM
-// has two NICs: qemu user networking (restrict=on; a guestfwd to the API
+// has two NICs (twoRootNode a third): qemu user networking (restrict=on; a guestfwd to the API
 // server on the host's loopback, a hostfwd of its kubelet's port for the
 // egress proxy) and one on a UDP socket netdev on loopback joining the VMs
 // into one L2 segment (node addresses, pod routes, RoCE). The VMs run until
@@ -102,14 +102,34 @@ func bootNodes(t *testing.T, owner testing.TB, cp *controlPlane) []*nodeVM {
 			"-device", fmt.Sprintf("virtio-net-pci,netdev=n0,mac=52:54:00:00:00:%02x", vm.idx),
 			"-netdev", fmt.Sprintf("socket,id=n1,udp=127.0.0.1:%d,localaddr=127.0.0.1:%d", peer, udp[i]),
 			"-device", fmt.Sprintf("virtio-net-pci,netdev=n1,mac=52:54:00:00:01:%02x", vm.idx),
-			"-append", fmt.Sprintf("console=ttyS0 panic=-1 quiet no_timer_check rc.cluster.node=%s rc.cluster.idx=%d rc.cluster.nodes=%d",
-				name, vm.idx, len(nodeNames)),
 		}
+		cmdline := fmt.Sprintf("console=ttyS0 panic=-1 quiet no_timer_check rc.cluster.node=%s rc.cluster.idx=%d rc.cluster.nodes=%d",
+			name, vm.idx, len(nodeNames))
+		if name == twoRootNode {
+			// A PCI expander bridge is a root bus of its own: the NIC on
+			// it sits under pci0000:20 in the guest's sysfs.
+			args = append(args, "-device", "pxb,id=pxb1,bus_nr=32,bus=pci.0",
+				"-netdev", "user,id=n2,restrict=on,ipv6=off",
+				"-device", "virtio-net-pci,netdev=n2,bus=pxb1,addr=0x1,mac="+twoRootMAC)
+			cmdline += " rc.cluster.nic2=1"
+		}
+		args = append(args, "-append", cmdline)
 		vm.start(t, owner, env["QEMU"], args)
 		vms = append(vms, vm)
 	}
 	return vms
 }
+
+// twoRootNode has a second RDMA NIC, eth2 (simrdma1), on a PCI root of its
+// own (pci0000:20 beside pci0000:00), with nothing behind it: the NIC a
+// claim selects by pcieRoot, and the one its pods get in exclusive mode.
+const twoRootNode = "node-b"
+
+// secondRoot is the pcieRoot of twoRootNode's eth2, twoRootMAC its MAC.
+const (
+	secondRoot = "pci0000:20"
+	twoRootMAC = "52:54:00:00:02:02"
+)
 
 // nodeKernels are the Debian kernels the nodes boot: the matrix's newest
 // beside the one most nodes run (docs/kernels.md).

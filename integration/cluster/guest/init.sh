@@ -13,6 +13,8 @@
 #         the node address (kubelet's --node-ip), pod traffic routed per
 #         node subnet as host-gw networks do, and RoCE: soft-RoCE rxe0 and
 #         the simrdma PCI function the device plugin offers sit on it
+#   eth2  rc.cluster.nic2=1 only: a NIC on a second PCI root (qemu's pxb)
+#         with simrdma1, for pcieRoot claims and exclusive mode
 # Kernel command line: rc.cluster.node=NAME rc.cluster.idx=N (1, 2, ...),
 # rc.cluster.nodes=COUNT. The guest prints RC-NODE-READY once kubelet and
 # the device plugin run, then stays up until the test stops qemu.
@@ -128,8 +130,19 @@ done
 # (pci_function=1) is the RDMA function of eth1's PCI device, what the device
 # plugin discovers and offers. rxe0 first: RDMA CM takes the first device
 # holding an address's GID.
+# With rc.cluster.nic2=1 (one node) a second RDMA NIC, eth2 on a PCI root of
+# its own, carries simrdma1 and a /64 of its own for its pods' addresses;
+# nothing is behind it.
+SIMNICS=eth1
+if grep -q 'rc\.cluster\.nic2=1' /proc/cmdline; then
+	wait_until 10 test -e /sys/class/net/eth2
+	ip link set eth2 up
+	ip addr add "fd00:20:$IDX::1/64" dev eth2 nodad
+	SIMNICS=eth1,eth2
+	info "eth2 at $(readlink -f /sys/class/net/eth2/device/..)"
+fi
 check rxe rdma link add rxe0 type rxe netdev eth1
-check simrdma insmod "/lib/modules/$KVER/simrdma.ko" netdev=eth1 pci_function=1
+check simrdma insmod "/lib/modules/$KVER/simrdma.ko" netdev=$SIMNICS pci_function=1
 
 # The kubernetes Service (10.96.0.1:443) for in-cluster clients on this
 # node (the DRA driver): the node has no kube-proxy, fwd -listen stands in
