@@ -113,7 +113,7 @@ func TestReconcileNetnsGone(t *testing.T) {
 	dead := podWithChild(t, node, dir, "dead2", time.Hour)
 	netnstest.Delete(dead)
 	code, out := reconcileIn(t, node, "--net-name", "rdmanet", "--data-dir", dir, "--once")
-	if code != ExitOK || !strings.Contains(out, "released rdmanet/dead2/eth0 (pod default/pod-dead2, shared, macvlan rxe0 as rdma0): netns "+dead.Path()+" is gone") {
+	if code != ExitOK || !strings.Contains(out, `msg="released an attachment" attachment="rdmanet/dead2/eth0 (pod default/pod-dead2, shared, macvlan rxe0 as rdma0)" why="netns `+dead.Path()+` is gone"`) {
 		t.Fatalf("code %d\n%s", code, out)
 	}
 	recs, err := state.New(dir).List()
@@ -137,7 +137,7 @@ func TestReconcileCRIGone(t *testing.T) {
 	young := podWithChild(t, node, dir, "young3", time.Second)
 	sock := serveCRI(t, "listed1", "other")
 	code, out := reconcileIn(t, node, "--net-name", "rdmanet", "--data-dir", dir, "--cri-socket", sock, "--once")
-	if code != ExitOK || !strings.Contains(out, "released rdmanet/gone2/eth0") || !strings.Contains(out, "1 released, 2 kept, 0 problems") {
+	if code != ExitOK || !strings.Contains(out, `msg="released an attachment" attachment="rdmanet/gone2/eth0`) || !strings.Contains(out, `msg="pass done" released=1 kept=2 problems=0`) {
 		t.Fatalf("code %d\n%s", code, out)
 	}
 	if hasLink(t, gone, "rdma0") {
@@ -262,7 +262,7 @@ func TestUninstallLiveAttachment(t *testing.T) {
 		t.Fatalf("uninstall --wait: %d\n%s", c, stdout)
 	}
 	t.Logf("uninstall --wait:\n%s", stdout)
-	for _, want := range []string{"released rdmanet/live1/eth0", primary + ": rdma-chain entry removed", bin + "/rdma-chain: removed"} {
+	for _, want := range []string{`msg="released an attachment" attachment="rdmanet/live1/eth0`, primary + ": rdma-chain entry removed", bin + "/rdma-chain: removed"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("uninstall --wait output lacks %q:\n%s", want, stdout)
 		}
