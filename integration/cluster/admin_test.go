@@ -216,6 +216,5 @@ func (cp *controlPlane) podReady(t *testing.T, name string, timeout time.Duratio
 		t.Fatalf("kubectl apply: %v: %s", err, out)
 	}
 	t.Cleanup(func() { _, _ = cp.kubectlOut("delete", "-f", manifest, "--wait=false") })
-	cp.poll(t, timeout, func(s string) bool { return s == "True" },
-		"get", "pod", name, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
+	cp.podBecomesReady(t, name, timeout)
 }

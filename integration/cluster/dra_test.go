@@ -42,8 +42,7 @@ func testDRA(t *testing.T, cp *controlPlane) {
 		t.Fatalf("kubectl apply: %v: %s", err, out)
 	}
 	t.Cleanup(func() { _, _ = cp.kubectlOut("delete", "-f", path, "--wait=false") })
-	cp.poll(t, 10*time.Minute, func(s string) bool { return s == "True" },
-		"get", "pod", "dra-trainer", "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
+	cp.podBecomesReady(t, "dra-trainer", 10*time.Minute)
 	t.Logf("CLUSTER-TIME dra-trainer: Ready %.1f s after kubectl apply", time.Since(start).Seconds())
 	claim, err := cp.kubectlOut("get", "pod", "dra-trainer", "-o", `jsonpath={.status.resourceClaimStatuses[0].resourceClaimName}`)
 	if err != nil || claim == "" {

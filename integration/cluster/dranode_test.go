@@ -80,8 +80,7 @@ func testDRAAttachFailed(t *testing.T, cp *controlPlane) {
 	t.Logf("%s: %s", node, strings.TrimSpace(cp.nodeShell(t, node, emptyGIDs)))
 	emptied = true
 	retried := time.Now()
-	cp.poll(t, 5*time.Minute, func(s string) bool { return s == "True" },
-		"get", "pod", "dra-refused", "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
+	cp.podBecomesReady(t, "dra-refused", 5*time.Minute)
 	attached := cp.poll(t, 2*time.Minute, func(s string) bool { return strings.Contains(s, " True Attached") },
 		"get", "resourceclaim", claim, "-o", claimStatus)
 	t.Logf("CLUSTER-TIME dra-refused Ready %.1f s after the GID rows were freed; claim %s: %s", time.Since(retried).Seconds(), claim, attached)
@@ -186,7 +185,6 @@ func testDRACapacity(t *testing.T, cp *controlPlane) {
 	if out, err := cp.kubectlOut("delete", "pod", first, "--wait=true", "--timeout=3m"); err != nil {
 		t.Fatalf("delete %s: %v: %s", first, err, out)
 	}
-	cp.poll(t, 5*time.Minute, func(s string) bool { return s == "True" },
-		"get", "pod", second, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
+	cp.podBecomesReady(t, second, 5*time.Minute)
 	t.Logf("CLUSTER-TIME %s Ready %.1f s after %s's delete began", second, time.Since(start).Seconds(), first)
 }
