@@ -108,7 +108,7 @@ func checkDRAPod(t *testing.T, ds appsv1.DaemonSet, node corev1.PodSpec) {
 	}
 	got := flagArgs(t, c.Args)
 	want := map[string]string{"--node-name": "$(NODE_NAME)", "--sys-root": "/sys", "--cdi-dir": "/var/run/cdi",
-		"--kubelet-dir": "/var/lib/kubelet", "--cni-data-dir": "/var/lib/cni/rdma-chain", "--interval": "30s", "--status-interval": "2s"}
+		"--kubelet-dir": "/var/lib/kubelet", "--cni-data-dir": "/var/lib/cni/rdma-chain", "--cni-conf-dir": "/etc/cni/net.d", "--interval": "30s", "--status-interval": "2s"}
 	if !maps.Equal(got, want) {
 		t.Errorf("flags\n%v, want\n%v", got, want)
 	}
@@ -118,7 +118,7 @@ func checkDRAPod(t *testing.T, ds appsv1.DaemonSet, node corev1.PodSpec) {
 	}
 	checkContainer(t, c, nil, map[string]string{
 		"plugins": "/var/lib/kubelet/plugins rw", "plugins-registry": "/var/lib/kubelet/plugins_registry rw",
-		"cdi": "/var/run/cdi rw", "cni-state": "/var/lib/cni ro",
+		"cdi": "/var/run/cdi rw", "cni-state": "/var/lib/cni ro", "cni-conf": "/etc/cni/net.d ro",
 	})
 	hostPaths := map[string]string{}
 	for _, v := range s.Volumes {

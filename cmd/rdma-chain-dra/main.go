@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/rdma-chain/rdma-chain/pkg/config"
+	"github.com/rdma-chain/rdma-chain/pkg/conflist"
 	"github.com/rdma-chain/rdma-chain/pkg/dra"
 )
 
@@ -39,6 +40,8 @@ func run() error {
 	flag.StringVar(&cfg.CDIDir, "cdi-dir", "/var/run/cdi", "directory the container runtime reads CDI specs from")
 	flag.StringVar(&cfg.KubeletDir, "kubelet-dir", "/var/lib/kubelet", "kubelet's root directory (plugins, plugins_registry)")
 	flag.StringVar(&cfg.CNIDataDir, "cni-data-dir", config.DefaultDataDir, "the CNI plugin's dataDir (read only: devices exclusive-mode pods hold)")
+	flag.StringVar(&cfg.CNIConfDir, "cni-conf-dir", conflist.DefaultConfDirPath,
+		"the runtime's conflist directory (read only: only devices its rdma-chain entries offer are published)")
 	flag.DurationVar(&cfg.Interval, "interval", 30*time.Second, "how often the node's RDMA devices are read again")
 	flag.DurationVar(&cfg.StatusInterval, "status-interval", 2*time.Second,
 		"how often the CNI plugin's records are looked at for claim status to write (0: write none)")

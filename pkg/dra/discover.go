@@ -13,8 +13,8 @@ import (
 type Node struct {
 	Mode rdma.Mode
 	NICs []NIC // sorted by RDMA device name
-	// Skipped names devices left out, with why (no DRA name, a DRA name
-	// two devices share).
+	// Skipped names devices left out, with why (not offered by the
+	// plugin's entries, no DRA name, a DRA name two devices share).
 	Skipped map[string]string
 }
 
@@ -26,7 +26,9 @@ type Discoverer struct {
 	// exclusive-mode pod holds is gone from the host's view and stays
 	// published from what was last seen of it, or from its record.
 	Records func() ([]*state.Record, error)
-	last    map[string]NIC
+	// Offer reads which devices the plugin may attach; nil offers all.
+	Offer func() Offer
+	last  map[string]NIC
 }
 
 func (d *Discoverer) sysRoot() string {
@@ -55,6 +57,9 @@ func (d *Discoverer) Discover() (*Node, error) {
 	}
 	if mode == rdma.ModeExclusive {
 		d.addHeld(seen)
+	}
+	if d.Offer != nil {
+		withoutUnoffered(seen, d.Offer(), node.Skipped)
 	}
 	d.last = seen
 	node.NICs = uniqueNames(seen, node.Skipped)

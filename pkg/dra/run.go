@@ -28,6 +28,7 @@ type Config struct {
 	CDIDir     string        // where CDI specs go [/var/run/cdi]
 	KubeletDir string        // kubelet's root [/var/lib/kubelet]
 	CNIDataDir string        // the CNI plugin's dataDir, read for held devices
+	CNIConfDir string        // the runtime's conflists: the entries' devices lists
 	Interval   time.Duration // how often the node's devices are read again
 	// StatusInterval is how often the plugin's records are looked at for
 	// claim status to write; 0 writes none.
@@ -44,7 +45,8 @@ func Run(ctx context.Context, cfg Config) error {
 		sys.SysRoot = cfg.SysRoot
 	}
 	store := state.New(cfg.CNIDataDir)
-	disc := &Discoverer{System: sys, SysRoot: cfg.SysRoot, Records: store.List}
+	disc := &Discoverer{System: sys, SysRoot: cfg.SysRoot, Records: store.List,
+		Offer: func() Offer { return OfferOfConfDir(cfg.CNIConfDir) }}
 	node, err := disc.Discover()
 	if err != nil {
 		return err

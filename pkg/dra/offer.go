@@ -1,0 +1,62 @@
+package dra
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/rdma-chain/rdma-chain/pkg/config"
+	"github.com/rdma-chain/rdma-chain/pkg/conflist"
+	"github.com/rdma-chain/rdma-chain/pkg/rdma"
+)
+
+// Offer is which RDMA devices the node's rdma-chain entries let the plugin
+// attach: their `devices` lists (docs/configuration.md). The driver
+// publishes only those, so the scheduler never allocates a device whose
+// ADD the plugin refuses ("matches no RDMA device offered on this node"):
+// such a pod would never start.
+type Offer struct {
+	All   bool            // an entry without a devices list offers every device
+	Names map[string]bool // RDMA device or netdev names
+	From  string          // where the offer was read, or why nothing is offered
+}
+
+func (o Offer) offers(dev rdma.Device) bool {
+	return o.All || o.Names[dev.Name] || (dev.Netdev != "" && o.Names[dev.Netdev])
+}
+
+// OfferOfConfDir reads the offer of the rdma-chain entries in the
+// conflists of dir, as the plugin reads its entry's devices. With no entry
+// (the plugin is not installed yet, or its conflist is unreadable) nothing
+// is offered: a device published then would be one no pod could start with.
+func OfferOfConfDir(dir string) Offer {
+	nets, _, err := conflist.Discover(dir)
+	if err != nil {
+		return Offer{From: err.Error()}
+	}
+	o := Offer{Names: map[string]bool{}}
+	var paths []string
+	for _, n := range nets {
+		conf, _, err := config.Parse(n.Stdin)
+		if err != nil {
+			continue // Discover parsed it: not reached
+		}
+		paths = append(paths, n.Path)
+		o.All = o.All || len(conf.Devices) == 0
+		for _, d := range conf.Devices {
+			o.Names[d] = true
+		}
+	}
+	o.From = fmt.Sprintf("the rdma-chain entries of %s", strings.Join(paths, ", "))
+	return o
+}
+
+// withoutUnoffered takes out of seen the NICs offer does not offer, into
+// skipped with why.
+func withoutUnoffered(seen map[string]NIC, offer Offer, skipped map[string]string) {
+	for name, n := range seen {
+		if !offer.offers(n.Device) {
+			delete(seen, name)
+			skipped[name] = "not in the devices list of " + offer.From
+		}
+	}
+}
