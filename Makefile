@@ -111,10 +111,11 @@ test-vm-node: deps-vm build image
 # kube-apiserver, kube-controller-manager, kube-scheduler and kubectl v1.37.2
 # from the Go module proxy, scripts/cluster/parts.sh), certificates, tokens
 # and kubeconfigs made by the test; two node VMs joining it; rdma-chain
-# installed with `kubectl apply -k` as docs/install.md says.
+# installed with `kubectl apply -k` as docs/install.md says. PODS=DIR runs
+# anyone's manifests there instead of the tier's scenarios (docs/install.md).
 test-cluster: deps-vm image
 	./scripts/cluster/parts.sh >/dev/null
-	$(GO) test -tags cluster -count=1 -timeout 45m -v ./integration/cluster/
+	RC_CLUSTER_PODS=$(if $(PODS),$(abspath $(PODS))) $(GO) test -tags cluster -count=1 -timeout 45m -v ./integration/cluster/
 
 lint: deps-lint
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt: $$out"; exit 1; fi

@@ -60,21 +60,36 @@ func TestCluster(t *testing.T) {
 	if !t.Run("deploy", func(t *testing.T) { testDeploy(t, cp) }) {
 		return
 	}
+	if dir, user := workloadsDir(testenv.RepoRoot()); user {
+		// make test-cluster PODS=DIR: anyone's manifests on the deployed
+		// cluster, instead of the tier's own scenarios.
+		t.Logf("PODS=%s: running these manifests, not the tier's scenarios", dir)
+		t.Run("workloads", func(t *testing.T) { testWorkloads(t, cp, dir) })
+		holdForDebugging(t, cp)
+		return
+	}
 	t.Run("primary-rewrite", func(t *testing.T) { testPrimaryRewrite(t, cp) })
-	t.Run("scheduling", func(t *testing.T) { testScheduling(t, cp) })
 	t.Run("admission", func(t *testing.T) { testAdmission(t, cp) })
 	var hosts pair
 	if !t.Run("host-network", func(st *testing.T) { hosts = testHostNetwork(st, t, cp) }) {
 		return
 	}
-	t.Run("cross-node", func(t *testing.T) { testCrossNode(t, cp, hosts) })
+	t.Run("cross-node", func(t *testing.T) {
+		p := testCrossNode(t, cp, hosts)
+		t.Run("daemonset-rollout", func(t *testing.T) { testRollout(t, cp, p) })
+	})
 	t.Run("dra", func(t *testing.T) { testDRA(t, cp) })
+	t.Run("workloads", func(t *testing.T) {
+		dir, _ := workloadsDir(testenv.RepoRoot())
+		testWorkloads(t, cp, dir)
+	})
 	// Each node's scenarios beside the other's: each guest has its core.
 	t.Run("per-node", func(t *testing.T) {
 		t.Run("node-a", func(t *testing.T) {
 			t.Parallel()
 			t.Run("smcr-orphan", func(t *testing.T) { testOrphanedSMCR(t, cp) })
 			t.Run("dra-capacity", func(t *testing.T) { testDRACapacity(t, cp) })
+			t.Run("same-node", func(t *testing.T) { testSameNode(t, cp) })
 		})
 		t.Run("node-b", func(t *testing.T) {
 			t.Parallel()

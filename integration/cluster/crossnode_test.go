@@ -204,7 +204,9 @@ func (p pair) hostPod(node string) string {
 // address from its node's /64, which its node's RDMA device holds as a
 // RoCE GID; the pods reach each other over rdma0 across the nodes. RoCE
 // between them is tried with rping through `kubectl exec` as a user would.
-func testCrossNode(t *testing.T, cp *controlPlane, hosts pair) {
+// The pods stay for the caller's next scenario (the DaemonSet's rollout);
+// t's end deletes them.
+func testCrossNode(t *testing.T, cp *controlPlane, hosts pair) pair {
 	start := time.Now()
 	p := runPair(t, t, cp, "lingjun-job.yaml", "app=lingjun-rping")
 	t.Logf("CLUSTER-TIME lingjun-rping: both pods Ready %.1f s after kubectl apply", time.Since(start).Seconds())
@@ -234,7 +236,7 @@ func testCrossNode(t *testing.T, cp *controlPlane, hosts pair) {
 	csum := cp.counter(t, p.pods[0], "/proc/net/snmp6", "Udp6InCsumErrors") - csum0
 	if ok {
 		t.Logf("CLUSTER-FIGURE rping pod-to-pod %s -> %s [%s]: 10 pings in %.2f s", p.nodes[1], p.nodes[0], addrs[0], took.Seconds())
-		return
+		return p
 	}
 	// Soft-RoCE receives RoCE on a UDP socket of its netdev's netns; the
 	// ipvlan parent hands a frame for a child's address to the child, so a
@@ -247,6 +249,7 @@ func testCrossNode(t *testing.T, cp *controlPlane, hosts pair) {
 	}
 	t.Logf("CLUSTER-LIMIT rping pod-to-pod across nodes: soft-RoCE cannot receive for an ipvlan child's address: %s's rxe0 sent %d RoCE packets to %s, which arrived in %s's netns and were dropped there (Udp6InCsumErrors +%d)",
 		p.nodes[1], sent, addrs[0], p.pods[0], csum)
+	return p
 }
 
 // podRDMAAddr is the global IPv6 address on a pod's rdma0.

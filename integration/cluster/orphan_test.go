@@ -3,11 +3,15 @@
 package cluster
 
 import (
+	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rdma-chain/rdma-chain/pkg/inspect"
 )
 
 // hookState prints node-a's SMC socket hook as the hook binary reads it
@@ -59,7 +63,8 @@ grep -h 'msg="released an attachment" .*pod default/smcr-orphan' /host/var/log/p
 
 var netnsInode = regexp.MustCompile(`^net:\[(\d+)\]$`)
 
-// testOrphanedSMCR: an SMC-R pod on node-a dies with its netns while
+// testOrphanedSMCR: an SMC-R pod on node-a runs with its pnet entries in
+// place (the node tier's check), then dies with its netns while
 // kubelet is stopped, so no DEL comes. Its netns inode must not stay in the
 // node-wide SMC socket hook map, where a later pod's netns reusing the
 // inode would have its TCP sockets made SMC: the DaemonSet's reconcile
@@ -69,6 +74,7 @@ var netnsInode = regexp.MustCompile(`^net:\[(\d+)\]$`)
 func testOrphanedSMCR(t *testing.T, cp *controlPlane) {
 	node := nodeNames[0]
 	cp.podReady(t, "smcr-orphan", 5*time.Minute)
+	assertPnetEntries(t, cp, node, "default/smcr-orphan")
 	out, err := cp.exec("smcr-orphan", "/bin/busybox", "readlink", "/proc/1/ns/net")
 	m := netnsInode.FindStringSubmatch(strings.TrimSpace(out))
 	if err != nil || m == nil {
@@ -105,4 +111,31 @@ func atoi(t *testing.T, s string) uint64 {
 		t.Fatalf("%q: %v", s, err)
 	}
 	return n
+}
+
+// assertPnetEntries: while pod runs, rdma-chain's inspect on node (the
+// DaemonSet pod's reconcile container) finds its attachment healthy with
+// an SMC-R pnet entry, which inspect checks in the kernel's tables: the
+// node's for the RDMA port and the pod netns' for its interface.
+func assertPnetEntries(t *testing.T, cp *controlPlane, node, pod string) {
+	t.Helper()
+	out, err := cp.execIn([]string{"-n", "kube-system", cp.dsPod(t, node), "-c", "reconcile"}, "/rdma-chain-ops", "inspect", "--json")
+	if err != nil {
+		t.Fatalf("inspect on %s: %v: %s", node, err, out)
+	}
+	var r inspect.Report
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("inspect on %s: %v: %s", node, err, out)
+	}
+	for _, a := range r.Attachments {
+		if a.Pod != pod {
+			continue
+		}
+		t.Logf("inspect on %s: %s: smcr %q, healthy %v %v; node pnet table %+v", node, pod, a.SMCR, a.Healthy, a.Problems, r.SMC.Pnet)
+		if a.SMCR == "" || !a.Healthy || !slices.ContainsFunc(r.SMC.Pnet, func(p inspect.PnetRow) bool { return p.IB != "" }) {
+			t.Errorf("want %s's SMC-R pnet entries in place", pod)
+		}
+		return
+	}
+	t.Errorf("inspect on %s lists no attachment of %s: %s", node, pod, out)
 }

@@ -48,19 +48,3 @@ func testDeploy(t *testing.T, cp *controlPlane) {
 		}
 	}
 }
-
-// testScheduling: a pod asking more rdma/hca than any node has stays
-// Pending; the scheduler's reason is in its PodScheduled condition.
-func testScheduling(t *testing.T, cp *controlPlane) {
-	manifest := filepath.Join(testenv.RepoRoot(), "integration/cluster/pods/too-many-hca.yaml")
-	if out, err := cp.kubectlOut("apply", "-f", manifest); err != nil {
-		t.Fatalf("kubectl apply: %v: %s", err, out)
-	}
-	t.Cleanup(func() { _, _ = cp.kubectlOut("delete", "-f", manifest, "--wait=false") })
-	msg := cp.poll(t, 5*time.Minute, func(s string) bool { return strings.Contains(s, "Insufficient rdma/hca") },
-		"get", "pod", "too-many-hca", "-o", `jsonpath={.status.phase} {.status.conditions[?(@.type=="PodScheduled")].reason}: {.status.conditions[?(@.type=="PodScheduled")].message}`)
-	if !strings.HasPrefix(msg, "Pending Unschedulable") {
-		t.Errorf("pod too-many-hca: %s, want Pending Unschedulable", msg)
-	}
-	t.Logf("too-many-hca: %s", msg)
-}
