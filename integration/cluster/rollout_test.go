@@ -15,7 +15,8 @@ import (
 // rollout restart`, its RollingUpdate strategy as shipped) while the
 // Lingjun Job's pods hold RDMA on both nodes. The rollout completes with a
 // new DaemonSet pod on each node; the pods stay Ready with rdma0 and the
-// same address, which their node still holds as a GID. Deleted afterwards,
+// same address, which their node still holds as a GID; node-a's SMC socket
+// hook stays held, not loaded again by the new pod. Deleted afterwards,
 // they leave no record and no GID of theirs on either node: the new pods'
 // plugin undid what the old ones' did.
 //
@@ -30,6 +31,7 @@ func testRollout(t *testing.T, cp *controlPlane, p pair) {
 		addrs[i] = podRDMAAddr(t, cp, pod)
 		old[i] = cp.dsPod(t, p.nodes[i])
 	}
+	hook := cp.nodeShell(t, nodeNames[0], hookState)
 	start := time.Now()
 	if out, err := cp.kubectlOut("-n", "kube-system", "rollout", "restart", "daemonset/rdma-chain"); err != nil {
 		t.Fatalf("rollout restart: %v: %s", err, out)
@@ -52,6 +54,15 @@ func testRollout(t *testing.T, cp *controlPlane, p pair) {
 		if addr != addrs[i] || !strings.Contains(gids, expandIPv6(addr)) {
 			t.Errorf("%s lost its RDMA across the rollout: rdma0 %s, before %s", pod, addr, addrs[i])
 		}
+	}
+	// The SMC socket hook's hold is a bpffs pin of the node, not the pod's:
+	// the new reconcile finds it held and keeps it.
+	newLogs, _ := cp.kubectlOut("-n", "kube-system", "logs", cp.dsPod(t, nodeNames[0]), "-c", "reconcile")
+	if after := cp.nodeShell(t, nodeNames[0], hookState); !strings.HasPrefix(hook, "attached 1\nheld 1\n") || after != hook ||
+		strings.Contains(newLogs, "holding the SMC socket hook loaded") {
+		t.Errorf("SMC socket hook on %s: before the rollout\n%s\nafter\n%s\nthe new reconcile's log:\n%s", nodeNames[0], hook, after, newLogs)
+	} else {
+		t.Logf("SMC socket hook on %s held across the rollout, not loaded again: %q", nodeNames[0], strings.Fields(after))
 	}
 	path := filepath.Join(testenv.RepoRoot(), "integration/cluster/pods/lingjun-job.yaml")
 	if out, err := cp.kubectlOut("delete", "-f", path, "--wait=true", "--timeout=3m"); err != nil {
