@@ -159,35 +159,31 @@ func logReady(t *testing.T, p *podItem) {
 func checkRDMAPod(t *testing.T, cp *controlPlane, p *podItem) {
 	t.Helper()
 	c := p.rdmaContainer()
-	in := []string{"-n", p.Metadata.Namespace, p.Metadata.Name, "-c", c.Name}
-	run := func(args ...string) string {
-		out, err := cp.execIn(in, args...)
-		if err != nil {
-			t.Fatalf("pod %s container %s: %s: %v: %s", p.id(), c.Name, strings.Join(args, " "), err, out)
-		}
-		return out
+	// One exec (seconds each under TCG): the sections of podView.
+	out, err := cp.execIn([]string{"-n", p.Metadata.Namespace, p.Metadata.Name, "-c", c.Name}, "/bin/busybox", "sh", "-c", podView)
+	view := sections(out)
+	if err != nil || len(view) != 5 {
+		t.Fatalf("pod %s container %s: %v: %s", p.id(), c.Name, err, out)
 	}
-	if links := run("/usr/sbin/ip", "-o", "link"); !strings.Contains(links, " rdma0@") && !strings.Contains(links, " rdma0:") {
+	links, addrs, gids, rdmaLinks := view[0], view[1], view[2], view[3]
+	if !strings.Contains(links, " rdma0@") && !strings.Contains(links, " rdma0:") {
 		t.Fatalf("pod %s container %s has no rdma0: %s", p.id(), c.Name, links)
 	}
 	var addr string
-	f := strings.Fields(run("/usr/sbin/ip", "-6", "-o", "addr", "show", "dev", "rdma0", "scope", "global"))
+	f := strings.Fields(addrs)
 	for j := range f {
 		if f[j] == "inet6" && j+1 < len(f) {
 			addr, _, _ = strings.Cut(f[j+1], "/")
 			break
 		}
 	}
-	// Unused GID rows answer EINVAL: cat's status says nothing.
-	gids := run("/bin/busybox", "sh", "-c", "cat /sys/class/infiniband/*/ports/*/gids/* 2>/dev/null; true")
 	if addr == "" || !strings.Contains(gids, expandIPv6(addr)) {
-		t.Errorf("pod %s: rdma0's address %q is not a GID of a port it sees", p.id(), addr)
+		t.Errorf("pod %s: rdma0's address %q is not a GID of a port it sees: %s", p.id(), addr, addrs)
 	}
-	rdmaLinks := run("/usr/sbin/rdma", "link")
 	if !strings.Contains(rdmaLinks, "link ") {
 		t.Errorf("pod %s sees no RDMA link: %s", p.id(), rdmaLinks)
 	}
-	devs := strings.Fields(run("/bin/busybox", "ls", "/dev/infiniband"))
+	devs := strings.Fields(view[4])
 	slices.Sort(devs)
 	want, why := grantedCharDevices(t, cp, p, c)
 	t.Logf("pod %s on %s, container %s: rdma0 %s (a GID); RDMA links: %s; /dev/infiniband %v (%s)",
@@ -199,6 +195,35 @@ func checkRDMAPod(t *testing.T, cp *controlPlane, p *podItem) {
 		t.Errorf("pod %s: /dev/infiniband %v, want exactly %v", p.id(), devs, want)
 	}
 }
+
+// sections splits podView's output at its "@@" lines.
+func sections(out string) []string {
+	view := []string{""}
+	for _, l := range strings.Split(out, "\n") {
+		if l == "@@" {
+			view = append(view, "")
+			continue
+		}
+		view[len(view)-1] += l + "\n"
+	}
+	return view
+}
+
+// podView prints, from inside a container, its links, rdma0's global IPv6
+// addresses, the GIDs of the RDMA ports it sees (unused rows answer EINVAL:
+// cat's status says nothing), its RDMA links and /dev/infiniband, in
+// sections split by "@@" lines.
+const podView = `/usr/sbin/ip -o link 2>&1
+echo @@
+/usr/sbin/ip -6 -o addr show dev rdma0 scope global 2>&1
+echo @@
+cat /sys/class/infiniband/*/ports/*/gids/* 2>/dev/null
+echo @@
+/usr/sbin/rdma link 2>&1
+echo @@
+ls /dev/infiniband 2>&1
+true
+`
 
 // dpCharDevices: the char devices the device plugin mounts for this
 // cluster's config (integration/node/guest/etc/rdma-dp/config.json: every

@@ -3,6 +3,7 @@
 package cluster
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -100,5 +101,20 @@ func TestWorkloadOwns(t *testing.T) {
 				t.Errorf("owns = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestSections(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want []string
+	}{
+		{"a\n@@\nb\n", []string{"a\n", "b\n\n"}},
+		{"a\n@@\n@@\nb", []string{"a\n", "", "b\n"}},
+		{"@@", []string{"", ""}},
+	} {
+		if got := sections(tc.in); !slices.Equal(got, tc.want) {
+			t.Errorf("sections(%q) = %q, want %q", tc.in, got, tc.want)
+		}
 	}
 }
