@@ -151,7 +151,7 @@ func testUninstall(t *testing.T, cp *controlPlane) {
 	// releases it; node-b's 7.3 has no SMC and holds nothing, which each
 	// reconcile says once. The hold is the node's (a bpffs pin): the pod that
 	// took it and said so was replaced in the daemonset-rollout scenario.
-	if held := cp.nodeShell(t, nodeNames[0], hookState); !strings.HasPrefix(held, "attached 1\nheld 1\n") {
+	if held := cp.nodeShell(t, nodeNames[0], hookState); !hookHeld(held) {
 		t.Errorf("SMC socket hook on %s: want it attached and held:\n%s", nodeNames[0], held)
 	}
 	notHeld := `msg="SMC socket hook not held" bpffsDir=/sys/fs/bpf/rdma-chain why="not the mechanism of this node`

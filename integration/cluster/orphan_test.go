@@ -14,6 +14,13 @@ import (
 	"github.com/rdma-chain/rdma-chain/pkg/inspect"
 )
 
+// hookHeld: hookState's output says the hook is attached and held
+// (nodeShell's output is trimmed: the lines, not a prefix with newlines).
+func hookHeld(state string) bool {
+	l := strings.Split(state, "\n")
+	return len(l) >= 2 && l[0] == "attached 1" && l[1] == "held 1"
+}
+
 // hookState prints node-a's SMC socket hook as the hook binary reads it
 // (attached, held, then one listed netns inode per line).
 const hookState = "/host/opt/cni/bin/rdma-chain-smc-hook state /host/sys/fs/bpf/rdma-chain"

@@ -58,7 +58,7 @@ func testRollout(t *testing.T, cp *controlPlane, p pair) {
 	// The SMC socket hook's hold is a bpffs pin of the node, not the pod's:
 	// the new reconcile finds it held and keeps it.
 	newLogs, _ := cp.kubectlOut("-n", "kube-system", "logs", cp.dsPod(t, nodeNames[0]), "-c", "reconcile")
-	if after := cp.nodeShell(t, nodeNames[0], hookState); !strings.HasPrefix(hook, "attached 1\nheld 1\n") || after != hook ||
+	if after := cp.nodeShell(t, nodeNames[0], hookState); !hookHeld(hook) || after != hook ||
 		strings.Contains(newLogs, "holding the SMC socket hook loaded") {
 		t.Errorf("SMC socket hook on %s: before the rollout\n%s\nafter\n%s\nthe new reconcile's log:\n%s", nodeNames[0], hook, after, newLogs)
 	} else {
