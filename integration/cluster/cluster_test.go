@@ -89,6 +89,7 @@ func TestCluster(t *testing.T) {
 			t.Parallel()
 			t.Run("smcr-orphan", func(t *testing.T) { testOrphanedSMCR(t, cp) })
 			t.Run("dra-capacity", func(t *testing.T) { testDRACapacity(t, cp) })
+			t.Run("same-node", func(t *testing.T) { testSameNode(t, cp) })
 		})
 		t.Run("node-b", func(t *testing.T) {
 			t.Parallel()

@@ -11,36 +11,41 @@ import (
 
 // testPluginShare: the plugin's own log on each node (logFile of the
 // cluster's entry) says how long each of its calls took; every pod the
-// tier gave RDMA has an ADD there that succeeded. Printed beside the pods'
+// tier gave RDMA has an ADD there that succeeded and attached. Printed beside the pods'
 // created-to-Ready times above, it is the plugin's share of a pod's start.
+// An ADD whose container has an "attached" line gave the pod RDMA; the
+// others passed the pod through.
 func testPluginShare(t *testing.T, cp *controlPlane) {
-	var adds, draAdds, dpAdds []time.Duration
+	var adds []time.Duration
+	kinds := map[string][]time.Duration{}
 	seen := map[string]bool{}
 	for _, node := range nodeNames {
-		out := cp.nodeShell(t, node, `grep 'msg=done .*verb=ADD ' /host/var/log/rdma-chain.log || true`)
+		out := cp.nodeShell(t, node, `grep -E 'msg=(done .*verb=ADD|attached) ' /host/var/log/rdma-chain.log || true`)
+		attached := map[string]bool{}
 		for _, line := range strings.Split(out, "\n") {
-			pod, d, ok := addLine(line)
-			if !ok {
+			if l, ok := parsePluginLine(line); ok && l.msg == "attached" {
+				attached[l.container] = true
+			}
+		}
+		for _, line := range strings.Split(out, "\n") {
+			l, ok := parsePluginLine(line)
+			if !ok || l.msg != "done" {
 				continue
 			}
-			seen[pod] = true
-			adds = append(adds, d)
-			switch {
-			case strings.HasPrefix(pod, "default/dra-"):
-				draAdds = append(draAdds, d)
-			case !strings.HasPrefix(pod, "default/smcr-"): // SMC-R does more
-				dpAdds = append(dpAdds, d)
-			}
-			t.Logf("CLUSTER-FIGURE %s: plugin ADD of %s took %s", node, pod, d)
+			kind := addKind(l.pod, attached[l.container])
+			seen[l.pod] = seen[l.pod] || attached[l.container]
+			adds = append(adds, l.took)
+			kinds[kind] = append(kinds[kind], l.took)
+			t.Logf("CLUSTER-FIGURE %s: plugin ADD of %s (%s) took %s", node, l.pod, kind, l.took)
 		}
 	}
 	for _, want := range []string{"default/lingjun-rping-", "default/dra-trainer"} {
 		found := false
-		for pod := range seen {
-			found = found || strings.HasPrefix(pod, want)
+		for pod, rdma := range seen {
+			found = found || (rdma && strings.HasPrefix(pod, want))
 		}
 		if !found {
-			t.Errorf("no successful ADD of %s* in the plugin's logs (pods with an ADD: %v)", want, seen)
+			t.Errorf("no successful ADD that attached RDMA to %s* in the plugin's logs (pods with an ADD, and whether it attached: %v)", want, seen)
 		}
 	}
 	if len(adds) == 0 {
@@ -48,13 +53,31 @@ func testPluginShare(t *testing.T, cp *controlPlane) {
 	}
 	t.Logf("CLUSTER-FIGURE plugin ADD on the cluster: %d calls, median %s, max %s (pods' created-to-Ready above)",
 		len(adds), median(adds), slices.Max(adds))
-	// The same shared-mode attachment on the same kind of port: a DRA pod's
-	// devices come from pod-resources' dynamic_resources, a device-plugin
-	// pod's from its devices, in the one List call.
-	if len(draAdds) > 0 && len(dpAdds) > 0 {
-		t.Logf("CLUSTER-FIGURE plugin ADD with DRA: median %s (%d calls); with device plugins: median %s (%d calls); %.2fx",
-			median(draAdds), len(draAdds), median(dpAdds), len(dpAdds), float64(median(draAdds))/float64(median(dpAdds)))
+	// Each against the device-plugin pods' shared-mode attachment: a DRA
+	// pod's devices come from pod-resources' dynamic_resources in the same
+	// List call; an SMC-R pod's ADD also writes its pnet entry and lists its
+	// netns in the socket hook's map (the first of a node loads the hook).
+	base := kinds["device plugin"]
+	for _, kind := range []string{"DRA", "SMC-R", "pass-through"} {
+		if len(kinds[kind]) > 0 && len(base) > 0 {
+			t.Logf("CLUSTER-FIGURE plugin ADD %s: median %s (%d calls) against device-plugin pods' %s (%d calls): %.2fx",
+				kind, median(kinds[kind]), len(kinds[kind]), median(base), len(base), float64(median(kinds[kind]))/float64(median(base)))
+		}
 	}
+}
+
+// addKind names what an ADD of pod did, for the figures: the tier's DRA
+// and SMC-R pods are named so.
+func addKind(pod string, attached bool) string {
+	switch {
+	case !attached:
+		return "pass-through"
+	case strings.HasPrefix(pod, "default/dra-"):
+		return "DRA"
+	case strings.HasPrefix(pod, "default/smcr-"):
+		return "SMC-R"
+	}
+	return "device plugin"
 }
 
 // median of ds (not empty), which it sorts.
@@ -63,27 +86,45 @@ func median(ds []time.Duration) time.Duration {
 	return ds[len(ds)/2]
 }
 
-// addLine reads the pod and duration of one of the plugin's log lines of a
-// successful call ("... msg=done plugin=rdma-chain verb=ADD ... pod=NS/NAME
-// ... duration=D outcome=ok").
-func addLine(line string) (string, time.Duration, bool) {
-	var pod string
-	var d time.Duration
-	ok := false
+// pluginLine is what the figures read of one of the plugin's log lines.
+type pluginLine struct {
+	msg, pod, container string
+	took                time.Duration
+}
+
+// parsePluginLine reads a line of a successful ADD ("... msg=done
+// plugin=rdma-chain verb=ADD container=ID pod=NS/NAME ... duration=D
+// outcome=ok") or of an attachment made ("... msg=attached container=ID
+// ..."); any other line is not ok.
+func parsePluginLine(line string) (pluginLine, bool) {
+	var l pluginLine
+	var verb, outcome string
 	for _, f := range strings.Fields(line) {
 		k, v, _ := strings.Cut(f, "=")
 		switch k {
+		case "msg":
+			l.msg = v
+		case "verb":
+			verb = v
 		case "pod":
-			pod = v
-		case "duration":
-			var err error
-			d, err = time.ParseDuration(v)
-			if err != nil {
-				return "", 0, false
-			}
+			l.pod = v
+		case "container":
+			l.container = v
 		case "outcome":
-			ok = v == "ok"
+			outcome = v
+		case "duration":
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				return pluginLine{}, false
+			}
+			l.took = d
 		}
 	}
-	return pod, d, ok && pod != "" && d > 0
+	switch l.msg {
+	case "attached":
+		return l, l.container != ""
+	case "done":
+		return l, verb == "ADD" && outcome == "ok" && l.pod != "" && l.took > 0
+	}
+	return pluginLine{}, false
 }

@@ -4,8 +4,10 @@ package cluster
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestRpingDone(t *testing.T) {
@@ -36,20 +38,53 @@ func TestRpingDone(t *testing.T) {
 	}
 }
 
-func TestAddLine(t *testing.T) {
+func TestParsePluginLine(t *testing.T) {
 	for _, tc := range []struct {
 		line string
-		pod  string
+		want pluginLine
 		ok   bool
 	}{
-		{`time=2026-11-26T03:40:01.123Z level=INFO msg=done plugin=rdma-chain verb=ADD container=abc pod=default/p ifname=eth0 duration=312.5ms outcome=ok`, "default/p", true},
-		{`time=2026-11-26T03:40:01.123Z level=ERROR msg=failed verb=ADD container=abc pod=default/p ifname=eth0 duration=1.2s code=11 outcome=error error="x"`, "", false},
-		{`level=INFO msg=done verb=ADD pod=default/p duration=bogus outcome=ok`, "", false},
-		{``, "", false},
+		{`time=2026-11-26T03:40:01.123Z level=INFO msg=done plugin=rdma-chain verb=ADD container=abc pod=default/p ifname=eth0 duration=312.5ms outcome=ok`,
+			pluginLine{"done", "default/p", "abc", 312500 * time.Microsecond}, true},
+		{`time=2026-11-26T03:40:01.100Z level=INFO msg=attached plugin=rdma-chain container=abc mode=shared links=1`,
+			pluginLine{msg: "attached", container: "abc"}, true},
+		{`time=2026-11-26T03:40:01.123Z level=INFO msg=done plugin=rdma-chain verb=DEL container=abc pod=default/p duration=3ms outcome=ok`, pluginLine{}, false},
+		{`time=2026-11-26T03:40:01.123Z level=ERROR msg=failed verb=ADD container=abc pod=default/p ifname=eth0 duration=1.2s code=11 outcome=error error="x"`, pluginLine{}, false},
+		{`level=INFO msg=done verb=ADD pod=default/p duration=bogus outcome=ok`, pluginLine{}, false},
+		{`level=INFO msg=attached mode=shared`, pluginLine{}, false},
+		{``, pluginLine{}, false},
 	} {
-		pod, _, ok := addLine(tc.line)
-		if ok != tc.ok || (ok && pod != tc.pod) {
-			t.Errorf("addLine(%q) = %q, %v; want %q, %v", tc.line, pod, ok, tc.pod, tc.ok)
+		got, ok := parsePluginLine(tc.line)
+		if ok != tc.ok || (ok && got != tc.want) {
+			t.Errorf("parsePluginLine(%q) = %+v, %v; want %+v, %v", tc.line, got, ok, tc.want, tc.ok)
 		}
+	}
+}
+
+func TestPerfRow(t *testing.T) {
+	bw := " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]\n" +
+		" 65536      1000             32.75              31.70  \t\t   0.000507\n" +
+		"---------------------------------------------------------------------------------------\n"
+	lat := " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] \n" +
+		" 2       1000          871.69         6024.56      3997.42  \t       3870.74     \t513.19 \t\t5100.98 \t\t6024.56\n"
+	for _, tc := range []struct {
+		name string
+		out  string
+		want []float64
+		ok   bool
+	}{
+		{"bandwidth", "Send BW Test\n" + bw, []float64{65536, 1000, 32.75, 31.70, 0.000507}, true},
+		{"latency", lat, []float64{2, 1000, 871.69, 6024.56, 3997.42, 3870.74, 513.19, 5100.98, 6024.56}, true},
+		{"no header", " Couldn't connect to 10.0.0.1:18600\n", nil, false},
+		{"header, no row", " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]\n", nil, false},
+		{"header, text row", bw[:strings.Index(bw, "\n")+1] + " Completion with error\n", nil, false},
+		{"short bandwidth row", bw[:strings.Index(bw, "\n")+1] + " 65536 1000 32.75\n", nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := perfRow(tc.out)
+			if ok != tc.ok || (ok && !slices.Equal(got, tc.want)) {
+				t.Errorf("perfRow = %v, %v; want %v, %v", got, ok, tc.want, tc.ok)
+			}
+		})
 	}
 }

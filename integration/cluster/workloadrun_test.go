@@ -89,6 +89,7 @@ func runGroup(t *testing.T, cp *controlPlane, files []string) {
 		}
 	}
 	deleted = true
+	t.Logf("CLUSTER-TIME group %v: kubectl delete --wait returned %.1f s after the deletes began", baseNames(files), time.Since(start).Seconds())
 	cp.pollFunc(t, 5*time.Minute, func() (bool, string) {
 		left, err := cp.workloadPods(ws)
 		if err != nil {
@@ -102,6 +103,7 @@ func runGroup(t *testing.T, cp *controlPlane, files []string) {
 		}
 		return len(names) == 0, fmt.Sprintf("pods still there: %v", names)
 	})
+	t.Logf("CLUSTER-TIME group %v: its pods gone from the API %.1f s after the deletes began", baseNames(files), time.Since(start).Seconds())
 	for _, n := range nodeNames {
 		var now string
 		cp.pollFunc(t, 5*time.Minute, func() (bool, string) {

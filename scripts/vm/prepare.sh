@@ -6,8 +6,8 @@
 #     7.3 series of trixie-backports ("7.3"), downloaded through an apt of
 #     its own (.cache/vm/apt-trixie, apt_suite_config in scripts/apt.sh) so
 #     that the host's apt keeps seeing bookworm alone
-#   - a guest userland tree ("rootfs"): busybox, ip, rdma, rping, their
-#     libraries, the rxe verbs provider
+#   - a guest userland tree ("rootfs"): busybox, ip, rdma, rping, perftest's
+#     ib_send_bw and ib_send_lat, their libraries, the rxe verbs provider
 #   - the test-only RDMA module integration/vm/simrdma built for each kernel
 #     (gcc and Debian's linux-headers-KVER, installed with apt-get), cached
 #     per kernel version and module source hash. A kernel it cannot be built
@@ -217,7 +217,7 @@ refreshed=$APT_REFRESHED
 resolve_kernels
 [ "$APT_REFRESHED" = "$refreshed" ] || resolve_kernels
 rm -f "$K_OUT"
-USER_PKGS="rdmacm-utils ibverbs-providers libibverbs1 librdmacm1 libnl-3-200 libnl-route-3-200"
+USER_PKGS="rdmacm-utils ibverbs-providers libibverbs1 librdmacm1 libnl-3-200 libnl-route-3-200 perftest libibumad3 libpci3"
 # shellcheck disable=SC2086 # K61_PKG is empty when 6.1 is not wanted
 load_candidates $K61_PKG "$K612_PKG" $USER_PKGS
 K61= K612= K73=
@@ -368,6 +368,10 @@ if [ ! -f "$ROOTFS/.done" ]; then
 	copy_with_libs "$X/usr/bin/rping" /usr/bin/rping "$XLIB"
 	for b in ibv_devices ibv_devinfo; do
 		[ -x "$X/usr/bin/$b" ] && copy_with_libs "$X/usr/bin/$b" "/usr/bin/$b" "$XLIB"
+	done
+	# perftest's bandwidth and latency tests: the cluster tier's figures.
+	for b in ib_send_bw ib_send_lat; do
+		copy_with_libs "$X/usr/bin/$b" "/usr/bin/$b" "$XLIB"
 	done
 	# The rxe provider is dlopen()ed by libibverbs: copy it and its libraries.
 	prov=$(ls "$X"/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav*.so | head -1)

@@ -1,0 +1,154 @@
+//go:build cluster
+
+package cluster
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// perfEnd is one end of a perftest run: the kubectl exec target it runs in
+// and the address whose RoCE v2 GID of rxe0 it sends from.
+type perfEnd struct {
+	target []string
+	addr   string
+}
+
+// perfScript finds the RoCE v2 GID of rxe0 that holds an address (the GID
+// table is the device's, the same in every netns of a shared-mode node)
+// and runs a perftest program from it, 300 iterations (64 KiB sends for
+// ib_send_bw, 2 B for ib_send_lat). Unused GID entries answer EINVAL:
+// grep's complaints about them say nothing.
+const perfScript = `g=%s; i=
+for f in $(grep -l "^$g$" /sys/class/infiniband/rxe0/ports/1/gids/* 2>/dev/null); do
+	n=${f##*/}
+	if [ "$(cat /sys/class/infiniband/rxe0/ports/1/gid_attrs/types/$n)" = "RoCE v2" ]; then i=$n; break; fi
+done
+[ -n "$i" ] || { echo "no RoCE v2 GID of rxe0 holds $g"; exit 3; }
+exec /bin/busybox timeout 120 /usr/bin/%s -d rxe0 -x "$i" -F -n 300 -p %d %s`
+
+// perf runs prog (ib_send_bw or ib_send_lat) with its server at srv and
+// its client at cli and returns the client's result row. oob is the
+// server's address for perftest's own TCP exchange of QP numbers and
+// GIDs: Debian bookworm's perftest 4.5 makes it over IPv4 only, so it
+// runs over the pods' primary network; the test itself is RoCE v2 between
+// the ends' IPv6 GIDs.
+func (cp *controlPlane) perf(prog string, srv, cli perfEnd, oob string, port int) ([]float64, string, error) {
+	cmd := func(e perfEnd, arg string) []string {
+		script := fmt.Sprintf(perfScript, expandIPv6(e.addr), prog, port, arg)
+		return append(append(append([]string{"exec"}, e.target...), "--", "/bin/busybox", "sh", "-c"), script)
+	}
+	var srvOut bytes.Buffer
+	server := exec.Command(cp.kubectl, append([]string{"--kubeconfig", cp.admin}, cmd(srv, "")...)...)
+	server.Stdout, server.Stderr = &srvOut, &srvOut
+	if err := server.Start(); err != nil {
+		return nil, "", err
+	}
+	defer func() { _ = server.Process.Kill(); _ = server.Wait() }()
+	var out string
+	var err error
+	for try := 0; try < 3; try++ { // the server may not listen yet
+		time.Sleep(2 * time.Second)
+		out, err = cp.kubectlOut(cmd(cli, oob)...)
+		if row, ok := perfRow(out); err == nil && ok {
+			return row, out, nil
+		}
+	}
+	if err == nil {
+		err = errors.New("no result row in its output")
+	}
+	return nil, out + "\n--- server:\n" + srvOut.String(), fmt.Errorf("%s client: %w", prog, err)
+}
+
+// perfRow reads perftest's result row: the numbers on the line after its
+// "#bytes" header (ib_send_bw: bytes, iterations, peak and average MB/s,
+// Mpps; ib_send_lat: bytes, iterations, then t_min, t_max, t_typical,
+// t_avg, ... in microseconds).
+func perfRow(out string) ([]float64, bool) {
+	lines := strings.Split(out, "\n")
+	for i, l := range lines {
+		if !strings.Contains(l, "#bytes") || i+1 >= len(lines) {
+			continue
+		}
+		var row []float64
+		for _, f := range strings.Fields(lines[i+1]) {
+			v, err := strconv.ParseFloat(f, 64)
+			if err != nil {
+				return nil, false
+			}
+			row = append(row, v)
+		}
+		return row, len(row) >= 6 || (len(row) == 5 && strings.Contains(l, "BW average"))
+	}
+	return nil, false
+}
+
+// samePerf prints perftest's send bandwidth and latency between the two
+// same-node pods (RoCE v2 between their rdma0 addresses' GIDs) beside the
+// same tests between node's own address and itself, on the same rxe0 in
+// the same run, in the order pods, host, host, pods so that a change in
+// the host's load between runs weighs on both. Soft-RoCE loops a packet
+// back inside the device when its destination MAC is the port's own,
+// which it is both for an ipvlan child of the port's netdev and for the
+// node's own address: the two take one data path, so their ratio is what
+// the pods' attachment costs RDMA.
+func samePerf(t *testing.T, cp *controlPlane, node, srvAddr, cliAddr string) {
+	t.Helper()
+	podIP, err := cp.kubectlOut("get", "pod", "rping-server", "-o", "jsonpath={.status.podIP}")
+	if err != nil || podIP == "" {
+		t.Fatalf("rping-server's pod IP: %v: %q", err, podIP)
+	}
+	shell := []string{"-n", "kube-system", cp.shellPod(t, node)}
+	nodeAddr := nodeRDMAAddr(node)
+	port := 18600
+	for _, test := range []struct {
+		prog, unit string
+		col        int // the result row's column: average MB/s, average us
+	}{
+		{"ib_send_bw", "MB/s", 3},
+		{"ib_send_lat", "us", 5},
+	} {
+		var pods, host []float64
+		for _, onPods := range []bool{true, false, false, true} {
+			srv, cli, oob, what := perfEnd{[]string{"rping-server"}, srvAddr}, perfEnd{[]string{"rping-client"}, cliAddr}, podIP, "pod-to-pod"
+			if !onPods {
+				srv, cli, oob, what = perfEnd{shell, nodeAddr}, perfEnd{shell, nodeAddr}, "127.0.0.1", "host-to-host"
+			}
+			port++
+			row, out, err := cp.perf(test.prog, srv, cli, oob, port)
+			if err != nil {
+				t.Fatalf("%s %s on %s [%s] -> [%s]: %v: %s", test.prog, what, node, cli.addr, srv.addr, err, out)
+			}
+			if onPods {
+				pods = append(pods, row[test.col])
+			} else {
+				host = append(host, row[test.col])
+			}
+		}
+		p, h := mean(pods), mean(host)
+		t.Logf("CLUSTER-FIGURE perftest %s on %s's rxe0: pod-to-pod %.2f %s (%s), host-to-host %.2f %s (%s): %.2fx",
+			test.prog, node, p, test.unit, floats(pods), h, test.unit, floats(host), p/h)
+	}
+}
+
+func mean(v []float64) float64 {
+	s := 0.0
+	for _, x := range v {
+		s += x
+	}
+	return s / float64(len(v))
+}
+
+func floats(v []float64) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = strconv.FormatFloat(x, 'f', 2, 64)
+	}
+	return strings.Join(s, ", ")
+}

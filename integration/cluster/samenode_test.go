@@ -1,0 +1,104 @@
+//go:build cluster
+
+package cluster
+
+import (
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
+)
+
+// rxeCounters prints node's rxe0 sent and received RoCE packets.
+const rxeCounters = "cat " + rxe + "/hw_counters/sent_pkts " + rxe + "/hw_counters/rcvd_pkts"
+
+// testSameNode: two RDMA pods on node-a rping each other from inside their
+// containers over their rdma0 addresses (RoCE v2 over rxe0; node-a's rxe0
+// counts the packets), and perftest's send bandwidth and latency between
+// them is printed beside the same tests between node-a's own address and
+// itself on the same rxe0. Then kubelet is killed under them and its
+// supervisor starts it again (the node tier's kubelet restart): the node
+// turns Ready again, both pods stay Ready with rdma0, the same address and
+// its GID, and rping runs again. The DaemonSet pod's restart under running
+// pods is the daemonset-rollout scenario's.
+func testSameNode(t *testing.T, cp *controlPlane) {
+	node := nodeNames[0]
+	path := filepath.Join(testenv.RepoRoot(), "integration/cluster/pods/same-node-rping.yaml")
+	start := time.Now()
+	if out, err := cp.kubectlOut("apply", "-f", path); err != nil {
+		t.Fatalf("kubectl apply: %v: %s", err, out)
+	}
+	t.Cleanup(func() { _, _ = cp.kubectlOut("delete", "-f", path, "--wait=false") })
+	pods := []string{"rping-server", "rping-client"}
+	for _, pod := range pods {
+		cp.podBecomesReady(t, pod, 10*time.Minute)
+	}
+	t.Logf("CLUSTER-TIME same-node-rping: both pods Ready %.1f s after kubectl apply", time.Since(start).Seconds())
+	for _, pod := range pods {
+		cp.requireRDMA0(t, node, pod)
+	}
+	addr := podRDMAAddr(t, cp, "rping-server")
+	sameNodeRping(t, cp, node, addr)
+	samePerf(t, cp, node, addr, podRDMAAddr(t, cp, "rping-client"))
+
+	pid := strings.TrimSpace(cp.nodeShell(t, node, "pidof kubelet"))
+	if _, err := strconv.Atoi(pid); err != nil {
+		t.Fatalf("kubelet's pid on %s: %q", node, pid)
+	}
+	restart := time.Now()
+	// The exec itself runs through kubelet: the kill comes after it ends.
+	cp.nodeShell(t, node, "setsid /bin/busybox sh -c 'sleep 1; kill "+pid+"' </dev/null >/dev/null 2>&1 &")
+	cp.pollFunc(t, 3*time.Minute, func() (bool, string) {
+		now, err := cp.nodeExec(t, node, "pidof kubelet")
+		now = strings.TrimSpace(now)
+		return err == nil && now != "" && now != pid, "kubelet not running again: " + now
+	})
+	cp.poll(t, 5*time.Minute, func(s string) bool { return s == "ok" }, "get", "--raw", "/api/v1/nodes/"+node+"/proxy/healthz")
+	t.Logf("CLUSTER-TIME %s: kubelet killed, running again and healthy %.1f s later", node, time.Since(restart).Seconds())
+	for _, pod := range pods {
+		cp.podBecomesReady(t, pod, 3*time.Minute)
+		cp.requireRDMA0(t, node, pod)
+	}
+	if again := podRDMAAddr(t, cp, "rping-server"); again != addr {
+		t.Errorf("rping-server's rdma0 %s after kubelet's restart, %s before", again, addr)
+	}
+	sameNodeRping(t, cp, node, addr)
+}
+
+// requireRDMA0 fails t when pod has no rdma0, with what node's plugin log
+// and its DaemonSet pod's reconcile say of the pod: an rdma/hca pod
+// without its link is either an ADD that did not give it or a later
+// change that took it.
+func (cp *controlPlane) requireRDMA0(t *testing.T, node, pod string) {
+	t.Helper()
+	out, err := cp.exec(pod, "/usr/sbin/ip", "-o", "link", "show", "dev", "rdma0")
+	if err == nil {
+		return
+	}
+	log, _ := cp.nodeExec(t, node, `grep -E 'pod=default/`+pod+` |verb=(GC|DEL) |repair|reclaim' /host/var/log/rdma-chain.log | tail -n 40`)
+	links, _ := cp.exec(pod, "/usr/sbin/ip", "-d", "link")
+	rec, _ := cp.kubectlOut("-n", "kube-system", "logs", cp.dsPod(t, node), "-c", "reconcile", "--tail=40")
+	t.Fatalf("%s on %s has no rdma0: %v: %s\n--- its links:\n%s\n--- %s's plugin log (this pod, GC, DEL, repair):\n%s\n--- reconcile:\n%s",
+		pod, node, err, out, links, node, log, rec)
+}
+
+// sameNodeRping: rping-client pings rping-server at addr 10 times; node's
+// rxe0 counts packets sent and received.
+func sameNodeRping(t *testing.T, cp *controlPlane, node, addr string) {
+	t.Helper()
+	before := strings.Fields(cp.nodeShell(t, node, rxeCounters))
+	ok, out, took := cp.rping("rping-server", "rping-client", addr)
+	after := strings.Fields(cp.nodeShell(t, node, rxeCounters))
+	if len(before) != 2 || len(after) != 2 {
+		t.Fatalf("rxe0's counters on %s: %v, %v", node, before, after)
+	}
+	sent, rcvd := atoi(t, after[0])-atoi(t, before[0]), atoi(t, after[1])-atoi(t, before[1])
+	if !ok || sent == 0 || rcvd == 0 {
+		t.Fatalf("rping pod-to-pod on %s -> [%s]: rxe0 sent %d, received %d: %s", node, addr, sent, rcvd, out)
+	}
+	t.Logf("CLUSTER-FIGURE rping pod-to-pod on %s -> [%s]: 10 pings in %.2f s; rxe0 sent %d and received %d RoCE packets",
+		node, addr, took.Seconds(), sent, rcvd)
+}
