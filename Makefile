@@ -66,8 +66,9 @@ test-unit: build
 	cd deploy && $(GO) test -count=1 ./...
 	cd internal/mkimage && $(GO) test -count=1 ./...
 
-# Every Fuzz target of the module, each for FUZZTIME (default 20s), from its
-# checked-in seed corpus under testdata/fuzz/.
+# Every Fuzz target of the module, each for FUZZTIME (default 10s, which keeps
+# make test inside its time; FUZZTIME=5m make test-fuzz fuzzes for longer),
+# from its checked-in seed corpus under testdata/fuzz/.
 test-fuzz:
 	./scripts/fuzz.sh
 

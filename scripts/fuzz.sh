@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Runs every Fuzz target of the module for FUZZTIME each (default 20s),
+# Runs every Fuzz target of the module for FUZZTIME each (default 10s),
 # starting from the seed corpus checked in under each package's
 # testdata/fuzz/. A target that finds a failure fails the run; go test
 # writes the failing input under testdata/fuzz/ for the developer to commit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$PATH"
-FUZZTIME=${FUZZTIME:-20s}
+FUZZTIME=${FUZZTIME:-10s}
 n=0
 total_execs=0
 # Only the packages whose test files declare a Fuzz function: listing a

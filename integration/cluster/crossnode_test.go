@@ -97,16 +97,28 @@ func (cp *controlPlane) counter(t *testing.T, pod, file, field string) int {
 
 // rping runs an rping server in one pod and a client in another for 10
 // pings to addr; it reports whether all 10 came back, the client's output
-// and how long the client took.
-func (cp *controlPlane) rping(server, client, addr string) (bool, string, time.Duration) {
+// and how long the client took. The client starts once the server
+// listens, so every try counts: tries is how many the caller allows (one
+// where failure is the expected outcome, each costing the client's 20 s).
+func (cp *controlPlane) rping(server, client, addr string, tries int) (bool, string, time.Duration) {
 	srv := exec.Command(cp.kubectl, "--kubeconfig", cp.admin, "exec", server, "--",
 		"/bin/busybox", "timeout", "60", "/usr/bin/rping", "-s", "-a", addr, "-C", "10")
 	_ = srv.Start()
 	defer func() { _ = srv.Process.Kill(); _ = srv.Wait() }()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		time.Sleep(time.Second)
+		out, err := cp.exec(server, "/usr/sbin/rdma", "resource", "show", "cm_id")
+		if err == nil && rpingListening(out, addr) {
+			break
+		}
+	}
 	var out string
 	var took time.Duration
-	for try := 0; try < 3; try++ { // the server may not listen yet
-		time.Sleep(2 * time.Second)
+	for try := 0; try < tries; try++ {
+		if try > 0 {
+			time.Sleep(2 * time.Second)
+		}
 		start := time.Now()
 		o, err := cp.exec(client, "/bin/busybox", "timeout", "20", "/usr/bin/rping", "-c", "-a", addr, "-C", "10", "-v")
 		out, took = o, time.Since(start)
@@ -115,6 +127,17 @@ func (cp *controlPlane) rping(server, client, addr string) (bool, string, time.D
 		}
 	}
 	return false, out, took
+}
+
+// rpingListening: whether `rdma resource show cm_id` lists a cm_id in
+// state LISTEN on addr (iproute2 prints "src-addr ADDR:PORT").
+func rpingListening(out, addr string) bool {
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, " state LISTEN ") && strings.Contains(line, " src-addr "+addr+":") {
+			return true
+		}
+	}
+	return false
 }
 
 // rpingDone: whether an rping client's output (with -v) shows count verified
@@ -165,7 +188,7 @@ func testHostNetwork(t *testing.T, owner testing.TB, cp *controlPlane) pair {
 	}
 	addr := nodeRDMAAddr(p.nodes[0])
 	before := cp.counter(t, p.pods[0], rxe+"/hw_counters/rcvd_pkts", "")
-	ok, out, took := cp.rping(p.pods[0], p.pods[1], addr)
+	ok, out, took := cp.rping(p.pods[0], p.pods[1], addr, 3)
 	if !ok {
 		t.Fatalf("host-to-host rping %s -> %s: %s", p.nodes[1], addr, out)
 	}
@@ -231,7 +254,7 @@ func testCrossNode(t *testing.T, cp *controlPlane, hosts pair) pair {
 
 	sent0 := cp.counter(t, hosts.hostPod(p.nodes[1]), rxe+"/hw_counters/sent_pkts", "")
 	csum0 := cp.counter(t, p.pods[0], "/proc/net/snmp6", "Udp6InCsumErrors")
-	ok, out, took := cp.rping(p.pods[0], p.pods[1], addrs[0])
+	ok, out, took := cp.rping(p.pods[0], p.pods[1], addrs[0], 1)
 	sent := cp.counter(t, hosts.hostPod(p.nodes[1]), rxe+"/hw_counters/sent_pkts", "") - sent0
 	csum := cp.counter(t, p.pods[0], "/proc/net/snmp6", "Udp6InCsumErrors") - csum0
 	if ok {

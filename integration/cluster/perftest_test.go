@@ -50,7 +50,15 @@ func (cp *controlPlane) perf(prog string, srv, cli perfEnd, oob string, port int
 	if err := server.Start(); err != nil {
 		return nil, "", err
 	}
-	defer func() { _ = server.Process.Kill(); _ = server.Wait() }()
+	stopped := false
+	stop := func() {
+		if !stopped {
+			_ = server.Process.Kill()
+			_ = server.Wait()
+			stopped = true
+		}
+	}
+	defer stop()
 	var out string
 	var err error
 	for try := 0; try < 3; try++ { // the server may not listen yet
@@ -63,6 +71,7 @@ func (cp *controlPlane) perf(prog string, srv, cli perfEnd, oob string, port int
 	if err == nil {
 		err = errors.New("no result row in its output")
 	}
+	stop() // the server's output is whole once it is gone
 	return nil, out + "\n--- server:\n" + srvOut.String(), fmt.Errorf("%s client: %w", prog, err)
 }
 

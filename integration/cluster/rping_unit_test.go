@@ -38,6 +38,25 @@ func TestRpingDone(t *testing.T) {
 	}
 }
 
+func TestRpingListening(t *testing.T) {
+	listen := "link rxe0/1 state LISTEN ps TCP pid 812 comm rping cm-idn 0 src-addr fd00:10:1::f:0:c08:7174 \n"
+	for _, tc := range []struct {
+		name, out, addr string
+		want            bool
+	}{
+		{"listening on the address", listen, "fd00:10:1::f:0:c08", true},
+		{"another address's prefix", listen, "fd00:10:1::f:0:c0", false},
+		{"connected, not listening", strings.Replace(listen, "LISTEN", "CONNECT", 1), "fd00:10:1::f:0:c08", false},
+		{"nothing", "", "fd00:10:1::f:0:c08", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := rpingListening(tc.out, tc.addr); got != tc.want {
+				t.Errorf("rpingListening = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
 func TestParsePluginLine(t *testing.T) {
 	for _, tc := range []struct {
 		line string

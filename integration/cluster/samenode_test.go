@@ -90,7 +90,7 @@ func (cp *controlPlane) requireRDMA0(t *testing.T, node, pod string) {
 func sameNodeRping(t *testing.T, cp *controlPlane, node, addr string) {
 	t.Helper()
 	before := strings.Fields(cp.nodeShell(t, node, rxeCounters))
-	ok, out, took := cp.rping("rping-server", "rping-client", addr)
+	ok, out, took := cp.rping("rping-server", "rping-client", addr, 3)
 	after := strings.Fields(cp.nodeShell(t, node, rxeCounters))
 	if len(before) != 2 || len(after) != 2 {
 		t.Fatalf("rxe0's counters on %s: %v, %v", node, before, after)

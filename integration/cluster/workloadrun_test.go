@@ -91,7 +91,7 @@ func runGroup(t *testing.T, cp *controlPlane, files []string) {
 	deleted = true
 	t.Logf("CLUSTER-TIME group %v: kubectl delete --wait returned %.1f s after the deletes began", baseNames(files), time.Since(start).Seconds())
 	cp.pollFunc(t, 5*time.Minute, func() (bool, string) {
-		left, err := cp.workloadPods(ws)
+		left, err := cp.workloadPods(ws, true)
 		if err != nil {
 			return false, err.Error()
 		}
@@ -152,8 +152,9 @@ func diffLines(a, b string) string {
 	return "node state differs from before the group:\n" + strings.Join(d, "\n")
 }
 
-// workloadPods lists the pods of each workload that are not being deleted.
-func (cp *controlPlane) workloadPods(ws []workload) (map[string][]podItem, error) {
+// workloadPods lists the pods of each workload, those being deleted too
+// when deleting is set.
+func (cp *controlPlane) workloadPods(ws []workload, deleting bool) (map[string][]podItem, error) {
 	out, err := cp.kubectlOut("get", "pods", "-A", "-o", "json")
 	if err != nil {
 		return nil, fmt.Errorf("kubectl get pods: %w: %s", err, out)
@@ -165,7 +166,7 @@ func (cp *controlPlane) workloadPods(ws []workload) (map[string][]podItem, error
 	byWorkload := map[string][]podItem{}
 	for _, w := range ws {
 		for _, p := range list.Items {
-			if w.owns(&p) && p.Metadata.DeletionTimestamp == nil {
+			if w.owns(&p) && (deleting || p.Metadata.DeletionTimestamp == nil) {
 				byWorkload[w.String()] = append(byWorkload[w.String()], p)
 			}
 		}
@@ -181,7 +182,7 @@ func (cp *controlPlane) workloadsSettled(t *testing.T, ws []workload, timeout ti
 	var byWorkload map[string][]podItem
 	cp.pollFunc(t, timeout, func() (bool, string) {
 		var err error
-		if byWorkload, err = cp.workloadPods(ws); err != nil {
+		if byWorkload, err = cp.workloadPods(ws, false); err != nil {
 			return false, err.Error()
 		}
 		var waiting []string
