@@ -14,7 +14,8 @@ import (
 	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 )
 
-// testImage is the pods' image (busybox, ip, rdma, rping).
+// testImage is the pods' image (busybox, ip, rdma, rping, perftest's
+// ib_send_bw and ib_send_lat).
 const testImage = "localhost/rdma-chain-test:node"
 
 var debugPodName = regexp.MustCompile(`Creating debugging pod (\S+) with container`)

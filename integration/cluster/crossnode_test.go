@@ -98,20 +98,20 @@ func (cp *controlPlane) counter(t *testing.T, pod, file, field string) int {
 // rping runs an rping server in one pod and a client in another for 10
 // pings to addr; it reports whether all 10 came back, the client's output
 // and how long the client took. The client starts once the server
-// listens, so every try counts: tries is how many the caller allows (one
-// where failure is the expected outcome, each costing the client's 20 s).
+// listens. The server (without -P) serves one connection: a try after one
+// that reached it fails too, so further tries only cover a client that
+// never reached the server; tries is how many the caller allows (one where
+// failure is the expected outcome, each costing the client's 20 s).
 func (cp *controlPlane) rping(server, client, addr string, tries int) (bool, string, time.Duration) {
 	srv := exec.Command(cp.kubectl, "--kubeconfig", cp.admin, "exec", server, "--",
-		"/bin/busybox", "timeout", "60", "/usr/bin/rping", "-s", "-a", addr, "-C", "10")
+		"/bin/busybox", "timeout", "120", "/usr/bin/rping", "-s", "-a", addr, "-C", "10")
 	_ = srv.Start()
 	defer func() { _ = srv.Process.Kill(); _ = srv.Wait() }()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	listening := false
+	for deadline := time.Now().Add(30 * time.Second); !listening && time.Now().Before(deadline); {
 		time.Sleep(time.Second)
 		out, err := cp.exec(server, "/usr/sbin/rdma", "resource", "show", "cm_id")
-		if err == nil && rpingListening(out, addr) {
-			break
-		}
+		listening = err == nil && rpingListening(out, addr)
 	}
 	var out string
 	var took time.Duration
@@ -125,6 +125,9 @@ func (cp *controlPlane) rping(server, client, addr string, tries int) (bool, str
 		if rpingDone(o, err, 10) {
 			return true, o, took
 		}
+	}
+	if !listening {
+		out = "(the server was not seen listening within 30 s)\n" + out
 	}
 	return false, out, took
 }

@@ -22,7 +22,7 @@ const rxeCounters = "cat " + rxe + "/hw_counters/sent_pkts " + rxe + "/hw_counte
 // itself on the same rxe0. Then kubelet is killed under them and its
 // supervisor starts it again (the node tier's kubelet restart): the node
 // turns Ready again, both pods stay Ready with rdma0, the same address and
-// its GID, and rping runs again. The DaemonSet pod's restart under running
+// the same containers, and rping runs again. The DaemonSet pod's restart under running
 // pods is the daemonset-rollout scenario's.
 func testSameNode(t *testing.T, cp *controlPlane) {
 	node := nodeNames[0]
@@ -44,6 +44,7 @@ func testSameNode(t *testing.T, cp *controlPlane) {
 	sameNodeRping(t, cp, node, addr)
 	samePerf(t, cp, node, addr, podRDMAAddr(t, cp, "rping-client"))
 
+	containers := cp.containerIDs(t, pods)
 	pid := strings.TrimSpace(cp.nodeShell(t, node, "pidof kubelet"))
 	if _, err := strconv.Atoi(pid); err != nil {
 		t.Fatalf("kubelet's pid on %s: %q", node, pid)
@@ -57,10 +58,20 @@ func testSameNode(t *testing.T, cp *controlPlane) {
 		return err == nil && now != "" && now != pid, "kubelet not running again: " + now
 	})
 	cp.poll(t, 5*time.Minute, func(s string) bool { return s == "ok" }, "get", "--raw", "/api/v1/nodes/"+node+"/proxy/healthz")
-	t.Logf("CLUSTER-TIME %s: kubelet killed, running again and healthy %.1f s later", node, time.Since(restart).Seconds())
+	// The node's Ready condition as the new kubelet reported it: a
+	// heartbeat from after the kill (the guest's clock is the host's).
+	cp.poll(t, 5*time.Minute, func(s string) bool {
+		ready, beat, _ := strings.Cut(s, " ")
+		at, err := time.Parse(time.RFC3339, beat)
+		return ready == "True" && err == nil && at.After(restart)
+	}, "get", "node", node, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status} {.status.conditions[?(@.type=="Ready")].lastHeartbeatTime}`)
+	t.Logf("CLUSTER-TIME %s: kubelet killed, running again, healthy and Ready %.1f s later", node, time.Since(restart).Seconds())
 	for _, pod := range pods {
 		cp.podBecomesReady(t, pod, 3*time.Minute)
 		cp.requireRDMA0(t, node, pod)
+	}
+	if after := cp.containerIDs(t, pods); after != containers {
+		t.Errorf("the pods' containers changed across kubelet's restart: %s, before %s", after, containers)
 	}
 	if again := podRDMAAddr(t, cp, "rping-server"); again != addr {
 		t.Errorf("rping-server's rdma0 %s after kubelet's restart, %s before", again, addr)
@@ -78,11 +89,27 @@ func (cp *controlPlane) requireRDMA0(t *testing.T, node, pod string) {
 	if err == nil {
 		return
 	}
-	log, _ := cp.nodeExec(t, node, `grep -E 'pod=default/`+pod+` |verb=(GC|DEL) |repair|reclaim' /host/var/log/rdma-chain.log | tail -n 40`)
+	// The attached line names the container, not the pod: the pod's
+	// containers are read from its own lines first.
+	log, _ := cp.nodeExec(t, node, `f=/host/var/log/rdma-chain.log
+ids=$(grep 'pod=default/`+pod+` ' $f | sed -n 's/.* container=\([^ ]*\).*/\1/p' | sort -u | tr '\n' '|')
+grep -E "container=(${ids%|}) |verb=(GC|DEL) |repair|reclaim" $f | tail -n 40`)
 	links, _ := cp.exec(pod, "/usr/sbin/ip", "-d", "link")
 	rec, _ := cp.kubectlOut("-n", "kube-system", "logs", cp.dsPod(t, node), "-c", "reconcile", "--tail=40")
 	t.Fatalf("%s on %s has no rdma0: %v: %s\n--- its links:\n%s\n--- %s's plugin log (this pod, GC, DEL, repair):\n%s\n--- reconcile:\n%s",
 		pod, node, err, out, links, node, log, rec)
+}
+
+// containerIDs lists the pods' containers' IDs, which a container that
+// is started again does not keep.
+func (cp *controlPlane) containerIDs(t *testing.T, pods []string) string {
+	t.Helper()
+	out, err := cp.kubectlOut(append(append([]string{"get", "pod"}, pods...), "-o",
+		`jsonpath={range .items[*]}{.metadata.name}={.status.containerStatuses[*].containerID} {end}`)...)
+	if err != nil || strings.Count(out, "containerd://") != len(pods) {
+		t.Fatalf("the containers of %v: %v: %q", pods, err, out)
+	}
+	return out
 }
 
 // sameNodeRping: rping-client pings rping-server at addr 10 times; node's
