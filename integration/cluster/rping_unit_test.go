@@ -80,6 +80,23 @@ func TestParsePluginLine(t *testing.T) {
 	}
 }
 
+func TestMeanPositive(t *testing.T) {
+	for _, tc := range []struct {
+		in   []float64
+		mean float64
+		n    int
+	}{
+		{[]float64{23.53, 0}, 23.53, 1},
+		{[]float64{10, 20}, 15, 2},
+		{[]float64{0, 0}, 0, 0},
+		{nil, 0, 0},
+	} {
+		if mean, n := meanPositive(tc.in); mean != tc.mean || n != tc.n {
+			t.Errorf("meanPositive(%v) = %v, %d; want %v, %d", tc.in, mean, n, tc.mean, tc.n)
+		}
+	}
+}
+
 func TestPerfRow(t *testing.T) {
 	bw := " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]\n" +
 		" 65536      1000             32.75              31.70  \t\t   0.000507\n" +
