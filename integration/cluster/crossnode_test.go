@@ -3,6 +3,7 @@
 package cluster
 
 import (
+	"bytes"
 	"fmt"
 	"net"
 	"os/exec"
@@ -74,6 +75,28 @@ func (cp *controlPlane) execIn(target []string, args ...string) (string, error) 
 	return out, err
 }
 
+// execBackground starts `kubectl ARGS` (a server run by kubectl exec) and
+// returns what stops it: it kills the local kubectl, waits for it and
+// returns its output, whole once it is gone; it may be called again. A
+// kubectl that did not start stops with its error as its output.
+func (cp *controlPlane) execBackground(args ...string) (stop func() string) {
+	var out bytes.Buffer
+	cmd := exec.Command(cp.kubectl, append([]string{"--kubeconfig", cp.admin}, args...)...)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		return func() string { return err.Error() }
+	}
+	stopped := false
+	return func() string {
+		if !stopped {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			stopped = true
+		}
+		return out.String()
+	}
+}
+
 // counter reads one integer: a sysfs file, or a /proc/net/snmp6 field.
 func (cp *controlPlane) counter(t *testing.T, pod, file, field string) int {
 	t.Helper()
@@ -103,10 +126,9 @@ func (cp *controlPlane) counter(t *testing.T, pod, file, field string) int {
 // never reached the server; tries is how many the caller allows (one where
 // failure is the expected outcome, each costing the client's 20 s).
 func (cp *controlPlane) rping(server, client, addr string, tries int) (bool, string, time.Duration) {
-	srv := exec.Command(cp.kubectl, "--kubeconfig", cp.admin, "exec", server, "--",
+	stop := cp.execBackground("exec", server, "--",
 		"/bin/busybox", "timeout", "120", "/usr/bin/rping", "-s", "-a", addr, "-C", "10")
-	_ = srv.Start()
-	defer func() { _ = srv.Process.Kill(); _ = srv.Wait() }()
+	defer stop()
 	listening := false
 	for deadline := time.Now().Add(30 * time.Second); !listening && time.Now().Before(deadline); {
 		time.Sleep(time.Second)

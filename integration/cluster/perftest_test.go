@@ -3,10 +3,8 @@
 package cluster
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -44,20 +42,7 @@ func (cp *controlPlane) perf(prog string, srv, cli perfEnd, oob string, port int
 		script := fmt.Sprintf(perfScript, expandIPv6(e.addr), prog, port, arg)
 		return append(append(append([]string{"exec"}, e.target...), "--", "/bin/busybox", "sh", "-c"), script)
 	}
-	var srvOut bytes.Buffer
-	server := exec.Command(cp.kubectl, append([]string{"--kubeconfig", cp.admin}, cmd(srv, "")...)...)
-	server.Stdout, server.Stderr = &srvOut, &srvOut
-	if err := server.Start(); err != nil {
-		return nil, "", err
-	}
-	stopped := false
-	stop := func() {
-		if !stopped {
-			_ = server.Process.Kill()
-			_ = server.Wait()
-			stopped = true
-		}
-	}
+	stop := cp.execBackground(cmd(srv, "")...)
 	defer stop()
 	var out string
 	var err error
@@ -71,8 +56,7 @@ func (cp *controlPlane) perf(prog string, srv, cli perfEnd, oob string, port int
 	if err == nil {
 		err = errors.New("no result row in its output")
 	}
-	stop() // the server's output is whole once it is gone
-	return nil, out + "\n--- server:\n" + srvOut.String(), fmt.Errorf("%s client: %w", prog, err)
+	return nil, out + "\n--- server:\n" + stop(), fmt.Errorf("%s client: %w", prog, err)
 }
 
 // perfRow reads perftest's result row: the numbers on the line after its
@@ -123,7 +107,7 @@ func samePerf(t *testing.T, cp *controlPlane, node, srvAddr, cliAddr string) {
 		{"ib_send_bw", "MB/s", 3},
 		{"ib_send_lat", "us", 5},
 	} {
-		var pods, host []float64
+		runs := map[bool][]float64{} // by whether the pods ran it
 		for _, onPods := range []bool{true, false, false, true} {
 			srv, cli, oob, what := perfEnd{[]string{"rping-server"}, srvAddr}, perfEnd{[]string{"rping-client"}, cliAddr}, podIP, "pod-to-pod"
 			if !onPods {
@@ -134,12 +118,9 @@ func samePerf(t *testing.T, cp *controlPlane, node, srvAddr, cliAddr string) {
 			if err != nil {
 				t.Fatalf("%s %s on %s [%s] -> [%s]: %v: %s", test.prog, what, node, cli.addr, srv.addr, err, out)
 			}
-			if onPods {
-				pods = append(pods, row[test.col])
-			} else {
-				host = append(host, row[test.col])
-			}
+			runs[onPods] = append(runs[onPods], row[test.col])
 		}
+		pods, host := runs[true], runs[false]
 		// perftest under TCG has printed an average of 0.00 for a run that
 		// completed: such a run is no measurement, and is left out.
 		p, np := meanPositive(pods)
