@@ -7,6 +7,7 @@ import (
 
 	"github.com/containernetworking/cni/libcni"
 
+	"github.com/rdma-chain/rdma-chain/integration/vm/guestkit"
 	"github.com/rdma-chain/rdma-chain/internal/testonly/netnstest"
 )
 
@@ -18,17 +19,17 @@ func (m *matrix) addKilled(t *testing.T, fp, mode string) {
 	defer netnstest.Delete(n)
 	list := m.list(mode)
 	before := m.owned(t, p)
-	m.c.failpoint = fp
-	err := m.c.add(list, p)
-	m.c.failpoint = ""
+	m.c.Failpoint = fp
+	err := m.c.Add(list, p.kit())
+	m.c.Failpoint = ""
 	m.checkKilled(t, fp, err)
 	left := m.owned(t, p)
 	if slices.Equal(before, left) {
 		t.Errorf("ADD killed at %s changed nothing rdma-chain owns", fp)
 	}
-	t.Logf("left: %s", diff(before, left))
+	t.Logf("left: %s", guestkit.Diff(before, left))
 	if mode == "DEL" {
-		now, err := readNode(stateDirs...)
+		now, err := guestkit.ReadNode(stateDirs...)
 		switch {
 		case err != nil:
 			t.Errorf("read the node after the crash: %v", err)
@@ -45,12 +46,12 @@ func (m *matrix) delKilled(t *testing.T, fp, mode string) {
 	p, n := m.newPod(t)
 	defer netnstest.Delete(n)
 	list := m.list(mode)
-	if err := m.c.add(list, p); err != nil {
+	if err := m.c.Add(list, p.kit()); err != nil {
 		t.Errorf("ADD: %v", err)
 	}
-	m.c.failpoint = fp
-	err := m.c.del(list, p)
-	m.c.failpoint = ""
+	m.c.Failpoint = fp
+	err := m.c.Del(list, p.kit())
+	m.c.Failpoint = ""
 	m.checkKilled(t, fp, err)
 	m.undo(t, p, mode)
 }
@@ -67,8 +68,8 @@ func (m *matrix) list(mode string) *libcni.NetworkConfigList {
 // A case goes on after a failed check: what follows gives the node back.
 func (m *matrix) checkKilled(t *testing.T, fp string, err error) {
 	t.Helper()
-	if err == nil || !m.c.killed || !strings.Contains(err.Error(), "failpoint "+fp+": SIGKILL") {
-		t.Errorf("not killed at %s (SIGKILL %v): %v", fp, m.c.killed, err)
+	if err == nil || !m.c.Killed || !strings.Contains(err.Error(), "failpoint "+fp+": SIGKILL") {
+		t.Errorf("not killed at %s (SIGKILL %v): %v", fp, m.c.Killed, err)
 	}
 }
 
@@ -78,32 +79,32 @@ func (m *matrix) checkKilled(t *testing.T, fp string, err error) {
 func (m *matrix) undo(t *testing.T, p pod, mode string) {
 	t.Helper()
 	if mode == "DEL" {
-		if err := m.c.del(m.del, p); err != nil {
+		if err := m.c.Del(m.del, p.kit()); err != nil {
 			t.Errorf("DEL: %v", err)
 		}
 	} else {
-		if err := m.c.gc(m.gc); err != nil {
+		if err := m.c.GC(m.gc); err != nil {
 			t.Errorf("GC: %v", err)
 		}
-		if err := m.c.del(m.ptp, p); err != nil {
+		if err := m.c.Del(m.ptp, p.kit()); err != nil {
 			t.Errorf("the primary's DEL: %v", err)
 		}
 	}
 	m.runs++
-	if got, ok := settleTo(t, m.base, stateDirs...); !ok {
+	if got, ok := guestkit.SettleTo(t, m.base, stateDirs...); !ok {
 		m.leaked = append(m.leaked, t.Name())
-		t.Errorf("the node differs from before: %s", diff(m.base, got))
-		settled(t)
+		t.Errorf("the node differs from before: %s", guestkit.Diff(m.base, got))
+		guestkit.Settled(t, nic)
 		var err error
-		if m.base, err = readNode(stateDirs...); err != nil {
+		if m.base, err = guestkit.ReadNode(stateDirs...); err != nil {
 			t.Fatalf("read the node after a leak: %v", err)
 		}
 	}
 }
 
-func (m *matrix) owned(t *testing.T, p pod) node {
+func (m *matrix) owned(t *testing.T, p pod) guestkit.Node {
 	t.Helper()
-	o, err := owned(p.netns, dataDir, rdmaIPAM)
+	o, err := guestkit.Owned(nic, p.netns, dataDir, rdmaIPAM)
 	if err != nil {
 		t.Errorf("what rdma-chain owns: %v", err)
 	}

@@ -20,7 +20,6 @@ package crash
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"slices"
 	"strings"
@@ -32,6 +31,7 @@ import (
 	"github.com/containernetworking/plugins/pkg/testutils"
 	"github.com/vishvananda/netlink"
 
+	"github.com/rdma-chain/rdma-chain/integration/vm/guestkit"
 	"github.com/rdma-chain/rdma-chain/internal/testonly/netnstest"
 	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
@@ -63,9 +63,9 @@ var stateDirs = []string{dataDir, rdmaIPAM, ptpIPAM}
 // matrix is one guest's run: the chain, its conflists and the node the
 // runs must come back to.
 type matrix struct {
-	c            *chain
+	c            *guestkit.Chain
 	del, gc, ptp *libcni.NetworkConfigList
-	base         node
+	base         guestkit.Node
 	n, runs      int
 	leaked       []string // the cases that left the node changed
 }
@@ -108,33 +108,12 @@ func setUpNode(t *testing.T) {
 	if err != nil || !slices.ContainsFunc(devs, func(d rdma.Device) bool { return d.Name == device && d.Netdev == nic }) {
 		t.Fatalf("%s on %s: %v %+v", device, nic, err, devs)
 	}
-	l, err := netlink.LinkByName(nic)
-	if err != nil {
+	if err := guestkit.SetUpNIC(nic); err != nil {
 		t.Fatal(err)
-	}
-	for _, step := range []func() error{
-		func() error { return netlink.LinkSetMTU(l, 1400) },
-		func() error { return netlink.LinkSetUp(l) },
-		func() error { return netnstest.AddAddrTo(l, "192.168.88.1/24") },
-		func() error { return netnstest.AddAddrTo(l, "fd00:88::1/64") },
-		func() error { return addRoute(l, "10.88.0.0/16", "192.168.88.254", 0) },
-		func() error { return addRoute(l, "10.89.0.0/16", "", 100) },
-	} {
-		if err := step(); err != nil {
-			t.Fatalf("set up %s: %v", nic, err)
-		}
 	}
 	if err := installPlugin(binDir, fpBuild, refDir); err != nil {
 		t.Fatalf("install the failpoint build: %v", err)
 	}
-}
-
-func addRoute(l netlink.Link, dst, gw string, table int) error {
-	_, n, err := net.ParseCIDR(dst)
-	if err != nil {
-		return err
-	}
-	return netlink.RouteAdd(&netlink.Route{LinkIndex: l.Attrs().Index, Dst: n, Gw: net.ParseIP(gw), Table: table})
 }
 
 // newMatrix writes the conflists: DEL runs at 1.0.0, GC at 1.1.0, and the
@@ -143,20 +122,20 @@ func addRoute(l netlink.Link, dst, gw string, table int) error {
 // SMC-R (onUnsupported warn; the smc scenario asserts that outcome).
 func newMatrix(t *testing.T) *matrix {
 	onUnsupported := "fail"
-	if !hasSMC() {
+	if !guestkit.HasSMC() {
 		onUnsupported = "warn"
 	}
 	entry := `"mode":"exclusive","devices":["` + device + `"],"podSelection":"all","dataDir":"` + dataDir + `",` +
 		`"smcr":{"transparent":"off","onUnsupported":"` + onUnsupported + `"},` +
 		`"capabilities":{"io.kubernetes.cri.pod-annotations":true},` +
 		`"ipam":{"type":"host-local","ranges":[[{"subnet":"fd00:99::/64"}]],"dataDir":"` + rdmaIPAM + `"}`
-	m := &matrix{c: newChain(binDir)}
+	m := &matrix{c: guestkit.NewChain(binDir)}
 	var err error
 	for _, l := range []struct {
 		list           **libcni.NetworkConfigList
 		version, entry string
 	}{{&m.del, "1.0.0", entry}, {&m.gc, "1.1.0", entry}, {&m.ptp, "1.1.0", ""}} {
-		if *l.list, err = conflist(l.version, l.entry); err != nil {
+		if *l.list, err = guestkit.Conflist(l.version, l.entry); err != nil {
 			t.Fatalf("conflist %s: %v", l.version, err)
 		}
 	}
@@ -179,20 +158,20 @@ func (m *matrix) newPod(t *testing.T) (pod, ns.NetNS) {
 // passed, in order. The first cycle makes the state and IPAM folders;
 // from then on the node must come back exactly: that reading is the base.
 func (m *matrix) discover(t *testing.T) (addFP, delFP []string) {
-	settled(t)
-	before, err := readNode(stateDirs...)
+	guestkit.Settled(t, nic)
+	before, err := guestkit.ReadNode(stateDirs...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	p, n := m.newPod(t)
-	addFP = m.traced(t, "ADD", func() error { return m.c.add(m.del, p) })
+	addFP = m.traced(t, "ADD", func() error { return m.c.Add(m.del, p.kit()) })
 	m.checkSMC(t, p)
-	delFP = m.traced(t, "DEL", func() error { return m.c.del(m.del, p) })
+	delFP = m.traced(t, "DEL", func() error { return m.c.Del(m.del, p.kit()) })
 	netnstest.Delete(n)
 	t.Logf("ADD failpoints: %v", addFP)
 	t.Logf("DEL failpoints: %v", delFP)
 	want := wantFailpoints
-	if hasSMC() {
+	if guestkit.HasSMC() {
 		want = append(want, wantSMCFailpoints...)
 	}
 	for _, w := range want {
@@ -200,12 +179,12 @@ func (m *matrix) discover(t *testing.T) (addFP, delFP []string) {
 			t.Errorf("failpoint %s not passed by the traced ADD and DEL", w)
 		}
 	}
-	settled(t)
-	if m.base, err = readNode(stateDirs...); err != nil {
+	guestkit.Settled(t, nic)
+	if m.base, err = guestkit.ReadNode(stateDirs...); err != nil {
 		t.Fatal(err)
 	}
 	if b, a := withoutFiles(before), withoutFiles(m.base); !slices.Equal(b, a) {
-		t.Errorf("a normal ADD and DEL changed the node: %s", diff(b, a))
+		t.Errorf("a normal ADD and DEL changed the node: %s", guestkit.Diff(b, a))
 	}
 	t.Logf("base: %d facts", len(m.base))
 	return addFP, delFP
@@ -216,9 +195,9 @@ func (m *matrix) discover(t *testing.T) (addFP, delFP []string) {
 func (m *matrix) traced(t *testing.T, verb string, call func() error) []string {
 	t.Helper()
 	_ = os.Remove(traceFile)
-	m.c.trace = traceFile
+	m.c.Trace = traceFile
 	err := call()
-	m.c.trace = ""
+	m.c.Trace = ""
 	if err != nil {
 		t.Fatalf("traced %s: %v", verb, err)
 	}
@@ -239,8 +218,8 @@ func (m *matrix) traced(t *testing.T, verb string, call func() error) []string {
 // SMC, and no SMC in its record where it has not.
 func (m *matrix) checkSMC(t *testing.T, p pod) {
 	t.Helper()
-	if !hasSMC() {
-		recs, _ := files(dataDir + "/attachments")
+	if !guestkit.HasSMC() {
+		recs, _ := guestkit.Files(dataDir + "/attachments")
 		for _, r := range recs {
 			if b, err := os.ReadFile(strings.Fields(r)[1]); err == nil && strings.Contains(string(b), `"smc"`) {
 				t.Errorf("record %s has SMC on a kernel without it", r)
@@ -255,7 +234,7 @@ func (m *matrix) checkSMC(t *testing.T, p pod) {
 	}
 }
 
-func withoutFiles(n node) node {
+func withoutFiles(n guestkit.Node) guestkit.Node {
 	return slices.DeleteFunc(slices.Clone(n), func(s string) bool {
 		return strings.HasPrefix(s, "file ") || strings.HasPrefix(s, "entry ")
 	})

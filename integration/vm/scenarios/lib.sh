@@ -394,3 +394,33 @@ no_smc_outcomes() {
 		ip netns del "$_p"
 	done
 }
+
+# go_checks BINARY TEST TIMEOUT: runs the Go test TEST of BINARY (a go test
+# -c build in /usr/local/bin, e.g. crash.test) in this guest, prints its
+# output, and turns go test's result lines into checks: each subtest is a
+# check named by its path below TEST (a skipped one fails; a subtest's log
+# is in the output above), and a last check, "go-test", passes only when
+# the binary ran, exited 0 and reported "--- PASS: TEST": a case that does
+# not run, or a skip of TEST itself, fails the scenario. TEST's own log
+# lines (not its subtests') become RC-INFO lines.
+go_checks() {
+	_bin=$1 _test=$2 _to=$3
+	_log=/run/go-checks-$_bin.log
+	# streamed to the console as it runs; its exit status as the last line
+	(RC_VM_GUEST=1 "/usr/local/bin/$_bin" -test.v -test.count=1 -test.run "^$_test\$" -test.timeout "$_to" 2>&1
+		echo "GO-CHECKS-EXIT $?") | tee "$_log" | sed 's/^/  | /'
+	_rc=$(sed -n 's/^GO-CHECKS-EXIT //p' "$_log")
+	_out=$(cat "$_log")
+	echo "$_out" | sed -En "s/^ *--- (PASS|FAIL|SKIP): $_test\/([^ ]*) .*/\1 \2/p" | while read -r _res _name; do
+		step "$_name"
+		if [ "$_res" = PASS ]; then pass; else fail "$_res: see the test's log above"; fi
+	done
+	echo "$_out" | awk -v t="$_test" '/^=== (RUN|CONT|NAME|PAUSE) / { cur = $3; next }
+		cur == t && sub(/^    [a-z0-9_]+_test\.go:[0-9]+: /, "") { print }' | while IFS= read -r _l; do info "$SCEN: $_l"; done
+	step go-test
+	if [ "$_rc" = 0 ] && echo "$_out" | grep -q "^--- PASS: $_test "; then
+		pass
+	else
+		fail "$_bin exit $_rc: $(echo "$_out" | tail -n 5)"
+	fi
+}

@@ -1,4 +1,4 @@
-package crash
+package guestkit
 
 import (
 	"crypto/sha256"
@@ -24,27 +24,28 @@ import (
 	"github.com/rdma-chain/rdma-chain/pkg/smc"
 )
 
-// node is what DEL and GC must leave as it was: init_net's links (name,
+// Node is what DEL and GC must leave as it was: init_net's links (name,
 // MTU, MAC, flags), addresses, routes of every table, the RDMA devices
 // with their netdev and ports, their GIDs, the SMC pnet table, and the
 // files of the plugin's records and the IPAM leases. One line per fact,
 // sorted, so two readings compare line by line.
-type node []string
+type Node []string
 
-// readNode reads the node; dirs are the state and lease directories.
-func readNode(dirs ...string) (node, error) {
-	return collect(netdevs, rdmaFacts, func() ([]string, error) { return files(dirs...) })
+// ReadNode reads the node; dirs are the state and lease directories.
+func ReadNode(dirs ...string) (Node, error) {
+	return collect(netdevs, rdmaFacts, func() ([]string, error) { return Files(dirs...) })
 }
 
-// owned is what rdma-chain changes for a pod: the NIC, the RDMA devices,
+// Owned is what rdma-chain changes for a pod: the NIC, the RDMA devices,
 // GIDs, both pnet tables, rdma0's addresses in the pod, and its files.
-func owned(podNS string, dirs ...string) (node, error) {
-	return collect(nicFacts, rdmaFacts, func() ([]string, error) { return podLines(podNS) },
-		func() ([]string, error) { return files(dirs...) })
+func Owned(nic, podNS string, dirs ...string) (Node, error) {
+	return collect(func() ([]string, error) { return nicFacts(nic) }, rdmaFacts,
+		func() ([]string, error) { return podLines(podNS) },
+		func() ([]string, error) { return Files(dirs...) })
 }
 
 // collect runs each reader and sorts what they read.
-func collect(readers ...func() ([]string, error)) (node, error) {
+func collect(readers ...func() ([]string, error)) (Node, error) {
 	var lines []string
 	for _, read := range readers {
 		l, err := read()
@@ -58,23 +59,23 @@ func collect(readers ...func() ([]string, error)) (node, error) {
 }
 
 // nicFacts: the NIC's link and addresses, or that init_net lacks it.
-func nicFacts() ([]string, error) {
+func nicFacts(nic string) ([]string, error) {
 	l, err := netlink.LinkByName(nic)
 	if err != nil {
 		return []string{fmt.Sprintf("link %s: %v", nic, err)}, nil
 	}
-	a, err := linkAddrs(l)
+	a, err := LinkAddrs(l)
 	return append(a, linkLine(l)), err
 }
 
 // rdmaFacts: the RDMA devices init_net sees, their GIDs, its pnet table.
 func rdmaFacts() ([]string, error) {
-	return collect(rdmaDevices, gids, func() ([]string, error) { return pnet("") })
+	return collect(rdmaDevices, gids, func() ([]string, error) { return Pnet("") })
 }
 
 // podLines: the pod's pnet table and rdma0's addresses in it.
 func podLines(podNS string) ([]string, error) {
-	lines, err := pnet(podNS)
+	lines, err := Pnet(podNS)
 	if err != nil {
 		return nil, err
 	}
@@ -87,7 +88,7 @@ func podLines(podNS string) ([]string, error) {
 			lines = append(lines, "pod rdma0: absent")
 			return nil
 		}
-		a, err := linkAddrs(l)
+		a, err := LinkAddrs(l)
 		for _, s := range a {
 			lines = append(lines, "pod "+s)
 		}
@@ -112,26 +113,46 @@ func netdevs() ([]string, error) {
 	names := map[int]string{}
 	for _, l := range ls {
 		names[l.Attrs().Index] = l.Attrs().Name
-		a, err := linkAddrs(l)
+		a, err := LinkAddrs(l)
 		if err != nil {
 			return nil, err
 		}
 		out = append(append(out, linkLine(l)), a...)
 	}
-	rs, err := nldump.Retry(func() ([]netlink.Route, error) {
-		return netlink.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_TABLE)
-	})
+	rs, err := Routes(nil)
 	if err != nil {
-		return nil, fmt.Errorf("routes: %w", err)
+		return nil, err
 	}
 	for _, r := range rs {
-		out = append(out, fmt.Sprintf("route table=%d type=%d proto=%d scope=%d dst=%s src=%s gw=%s dev=%s prio=%d",
-			r.Table, r.Type, r.Protocol, r.Scope, ipnet(r.Dst), ip(r.Src), ip(r.Gw), names[r.LinkIndex], r.Priority))
+		out = append(out, RouteLine(r, names[r.LinkIndex]))
 	}
 	return out, nil
 }
 
-func linkAddrs(l netlink.Link) ([]string, error) {
+// Routes lists the routes of every table and family, through l only when
+// l is not nil.
+func Routes(l netlink.Link) ([]netlink.Route, error) {
+	filter, mask := &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_TABLE
+	if l != nil {
+		filter.LinkIndex, mask = l.Attrs().Index, mask|netlink.RT_FILTER_OIF
+	}
+	rs, err := nldump.Retry(func() ([]netlink.Route, error) {
+		return netlink.RouteListFiltered(netlink.FAMILY_ALL, filter, mask)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("routes: %w", err)
+	}
+	return rs, nil
+}
+
+// RouteLine is one route as a fact; dev names its netdev.
+func RouteLine(r netlink.Route, dev string) string {
+	return fmt.Sprintf("route table=%d type=%d proto=%d scope=%d dst=%s src=%s gw=%s dev=%s prio=%d",
+		r.Table, r.Type, r.Protocol, r.Scope, ipnet(r.Dst), ip(r.Src), ip(r.Gw), dev, r.Priority)
+}
+
+// LinkAddrs is one "addr NAME CIDR" line per address of l.
+func LinkAddrs(l netlink.Link) ([]string, error) {
 	as, err := nldump.Retry(func() ([]netlink.Addr, error) { return netlink.AddrList(l, netlink.FAMILY_ALL) })
 	if err != nil {
 		return nil, fmt.Errorf("addresses of %s: %w", l.Attrs().Name, err)
@@ -197,10 +218,10 @@ func gids() ([]string, error) {
 	return out, nil
 }
 
-// pnet reads the SMC pnet table of the netns at nsPath ("": this one); a
+// Pnet reads the SMC pnet table of the netns at nsPath ("": this one); a
 // kernel without SMC has none.
-func pnet(nsPath string) ([]string, error) {
-	if !hasSMC() {
+func Pnet(nsPath string) ([]string, error) {
+	if !HasSMC() {
 		return []string{"pnet: no SMC"}, nil
 	}
 	var rows []smc.PnetEntry
@@ -218,16 +239,19 @@ func pnet(nsPath string) ([]string, error) {
 	return out, nil
 }
 
-func hasSMC() bool {
+// HasSMC: this kernel has SMC (the guest's init loads smc where the
+// kernel ships it; docs/kernels.md says which do, and the caps scenario
+// holds each kernel to it).
+func HasSMC() bool {
 	_, err := os.Stat("/sys/module/smc")
 	return err == nil
 }
 
-// files lists every entry under dirs with a hash of each regular file.
+// Files lists every entry under dirs with a hash of each regular file.
 // Left out: host-local's allocation cursor (last_reserved_ip.N, not a
 // lease), the plugin's outcomes.jsonl (its log of verbs, a line per call
 // by design) and its cache-* files (what STATUS probed of the kernel).
-func files(dirs ...string) ([]string, error) {
+func Files(dirs ...string) ([]string, error) {
 	var out []string
 	for _, dir := range dirs {
 		err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
@@ -260,23 +284,23 @@ func files(dirs ...string) ([]string, error) {
 	return out, nil
 }
 
-// diff says what want has that got lacks, and the reverse.
-func diff(want, got node) string {
+// Diff says what want has that got lacks, and the reverse.
+func Diff(want, got []string) string {
 	missing := slices.DeleteFunc(slices.Clone(want), func(s string) bool { return slices.Contains(got, s) })
 	extra := slices.DeleteFunc(slices.Clone(got), func(s string) bool { return slices.Contains(want, s) })
 	return fmt.Sprintf("missing: %q unexpected: %q", missing, extra)
 }
 
-// settleTo polls the node until it equals want: GIDs, link-local
+// SettleTo polls the node until it equals want: GIDs, link-local
 // addresses and the NIC's carrier follow a move back asynchronously.
 // Bounded in time, not in readings: one reading takes a while under TCG.
-func settleTo(t *testing.T, want node, dirs ...string) (node, bool) {
+func SettleTo(t testing.TB, want Node, dirs ...string) (Node, bool) {
 	t.Helper()
-	var got node
+	var got Node
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		var err error
-		got, err = readNode(dirs...)
+		got, err = ReadNode(dirs...)
 		if err == nil && slices.Equal(got, want) {
 			return got, true
 		}
@@ -290,9 +314,9 @@ func settleTo(t *testing.T, want node, dirs ...string) (node, bool) {
 	}
 }
 
-// settled waits until the NIC has its carrier and a link-local address
-// that is not tentative.
-func settled(t *testing.T) {
+// Settled waits until nic has its carrier and a link-local address that
+// is not tentative.
+func Settled(t testing.TB, nic string) {
 	t.Helper()
 	testenv.Eventually(t, 20*time.Second, func() (bool, string) {
 		l, err := netlink.LinkByName(nic)

@@ -1,0 +1,230 @@
+package exclusive
+
+import (
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/rdma-chain/rdma-chain/integration/vm/guestkit"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/netnstest"
+)
+
+// lifecycle is one cniVersion's (0.4.0, 1.0.0) cases, in order: each
+// leaves the node as it found it, which the next one's checks rely on.
+func (e *env) lifecycle(t *testing.T) {
+	p := newPod("pod1")
+	views(t, "before-add")
+	if !expectOK(t, "add", e.add(t, p)) {
+		t.Fatal("ADD failed: the cases after it would read its failure")
+	}
+	views(t, "after-add", p)
+	e.podHolds(t, "add", p)
+	e.addressAndGID(t, p)
+	e.checks(t, p)
+	e.delete(t, p)
+	e.goneNetns(t)
+	for _, c := range strandedCases {
+		if c.version == e.v {
+			e.stranded(t, c.reuse)
+		}
+	}
+	e.twoPods(t)
+	e.failedIPAM(t)
+	e.nameTaken(t)
+	e.sharedOnExclusive(t)
+	e.smcRaw(t)
+	e.smcAnnotated(t)
+}
+
+// addressAndGID: ADD's result, rdma0's IPv6 address in the pod and its
+// GID in the pod's view of simrdma0, one record.
+func (e *env) addressAndGID(t *testing.T, p pod) {
+	v6 := podIP6(t, p, "fd00:99:")
+	check(t, "add-ipv6-on-rdma0", func() error {
+		if v6 == nil {
+			return fmt.Errorf("no fd00:99:: address on rdma0 in %s", p.Name)
+		}
+		return nil
+	})
+	e.resultShape(t, "add-result", p, "")
+	check(t, "add-ipv6-in-pod-gid-table", func() error {
+		if v6 == nil {
+			return fmt.Errorf("no address")
+		}
+		want := gidOf(v6) + " rdma0 RoCE v2"
+		return pollGIDs(p.NetNS, want)
+	})
+	gs, err := simGIDs(p.NetNS)
+	t.Logf("%s simrdma0 GIDs: %q %v", p.Name, gs, err)
+	check(t, "add-one-record", func() error { return recordCount(e.dataDir, 1) })
+}
+
+func pollGIDs(nsPath, want string) error {
+	return guestkit.Poll(10*time.Second, 100*time.Millisecond, func() error {
+		gs, err := simGIDs(nsPath)
+		if err == nil && !slices.Contains(gs, want) {
+			err = fmt.Errorf("%q not in %s's simrdma0 table: %q", want, nsPath, gs)
+		}
+		return err
+	})
+}
+
+// podIP6 is rdma0's address in p that starts with prefix, nil if none.
+func podIP6(t *testing.T, p pod, prefix string) net.IP {
+	t.Helper()
+	for _, a := range netnstest.GlobalV6(t, nsOf(t, p), "rdma0") {
+		if strings.HasPrefix(a, prefix) {
+			ip, _, _ := net.ParseCIDR(a)
+			return ip
+		}
+	}
+	return nil
+}
+
+func nsOf(t *testing.T, p pod) ns.NetNS {
+	t.Helper()
+	n, err := ns.GetNS(p.NetNS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Close() })
+	return n
+}
+
+// gidOf is ip in the 8 x 4 hex digit form of the GID table.
+func gidOf(ip net.IP) string {
+	b := ip.To16()
+	var g []string
+	for i := 0; i < 16; i += 2 {
+		g = append(g, fmt.Sprintf("%02x%02x", b[i], b[i+1]))
+	}
+	return strings.Join(g, ":")
+}
+
+// checks: CHECK of rdma-chain alone and of the whole chain, then with the
+// device and then the netdev moved back to init_net by hand (106), each
+// put back after.
+func (e *env) checks(t *testing.T, p pod) {
+	expectOK(t, "check-ok", e.checkOwn(t, p))
+	expectOK(t, "check-full-chain", e.check(t, p))
+	// from a thread inside the pod: the kernel's rule for moving out
+	mustDo(t, "move simrdma0 back to init_net", moveDevice(p.NetNS, "/proc/1/ns/net"))
+	expectCode(t, "check-device-moved-106", e.checkOwn(t, p), 106, device)
+	mustDo(t, "move simrdma0 into the pod", moveDevice("", p.NetNS))
+	expectOK(t, "check-ok-device-back", e.checkOwn(t, p))
+	v6 := podIP6(t, p, "fd00:99:")
+	// lands in init_net as rdma0 (addresses go)
+	mustDo(t, "move rdma0 to init_net", moveLink(p.NetNS, "rdma0", "/proc/1/ns/net", nil))
+	expectCode(t, "check-netdev-moved-106", e.checkOwn(t, p), 106, "rdma0")
+	mustDo(t, "move rdma0 back", moveLink("", "rdma0", p.NetNS, v6))
+	expectOK(t, "check-ok-netdev-back", e.checkOwn(t, p))
+}
+
+func mustDo(t *testing.T, what string, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// moveDevice moves simrdma0 from the netns at from ("": init_net) to the
+// one at to, asking from a thread in from.
+func moveDevice(from, to string) error {
+	return within(from, func() error {
+		fd, err := unix.Open(to, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		l, err := netlink.RdmaLinkByName(device)
+		if err != nil {
+			return err
+		}
+		return netlink.RdmaLinkSetNsFd(l, uint32(fd))
+	})
+}
+
+// moveLink moves netdev name from the netns at from ("": init_net) to the
+// one at to; with addr, brings it up there with addr/64 (no DAD).
+func moveLink(from, name, to string, addr net.IP) error {
+	err := within(from, func() error {
+		fd, err := unix.Open(to, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		l, err := netlink.LinkByName(name)
+		if err != nil {
+			return err
+		}
+		return netlink.LinkSetNsFd(l, fd)
+	})
+	if err != nil || addr == nil {
+		return err
+	}
+	return within(to, func() error {
+		l, err := netlink.LinkByName(name)
+		if err == nil {
+			err = netlink.LinkSetUp(l)
+		}
+		if err == nil {
+			err = netnstest.AddAddrTo(l, addr.String()+"/64")
+		}
+		return err
+	})
+}
+
+// within runs f in the netns at path, or here for "".
+func within(path string, f func() error) error {
+	if path == "" {
+		return f()
+	}
+	return inPod(path, f)
+}
+
+// delete: DEL gives eth0 and simrdma0 back, the pod keeps neither, and a
+// second DEL succeeds.
+func (e *env) delete(t *testing.T, p pod) {
+	expectOK(t, "del", e.del(t, p))
+	views(t, "after-del", p)
+	e.hostRestored(t, "del")
+	check(t, "del-pod-has-no-rdma0", func() error { return noRdma0(p.NetNS) })
+	check(t, "del-pod-has-no-device", func() error {
+		devs, err := podDevices(p.NetNS)
+		if err == nil && len(devs) > 0 {
+			err = fmt.Errorf("%s sees %s", p.Name, devList(devs))
+		}
+		return err
+	})
+	expectOK(t, "del-again", e.del(t, p))
+	delNetns(t, p)
+}
+
+// goneNetns: the pod netns deleted before DEL: the kernel gives the
+// device and the NIC back (the NIC as devN: a dummy rdma0 takes its name
+// in init_net), then DEL restores the NIC's name and all.
+func (e *env) goneNetns(t *testing.T) {
+	p := newPod("pod2")
+	expectOK(t, "gone-netns-add", e.add(t, p))
+	dummy := &netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Name: "rdma0"}}
+	mustDo(t, "dummy rdma0 in init_net", netlink.LinkAdd(dummy))
+	delNetns(t, p)
+	var order string
+	check(t, "gone-netns-kernel-refunds-device-and-nic", func() (err error) {
+		order, err = refundOrder(e.b.mac)
+		return err
+	})
+	name, _ := linkByMAC(e.b.mac)
+	t.Logf("gone-netns: %s; the kernel returned the NIC as %q (rdma0 taken in init_net)", order, name)
+	mustDo(t, "delete the dummy rdma0", netlink.LinkDel(dummy))
+	expectOK(t, "gone-netns-del", e.del(t, p))
+	views(t, "after-gone-netns-del")
+	e.hostRestored(t, "gone-netns")
+}
