@@ -7,11 +7,12 @@
 // exclusive-rdma scenario boots with a second NIC and the simrdma test
 // module (integration/vm/simrdma, built by prepare.sh against Debian's
 // linux-headers), a movable RDMA device; without that module the scenario is
-// unavailable, which fails under CI=true. Two scenarios are Go tests run in
-// the guest, built here with go test -c (crash.test from
+// unavailable, which fails under CI=true. Four scenarios are Go tests run
+// in the guest, built here with go test -c (crash.test from
 // integration/vm/crash, exclusive.test from integration/vm/exclusive, both
-// on integration/vm/guestkit): crash-rdma and exclusive-rdma run them
-// through lib.sh's go_checks, which makes each subtest a check.
+// on integration/vm/guestkit): crash-rdma, exclusive-rdma, bond-exclusive
+// and multi-exclusive run them through lib.sh's go_checks, which makes
+// each subtest a check.
 //
 //	scripts/vm/prepare.sh                      # once; cached in .cache/vm
 //	go test -tags vm -v ./integration/vm/
@@ -352,8 +353,9 @@ func buildBinaries(root string) (prepared, error) {
 		"-o", filepath.Join(dir, "netdev.test"), "./pkg/netdev/"); err != nil {
 		return p, fmt.Errorf("go test -c ./pkg/netdev: %w\n%s", err, o)
 	}
-	// The crash matrix and the exclusive-mode scenario run in the guest as
-	// Go tests (crash-rdma.sh, exclusive-rdma.sh: lib.sh's go_checks).
+	// The crash matrix and the exclusive-mode scenarios run in the guest as
+	// Go tests (crash-rdma.sh; exclusive-rdma.sh, bond-exclusive.sh and
+	// multi-exclusive.sh: lib.sh's go_checks).
 	for _, g := range []string{"crash", "exclusive"} {
 		if o, err := runCmd(root, []string{"CGO_ENABLED=0"}, "go", "test", "-c", "-ldflags=-s -w",
 			"-o", filepath.Join(dir, g+".test"), "./integration/vm/"+g+"/"); err != nil {

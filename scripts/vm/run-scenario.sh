@@ -62,8 +62,8 @@ go build -ldflags '-s -w' -o "$BIN/promscrape" ./integration/vm/guest/promscrape
 go build -ldflags '-s -w' -o "$BIN/kcaps" ./integration/vm/guest/kcaps
 go test -c -tags smchook -ldflags '-s -w' -o "$BIN/hook.test" ./pkg/smc/hook/
 go test -c -ldflags '-s -w' -o "$BIN/netdev.test" ./pkg/netdev/
-# The crash matrix and the exclusive-mode scenario: Go tests run in the
-# guest (crash-rdma.sh, exclusive-rdma.sh).
+# The crash matrix and the exclusive-mode scenarios: Go tests run in the
+# guest (crash-rdma.sh; exclusive-rdma.sh, bond-exclusive.sh, multi-exclusive.sh).
 go test -c -ldflags '-s -w' -o "$BIN/crash.test" ./integration/vm/crash/
 go test -c -ldflags '-s -w' -o "$BIN/exclusive.test" ./integration/vm/exclusive/
 go build -tags failpoint -ldflags '-s -w' -o "$BIN/rdma-chain-fp" ./plugins/meta/rdma-chain

@@ -31,7 +31,8 @@ type env struct {
 }
 
 func newEnv(t *testing.T, v string, b base) *env {
-	e := &env{v: v, b: b, c: guestkit.NewChain(binDir), dataDir: "/run/rdma-chain-xrdma-" + v}
+	e := chainEnv(t, v, "/run/rdma-chain-xrdma-"+v)
+	e.b = b
 	gw := ""
 	if v == "1.1.0" {
 		gw = `,"gateway":"fd00:99::1"`
@@ -40,6 +41,13 @@ func newEnv(t *testing.T, v string, b base) *env {
 	e.entry = `"mode":"exclusive","devices":["` + device + `"],"podSelection":"all","dataDir":"` + e.dataDir + `"`
 	e.conf(t, e.entry+","+e.ipam)
 	t.Logf("cniVersion %s conflist: rdma-chain {%s,%s}", v, e.entry, e.ipam)
+	return e
+}
+
+// chainEnv is a chain at cniVersion v with its state in dataDir; when t
+// ends, every named netns and the state are removed.
+func chainEnv(t *testing.T, v, dataDir string) *env {
+	e := &env{v: v, c: guestkit.NewChain(binDir), dataDir: dataDir}
 	t.Cleanup(func() {
 		paths, _ := os.ReadDir(nsDir)
 		for _, p := range paths {

@@ -15,6 +15,11 @@
 // address; eth0 never moved while it carries the node's default route or
 // address (110); the device-info file.
 //
+// The package also holds the scenarios bond-exclusive (TestBondExclusive,
+// bond_test.go: a device on a bond or on its slave refused) and
+// multi-exclusive (TestMultiExclusive, multi_test.go: four devices on
+// four NICs in one pod), which share its helpers.
+//
 // Every check is a subtest; the kernel is read through netlink, sysfs
 // and pkg/rdma and pkg/smc, never by parsing a tool's text. Log lines
 // carry the views before ADD, after ADD, after DEL and of the stranded
@@ -165,9 +170,12 @@ func setUpRxe() error {
 
 // nicSettled waits until eth0 has no tentative IPv6 address (the kernel
 // adds the local route of an address when its DAD ends).
-func nicSettled() error {
+func nicSettled() error { return settled(nic) }
+
+// settled waits until netdev name has no tentative IPv6 address.
+func settled(name string) error {
 	return guestkit.Poll(10*time.Second, 100*time.Millisecond, func() error {
-		l, err := netlink.LinkByName(nic)
+		l, err := netlink.LinkByName(name)
 		if err != nil {
 			return err
 		}
@@ -177,7 +185,7 @@ func nicSettled() error {
 		}
 		for _, a := range as {
 			if a.Flags&unix.IFA_F_TENTATIVE != 0 {
-				return fmt.Errorf("%s still has a tentative address %s", nic, a.IPNet)
+				return fmt.Errorf("%s still has a tentative address %s", name, a.IPNet)
 			}
 		}
 		return nil

@@ -59,18 +59,20 @@ func (e *env) addressAndGID(t *testing.T, p pod) {
 			return fmt.Errorf("no address")
 		}
 		want := gidOf(v6) + " rdma0 RoCE v2"
-		return pollGIDs(p.NetNS, want)
+		return pollGIDs(device, p.NetNS, want)
 	})
 	gs, err := simGIDs(p.NetNS)
 	t.Logf("%s simrdma0 GIDs: %q %v", p.Name, gs, err)
 	check(t, "add-one-record", func() error { return recordCount(e.dataDir, 1) })
 }
 
-func pollGIDs(nsPath, want string) error {
-	return guestkit.Poll(10*time.Second, 100*time.Millisecond, func() error {
-		gs, err := simGIDs(nsPath)
+// pollGIDs polls until dev's GIDs in the netns at nsPath have want
+// ("GID NDEV TYPE").
+func pollGIDs(dev, nsPath, want string) error {
+	return guestkit.Poll(15*time.Second, 100*time.Millisecond, func() error {
+		gs, err := devGIDs(dev, nsPath)
 		if err == nil && !slices.Contains(gs, want) {
-			err = fmt.Errorf("%q not in %s's simrdma0 table: %q", want, nsPath, gs)
+			err = fmt.Errorf("%q not in %s's %s table: %q", want, nsPath, dev, gs)
 		}
 		return err
 	})

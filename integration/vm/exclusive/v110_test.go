@@ -2,6 +2,7 @@ package exclusive
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -233,25 +234,34 @@ func (e *env) uplink(t *testing.T, route *netlink.Route, words string) {
 		return err
 	})
 	check(t, "device-on-eth0", func() error { return deviceOn(device, nic) })
-	check(t, "nothing-in-pod", func() error {
-		if name, err := podLinkByMAC(p.NetNS, e.b.mac); err != nil {
-			return err
-		} else if name != "" {
-			return fmt.Errorf("the NIC in the pod as %q", name)
-		}
-		devs, err := podDevices(p.NetNS)
-		if err == nil && len(devs) > 0 {
-			err = fmt.Errorf("up1 sees %s", devList(devs))
-		}
-		if err == nil {
-			err = noRdma0(p.NetNS)
-		}
-		return err
-	})
+	check(t, "nothing-in-pod", func() error { return nothingInPod(p, e.b.mac) })
 	check(t, "no-record", func() error { return recordCount(e.dataDir, 0) })
 	expectOK(t, "del", e.gone(t, p))
 	mustDo(t, "delete the route", netlink.RouteDel(route))
 	e.hostRestored(t, "uplink")
+}
+
+// nothingInPod: the pod has no link with mac, none of names, no rdma0
+// and sees no RDMA device.
+func nothingInPod(p pod, mac string, names ...string) error {
+	if name, err := podLinkByMAC(p.NetNS, mac); err != nil {
+		return err
+	} else if name != "" {
+		return fmt.Errorf("the netdev with MAC %s in %s as %q", mac, p.Name, name)
+	}
+	for _, n := range append(names, "rdma0") {
+		l, err := podLink(p.NetNS, n)
+		if err == nil {
+			return fmt.Errorf("%s in %s: a %s", n, p.Name, l.Type())
+		} else if !errors.Is(err, errAbsent) {
+			return err
+		}
+	}
+	devs, err := podDevices(p.NetNS)
+	if err == nil && len(devs) > 0 {
+		err = fmt.Errorf("%s sees %s", p.Name, devList(devs))
+	}
+	return err
 }
 
 // podLinkByMAC is the name of the link with mac in the netns at path.

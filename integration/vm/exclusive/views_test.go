@@ -46,12 +46,15 @@ func nicView(name string) ([]string, error) {
 // simGIDs is "GID NDEV TYPE" of each GID of simrdma0 port 1 as the netns
 // at nsPath ("": init_net) sees it, sorted (no index: the kernel may
 // reorder on re-add); an error when simrdma0 is not visible there.
-func simGIDs(nsPath string) ([]string, error) {
+func simGIDs(nsPath string) ([]string, error) { return devGIDs(device, nsPath) }
+
+// devGIDs is simGIDs of RDMA device dev.
+func devGIDs(dev, nsPath string) ([]string, error) {
 	var gs []rdma.GID
 	var err error
 	if nsPath == "" {
-		if _, err := os.Stat("/sys/class/infiniband/" + device + "/ports/1"); err != nil {
-			return nil, fmt.Errorf("%s not visible in init_net: %w", device, err)
+		if _, err := os.Stat("/sys/class/infiniband/" + dev + "/ports/1"); err != nil {
+			return nil, fmt.Errorf("%s not visible in init_net: %w", dev, err)
 		}
 		gs, err = rdma.New().GIDs()
 	} else {
@@ -62,12 +65,12 @@ func simGIDs(nsPath string) ([]string, error) {
 	}
 	var out []string
 	for _, g := range gs {
-		if g.Device == device && g.Port == 1 {
+		if g.Device == dev && g.Port == 1 {
 			out = append(out, g.GID+" "+g.Netdev+" "+g.Type)
 		}
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("no GID of %s in %q: %+v", device, nsPath, gs)
+		return nil, fmt.Errorf("no GID of %s in %q: %+v", dev, nsPath, gs)
 	}
 	slices.Sort(out)
 	return out, nil

@@ -19,7 +19,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rdma-chain/rdma-chain/internal/nldump"
-	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 	"github.com/rdma-chain/rdma-chain/pkg/smc"
 )
@@ -315,28 +314,39 @@ func SettleTo(t testing.TB, want Node, dirs ...string) (Node, bool) {
 }
 
 // Settled waits until nic has its carrier and a link-local address that
-// is not tentative.
+// is not tentative, and fails t if it never has.
 func Settled(t testing.TB, nic string) {
 	t.Helper()
-	testenv.Eventually(t, 20*time.Second, func() (bool, string) {
+	if err := WaitSettled(nic); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// WaitSettled polls, for 20 s, until nic has its carrier and a link-local
+// address that is not tentative, and no tentative address at all.
+func WaitSettled(nic string) error {
+	return Poll(20*time.Second, 100*time.Millisecond, func() error {
 		l, err := netlink.LinkByName(nic)
 		if err != nil {
-			return false, err.Error()
+			return err
 		}
 		if l.Attrs().RawFlags&unix.IFF_LOWER_UP == 0 {
-			time.Sleep(100 * time.Millisecond)
-			return false, nic + " has no carrier"
+			return errors.New(nic + " has no carrier")
 		}
 		as, err := netlink.AddrList(l, netlink.FAMILY_V6)
 		if err != nil {
-			return false, err.Error()
+			return err
 		}
+		ll := false
 		for _, a := range as {
-			if a.IP.IsLinkLocalUnicast() && a.Flags&unix.IFA_F_TENTATIVE == 0 {
-				return true, ""
+			if a.Flags&unix.IFA_F_TENTATIVE != 0 {
+				return fmt.Errorf("%s has a tentative address %s", nic, a.IPNet)
 			}
+			ll = ll || a.IP.IsLinkLocalUnicast()
 		}
-		time.Sleep(100 * time.Millisecond)
-		return false, nic + " has no settled link-local address"
+		if !ll {
+			return errors.New(nic + " has no link-local address")
+		}
+		return nil
 	})
 }
