@@ -24,9 +24,11 @@ import (
 //   - exclusive mode, switched as its admin would switch it (no pod netns
 //     on the node, `rdma system set netns exclusive`): one runs with eth2
 //     and simrdma1 moved into its netns; the other waits, Pending with the
-//     scheduler's reason, and gets them once the first is deleted. After
-//     the last, eth2 and simrdma1 are back on the node with the /64 the
-//     pods' addresses came from, and the node goes back to shared mode.
+//     scheduler's reason, and gets them once the first is deleted. Its
+//     sandbox then dies without DEL under a stopped kubelet
+//     (testOrphanedExclusive). After the last, eth2 and simrdma1 are back
+//     on the node with the /64 the pods' addresses came from, and the
+//     node goes back to shared mode.
 func testDRAOnly(t *testing.T, cp *controlPlane) {
 	node := twoRootNode
 	devs := cp.sliceDevices(t, node)
@@ -87,6 +89,7 @@ func testExclusiveDRA(t *testing.T, cp *controlPlane, path string, chars []strin
 	cp.podBecomesReady(t, second, 5*time.Minute)
 	t.Logf("CLUSTER-TIME %s Ready %.1f s after %s's delete began", second, time.Since(start).Seconds(), first)
 	assertHoldsNIC(t, cp, second, "exclusive", chars)
+	testOrphanedExclusive(t, cp, second, chars)
 	if out, err := cp.kubectlOut("delete", "-f", path, "--ignore-not-found", "--wait=true", "--timeout=3m"); err != nil {
 		t.Fatalf("kubectl delete: %v: %s", err, out)
 	}

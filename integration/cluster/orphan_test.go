@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 	"github.com/rdma-chain/rdma-chain/pkg/inspect"
 )
 
@@ -25,14 +26,16 @@ func hookHeld(state string) bool {
 // (attached, held, then one listed netns inode per line).
 const hookState = "/host/opt/cni/bin/rdma-chain-smc-hook state /host/sys/fs/bpf/rdma-chain"
 
-// orphanScript runs on node-a with the pod's netns inode: it stops kubelet
+// orphanScript runs on a node with a pod's netns inode: it stops kubelet
 // (SIGSTOP: its supervisor does not restart it, and it calls no CNI DEL
 // while stopped), kills every process in the netns, removes the netns pin,
-// and waits for the inode to leave the hook map, as only the DaemonSet's
-// reconcile can take it out then. kubelet is resumed on every exit.
-const orphanScript = `INO=%d
-listed() { ` + hookState + ` | grep -qx "$INO"; }
-listed || { echo "inode $INO is not listed in the hook:"; ` + hookState + `; exit 1; }
+// and waits until undone (a shell condition) holds, as only the
+// DaemonSet's reconcile can undo the pod's attachment then; pre runs
+// first and exits 1 when the pod is not as the case needs; report prints
+// what undid it. kubelet is resumed on every exit.
+func orphanScript(ino uint64, pre, undone, report string) string {
+	return fmt.Sprintf(`INO=%d
+%s
 PIN=
 for f in /host/run/netns/* /host/var/run/netns/*; do
 	[ "$(stat -c %%i "$f" 2>/dev/null)" = "$INO" ] && { PIN=${f#/host}; break; }
@@ -57,16 +60,19 @@ done
 # This pod's copy of the host's mounts holds the netns too: its copy
 # goes, then the node's pin.
 umount "/host$PIN" 2>/dev/null
-nsenter -t 1 -m /bin/busybox umount "$PIN" && nsenter -t 1 -m /bin/busybox rm "$PIN" || exit 1
+nsenter -t 1 -m /bin/busybox sh -c 'umount "$1" 2>/dev/null; rm -f "$1"; ! test -e "$1"' - "$PIN" || { echo "the pin $PIN stays: $(ls -l /host$PIN)"; exit 1; }
 echo "netns $PIN: no process left in it, pin removed at +$(el) s"
-while listed; do
-	[ "$(el)" -lt 180 ] || { echo "inode $INO still listed $(el) s after its netns died:"; ` + hookState + `; exit 1; }
+until %s; do
+	[ "$(el)" -lt 180 ] || { echo "not undone $(el) s after its netns died:"; %s; exit 1; }
 	sleep 1
 done
-echo "inode $INO unlisted at +$(el) s, kubelet $(grep State /proc/$KUBELET/status)"
-` + hookState + ` | sed 's/^/hook: /'
-grep -h 'msg="released an attachment" .*pod default/smcr-orphan' /host/var/log/pods/kube-system_rdma-chain-*/reconcile/*.log
-`
+echo "undone at +$(el) s, kubelet $(grep State /proc/$KUBELET/status)"
+%s
+`, ino, pre, undone, report, report)
+}
+
+// reconcileLog is the DaemonSet's reconcile containers' logs on the node.
+const reconcileLog = "/host/var/log/pods/kube-system_rdma-chain-*/reconcile/*.log"
 
 var netnsInode = regexp.MustCompile(`^net:\[(\d+)\]$`)
 
@@ -88,9 +94,13 @@ func testOrphanedSMCR(t *testing.T, cp *controlPlane) {
 		t.Fatalf("the pod's netns: %v: %q", err, out)
 	}
 	start := time.Now()
-	out, ok := cp.debugWait(t, cp.debugStart(t, node, testImage, "/bin/busybox", "sh", "-c", fmt.Sprintf(orphanScript, atoi(t, m[1]))), 8*time.Minute)
+	script := orphanScript(atoi(t, m[1]), `listed() { `+hookState+` | grep -qx "$INO"; }
+listed || { echo "inode $INO is not listed in the hook:"; `+hookState+`; exit 1; }`,
+		"! listed", hookState+` | sed 's/^/hook: /'
+grep -h 'msg="released an attachment" .*pod default/smcr-orphan' `+reconcileLog)
+	out, ok := cp.debugWait(t, cp.debugStart(t, node, testImage, "/bin/busybox", "sh", "-c", script), 8*time.Minute)
 	t.Logf("on %s, kubelet stopped (%.0f s):\n%s", node, time.Since(start).Seconds(), out)
-	if !ok || !strings.Contains(out, "unlisted at +") || !strings.Contains(out, "is gone while CRI still lists the sandbox") {
+	if !ok || !strings.Contains(out, "undone at +") || !strings.Contains(out, "is gone while CRI still lists the sandbox") {
 		t.Fatalf("want the inode unlisted by reconcile's release while kubelet was stopped")
 	}
 	cp.poll(t, 3*time.Minute, func(s string) bool { return s == "True" },
@@ -109,6 +119,56 @@ grep 'verb=DEL .*pod=default/smcr-orphan ' /host/var/log/rdma-chain.log | sed 's
 			t.Errorf("a DEL of smcr-orphan failed: %s", line)
 		}
 	}
+}
+
+// testOrphanedExclusive: pod holds twoRootNode's eth2 and simrdma1 in
+// exclusive mode (testExclusiveDRA) and dies with its netns while kubelet
+// is stopped, so no DEL comes. The kernel gives a physical NIC and its
+// RDMA device back to the node when the netns dies, under another name
+// and without the node's address: the DaemonSet's reconcile must repair
+// them from the pod's record (eth2 with its /64, simrdma1 on it) before
+// kubelet runs again. Resumed, kubelet gives the pod a new sandbox, whose
+// ADD moves both into it again.
+func testOrphanedExclusive(t *testing.T, cp *controlPlane, pod string, chars []string) {
+	node := twoRootNode
+	// One pod's get is the pod, not a list.
+	ids := `jsonpath={.status.containerStatuses[*].containerID}`
+	before, err := cp.kubectlOut("get", "pod", pod, "-o", ids)
+	if err != nil || !strings.HasPrefix(before, "containerd://") {
+		t.Fatalf("%s's container: %v: %q", pod, err, before)
+	}
+	out, err := cp.exec(pod, "/bin/busybox", "readlink", "/proc/1/ns/net")
+	m := netnsInode.FindStringSubmatch(strings.TrimSpace(out))
+	if err != nil || m == nil {
+		t.Fatalf("%s's netns: %v: %q", pod, err, out)
+	}
+	home := `home() { /usr/sbin/ip -6 -o addr show dev eth2 2>/dev/null | grep -q 'fd00:20:2::1/64' && /usr/sbin/rdma link 2>/dev/null | grep -q 'simrdma1/1 .*netdev eth2 *$'; }
+repaired() { grep -q 'msg="repaired an attachment" .*pod default/` + pod + `, exclusive' ` + reconcileLog + `; }`
+	start := time.Now()
+	script := orphanScript(atoi(t, m[1]), home+`
+! home || { echo "eth2 with its address is on the node while `+pod+` holds it"; exit 1; }`,
+		"home && repaired", `echo "eth2: $(/usr/sbin/ip -o addr show dev eth2 | tr -s ' ' | cut -d' ' -f4 | xargs)"
+/usr/sbin/rdma link | grep simrdma1
+grep -h 'msg="repaired an attachment" .*pod default/`+pod+`, exclusive' `+reconcileLog)
+	out, ok := cp.debugWait(t, cp.debugStart(t, node, testImage, "/bin/busybox", "sh", "-c", script), 8*time.Minute)
+	t.Logf("on %s, kubelet stopped (%.0f s):\n%s", node, time.Since(start).Seconds(), out)
+	if !ok || !strings.Contains(out, "undone at +") {
+		t.Fatalf("want eth2 and simrdma1 repaired on %s by reconcile while kubelet was stopped", node)
+	}
+	start = time.Now()
+	cp.poll(t, 3*time.Minute, func(s string) bool { return s == "True" },
+		"get", "node", node, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
+	testenv.Eventually(t, 5*time.Minute, func() (bool, string) {
+		now, err := cp.kubectlOut("get", "pod", pod, "-o", ids)
+		done := err == nil && now != before && strings.HasPrefix(now, "containerd://")
+		if !done {
+			time.Sleep(time.Second)
+		}
+		return done, fmt.Sprintf("the pod's container: %s (%v), before %s", now, err, before)
+	})
+	cp.podBecomesReady(t, pod, 5*time.Minute)
+	t.Logf("CLUSTER-TIME %s Ready in a new sandbox %.1f s after kubelet resumed", pod, time.Since(start).Seconds())
+	assertHoldsNIC(t, cp, pod, "exclusive", chars)
 }
 
 func atoi(t *testing.T, s string) uint64 {

@@ -20,10 +20,11 @@ const rxeCounters = "cat " + rxe + "/hw_counters/sent_pkts " + rxe + "/hw_counte
 // counts the packets), and perftest's send bandwidth and latency between
 // them is printed beside the same tests between node-a's own address and
 // itself on the same rxe0. Then kubelet is killed under them and its
-// supervisor starts it again (the node tier's kubelet restart): the node
+// supervisor starts it again (the node tier's kubelet restart): CRI's
+// NetworkReady turns false while kubelet is down and true again, the node
 // turns Ready again, both pods stay Ready with rdma0, the same address and
-// the same containers, and rping runs again. The DaemonSet pod's restart under running
-// pods is the daemonset-rollout scenario's.
+// the same containers, and rping runs again. The DaemonSet pod's restart
+// under running pods is the daemonset-rollout scenario's.
 func testSameNode(t *testing.T, cp *controlPlane) {
 	node := nodeNames[0]
 	path := filepath.Join(testenv.RepoRoot(), "integration/cluster/pods/same-node-rping.yaml")
@@ -50,8 +51,10 @@ func testSameNode(t *testing.T, cp *controlPlane) {
 		t.Fatalf("kubelet's pid on %s: %q", node, pid)
 	}
 	restart := time.Now()
-	// The exec itself runs through kubelet: the kill comes after it ends.
-	cp.nodeShell(t, node, "setsid /bin/busybox sh -c 'sleep 1; kill "+pid+"' </dev/null >/dev/null 2>&1 &")
+	// CRI's NetworkReady is watched from the node itself, as exec goes
+	// through kubelet; the exec runs the kill after it ends.
+	cp.nodeShell(t, node, "rm -f /host/run/rc-netready.log; setsid /bin/busybox sh -c '"+netReadyWatch+"' </dev/null >/dev/null 2>&1 &"+
+		"setsid /bin/busybox sh -c 'sleep 1; kill "+pid+"' </dev/null >/dev/null 2>&1 &")
 	cp.pollFunc(t, 3*time.Minute, func() (bool, string) {
 		now, err := cp.nodeExec(t, node, "pidof kubelet")
 		now = strings.TrimSpace(now)
@@ -66,6 +69,7 @@ func testSameNode(t *testing.T, cp *controlPlane) {
 		return ready == "True" && err == nil && at.After(restart)
 	}, "get", "node", node, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status} {.status.conditions[?(@.type=="Ready")].lastHeartbeatTime}`)
 	t.Logf("CLUSTER-TIME %s: kubelet killed, running again, healthy and Ready %.1f s later", node, time.Since(restart).Seconds())
+	cp.networkReadyAgain(t, node)
 	for _, pod := range pods {
 		cp.podBecomesReady(t, pod, 3*time.Minute)
 		cp.requireRDMA0(t, node, pod)
@@ -77,6 +81,29 @@ func testSameNode(t *testing.T, cp *controlPlane) {
 		t.Errorf("rping-server's rdma0 %s after kubelet's restart, %s before", again, addr)
 	}
 	sameNodeRping(t, cp, node, addr)
+}
+
+// netReadyWatch runs on the node (through the shell pod's /host) while
+// kubelet is down: CRI's NetworkReady, as containerd reports it from the
+// conflist's CNI STATUS, must turn false (the plugin's STATUS is 50 while
+// kubelet's pod-resources socket does not answer, docs/configuration.md
+// kubeletUnreachable) and true again once kubelet is back.
+const netReadyWatch = `chroot /host /usr/local/bin/nodectl netready 240 >/host/run/rc-netready.log 2>&1; echo "exit $?" >>/host/run/rc-netready.log`
+
+// networkReadyAgain waits for netReadyWatch's end and fails t unless it
+// saw NetworkReady false, then true.
+func (cp *controlPlane) networkReadyAgain(t *testing.T, node string) {
+	t.Helper()
+	var log string
+	cp.pollFunc(t, 4*time.Minute, func() (bool, string) {
+		log = cp.nodeShell(t, node, "cat /host/run/rc-netready.log 2>/dev/null; true")
+		return strings.Contains(log, "exit "), "the NetworkReady watch has not ended: " + log
+	})
+	if !strings.Contains(log, "exit 0") || !strings.Contains(log, "NODE-NETREADY false for") {
+		t.Errorf("CRI NetworkReady on %s across kubelet's restart: %s", node, log)
+		return
+	}
+	t.Logf("%s: CRI NetworkReady across kubelet's restart: %s", node, strings.TrimSpace(strings.SplitN(log, "\n", 2)[0]))
 }
 
 // requireRDMA0 fails t when pod has no rdma0, with what node's plugin log

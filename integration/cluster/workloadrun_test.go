@@ -90,27 +90,60 @@ func runGroup(t *testing.T, cp *controlPlane, files []string) {
 	}
 	deleted = true
 	t.Logf("CLUSTER-TIME group %v: kubectl delete --wait returned %.1f s after the deletes began", baseNames(files), time.Since(start).Seconds())
+	cp.podsGone(t, ws, files, start)
+	for _, n := range nodeNames {
+		cp.nodeAsBefore(t, n, before[n], start)
+	}
+}
+
+// podsGone waits until the group's pods, terminating ones too, are gone
+// from the API, and prints when each left.
+func (cp *controlPlane) podsGone(t *testing.T, ws []workload, files []string, start time.Time) {
+	t.Helper()
+	var left []string // each change of the pods still there, with when
+	last := ""
 	cp.pollFunc(t, 5*time.Minute, func() (bool, string) {
-		left, err := cp.workloadPods(ws, true)
+		there, err := cp.workloadPods(ws, true)
 		if err != nil {
 			return false, err.Error()
 		}
 		var names []string
-		for _, ps := range left {
+		for _, ps := range there {
 			for _, p := range ps {
 				names = append(names, p.Metadata.Namespace+"/"+p.Metadata.Name)
 			}
 		}
+		slices.Sort(names)
+		if now := strings.Join(names, " "); now != last {
+			left = append(left, fmt.Sprintf("%.1f s: %d left %v", time.Since(start).Seconds(), len(names), names))
+			last = now
+		}
 		return len(names) == 0, fmt.Sprintf("pods still there: %v", names)
 	})
-	t.Logf("CLUSTER-TIME group %v: its pods gone from the API %.1f s after the deletes began", baseNames(files), time.Since(start).Seconds())
-	for _, n := range nodeNames {
-		var now string
-		cp.pollFunc(t, 5*time.Minute, func() (bool, string) {
-			now = cp.nodeShell(t, n, nodeStateScript)
-			return now == before[n], diffLines(before[n], now)
-		})
-		t.Logf("%s as before the group %.1f s after the deletes began: %d lines of state", n, time.Since(start).Seconds(), strings.Count(now, "\n"))
+	t.Logf("CLUSTER-TIME group %v: its pods gone from the API %.1f s after the deletes began:\n%s",
+		baseNames(files), time.Since(start).Seconds(), strings.Join(left, "\n"))
+}
+
+// nodeAsBefore waits until node's state equals before; a slow return
+// prints what stayed behind, and when.
+func (cp *controlPlane) nodeAsBefore(t *testing.T, node, before string, start time.Time) {
+	t.Helper()
+	var now string
+	var seen []string // each distinct difference, with when it was first read
+	last := ""
+	cp.pollFunc(t, 5*time.Minute, func() (bool, string) {
+		now = cp.nodeShell(t, node, nodeStateScript)
+		d := diffLines(before, now)
+		if now != before && d != last {
+			seen = append(seen, fmt.Sprintf("%.1f s: %s", time.Since(start).Seconds(), d))
+			last = d
+		}
+		return now == before, d
+	})
+	took := time.Since(start)
+	t.Logf("%s as before the group %.1f s after the deletes began: %d lines of state", node, took.Seconds(), strings.Count(now, "\n"))
+	if took > time.Minute && len(seen) > 0 {
+		t.Logf("%s: what differed from before the group on the way back:\n%s", node, strings.Join(seen, "\n"))
 	}
 }
 
