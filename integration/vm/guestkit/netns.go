@@ -16,8 +16,11 @@ import (
 )
 
 // NewNetNS makes a new network namespace pinned at path, as `ip netns
-// add` does: a bind mount of a new netns on a file. No process stays in
-// it: the thread that made it ends with its goroutine.
+// add` does: a bind mount of a new netns on a file. No thread stays in
+// it: the thread that made it goes back to its netns before its goroutine
+// ends, as the runtime keeps a locked thread alive when it is the main
+// one, and a thread left in the netns would keep it alive after its pin
+// is gone (the kernel would give nothing back: the gone-netns cases).
 func NewNetNS(path string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
@@ -29,13 +32,25 @@ func NewNetNS(path string) error {
 	_ = f.Close()
 	done := make(chan error, 1)
 	go func() {
-		runtime.LockOSThread() // never unlocked: the runtime ends this thread
+		// Never unlocked: should the way back fail, the runtime ends
+		// this thread rather than run other goroutines in the netns.
+		runtime.LockOSThread()
+		src := fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid())
+		orig, err := unix.Open(src, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			done <- fmt.Errorf("this thread's netns: %w", err)
+			return
+		}
+		defer unix.Close(orig)
 		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
 			done <- fmt.Errorf("unshare a netns: %w", err)
 			return
 		}
-		src := fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid())
-		done <- unix.Mount(src, path, "none", unix.MS_BIND, "")
+		err = unix.Mount(src, path, "none", unix.MS_BIND, "")
+		if back := unix.Setns(orig, unix.CLONE_NEWNET); err == nil && back != nil {
+			err = fmt.Errorf("back to this thread's netns: %w", back)
+		}
+		done <- err
 	}()
 	if err := <-done; err != nil {
 		_ = os.Remove(path)
