@@ -81,7 +81,7 @@ type scenario struct {
 var bootGroups = []bootGroup{
 	{"shared-mode", 0, []scenario{{"smoke", false, false}, {"shared", true, false}, {"podres", true, false},
 		{"ipv6", true, false}, {"smc", true, false}, {"upgrade-shared", true, false}, {"demo", true, true}}}, // 133 s
-	{"exclusive-simrdma", 1, []scenario{{"exclusive-rdma", true, false}, {"bond-exclusive", true, false}}}, // 120 s
+	{"exclusive-simrdma", 1, []scenario{{"exclusive-rdma", true, false}, {"bond-exclusive", true, false}}}, // 85 s
 	{"crash-simrdma", 1, []scenario{{"crash-rdma", true, false}}},                                          // 107 s
 	{"soak-shared", 0, []scenario{{"soak-shared", true, false}}},                                           // 80 s
 	{"soak-simrdma", 1, []scenario{{"soak-exclusive", true, false}}},                                       // 78 s
