@@ -153,7 +153,7 @@ func (cp *controlPlane) nodeAsBefore(t *testing.T, node, before string, start ti
 // rdma-chain's attachment records.
 const nodeStateScript = `ip -o link | awk -F': ' '{ sub(/@.*/, "", $2); print "link " $2 }' | sort
 ip -o addr | awk '{ print "addr " $2 " " $4 }' | sort
-rdma link | awk '{ print "rdma " $2 " " $4 " " $NF }' | sort
+/usr/sbin/rdma link | awk '{ print "rdma " $2 " " $4 " " $NF }' | sort
 grep -H . /sys/class/infiniband/*/ports/*/gids/* 2>/dev/null | grep -v ':0000:0000:0000:0000:0000:0000:0000:0000$' |
 	sed -E 's|^/sys/class/infiniband/([^/]+)/ports/([0-9]+)/gids/[0-9]+:|gid \1/\2 |' | sort -u
 ls /host/var/lib/cni/rdma-chain/attachments 2>/dev/null | sed 's/^/record /'
