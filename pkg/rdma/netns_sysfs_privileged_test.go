@@ -3,6 +3,7 @@ package rdma
 import (
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -63,4 +64,53 @@ func ownMounts() (string, error) {
 		kept = append(kept, l)
 	}
 	return strings.Join(kept, "\n"), err
+}
+
+// TestNetnsSysfsThreadBack: the thread that read a pod netns's sysfs is
+// back in its own netns and mount namespace afterwards. The runtime keeps
+// the main thread when its locked goroutine ends; one left in the pod's
+// namespaces would keep that netns alive after the pod is gone (its sysfs
+// mount holds it), so a moved NIC would never come back. Run here on a
+// locked thread the test owns, to read its namespaces after.
+func TestNetnsSysfsThreadBack(t *testing.T) {
+	testenv.Privileged(t)
+	pod := netnstest.NewNS(t)
+	type nsIDs struct{ net, mnt string }
+	read := func() (nsIDs, error) {
+		n, err := os.Readlink("/proc/thread-self/ns/net")
+		if err != nil {
+			return nsIDs{}, err
+		}
+		m, err := os.Readlink("/proc/thread-self/ns/mnt")
+		return nsIDs{n, m}, err
+	}
+	type result struct {
+		before, inside, after nsIDs
+		err                   error
+	}
+	done := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread() // ended with its goroutine: it may be anywhere
+		var r result
+		if r.before, r.err = read(); r.err == nil {
+			r.err = enterNetnsSysfs(pod.Path(), func(string) (err error) {
+				r.inside, err = read()
+				return err
+			})
+		}
+		if r.err == nil {
+			r.after, r.err = read()
+		}
+		done <- r
+	}()
+	r := <-done
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r.inside.net == r.before.net || r.inside.mnt == r.before.mnt {
+		t.Fatalf("fn ran in the thread's own namespaces: before %+v, inside %+v", r.before, r.inside)
+	}
+	if r.after != r.before {
+		t.Errorf("the thread stayed in %+v, it was in %+v (fn ran in %+v)", r.after, r.before, r.inside)
+	}
 }
