@@ -7,12 +7,11 @@
 // exclusive-rdma scenario boots with a second NIC and the simrdma test
 // module (integration/vm/simrdma, built by prepare.sh against Debian's
 // linux-headers), a movable RDMA device; without that module the scenario is
-// unavailable, which fails under CI=true. Four scenarios are Go tests run
-// in the guest, built here with go test -c (crash.test from
-// integration/vm/crash, exclusive.test from integration/vm/exclusive, both
-// on integration/vm/guestkit): crash-rdma, exclusive-rdma, bond-exclusive
-// and multi-exclusive run them through lib.sh's go_checks, which makes
-// each subtest a check.
+// unavailable, which fails under CI=true. Most scenarios are Go tests run
+// in the guest, built here with go test -c (NAME.test from each package
+// of guestTests, on integration/vm/guestkit): their scripts run them
+// through lib.sh's go_checks, which makes each subtest a check and fails
+// the scenario unless the binary ran and its top test passed.
 //
 //	scripts/vm/prepare.sh                      # once; cached in .cache/vm
 //	go test -tags vm -v ./integration/vm/
@@ -78,6 +77,10 @@ type scenario struct {
 // Longest first (mean boot wall on the three kernels, make test warm): the
 // kernels' boots interleave in the VM slots, and the tier ends with its
 // shortest boots, not a long one begun late.
+// guestTests are the packages under integration/vm built as test
+// binaries (NAME.test) the guest runs.
+var guestTests = []string{"crash", "exclusive", "shared", "smcr", "lingjun", "soak", "ops", "upgrade", "caps"}
+
 var bootGroups = []bootGroup{
 	{"shared-mode", 0, []scenario{{"smoke", false, false}, {"shared", true, false}, {"podres", true, false},
 		{"ipv6", true, false}, {"smc", true, false}, {"upgrade-shared", true, false}, {"demo", true, true}}}, // 133 s
@@ -115,7 +118,7 @@ type prepared struct {
 	qemu    string
 	kernels map[string]string // "6.1" -> kernel tree
 	simrdma map[string]string // "6.1" -> simrdma.ko built for it (absent: not built)
-	binDir  string            // static guest binaries (fakekubelet, cnicall, rdma-chain)
+	binDir  string            // static guest binaries (fakekubelet, smcctl, rdma-chain)
 	plugin  bool              // rdma-chain is among them
 	why     string            // why it is not
 }
@@ -336,7 +339,7 @@ func buildBinaries(root string) (prepared, error) {
 		}
 		return nil
 	}
-	for _, g := range []string{"fakekubelet", "cnicall", "smcctl", "tcpproto", "promscrape", "kcaps"} {
+	for _, g := range []string{"fakekubelet", "smcctl", "tcpproto", "kcaps"} {
 		if err := build(g, "./integration/vm/guest/"+g); err != nil {
 			return p, err
 		}
@@ -353,10 +356,8 @@ func buildBinaries(root string) (prepared, error) {
 		"-o", filepath.Join(dir, "netdev.test"), "./pkg/netdev/"); err != nil {
 		return p, fmt.Errorf("go test -c ./pkg/netdev: %w\n%s", err, o)
 	}
-	// The crash matrix and the exclusive-mode scenarios run in the guest as
-	// Go tests (crash-rdma.sh; exclusive-rdma.sh, bond-exclusive.sh and
-	// multi-exclusive.sh: lib.sh's go_checks).
-	for _, g := range []string{"crash", "exclusive"} {
+	// The scenarios that are Go tests run in the guest (lib.sh's go_checks).
+	for _, g := range guestTests {
 		if o, err := runCmd(root, []string{"CGO_ENABLED=0"}, "go", "test", "-c", "-ldflags=-s -w",
 			"-o", filepath.Join(dir, g+".test"), "./integration/vm/"+g+"/"); err != nil {
 			return p, fmt.Errorf("go test -c ./integration/vm/%s: %w\n%s", g, err, o)

@@ -10,7 +10,7 @@
 # boot when joined by commas (exclusive and exclusive-rdma need their own boots). A boot with
 # exclusive-rdma gets a second NIC (virtio-net, qemu user networking with restrict=on: nothing
 # leaves qemu) and the simrdma test module bound to it (rc.simrdma=eth0). Steps: prepare.sh (cached), build the
-# static binaries and the Go tests the guest runs (crash.test, exclusive.test), build the initramfs, boot qemu (TCG) with a hard timeout
+# static binaries and the Go tests the guest runs (NAME.test), build the initramfs, boot qemu (TCG) with a hard timeout
 # (VM_TIMEOUT, default 180 s). VM_APPEND adds kernel command line words
 # (rc.load=optional also loads xfrm_user and nfnetlink). Exit status 0 only on "RC-RESULT pass".
 set -euo pipefail
@@ -49,23 +49,21 @@ esac
 
 [ -x "$ROOT/.tools/bin/cnitool" ] && [ -x "$ROOT/.tools/cni/bin/ptp" ] || "$ROOT/scripts/deps.sh"
 
-WORK="$ROOT/.cache/vm/run"
+WORK="${VM_WORK:-$ROOT/.cache/vm/run}" # VM_WORK: a run of its own beside another
 BIN="$WORK/bin"
 mkdir -p "$BIN"
 cd "$ROOT"
 export CGO_ENABLED=0
 go build -ldflags '-s -w' -o "$BIN/fakekubelet" ./integration/vm/guest/fakekubelet
-go build -ldflags '-s -w' -o "$BIN/cnicall" ./integration/vm/guest/cnicall
 go build -ldflags '-s -w' -o "$BIN/smcctl" ./integration/vm/guest/smcctl
 go build -ldflags '-s -w' -o "$BIN/tcpproto" ./integration/vm/guest/tcpproto
-go build -ldflags '-s -w' -o "$BIN/promscrape" ./integration/vm/guest/promscrape
 go build -ldflags '-s -w' -o "$BIN/kcaps" ./integration/vm/guest/kcaps
 go test -c -tags smchook -ldflags '-s -w' -o "$BIN/hook.test" ./pkg/smc/hook/
 go test -c -ldflags '-s -w' -o "$BIN/netdev.test" ./pkg/netdev/
-# The crash matrix and the exclusive-mode scenarios: Go tests run in the
-# guest (crash-rdma.sh; exclusive-rdma.sh, bond-exclusive.sh, multi-exclusive.sh).
-go test -c -ldflags '-s -w' -o "$BIN/crash.test" ./integration/vm/crash/
-go test -c -ldflags '-s -w' -o "$BIN/exclusive.test" ./integration/vm/exclusive/
+# The scenarios that are Go tests run in the guest (vm_test.go's guestTests).
+for g in crash exclusive shared smcr lingjun soak ops upgrade caps; do
+	go test -c -ldflags '-s -w' -o "$BIN/$g.test" ./integration/vm/$g/
+done
 go build -tags failpoint -ldflags '-s -w' -o "$BIN/rdma-chain-fp" ./plugins/meta/rdma-chain
 # The binaries built beside the plugin (the SMC socket hook, which the plugin
 # runs from its own directory; the operator binary): the ones beside

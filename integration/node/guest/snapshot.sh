@@ -1,6 +1,7 @@
 #!/bin/sh
-# The node as DEL and GC must leave it, for scenarios that compare the node
-# before and after (upgrade-*, soak-*; the crash matrix reads it in Go). Sourced after lib.sh; reads
+# The node as DEL and GC must leave it, for the node tier's pods.sh, which
+# compares the node before and after (the VM tier's Go tests read it with
+# integration/vm/guestkit's ReadNode). Sourced after lib.sh; reads
 # $DATADIR (the plugin's records) and $RIPAM (rdma0's host-local leases).
 #   snap            init_net's links (name, flags, MTU, MAC), addresses,
 #                   routes of every table, rdma dev and link, the GIDs of

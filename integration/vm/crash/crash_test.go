@@ -111,7 +111,7 @@ func setUpNode(t *testing.T) {
 	if err := guestkit.SetUpNIC(nic); err != nil {
 		t.Fatal(err)
 	}
-	if err := installPlugin(binDir, fpBuild, refDir); err != nil {
+	if err := guestkit.InstallPlugin(binDir, fpBuild, refDir); err != nil {
 		t.Fatalf("install the failpoint build: %v", err)
 	}
 }

@@ -66,41 +66,41 @@ func TestBondExclusive(t *testing.T) {
 		{"exclusive-mode", exclusiveMode},
 		{"load-bonding", guestkit.LoadBonding},
 		{"simrdma-unloaded", func() error { return guestkit.UnloadModule("simrdma") }},
-		{"make-bond", func() error { return makeBond(bond, bondSlaves...) }},
+		{"make-bond", func() error { return guestkit.MakeBond(bond, bondSlaves...) }},
 	}
 	for _, s := range steps {
-		if !check(t, s.name, s.f) {
+		if !guestkit.Check(t, s.name, s.f) {
 			t.FailNow()
 		}
 	}
-	e := chainEnv(t, "1.0.0", "/run/rdma-chain-bondx")
-	e.conf(t, `"mode":"exclusive","devices":["`+device+`"],"podSelection":"all","dataDir":"`+e.dataDir+`"`)
+	e := &env{Calls: guestkit.NewCalls(t, "1.0.0", "/run/rdma-chain-bondx")}
+	e.Conf(t, `"mode":"exclusive","devices":["`+device+`"],"podSelection":"all","dataDir":"`+e.DataDir+`"`)
 	for _, c := range bondCases {
-		if !check(t, c.load, func() error { return loadSimrdma(c.bindTo) }) ||
-			!check(t, c.on, func() error { return guestkit.BoundTo(device, c.bindTo) }) {
+		if !guestkit.Check(t, c.load, func() error { return loadSimrdma(c.bindTo) }) ||
+			!guestkit.Check(t, c.on, func() error { return guestkit.BoundTo(device, c.bindTo) }) {
 			t.FailNow()
 		}
-		check(t, c.prefix+"plugin-sees-"+c.pluginSees, func() error { // the GIDs come asynchronously
+		guestkit.Check(t, c.prefix+"plugin-sees-"+c.pluginSees, func() error { // the GIDs come asynchronously
 			return guestkit.Poll(10*time.Second, 100*time.Millisecond, func() error { return deviceOn(device, c.pluginSees) })
 		})
-		if c.uplink && !check(t, "bond1-default-route", func() error { return bondUplink(true) }) {
+		if c.uplink && !guestkit.Check(t, "bond1-default-route", func() error { return bondUplink(true) }) {
 			t.FailNow()
 		}
 		logBond(t)
 		before, err := bondView()
 		mustDo(t, "the bond before ADD", err)
-		p := newPod("bx")
-		expectCode(t, c.refused, e.add(t, p), c.code, c.words...)
-		check(t, c.prefix+"no-record", func() error { return recordCount(e.dataDir, 0) })
-		check(t, c.prefix+"no-rdma-link-in-pod", func() error { return nothingInPod(p, bondMAC(t), append(bondSlaves, bond)...) })
-		check(t, c.prefix+"device-in-init-net", func() error { return guestkit.BoundTo(device, c.bindTo) })
-		check(t, c.prefix+"bond-untouched", func() error { return sameView(before, bondView) })
-		expectOK(t, c.prefix+"del-after-refusal", e.gone(t, p))
+		p := guestkit.NewPod("xrdma-", "bx")
+		guestkit.ExpectCode(t, c.refused, e.Add(t, p), c.code, c.words...)
+		guestkit.Check(t, c.prefix+"no-record", func() error { return e.RecordCount(0) })
+		guestkit.Check(t, c.prefix+"no-rdma-link-in-pod", func() error { return nothingInPod(p, bondMAC(t), append(bondSlaves, bond)...) })
+		guestkit.Check(t, c.prefix+"device-in-init-net", func() error { return guestkit.BoundTo(device, c.bindTo) })
+		guestkit.Check(t, c.prefix+"bond-untouched", func() error { return sameView(before, bondView) })
+		guestkit.ExpectOK(t, c.prefix+"del-after-refusal", e.Gone(t, p))
 		if c.uplink {
 			mustDo(t, "remove bond1's route and address", bondUplink(false))
 		}
 	}
-	check(t, "simrdma-back-on-eth0", func() error {
+	guestkit.Check(t, "simrdma-back-on-eth0", func() error {
 		if err := loadSimrdma(nic); err != nil {
 			return err
 		}
@@ -112,13 +112,13 @@ func TestBondExclusive(t *testing.T) {
 // exclusiveMode: the RDMA netns mode is exclusive, switched to it if the
 // boot's earlier scenarios did not (it can be only while no netns exists).
 func exclusiveMode() error {
-	if modeIs(rdma.ModeExclusive) == nil {
+	if guestkit.ModeIs(rdma.ModeExclusive) == nil {
 		return nil
 	}
 	if err := netlink.RdmaSystemSetNetnsMode("exclusive"); err != nil {
 		return fmt.Errorf("rdma system set netns exclusive: %w", err)
 	}
-	return modeIs(rdma.ModeExclusive)
+	return guestkit.ModeIs(rdma.ModeExclusive)
 }
 
 // loadSimrdma (re)loads simrdma with one device, simrdma0, on netdev.
@@ -132,36 +132,6 @@ func loadSimrdma(netdev string) error {
 		return err
 	}
 	return guestkit.Poll(10*time.Second, 100*time.Millisecond, func() error { return inInitNet(device) })
-}
-
-// makeBond: an active-backup bond (miimon 100) of veth links slaves (each
-// with its peer SLAVEp up in init_net), up, with carrier and settled, as
-// lib.sh's make_bond.
-func makeBond(name string, slaves ...string) error {
-	b := netlink.NewLinkBond(netlink.LinkAttrs{Name: name})
-	b.Mode, b.Miimon = netlink.BOND_MODE_ACTIVE_BACKUP, 100
-	if err := netlink.LinkAdd(b); err != nil {
-		return fmt.Errorf("bond %s: %w", name, err)
-	}
-	for _, s := range slaves {
-		if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: s}, PeerName: s + "p"}); err != nil {
-			return fmt.Errorf("veth %s: %w", s, err)
-		}
-		peer, err := netlink.LinkByName(s + "p")
-		if err == nil {
-			err = netlink.LinkSetUp(peer)
-		}
-		if err == nil {
-			err = netlink.LinkSetMasterByIndex(&netlink.Device{LinkAttrs: netlink.LinkAttrs{Name: s}}, b.Index)
-		}
-		if err != nil {
-			return fmt.Errorf("slave %s of %s: %w", s, name, err)
-		}
-	}
-	if err := netlink.LinkSetUp(b); err != nil {
-		return err
-	}
-	return guestkit.WaitSettled(name)
 }
 
 // bondUplink gives bond1 an address and the main table's default route
@@ -201,7 +171,7 @@ func bondView() ([]string, error) {
 			return nil, fmt.Errorf("%s in init_net: %w", n, err)
 		}
 		a := l.Attrs()
-		v, err := nicView(n)
+		v, err := guestkit.NICView(n)
 		if err != nil {
 			return nil, err
 		}

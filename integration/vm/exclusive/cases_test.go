@@ -23,41 +23,41 @@ var strandedCases = []struct {
 
 // stranded: the next pod's ADD reclaims the device from the dead holder.
 func (e *env) stranded(t *testing.T, reuse bool) {
-	a, b := newPod("poda"), newPod("podb")
-	expectOK(t, "stranded-add-A", e.add(t, a))
-	recA, _ := records(e.dataDir)
+	a, b := guestkit.NewPod("xrdma-", "poda"), guestkit.NewPod("xrdma-", "podb")
+	guestkit.ExpectOK(t, "stranded-add-A", e.Add(t, a))
+	recA, _ := e.Records()
 	inoA := inode(a.NetNS)
-	delNetns(t, a)
+	guestkit.DelNetNS(t, a)
 	what := "path gone"
 	if reuse {
-		netns(t, a)
+		guestkit.NetNS(t, a)
 		what = fmt.Sprintf("replaced by a new netns at the same path (inode %d, was %d)", inode(a.NetNS), inoA)
 	}
 	order, _ := refundOrder(e.b.mac)
 	t.Logf("stranded: poda's netns %s; %s", what, order)
 	views(t, "stranded-before-B")
-	expectOK(t, "stranded-add-B-reclaims", e.add(t, b))
-	logB := string(e.c.Stderr)
+	guestkit.ExpectOK(t, "stranded-add-B-reclaims", e.Add(t, b))
+	logB := string(e.C.Stderr)
 	views(t, "stranded-after-B", b)
 	e.podHolds(t, "stranded-B", b)
-	check(t, "stranded-A-record-dropped", func() error {
-		recs, err := records(e.dataDir)
+	guestkit.Check(t, "stranded-A-record-dropped", func() error {
+		recs, err := e.Records()
 		if err == nil && (len(recs) != 1 || len(recA) != 1 || recs[0] == recA[0]) {
 			err = fmt.Errorf("records %q (A's: %q)", recs, recA)
 		}
 		return err
 	})
-	check(t, "stranded-reclaim-logged", func() error {
+	guestkit.Check(t, "stranded-reclaim-logged", func() error {
 		if !strings.Contains(logB, "eclaim") {
 			return fmt.Errorf("no reclaim log line in B's ADD: %s", logB)
 		}
 		return nil
 	})
-	expectOK(t, "stranded-del-B", e.del(t, b))
+	guestkit.ExpectOK(t, "stranded-del-B", e.Del(t, b))
 	e.hostRestored(t, "stranded")
-	expectOK(t, "stranded-late-del-A", e.del(t, a))
-	delNetns(t, a)
-	delNetns(t, b)
+	guestkit.ExpectOK(t, "stranded-late-del-A", e.Del(t, a))
+	guestkit.DelNetNS(t, a)
+	guestkit.DelNetNS(t, b)
 }
 
 func inode(path string) uint64 {
@@ -71,15 +71,15 @@ func inode(path string) uint64 {
 // twoPods: a second pod's ADD while the first holds the device gets 11
 // and nothing; after the first's DEL it gets the device.
 func (e *env) twoPods(t *testing.T) {
-	p3, p4 := newPod("pod3"), newPod("pod4")
-	expectOK(t, "two-add-first", e.add(t, p3))
-	expectCode(t, "two-second-gets-11", e.add(t, p4), 11, device)
-	check(t, "two-second-has-no-rdma0", func() error { return noRdma0(p4.NetNS) })
-	_ = e.del(t, p4) // the runtime's DEL after a failed ADD
-	expectOK(t, "two-del-first", e.gone(t, p3))
-	expectOK(t, "two-second-after-first-del", e.addTo(t, p4))
+	p3, p4 := guestkit.NewPod("xrdma-", "pod3"), guestkit.NewPod("xrdma-", "pod4")
+	guestkit.ExpectOK(t, "two-add-first", e.Add(t, p3))
+	guestkit.ExpectCode(t, "two-second-gets-11", e.Add(t, p4), 11, device)
+	guestkit.Check(t, "two-second-has-no-rdma0", func() error { return guestkit.NoLink(p4.NetNS, "rdma0") })
+	_ = e.Del(t, p4) // the runtime's DEL after a failed ADD
+	guestkit.ExpectOK(t, "two-del-first", e.Gone(t, p3))
+	guestkit.ExpectOK(t, "two-second-after-first-del", e.AddTo(t, p4))
 	e.podHolds(t, "two-second", p4)
-	expectOK(t, "two-del-second", e.gone(t, p4))
+	guestkit.ExpectOK(t, "two-del-second", e.Gone(t, p4))
 	e.hostRestored(t, "two")
 }
 
@@ -91,34 +91,34 @@ func (e *env) failedIPAM(t *testing.T) {
 	mustDo(t, "lease dir", os.MkdirAll("/run/ipam-full/rdmanet", 0o755))
 	// host-local with a one-address range whose address is leased already
 	mustDo(t, "lease", os.WriteFile("/run/ipam-full/rdmanet/fd00:98::2", []byte("someone-else\n"), 0o644))
-	e.conf(t, e.entry+`,"ipam":{"type":"host-local","ranges":[[{"subnet":"fd00:98::/64","rangeStart":"fd00:98::2","rangeEnd":"fd00:98::2"}]],"dataDir":"/run/ipam-full"}`)
-	p5 := newPod("pod5")
-	expectCode(t, "failed-ipam-107", e.add(t, p5), 107)
+	e.Conf(t, e.entry+`,"ipam":{"type":"host-local","ranges":[[{"subnet":"fd00:98::/64","rangeStart":"fd00:98::2","rangeEnd":"fd00:98::2"}]],"dataDir":"/run/ipam-full"}`)
+	p5 := guestkit.NewPod("xrdma-", "pod5")
+	guestkit.ExpectCode(t, "failed-ipam-107", e.Add(t, p5), 107)
 	e.hostRestored(t, "failed-ipam")
-	check(t, "failed-ipam-pod-has-no-rdma0", func() error { return noRdma0(p5.NetNS) })
-	_ = e.gone(t, p5)
-	e.conf(t, e.entry+`,"ipam":{"type":"no-such-ipam"}`)
-	p9 := newPod("pod9")
-	expectCode(t, "failed-ipam-missing-107", e.add(t, p9), 107)
+	guestkit.Check(t, "failed-ipam-pod-has-no-rdma0", func() error { return guestkit.NoLink(p5.NetNS, "rdma0") })
+	_ = e.Gone(t, p5)
+	e.Conf(t, e.entry+`,"ipam":{"type":"no-such-ipam"}`)
+	p9 := guestkit.NewPod("xrdma-", "pod9")
+	guestkit.ExpectCode(t, "failed-ipam-missing-107", e.Add(t, p9), 107)
 	e.hostRestored(t, "failed-ipam-missing")
-	err := e.del(t, p9)
+	err := e.Del(t, p9)
 	ce, _ := guestkit.CNIError(err)
 	t.Logf("failed-ipam-missing: DEL with the same conf -> %v (CNI error %+v)", err, ce)
 	// a record left behind would hold the device: DEL with a working IPAM
-	e.conf(t, e.entry+","+e.ipam)
-	_ = e.gone(t, p9)
+	e.Conf(t, e.entry+","+e.ipam)
+	_ = e.Gone(t, p9)
 }
 
 // nameTaken: ADD fails after the move because rdma0 is taken in the pod:
 // the node restored, the pod's own rdma0 kept.
 func (e *env) nameTaken(t *testing.T) {
-	p6 := newPod("pod6")
-	netns(t, p6)
-	mustDo(t, "dummy rdma0 in pod6", inPod(p6.NetNS, func() error {
+	p6 := guestkit.NewPod("xrdma-", "pod6")
+	guestkit.NetNS(t, p6)
+	mustDo(t, "dummy rdma0 in pod6", guestkit.InPod(p6.NetNS, func() error {
 		return netlink.LinkAdd(&netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Name: "rdma0"}})
 	}))
-	err := e.addTo(t, p6)
-	check(t, "failed-name-taken", func() error {
+	err := e.AddTo(t, p6)
+	guestkit.Check(t, "failed-name-taken", func() error {
 		if err == nil {
 			return errors.New("ADD succeeded with rdma0 taken in the pod")
 		}
@@ -127,34 +127,34 @@ func (e *env) nameTaken(t *testing.T) {
 	ce, _ := guestkit.CNIError(err)
 	t.Logf("failed-name-taken: CNI error %+v", ce)
 	e.hostRestored(t, "failed-name-taken")
-	check(t, "failed-name-taken-dummy-kept", func() error {
-		l, err := podLink(p6.NetNS, "rdma0")
+	guestkit.Check(t, "failed-name-taken-dummy-kept", func() error {
+		l, err := guestkit.PodLink(p6.NetNS, "rdma0")
 		if err == nil && l.Type() != "dummy" {
 			err = fmt.Errorf("rdma0 in pod6 is a %s", l.Type())
 		}
 		return err
 	})
-	_ = e.gone(t, p6)
+	_ = e.Gone(t, p6)
 }
 
 // sharedOnExclusive: mode shared configured on an exclusive kernel: 101.
 func (e *env) sharedOnExclusive(t *testing.T) {
-	e.conf(t, `"mode":"shared","devices":["`+device+`"],"podSelection":"all","dataDir":"`+e.dataDir+`"`)
-	p7 := newPod("pod7")
-	expectCode(t, "shared-on-exclusive-101", e.add(t, p7), 101)
+	e.Conf(t, `"mode":"shared","devices":["`+device+`"],"podSelection":"all","dataDir":"`+e.DataDir+`"`)
+	p7 := guestkit.NewPod("xrdma-", "pod7")
+	guestkit.ExpectCode(t, "shared-on-exclusive-101", e.Add(t, p7), 101)
 	e.hostRestored(t, "shared-on-exclusive")
-	check(t, "shared-pod-has-no-rdma0", func() error { return noRdma0(p7.NetNS) })
-	_ = e.gone(t, p7)
+	guestkit.Check(t, "shared-pod-has-no-rdma0", func() error { return guestkit.NoLink(p7.NetNS, "rdma0") })
+	_ = e.Gone(t, p7)
 }
 
 // smcRaw: the kernel alone, the device in a pod without the annotation:
 // raw SMC_PNETID_ADDs in init_net and in the pod, then the dumps (logged:
 // what the kernel does, not what the plugin must).
 func (e *env) smcRaw(t *testing.T) {
-	m := "M" + strings.SplitN(e.v, ".", 2)[0] + "X"
-	e.conf(t, e.entry+","+e.ipam+`,"capabilities":{"io.kubernetes.cri.pod-annotations":true}`)
-	p8 := newPod("pod8")
-	expectOK(t, "smc-raw-add", e.add(t, p8))
+	m := "M" + strings.SplitN(e.V, ".", 2)[0] + "X"
+	e.Conf(t, e.entry+","+e.ipam+`,"capabilities":{"io.kubernetes.cri.pod-annotations":true}`)
+	p8 := guestkit.NewPod("xrdma-", "pod8")
+	guestkit.ExpectOK(t, "smc-raw-add", e.Add(t, p8))
 	t.Logf("smc-raw: SMC-R devices seen from init_net [%s] from pod8 [%s]", smcDevices(""), smcDevices(p8.NetNS))
 	t.Logf("smc-raw: init_net ADD{%s ib=simrdma0 port 1} (device in pod8) -> %s", m, pnetAdd("", smc.PnetEntry{PnetID: m, IBName: device, IBPort: 1}))
 	t.Logf("smc-raw: pod8 ADD{%s eth=rdma0} -> %s", m, pnetAdd(p8.NetNS, smc.PnetEntry{PnetID: m, EthName: "rdma0"}))
@@ -162,7 +162,7 @@ func (e *env) smcRaw(t *testing.T) {
 	t.Logf("smc-raw: pnet init_net %s pod8 %s; devices [%s]", pnetDump(""), pnetDump(p8.NetNS), smcDevices(p8.NetNS))
 	t.Logf("smc-raw: deletes init_net %v pod8 %v", smc.Do("", func(c *smc.Client) error { return c.PnetDel(m) }),
 		smc.Do(p8.NetNS, func(c *smc.Client) error { return c.PnetDel(m) }))
-	expectOK(t, "smc-raw-del", e.gone(t, p8))
+	guestkit.ExpectOK(t, "smc-raw-del", e.Gone(t, p8))
 }
 
 // smcAnnotated: the plugin with an annotated pod; after DEL init_net's
@@ -170,20 +170,20 @@ func (e *env) smcRaw(t *testing.T) {
 // pod attached without SMC-R and there is no table at all.
 func (e *env) smcAnnotated(t *testing.T) {
 	t.Logf("smc: before ADD: devices [%s] init_net pnet %s", smcDevices(""), pnetDump(""))
-	p8 := newPod("pod8")
+	p8 := guestkit.NewPod("xrdma-", "pod8")
 	p8.Caps = map[string]any{"io.kubernetes.cri.pod-annotations": map[string]any{"network.alibabacloud.com/erdma-smcr": "true"}}
-	expectOK(t, "smc-add", e.add(t, p8))
+	guestkit.ExpectOK(t, "smc-add", e.Add(t, p8))
 	var lines []string
-	for _, l := range strings.Split(string(e.c.Stderr), "\n") {
+	for _, l := range strings.Split(string(e.C.Stderr), "\n") {
 		if strings.Contains(strings.ToLower(l), "smc") {
 			lines = append(lines, l)
 		}
 	}
 	t.Logf("smc: annotated pod8's ADD: SMC log lines: %q", lines)
 	t.Logf("smc: pnet init_net %s pod8 %s; devices from pod8 [%s]", pnetDump(""), pnetDump(p8.NetNS), smcDevices(p8.NetNS))
-	expectOK(t, "smc-del", e.del(t, p8))
+	guestkit.ExpectOK(t, "smc-del", e.Del(t, p8))
 	if guestkit.HasSMC() {
-		check(t, "smc-del-init-net-pnet-empty", func() error {
+		guestkit.Check(t, "smc-del-init-net-pnet-empty", func() error {
 			rows, err := guestkit.Pnet("")
 			if err == nil && len(rows) > 0 {
 				err = fmt.Errorf("init_net's pnet table after DEL: %q", rows)
@@ -191,7 +191,7 @@ func (e *env) smcAnnotated(t *testing.T) {
 			return err
 		})
 	} else {
-		check(t, "smc-no-smc-table", func() error {
+		guestkit.Check(t, "smc-no-smc-table", func() error {
 			err := smc.Do("", func(c *smc.Client) error { _, err := c.PnetDump(); return err })
 			if !errors.Is(err, smc.ErrUnavailable) {
 				return fmt.Errorf("the pnet table on a kernel without SMC: %w, want %w", err, smc.ErrUnavailable)
@@ -200,9 +200,9 @@ func (e *env) smcAnnotated(t *testing.T) {
 		})
 	}
 	t.Logf("smc: after DEL: devices [%s]", smcDevices(""))
-	delNetns(t, p8)
+	guestkit.DelNetNS(t, p8)
 	e.hostRestored(t, "smc")
-	mustDo(t, "remove the state", os.RemoveAll(e.dataDir))
+	mustDo(t, "remove the state", os.RemoveAll(e.DataDir))
 }
 
 func smcDevices(nsPath string) string {

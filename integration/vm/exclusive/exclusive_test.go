@@ -27,9 +27,7 @@
 package exclusive
 
 import (
-	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"testing"
 	"time"
@@ -38,17 +36,14 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rdma-chain/rdma-chain/integration/vm/guestkit"
-	"github.com/rdma-chain/rdma-chain/internal/testonly/netnstest"
 	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 )
 
 const (
-	nic    = "eth0"     // the virtio-net NIC simrdma0 is bound to
-	device = "simrdma0" // its RDMA device
-	rxe    = "rxe0"     // a device the conflists never offer
-	binDir = "/opt/cni/bin"
-	nsDir  = "/var/run/netns"
+	nic    = "eth0"                                    // the virtio-net NIC simrdma0 is bound to
+	device = "simrdma0"                                // its RDMA device
+	rxe    = "rxe0"                                    // a device the conflists never offer
 	v4GID  = "0000:0000:0000:0000:0000:ffff:c0a8:5801" // ::ffff:192.168.88.1
 	v6GID  = "fd00:0088:0000:0000:0000:0000:0000:0001" // fd00:88::1
 )
@@ -77,7 +72,7 @@ func TestExclusiveRDMA(t *testing.T) {
 		t.Run("v"+v, func(t *testing.T) { newEnv(t, v, b).lifecycle(t) })
 	}
 	t.Run("v1.1.0", func(t *testing.T) { newEnv(t, "1.1.0", b).v110(t) })
-	check(t, "mode-still-exclusive", func() error { return modeIs(rdma.ModeExclusive) })
+	guestkit.Check(t, "mode-still-exclusive", func() error { return guestkit.ModeIs(rdma.ModeExclusive) })
 	t.Logf("exclusive-rdma: %.0f s", time.Since(start).Seconds())
 }
 
@@ -94,12 +89,12 @@ func setUp(t *testing.T) bool {
 			if err := netlink.RdmaSystemSetNetnsMode("exclusive"); err != nil {
 				return fmt.Errorf("rdma system set netns exclusive: %w", err)
 			}
-			return modeIs(rdma.ModeExclusive)
+			return guestkit.ModeIs(rdma.ModeExclusive)
 		}},
 		{"simrdma0-registered", func() error { return inInitNet(device) }},
 		{"simrdma0-on-eth0", func() error { return deviceOn(device, nic) }},
 		{"nic-setup", func() error { return guestkit.SetUpNIC(nic) }},
-		{"rxe0-on-veth0", setUpRxe},
+		{"rxe0-on-veth0", guestkit.SetUpRxe},
 		{"host-gids-have-nic-addresses", func() error {
 			return guestkit.Poll(10*time.Second, 100*time.Millisecond, func() error {
 				gs, err := simGIDs("")
@@ -112,60 +107,11 @@ func setUp(t *testing.T) bool {
 		{"nic-settled", nicSettled},
 	}
 	for _, s := range steps {
-		if !check(t, s.name, s.f) {
+		if !guestkit.Check(t, s.name, s.f) {
 			return false
 		}
 	}
 	return true
-}
-
-// check runs one named check as a subtest, failed with f's error.
-func check(t *testing.T, name string, f func() error) bool {
-	t.Helper()
-	return t.Run(name, func(t *testing.T) {
-		if err := f(); err != nil {
-			t.Error(err)
-		}
-	})
-}
-
-func modeIs(want rdma.Mode) error {
-	mode, err := rdma.New().NetnsMode()
-	if err != nil {
-		return fmt.Errorf("RDMA netns mode: %w", err)
-	}
-	if mode != want {
-		return fmt.Errorf("RDMA netns mode %q, want %s", mode, want)
-	}
-	return nil
-}
-
-// setUpRxe: veth0/veth1 up, 192.168.77.1/24 on veth0, rxe0 on veth0.
-func setUpRxe() error {
-	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "veth0"}, PeerName: "veth1"}
-	if err := netlink.LinkAdd(veth); err != nil {
-		return fmt.Errorf("veth0: %w", err)
-	}
-	for _, n := range []string{"veth0", "veth1"} {
-		l, err := netlink.LinkByName(n)
-		if err == nil {
-			err = netlink.LinkSetUp(l)
-		}
-		if err == nil && n == "veth0" {
-			err = netnstest.AddAddrTo(l, "192.168.77.1/24")
-		}
-		if err != nil {
-			return fmt.Errorf("%s: %w", n, err)
-		}
-	}
-	if err := netlink.RdmaLinkAdd(rxe, "rxe", "veth0"); err != nil {
-		return fmt.Errorf("rdma link add %s type rxe netdev veth0: %w", rxe, err)
-	}
-	// rxe registers asynchronously on some kernels
-	return guestkit.Poll(10*time.Second, 100*time.Millisecond, func() error {
-		_, err := os.Stat("/sys/class/infiniband/" + rxe)
-		return err
-	})
 }
 
 // nicSettled waits until eth0 has no tentative IPv6 address (the kernel
@@ -195,13 +141,13 @@ func settled(name string) error {
 func readBase() (base, error) {
 	var b base
 	var err error
-	if b.nic, err = nicView(nic); err != nil {
+	if b.nic, err = guestkit.NICView(nic); err != nil {
 		return b, err
 	}
 	if b.gids, err = simGIDs(""); err != nil {
 		return b, err
 	}
-	if b.rxe, err = rxeView(); err != nil {
+	if b.rxe, err = guestkit.PortView(rxe); err != nil {
 		return b, err
 	}
 	l, err := netlink.LinkByName(nic)
@@ -246,5 +192,3 @@ func deviceOn(dev, netdev string) error {
 	}
 	return fmt.Errorf("RDMA device %s not visible: %+v", dev, devs)
 }
-
-var errAbsent = errors.New("absent")

@@ -19,9 +19,9 @@ import (
 // lifecycle is one cniVersion's (0.4.0, 1.0.0) cases, in order: each
 // leaves the node as it found it, which the next one's checks rely on.
 func (e *env) lifecycle(t *testing.T) {
-	p := newPod("pod1")
+	p := guestkit.NewPod("xrdma-", "pod1")
 	views(t, "before-add")
-	if !expectOK(t, "add", e.add(t, p)) {
+	if !guestkit.ExpectOK(t, "add", e.Add(t, p)) {
 		t.Fatal("ADD failed: the cases after it would read its failure")
 	}
 	views(t, "after-add", p)
@@ -31,7 +31,7 @@ func (e *env) lifecycle(t *testing.T) {
 	e.delete(t, p)
 	e.goneNetns(t)
 	for _, c := range strandedCases {
-		if c.version == e.v {
+		if c.version == e.V {
 			e.stranded(t, c.reuse)
 		}
 	}
@@ -47,14 +47,14 @@ func (e *env) lifecycle(t *testing.T) {
 // GID in the pod's view of simrdma0, one record.
 func (e *env) addressAndGID(t *testing.T, p pod) {
 	v6 := podIP6(t, p, "fd00:99:")
-	check(t, "add-ipv6-on-rdma0", func() error {
+	guestkit.Check(t, "add-ipv6-on-rdma0", func() error {
 		if v6 == nil {
 			return fmt.Errorf("no fd00:99:: address on rdma0 in %s", p.Name)
 		}
 		return nil
 	})
-	e.resultShape(t, "add-result", p, "")
-	check(t, "add-ipv6-in-pod-gid-table", func() error {
+	guestkit.ResultShape(t, "add-result", e.C.Stdout, e.V, p, "")
+	guestkit.Check(t, "add-ipv6-in-pod-gid-table", func() error {
 		if v6 == nil {
 			return fmt.Errorf("no address")
 		}
@@ -63,7 +63,7 @@ func (e *env) addressAndGID(t *testing.T, p pod) {
 	})
 	gs, err := simGIDs(p.NetNS)
 	t.Logf("%s simrdma0 GIDs: %q %v", p.Name, gs, err)
-	check(t, "add-one-record", func() error { return recordCount(e.dataDir, 1) })
+	guestkit.Check(t, "add-one-record", func() error { return e.RecordCount(1) })
 }
 
 // pollGIDs polls until dev's GIDs in the netns at nsPath have want
@@ -114,19 +114,19 @@ func gidOf(ip net.IP) string {
 // device and then the netdev moved back to init_net by hand (106), each
 // put back after.
 func (e *env) checks(t *testing.T, p pod) {
-	expectOK(t, "check-ok", e.checkOwn(t, p))
-	expectOK(t, "check-full-chain", e.check(t, p))
+	guestkit.ExpectOK(t, "check-ok", e.CheckOwn(t, p))
+	guestkit.ExpectOK(t, "check-full-chain", e.Check(t, p))
 	// from a thread inside the pod: the kernel's rule for moving out
 	mustDo(t, "move simrdma0 back to init_net", moveDevice(p.NetNS, "/proc/1/ns/net"))
-	expectCode(t, "check-device-moved-106", e.checkOwn(t, p), 106, device)
+	guestkit.ExpectCode(t, "check-device-moved-106", e.CheckOwn(t, p), 106, device)
 	mustDo(t, "move simrdma0 into the pod", moveDevice("", p.NetNS))
-	expectOK(t, "check-ok-device-back", e.checkOwn(t, p))
+	guestkit.ExpectOK(t, "check-ok-device-back", e.CheckOwn(t, p))
 	v6 := podIP6(t, p, "fd00:99:")
 	// lands in init_net as rdma0 (addresses go)
 	mustDo(t, "move rdma0 to init_net", moveLink(p.NetNS, "rdma0", "/proc/1/ns/net", nil))
-	expectCode(t, "check-netdev-moved-106", e.checkOwn(t, p), 106, "rdma0")
+	guestkit.ExpectCode(t, "check-netdev-moved-106", e.CheckOwn(t, p), 106, "rdma0")
 	mustDo(t, "move rdma0 back", moveLink("", "rdma0", p.NetNS, v6))
-	expectOK(t, "check-ok-netdev-back", e.checkOwn(t, p))
+	guestkit.ExpectOK(t, "check-ok-netdev-back", e.CheckOwn(t, p))
 }
 
 func mustDo(t *testing.T, what string, err error) {
@@ -188,45 +188,45 @@ func within(path string, f func() error) error {
 	if path == "" {
 		return f()
 	}
-	return inPod(path, f)
+	return guestkit.InPod(path, f)
 }
 
 // delete: DEL gives eth0 and simrdma0 back, the pod keeps neither, and a
 // second DEL succeeds.
 func (e *env) delete(t *testing.T, p pod) {
-	expectOK(t, "del", e.del(t, p))
+	guestkit.ExpectOK(t, "del", e.Del(t, p))
 	views(t, "after-del", p)
 	e.hostRestored(t, "del")
-	check(t, "del-pod-has-no-rdma0", func() error { return noRdma0(p.NetNS) })
-	check(t, "del-pod-has-no-device", func() error {
+	guestkit.Check(t, "del-pod-has-no-rdma0", func() error { return guestkit.NoLink(p.NetNS, "rdma0") })
+	guestkit.Check(t, "del-pod-has-no-device", func() error {
 		devs, err := podDevices(p.NetNS)
 		if err == nil && len(devs) > 0 {
 			err = fmt.Errorf("%s sees %s", p.Name, devList(devs))
 		}
 		return err
 	})
-	expectOK(t, "del-again", e.del(t, p))
-	delNetns(t, p)
+	guestkit.ExpectOK(t, "del-again", e.Del(t, p))
+	guestkit.DelNetNS(t, p)
 }
 
 // goneNetns: the pod netns deleted before DEL: the kernel gives the
 // device and the NIC back (the NIC as devN: a dummy rdma0 takes its name
 // in init_net), then DEL restores the NIC's name and all.
 func (e *env) goneNetns(t *testing.T) {
-	p := newPod("pod2")
-	expectOK(t, "gone-netns-add", e.add(t, p))
+	p := guestkit.NewPod("xrdma-", "pod2")
+	guestkit.ExpectOK(t, "gone-netns-add", e.Add(t, p))
 	dummy := &netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Name: "rdma0"}}
 	mustDo(t, "dummy rdma0 in init_net", netlink.LinkAdd(dummy))
-	delNetns(t, p)
+	guestkit.DelNetNS(t, p)
 	var order string
-	check(t, "gone-netns-kernel-refunds-device-and-nic", func() (err error) {
+	guestkit.Check(t, "gone-netns-kernel-refunds-device-and-nic", func() (err error) {
 		order, err = refundOrder(e.b.mac)
 		return err
 	})
 	name, _ := linkByMAC(e.b.mac)
 	t.Logf("gone-netns: %s; the kernel returned the NIC as %q (rdma0 taken in init_net)", order, name)
 	mustDo(t, "delete the dummy rdma0", netlink.LinkDel(dummy))
-	expectOK(t, "gone-netns-del", e.del(t, p))
+	guestkit.ExpectOK(t, "gone-netns-del", e.Del(t, p))
 	views(t, "after-gone-netns-del")
 	e.hostRestored(t, "gone-netns")
 }

@@ -51,7 +51,7 @@ func TestMultiExclusive(t *testing.T) {
 	testenv.VMGuest(t)
 	start := time.Now()
 	nics := multiNICList()
-	if !check(t, "switch-to-exclusive", exclusiveMode) || !check(t, "four-devices", func() error { return fourDevices(nics) }) {
+	if !guestkit.Check(t, "switch-to-exclusive", exclusiveMode) || !guestkit.Check(t, "four-devices", func() error { return fourDevices(nics) }) {
 		t.FailNow()
 	}
 	views(t, "before-add")
@@ -59,7 +59,7 @@ func TestMultiExclusive(t *testing.T) {
 	mustDo(t, "the NICs before ADD", err)
 	t.Logf("NICs before ADD: %q", before)
 	var kubelet *fakekubelet.Server
-	if !check(t, "kubelet-up", func() (err error) {
+	if !guestkit.Check(t, "kubelet-up", func() (err error) {
 		if err = os.MkdirAll("/run/kubelet", 0o755); err == nil {
 			kubelet, err = fakekubelet.Start(multiSock, []fakekubelet.Pod{{Namespace: "default", Name: "x1",
 				Resources: map[string][]string{"rdma/hca": {"simrdma0", "simrdma1", "simrdma2", "simrdma3"}}}})
@@ -72,20 +72,20 @@ func TestMultiExclusive(t *testing.T) {
 		t.FailNow()
 	}
 	defer kubelet.Stop()
-	e := chainEnv(t, "1.0.0", "/run/rdma-chain-multix")
-	e.conf(t, `"mode":"exclusive","podSelection":"requested","podResourcesSocket":"`+multiSock+`","resourceNames":["rdma/hca"],`+
-		`"dataDir":"`+e.dataDir+`","podIPv6Block":"::f:0:c00/124","ipam":{"type":"host-local","dataDir":"`+multiLease+`"}`)
-	p := newPod("x1")
-	if !expectOK(t, "add-x1-four-devices", e.add(t, p)) {
+	e := &env{Calls: guestkit.NewCalls(t, "1.0.0", "/run/rdma-chain-multix")}
+	e.Conf(t, `"mode":"exclusive","podSelection":"requested","podResourcesSocket":"`+multiSock+`","resourceNames":["rdma/hca"],`+
+		`"dataDir":"`+e.DataDir+`","podIPv6Block":"::f:0:c00/124","ipam":{"type":"host-local","dataDir":"`+multiLease+`"}`)
+	p := guestkit.NewPod("xrdma-", "x1")
+	if !guestkit.ExpectOK(t, "add-x1-four-devices", e.Add(t, p)) {
 		t.FailNow()
 	}
 	for _, n := range nics {
 		podHoldsNIC(t, p, n)
 	}
-	check(t, "leases-taken", func() error { return leaseCount(multiNICs) })
+	guestkit.Check(t, "leases-taken", func() error { return leaseCount(multiNICs) })
 	views(t, "after-add", p)
-	expectOK(t, "del-x1", e.del(t, p))
-	check(t, "four-back-in-init-net", func() error {
+	guestkit.ExpectOK(t, "del-x1", e.Del(t, p))
+	guestkit.Check(t, "four-back-in-init-net", func() error {
 		for _, n := range nics {
 			if err := guestkit.BoundTo(n.dev, n.eth); err != nil {
 				return err
@@ -93,10 +93,10 @@ func TestMultiExclusive(t *testing.T) {
 		}
 		return guestkit.Poll(20*time.Second, 200*time.Millisecond, func() error { return sameView(before, func() ([]string, error) { return multiView(nics) }) })
 	})
-	check(t, "no-records-left", func() error { return recordCount(e.dataDir, 0) })
-	check(t, "leases-released", func() error { return leaseCount(0) })
+	guestkit.Check(t, "no-records-left", func() error { return e.RecordCount(0) })
+	guestkit.Check(t, "leases-released", func() error { return leaseCount(0) })
 	views(t, "after-del")
-	delNetns(t, p)
+	guestkit.DelNetNS(t, p)
 	t.Logf("multi-exclusive: %.0f s", time.Since(start).Seconds())
 }
 
@@ -135,7 +135,7 @@ func leaseCount(n int) error {
 func multiView(nics []multiNIC) ([]string, error) {
 	var out []string
 	for _, n := range nics {
-		v, err := nicView(n.eth)
+		v, err := guestkit.NICView(n.eth)
 		if err != nil {
 			return nil, err
 		}
@@ -150,14 +150,14 @@ func multiView(nics []multiNIC) ([]string, error) {
 func podHoldsNIC(t *testing.T, p pod, n multiNIC) {
 	t.Helper()
 	var addr net.IP
-	check(t, "moved-"+n.eth+"-as-"+n.pod, func() error {
+	guestkit.Check(t, "moved-"+n.eth+"-as-"+n.pod, func() error {
 		var nf netlink.LinkNotFoundError
 		if _, err := netlink.LinkByName(n.eth); err == nil {
 			return fmt.Errorf("%s still in init_net after ADD", n.eth)
 		} else if !errors.As(err, &nf) {
 			return fmt.Errorf("%s in init_net: %w", n.eth, err)
 		}
-		if _, err := podLink(p.NetNS, n.pod); err != nil {
+		if _, err := guestkit.PodLink(p.NetNS, n.pod); err != nil {
 			return fmt.Errorf("%s in %s: %w", n.pod, p.Name, err)
 		}
 		var all []string
@@ -172,8 +172,8 @@ func podHoldsNIC(t *testing.T, p pod, n multiNIC) {
 		}
 		return fmt.Errorf("%s in %s has no %s.../124 address: %q", n.pod, p.Name, n.podPrefix, all)
 	})
-	check(t, "device-"+n.dev+"-in-pod", func() error {
-		if err := inPod(p.NetNS, func() error { return guestkit.BoundTo(n.dev, n.pod) }); err != nil {
+	guestkit.Check(t, "device-"+n.dev+"-in-pod", func() error {
+		if err := guestkit.InPod(p.NetNS, func() error { return guestkit.BoundTo(n.dev, n.pod) }); err != nil {
 			return err
 		}
 		has, err := initNetHas(n.dev)
@@ -182,7 +182,7 @@ func podHoldsNIC(t *testing.T, p pod, n multiNIC) {
 		}
 		return err
 	})
-	check(t, "gid-"+n.pod, func() error {
+	guestkit.Check(t, "gid-"+n.pod, func() error {
 		if addr == nil {
 			return errors.New("no address to look for")
 		}

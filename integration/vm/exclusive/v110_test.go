@@ -32,7 +32,7 @@ var (
 // that PCI function and simrdma0, and DEL removes it.
 func (e *env) v110(t *testing.T) {
 	pci := nicPCI(t)
-	check(t, "simrdma0-without-parent", func() error {
+	guestkit.Check(t, "simrdma0-without-parent", func() error {
 		if _, err := os.Lstat("/sys/class/infiniband/" + device + "/device"); err == nil {
 			return fmt.Errorf("%s has a parent device", device)
 		}
@@ -48,7 +48,7 @@ func (e *env) v110(t *testing.T) {
 func nicPCI(t *testing.T) string {
 	dev, err := filepath.EvalSymlinks("/sys/class/net/" + nic + "/device")
 	pci := filepath.Base(filepath.Dir(dev))
-	check(t, "nic-on-virtio-pci", func() error {
+	guestkit.Check(t, "nic-on-virtio-pci", func() error {
 		if err != nil {
 			return fmt.Errorf("eth0's device link: %w", err)
 		}
@@ -66,33 +66,33 @@ func (e *env) mtuAndPCI(t *testing.T, pci string) {
 	var mtu int
 	_, err = fmt.Sscan(string(b), &mtu)
 	mustDo(t, "eth0's MTU", err)
-	p := newPod("pod1")
-	expectOK(t, "add", e.add(t, p))
+	p := guestkit.NewPod("xrdma-", "pod1")
+	guestkit.ExpectOK(t, "add", e.Add(t, p))
 	e.podHolds(t, "add", p)
-	e.resultShape(t, "add-result", p, pci)
-	check(t, "add-mtu-is-nic-mtu", func() error {
-		r, err := e.result()
+	guestkit.ResultShape(t, "add-result", e.C.Stdout, e.V, p, pci)
+	guestkit.Check(t, "add-mtu-is-nic-mtu", func() error {
+		r, err := guestkit.ParseResult(e.C.Stdout)
 		if err == nil {
-			_, f := r.iface("rdma0")
-			err = want(f, "mtu", float64(mtu))
+			_, f := r.Iface("rdma0")
+			err = guestkit.WantField(f, "mtu", float64(mtu))
 		}
 		return err
 	})
-	expectOK(t, "check-full-chain", e.check(t, p))
-	expectOK(t, "del", e.gone(t, p))
+	guestkit.ExpectOK(t, "check-full-chain", e.Check(t, p))
+	guestkit.ExpectOK(t, "del", e.Gone(t, p))
 	e.hostRestored(t, "del")
 }
 
 // reportIPs: rdma0's address in the result, pointing at rdma0, no gateway.
 func (e *env) reportIPs(t *testing.T) {
-	e.conf(t, e.entry+","+e.ipam+`,"reportIPs":true`)
-	p := newPod("pod1")
-	expectOK(t, "report-add", e.add(t, p))
-	t.Logf("reportIPs result at %s: %s", e.v, e.c.Stdout)
-	r, err := e.result()
-	idx, _ := r.iface("rdma0")
+	e.Conf(t, e.entry+","+e.ipam+`,"reportIPs":true`)
+	p := guestkit.NewPod("xrdma-", "pod1")
+	guestkit.ExpectOK(t, "report-add", e.Add(t, p))
+	t.Logf("reportIPs result at %s: %s", e.V, e.C.Stdout)
+	r, err := guestkit.ParseResult(e.C.Stdout)
+	idx, _ := r.Iface("rdma0")
 	var addr string
-	check(t, "report-ip-on-rdma0", func() error {
+	guestkit.Check(t, "report-ip-on-rdma0", func() error {
 		if err != nil {
 			return err
 		}
@@ -108,16 +108,16 @@ func (e *env) reportIPs(t *testing.T) {
 				return nil
 			}
 		}
-		return fmt.Errorf("no fd00:99:: IP in %s", e.c.Stdout)
+		return fmt.Errorf("no fd00:99:: IP in %s", e.C.Stdout)
 	})
-	check(t, "report-address-is-rdma0s", func() error {
+	guestkit.Check(t, "report-address-is-rdma0s", func() error {
 		ip, _, _ := net.ParseCIDR(addr)
 		if got := podIP6(t, p, "fd00:99:"); ip == nil || !ip.Equal(got) {
 			return fmt.Errorf("result's address %q, rdma0 has %v", addr, got)
 		}
 		return nil
 	})
-	expectOK(t, "report-del", e.gone(t, p))
+	guestkit.ExpectOK(t, "report-del", e.Gone(t, p))
 	e.hostRestored(t, "report")
 }
 
@@ -125,13 +125,13 @@ func (e *env) reportIPs(t *testing.T) {
 // simrdma0; DEL removes it.
 func (e *env) devInfo(t *testing.T, pci string) {
 	const path = "/run/devinfo-xrdma/rdmanet-pod1-rdma0.json"
-	e.conf(t, e.entry+","+e.ipam+`,"capabilities":{"CNIDeviceInfoFile":true}`)
-	p := newPod("pod1")
+	e.Conf(t, e.entry+","+e.ipam+`,"capabilities":{"CNIDeviceInfoFile":true}`)
+	p := guestkit.NewPod("xrdma-", "pod1")
 	p.Caps = map[string]any{"CNIDeviceInfoFile": path}
-	expectOK(t, "devinfo-add", e.add(t, p))
+	guestkit.ExpectOK(t, "devinfo-add", e.Add(t, p))
 	b, err := os.ReadFile(path)
 	t.Logf("device-info file after ADD: %s %v", b, err)
-	check(t, "devinfo-names-virtio-pci-function", func() error {
+	guestkit.Check(t, "devinfo-names-virtio-pci-function", func() error {
 		var d struct {
 			Type string `json:"type"`
 			PCI  struct {
@@ -147,9 +147,9 @@ func (e *env) devInfo(t *testing.T, pci string) {
 		}
 		return err
 	})
-	e.resultShape(t, "devinfo-result", p, pci)
-	expectOK(t, "devinfo-del", e.gone(t, p))
-	check(t, "devinfo-removed-by-del", func() error {
+	guestkit.ResultShape(t, "devinfo-result", e.C.Stdout, e.V, p, pci)
+	guestkit.ExpectOK(t, "devinfo-del", e.Gone(t, p))
+	guestkit.Check(t, "devinfo-removed-by-del", func() error {
 		if _, err := os.Lstat(path); err == nil {
 			return fmt.Errorf("%s is still there after DEL", path)
 		} else if !os.IsNotExist(err) {
@@ -158,7 +158,7 @@ func (e *env) devInfo(t *testing.T, pci string) {
 		return nil
 	})
 	e.hostRestored(t, "devinfo")
-	mustDo(t, "remove the state", os.RemoveAll(e.dataDir))
+	mustDo(t, "remove the state", os.RemoveAll(e.DataDir))
 }
 
 // uplinkCases: eth0 carries a main-table IPv4 or IPv6 default route, or
@@ -176,7 +176,7 @@ var uplinkCases = []struct {
 // nothing to give back; a default route through another netdev (the
 // control) moves eth0 as before.
 func (e *env) uplinks(t *testing.T) {
-	e.conf(t, e.entry+","+e.ipam)
+	e.Conf(t, e.entry+","+e.ipam)
 	up := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "up0"}, PeerName: "up0p"}
 	mustDo(t, "veth up0", netlink.LinkAdd(up))
 	for _, n := range []string{"up0p", "up0"} {
@@ -194,10 +194,10 @@ func (e *env) uplinks(t *testing.T) {
 	}
 	r := defaultRoute(t, "up0", "10.77.0.1", "")
 	mustDo(t, "default route via up0", netlink.RouteAdd(r))
-	p := newPod("pod1")
-	expectOK(t, "uplink-elsewhere-add", e.add(t, p))
+	p := guestkit.NewPod("xrdma-", "pod1")
+	guestkit.ExpectOK(t, "uplink-elsewhere-add", e.Add(t, p))
 	e.podHolds(t, "uplink-elsewhere", p)
-	expectOK(t, "uplink-elsewhere-del", e.gone(t, p))
+	guestkit.ExpectOK(t, "uplink-elsewhere-del", e.Gone(t, p))
 	e.hostRestored(t, "uplink-elsewhere")
 	mustDo(t, "delete the default route via up0", netlink.RouteDel(r))
 	mustDo(t, "delete up0", netlink.LinkDel(up))
@@ -212,11 +212,11 @@ func defaultRoute(t *testing.T, dev, gw, src string) *netlink.Route {
 
 // uplink is one case: ADD refused with 110 while route is in place.
 func (e *env) uplink(t *testing.T, route *netlink.Route, words string) {
-	check(t, "route", func() error { return netlink.RouteAdd(route) })
+	guestkit.Check(t, "route", func() error { return netlink.RouteAdd(route) })
 	if t.Failed() {
 		t.FailNow()
 	}
-	before, err := nicView(nic)
+	before, err := guestkit.NICView(nic)
 	mustDo(t, "eth0 before", err)
 	defaults, _ := netlink.RouteList(nil, netlink.FAMILY_ALL)
 	for _, r := range defaults {
@@ -224,19 +224,19 @@ func (e *env) uplink(t *testing.T, route *netlink.Route, words string) {
 			t.Logf("default route: %s", r)
 		}
 	}
-	p := newPod("up1")
-	expectCode(t, "refused-110", e.add(t, p), 110, "netdev eth0 of RDMA device simrdma0 carries", words)
-	check(t, "eth0-untouched", func() error {
-		v, err := nicView(nic)
+	p := guestkit.NewPod("xrdma-", "up1")
+	guestkit.ExpectCode(t, "refused-110", e.Add(t, p), 110, "netdev eth0 of RDMA device simrdma0 carries", words)
+	guestkit.Check(t, "eth0-untouched", func() error {
+		v, err := guestkit.NICView(nic)
 		if err == nil && !slices.Equal(v, before) {
 			err = fmt.Errorf("eth0 changed: %s", guestkit.Diff(before, v))
 		}
 		return err
 	})
-	check(t, "device-on-eth0", func() error { return deviceOn(device, nic) })
-	check(t, "nothing-in-pod", func() error { return nothingInPod(p, e.b.mac) })
-	check(t, "no-record", func() error { return recordCount(e.dataDir, 0) })
-	expectOK(t, "del", e.gone(t, p))
+	guestkit.Check(t, "device-on-eth0", func() error { return deviceOn(device, nic) })
+	guestkit.Check(t, "nothing-in-pod", func() error { return nothingInPod(p, e.b.mac) })
+	guestkit.Check(t, "no-record", func() error { return e.RecordCount(0) })
+	guestkit.ExpectOK(t, "del", e.Gone(t, p))
 	mustDo(t, "delete the route", netlink.RouteDel(route))
 	e.hostRestored(t, "uplink")
 }
@@ -250,10 +250,10 @@ func nothingInPod(p pod, mac string, names ...string) error {
 		return fmt.Errorf("the netdev with MAC %s in %s as %q", mac, p.Name, name)
 	}
 	for _, n := range append(names, "rdma0") {
-		l, err := podLink(p.NetNS, n)
+		l, err := guestkit.PodLink(p.NetNS, n)
 		if err == nil {
 			return fmt.Errorf("%s in %s: a %s", n, p.Name, l.Type())
-		} else if !errors.Is(err, errAbsent) {
+		} else if !errors.Is(err, guestkit.ErrAbsent) {
 			return err
 		}
 	}
@@ -266,7 +266,7 @@ func nothingInPod(p pod, mac string, names ...string) error {
 
 // podLinkByMAC is the name of the link with mac in the netns at path.
 func podLinkByMAC(path, mac string) (name string, err error) {
-	err = inPod(path, func() (err error) {
+	err = guestkit.InPod(path, func() (err error) {
 		name, err = linkByMAC(mac)
 		return err
 	})

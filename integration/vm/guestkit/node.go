@@ -350,3 +350,29 @@ func WaitSettled(nic string) error {
 		return nil
 	})
 }
+
+// NICView is what DEL must restore of netdev name in init_net: name, MTU,
+// MAC, flags, addresses, and the routes through it of every table and
+// family, sorted.
+func NICView(name string) ([]string, error) {
+	l, err := netlink.LinkByName(name)
+	if err != nil {
+		return nil, fmt.Errorf("no netdev %s in init_net: %w", name, err)
+	}
+	a := l.Attrs()
+	out := []string{fmt.Sprintf("link %s mtu=%d mac=%s flags=%#x", a.Name, a.MTU, a.HardwareAddr, a.RawFlags)}
+	addrs, err := LinkAddrs(l)
+	if err != nil {
+		return nil, err
+	}
+	rs, err := Routes(l)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, addrs...)
+	for _, r := range rs {
+		out = append(out, RouteLine(r, ""))
+	}
+	slices.Sort(out)
+	return out, nil
+}

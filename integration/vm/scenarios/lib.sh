@@ -1,6 +1,8 @@
 #!/bin/sh
-# Helpers the scenarios source: markers, real ip/rdma, the soft-RoCE set-up,
-# conflists and CNI calls.
+# Helpers the scenarios source: markers and go_checks, which runs a
+# scenario's Go test in the guest; and for the shell that is left (the
+# opt-in demo, the node and cluster tiers' guests): real ip/rdma, the
+# soft-RoCE set-up, conflists and CNI calls.
 #
 # Markers (parsed by integration/vm/vm_test.go):
 #   RC-STEP <name>            a check starts
@@ -69,17 +71,6 @@ setup_rxe() {
 # netns mode as `rdma system` prints it: shared|exclusive
 netns_mode() { rdma system show | sed -n 's/.*netns \([a-z]*\).*/\1/p'; }
 
-# write_ptp_conflist DIR: the primary alone (ptp + host-local, the same
-# network and leases as write_conflist's) at 1.1.0, for the primary's own
-# DEL after a GC or a netns death.
-write_ptp_conflist() {
-	mkdir -p "$1"
-	cat >"$1/rdmanet.conflist" <<EOF
-{"cniVersion":"1.1.0","name":"rdmanet","plugins":[
- {"type":"ptp","ipMasq":false,"ipam":{"type":"host-local","ranges":[[{"subnet":"10.99.0.0/24"}]],"dataDir":"/run/ipam"}}
-]}
-EOF
-}
 # write_conflist DIR CNIVERSION RDMA-CHAIN-JSON-FIELDS: a conflist "rdmanet"
 # of ptp + host-local and rdma-chain, in DIR/rdmanet.conflist.
 write_conflist() {
@@ -92,7 +83,7 @@ write_conflist() {
 EOF
 }
 
-# cni TOOL ACTION POD: runs cnitool (or cnicall) against $NETDIR for pod POD
+# cni TOOL ACTION POD: runs cnitool against $NETDIR for pod POD
 # (netns /var/run/netns/POD) with the CNI_ARGS a kubelet/containerd passes
 # (IgnoreUnknown=1, or ptp rejects the K8S_* keys). Sets CNI_RC and CNI_OUT (stdout+stderr) and
 # prints both to the console.
@@ -107,32 +98,10 @@ cni() {
 	return 0
 }
 
-# cni_code: the CNI error code in $CNI_OUT (cnicall's CNI-ERROR line), or empty.
-cni_code() { echo "$CNI_OUT" | sed -n 's/^CNI-ERROR .*"code": *\([0-9]*\).*/\1/p' | head -n1; }
-
-# rdma0_entry: the rdma0 interface object of the result in $CNI_OUT, compacted
-# (e.g. {"name":"rdma0","mac":"..","sandbox":"/var/run/netns/pod1"}; field
-# order differs between result versions), or empty.
-rdma0_entry() { echo "$CNI_OUT" | tr -d ' \t\n' | grep -o '{[^{}]*"name":"rdma0"[^{}]*}' | head -n1; }
-
 # expect_ok NAME: the last cni call succeeded
 expect_ok() {
 	step "$1"
 	if [ "$CNI_RC" = 0 ]; then pass; else fail "exit $CNI_RC: $CNI_OUT"; fi
-}
-# expect_code NAME CODE [WORD...]: the last cnicall failed with CNI error
-# CODE and its message/details mention every WORD.
-expect_code() {
-	_n=$1 _want=$2
-	shift 2
-	step "$_n"
-	_got=$(cni_code)
-	if [ "$CNI_RC" = 0 ]; then fail "succeeded, wanted CNI error $_want"; return; fi
-	if [ "$_got" != "$_want" ]; then fail "CNI error code '$_got', want $_want: $CNI_OUT"; return; fi
-	for _w in "$@"; do
-		case "$CNI_OUT" in *"$_w"*) ;; *) fail "error does not mention '$_w': $CNI_OUT"; return ;; esac
-	done
-	pass
 }
 # pod_links POD: names of the links in POD's netns, space-separated
 pod_links() { ip -n "$1" -o link show | sed 's/^[0-9]*: \([^:@]*\).*/\1/' | tr '\n' ' ' | sed 's/ $//'; }
@@ -144,7 +113,7 @@ has_rdma0() { ip -n "$1" link show rdma0 >/dev/null 2>&1; }
 state_files() { ls "$DATADIR/attachments" 2>/dev/null; }
 state_count() { state_files | wc -l; }
 
-# --- result JSON and IPv6 helpers (ipv6, demo, smc) ---
+# --- result JSON and IPv6 helpers (demo) ---
 
 # compact_result: the result JSON in $CNI_OUT (log lines before it dropped), without blanks and newlines
 compact_result() { echo "$CNI_OUT" | sed -n '/^{/,$p' | tr -d ' \t\n'; }
@@ -165,41 +134,6 @@ result_ip_entry() {
 
 # result_ip PREFIX: the address (without prefix length) of that entry
 result_ip() { result_ip_entry "$1" | sed -n 's/.*"address":"\([^"/]*\)\/.*/\1/p'; }
-
-# result_shape NAME POD VERSION [PCI]: the result in $CNI_OUT has rdma0's
-# entry in POD's sandbox with its MAC, no fd00: address in "ips" (rdma0's
-# addresses are listed only with reportIPs), and at 1.1.0 rdma0's MTU as in
-# the pod and pciID PCI (none when PCI is empty); below 1.1.0 neither.
-result_shape() {
-	_rn=$1 _rp=$2 _rv=$3 _rpci=${4:-}
-	_re=$(rdma0_entry)
-	_rmac=$(ip -n "$_rp" -o link show rdma0 | sed -n 's/.*link\/ether \([0-9a-f:]*\).*/\1/p')
-	info "$_rn: result at $_rv: $(compact_result)"
-	step $_rn-rdma0-entry
-	case "$_re" in
-	*"\"sandbox\":\"/var/run/netns/$_rp\""*) pass ;;
-	*) fail "rdma0 entry '$_re' not in /var/run/netns/$_rp" ;;
-	esac
-	step $_rn-rdma0-mac
-	case "$_re" in *"\"mac\":\"$_rmac\""*) pass ;; *) fail "rdma0 entry '$_re' lacks mac $_rmac" ;; esac
-	step $_rn-no-rdma0-ips
-	case "$(compact_result | sed -n 's/.*"ips":\[\([^]]*\)\].*/\1/p')" in
-	*fd00:*) fail "rdma0's address listed in ips: $(compact_result)" ;;
-	*) pass ;;
-	esac
-	_rmtu=$(ip -n "$_rp" -o link show rdma0 | sed -n 's/.* mtu \([0-9]*\) .*/\1/p')
-	step $_rn-mtu-pciid
-	if [ "$_rv" = 1.1.0 ]; then
-		case "$_re" in *"\"mtu\":$_rmtu"[,}]*) ;; *) fail "1.1.0 rdma0 entry '$_re' lacks mtu $_rmtu"; return ;; esac
-		if [ -n "$_rpci" ]; then
-			case "$_re" in *"\"pciID\":\"$_rpci\""*) pass ;; *) fail "rdma0 entry '$_re' lacks pciID $_rpci" ;; esac
-		else
-			case "$_re" in *pciID*) fail "rdma0 entry '$_re' has a pciID, the device has no PCI address" ;; *) pass ;; esac
-		fi
-	else
-		case "$_re" in *'"mtu"'* | *pciID*) fail "$_rv rdma0 entry '$_re' has 1.1.0 fields" ;; *) pass ;; esac
-	fi
-}
 
 # pod_ip6 POD PREFIX: the address (without prefix length) on rdma0 in POD
 # that starts with PREFIX, or empty. The result lists it only with
@@ -250,100 +184,6 @@ rping_done() {
 	[ "$1" = 255 ] && echo "$2" | grep -qx 'rdma_get_cm_event: Bad file descriptor'
 }
 
-# rping_between SERVER CLIENT ADDR DEV [COUNT]: an rping (COUNT rounds, 10)
-# from CLIENT's netns to a server on ADDR in SERVER's netns, over soft-RoCE
-# device DEV: passes the current step when it ran and DEV's RoCE counters
-# rose, fails it otherwise.
-rping_between() {
-	_sp=$1 _cp=$2 _ra=$3 _rd=$4 _rn=${5:-10}
-	_s0=$(rxe_sent "$_rd") _r0=$(rxe_rcvd "$_rd")
-	timeout 40 /usr/sbin/ip netns exec "$_sp" rping -s -a "$_ra" -C "$_rn" >"/tmp/rping-$_rd.log" 2>&1 &
-	_srv=$!
-	wait_until 15 rping_listening "$_ra"
-	_out=$(timeout 30 /usr/sbin/ip netns exec "$_cp" rping -c -a "$_ra" -C "$_rn" -v 2>&1)
-	_st=$?
-	wait $_srv 2>/dev/null
-	_s1=$(rxe_sent "$_rd") _r1=$(rxe_rcvd "$_rd")
-	info "rping $_cp -> $_sp [$_ra] over $_rd: exit $_st, $(echo "$_out" | grep -c 'ping data') ping data lines; sent_pkts $_s0 -> $_s1, rcvd_pkts $_r0 -> $_r1"
-	if ! rping_done $_st "$_out" "$_rn"; then
-		fail "rping $_cp -> $_sp [$_ra]: exit $_st: $_out / server: $(cat "/tmp/rping-$_rd.log")"
-	elif [ "$_s1" -gt "$_s0" ] && [ "$_r1" -gt "$_r0" ]; then
-		pass
-	else
-		fail "$_rd counters: sent $_s0 -> $_s1, rcvd $_r0 -> $_r1"
-	fi
-}
-
-# del_all POD...: DEL each pod through cnitool (its RDMA interfaces gone, its
-# netns deleted), then no lease (the scenario's leases(), in $LEASES) and no
-# record is left.
-del_all() {
-	for _p in "$@"; do
-		cni cnitool del "$_p"
-		expect_ok "del-$_p"
-		check "rdma-gone-$_p" sh -c "! /usr/sbin/ip -n $_p -o link | grep -q rdma"
-		ip netns del "$_p"
-	done
-	step leases-released
-	if [ -z "$(leases)" ]; then pass; else fail "lease files left in $LEASES: $(leases)"; fi
-	step no-records-left
-	if [ "$(state_count)" -eq 0 ]; then pass; else fail "records left: $(state_files)"; fi
-}
-
-# pod_addr POD IF PREFIX: the global IPv6 address (without length) of IF in
-# POD's netns that starts with PREFIX, or empty
-pod_addr() {
-	/usr/sbin/ip -n "$1" -6 -o addr show dev "$2" scope global 2>/dev/null | awk '{print $4}' | grep "^$3" | head -n1 | cut -d/ -f1
-}
-
-# load_bonding: the bonding module and its dependencies, without a bond0
-load_bonding() {
-	for _m in $(cat /lib/modules/load-bond); do
-		[ -d "/sys/module/$_m" ] && continue
-		_a=
-		[ "$_m" = bonding ] && _a=max_bonds=0
-		insmod "/lib/modules/$(cat /lib/modules/kver)/$_m.ko" $_a || return 1
-	done
-}
-
-# make_bond BOND SLAVE...: an active-backup bond, up with carrier, of veth
-# links SLAVE (each with its peer SLAVEp, up, in init_net)
-make_bond() {
-	_b=$1
-	shift
-	ip link add "$_b" type bond mode active-backup miimon 100 || return 1
-	for _s in "$@"; do
-		ip link add "$_s" type veth peer name "${_s}p" && ip link set "${_s}p" up &&
-			ip link set "$_s" master "$_b" || return 1
-	done
-	ip link set "$_b" up && wait_until 10 grep -qx 1 "/sys/class/net/$_b/carrier"
-}
-
-# --- operator-command output (ops, ops-exclusive) ---
-
-# print_info LABEL CMD...: run CMD, print every output line as RC-INFO, keep
-# the output in $OUT and the status in $RC.
-print_info() {
-	_label=$1
-	shift
-	OUT=$("$@" 2>&1)
-	RC=$?
-	info "$_label: \$ $* (exit $RC)"
-	echo "$OUT" | while IFS= read -r _l; do info "$_label: $_l"; done
-}
-# has TEXT: $OUT contains TEXT
-has() { case "$OUT" in *"$1"*) return 0 ;; *) return 1 ;; esac; }
-# expect NAME TEXT...: $OUT contains every TEXT
-expect() {
-	_n=$1
-	shift
-	step "$_n"
-	for _t in "$@"; do
-		has "$_t" || { fail "output lacks '$_t'"; return; }
-	done
-	pass
-}
-
 # setup_nic: the simrdma boots' NIC (eth0) as a node would have it: MTU, up,
 # IPv4 + IPv6, a gateway route and a route in another table.
 setup_nic() {
@@ -352,47 +192,6 @@ setup_nic() {
 		ip addr add fd00:88::1/64 dev eth0 nodad &&
 		ip route add 10.88.0.0/16 via 192.168.88.254 dev eth0 &&
 		ip route add 10.89.0.0/16 dev eth0 table 100
-}
-
-# has_smc: this kernel has SMC (init.sh loads smc where the kernel ships it).
-# Which kernels have it is docs/kernels.md's table, which the caps scenario
-# asserts per kernel, so a kernel losing SMC fails there, not here.
-has_smc() { [ -d /sys/module/smc ]; }
-
-# no_smc_outcomes TOOL POD CONF-FIELDS: on a kernel without SMC, what an
-# annotated pod gets under each smcr.onUnsupported (docs/configuration.md):
-# "warn" attaches it, logs why, writes no SMC part in its record, and DEL
-# cleans up; "fail" refuses it with 108 naming SMC and leaves no record. TOOL
-# is cnicall (its output carries the plugin's log); CONF-FIELDS are the
-# scenario's rdma-chain fields without "smcr". Uses NETDIR and DATADIR.
-no_smc_outcomes() {
-	_t=$1 _p=$2 _f=$3
-	info "kernel $(uname -r) has no SMC: an annotated pod gets what smcr.onUnsupported says"
-	check no-smc-family sh -c "! smcctl pnet"
-	for _on in warn fail; do
-		write_conflist "$NETDIR" 1.0.0 "$_f,\"smcr\":{\"onUnsupported\":\"$_on\"},
-  \"capabilities\":{\"io.kubernetes.cri.pod-annotations\":true}"
-		ip netns add "$_p"
-		export CAP_ARGS='{"io.kubernetes.cri.pod-annotations":{"network.alibabacloud.com/erdma-smcr":"true"}}'
-		cni "$_t" add "$_p"
-		unset CAP_ARGS
-		if [ $_on = warn ]; then
-			expect_ok no-smc-warn-attaches
-			step no-smc-warn-logs
-			case "$CNI_OUT" in *"SMC-R requested but unavailable"*"SMC is not available"*) pass ;; *) fail "no log line saying SMC is unavailable: $CNI_OUT" ;; esac
-			step no-smc-warn-record-without-smc
-			if [ "$(state_count)" = 1 ] && ! grep -q '"smc"' "$DATADIR/attachments/"*; then pass; else fail "records: $(state_files): $(cat "$DATADIR/attachments/"* 2>&1)"; fi
-		else
-			expect_code no-smc-fail-108 108 "SMC is not available"
-			step no-smc-fail-no-record
-			if [ "$(state_count)" = 0 ]; then pass; else fail "records left: $(state_files)"; fi
-		fi
-		cni "$_t" del "$_p"
-		expect_ok no-smc-$_on-del
-		step no-smc-$_on-del-no-record
-		if [ "$(state_count)" = 0 ]; then pass; else fail "records left: $(state_files)"; fi
-		ip netns del "$_p"
-	done
 }
 
 # go_checks BINARY TEST TIMEOUT: runs the Go test TEST of BINARY (a go test

@@ -10,43 +10,24 @@
 //	smcctl devices [NETNS_PATH]       one line per SMC-R device port: DEV port=N pnetid=P
 //	                                  user=0|1 netdev=NAME|ifindex active=0|1 links=N
 //	smcctl fallback [NETNS_PATH]      totals, then server|client reason=0x%08x count=N lines
-//	smcctl tcp-server ADDR:PORT       AF_SMC listener: accepts one connection, echoes, exits 0
-//	smcctl tcp-client ADDR:PORT       AF_SMC client: sends a few bytes, wants them back, exits 0
-//	                                  (ADDR IPv4, or [IPv6] with SMCPROTO_SMC6)
 //
 // Names the kernel reports as "n/a" print as n/a (port 0 for an ETH entry).
-// tcp-server/tcp-client open AF_SMC (43) SOCK_STREAM sockets with
-// SMCPROTO_SMC (0), or SMCPROTO_SMC6 (1) for an IPv6 address: the kernel tries SMC and falls back to TCP when it
-// cannot; run them with `ip netns exec POD` and read the fallback reasons
-// with `smcctl fallback` afterwards. Exit status: 0 ok, 1 error, 2 usage,
-// 3 timeout (SMCCTL_TIMEOUT, default 20s).
+// Exit status: 0 ok, 1 error, 2 usage, 3 timeout (SMCCTL_TIMEOUT, default
+// 20s).
 package main
 
 import (
-	"bytes"
 	"fmt"
-	"io"
-	"net"
 	"os"
 	"runtime"
 	"strconv"
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/rdma-chain/rdma-chain/pkg/smc"
 )
 
 func init() { runtime.LockOSThread() }
-
-const (
-	afSMC      = 43 // AF_SMC
-	smcProtoV4 = 0  // SMCPROTO_SMC: IPv4
-	smcProtoV6 = 1  // SMCPROTO_SMC6: IPv6
-)
-
-var payload = []byte("rdma-chain smc hello\n")
 
 func main() {
 	if len(os.Args) < 2 {
@@ -79,10 +60,6 @@ func main() {
 		err = smc.Do(arg, printDevices)
 	case "fallback":
 		err = fallback(arg)
-	case "tcp-server":
-		err = server(need(arg))
-	case "tcp-client":
-		err = client(need(arg))
 	default:
 		usage()
 	}
@@ -92,15 +69,8 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: smcctl pnet [NETNS_PATH] | pnet-add NETNS_PATH|- PNETID eth=NAME|ib=DEV[:PORT] | pnet-del NETNS_PATH|- PNETID | ueids | devices [NETNS_PATH] | fallback [NETNS_PATH] | tcp-server ADDR:PORT | tcp-client ADDR:PORT")
+	fmt.Fprintln(os.Stderr, "usage: smcctl pnet [NETNS_PATH] | pnet-add NETNS_PATH|- PNETID eth=NAME|ib=DEV[:PORT] | pnet-del NETNS_PATH|- PNETID | ueids | devices [NETNS_PATH] | fallback [NETNS_PATH]")
 	os.Exit(2)
-}
-
-func need(a string) string {
-	if a == "" {
-		usage()
-	}
-	return a
 }
 
 func die(code int, format string, a ...any) {
@@ -236,111 +206,4 @@ func printFallback(c *smc.Client) error {
 		fmt.Printf("%s reason=0x%08x count=%d\n", side, s.Reason, s.Count)
 	}
 	return nil
-}
-
-// sockaddr parses ADDR:PORT or [ADDR]:PORT and says which SMCPROTO the
-// socket needs for it.
-func sockaddr(hostPort string) (unix.Sockaddr, int, error) {
-	h, p, err := net.SplitHostPort(hostPort)
-	if err != nil {
-		return nil, 0, err
-	}
-	port, err := strconv.Atoi(p)
-	if err != nil || port <= 0 || port > 65535 {
-		return nil, 0, fmt.Errorf("bad port %q", p)
-	}
-	ip := net.ParseIP(h)
-	if ip == nil {
-		return nil, 0, fmt.Errorf("%q is not an IP address", h)
-	}
-	if ip4 := ip.To4(); ip4 != nil {
-		sa := &unix.SockaddrInet4{Port: port}
-		copy(sa.Addr[:], ip4)
-		return sa, smcProtoV4, nil
-	}
-	sa := &unix.SockaddrInet6{Port: port}
-	copy(sa.Addr[:], ip.To16())
-	return sa, smcProtoV6, nil
-}
-
-func smcSocket(proto int) (int, error) {
-	fd, err := unix.Socket(afSMC, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, proto)
-	if err != nil {
-		return -1, fmt.Errorf("socket(AF_SMC, %d): %w", proto, err)
-	}
-	return fd, nil
-}
-
-func server(addr string) error {
-	sa, proto, err := sockaddr(addr)
-	if err != nil {
-		return err
-	}
-	fd, err := smcSocket(proto)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(fd)
-	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1)
-	if err := unix.Bind(fd, sa); err != nil {
-		return fmt.Errorf("bind %s: %w", addr, err)
-	}
-	if err := unix.Listen(fd, 4); err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
-	fmt.Printf("listening on %s (AF_SMC)\n", addr)
-	nfd, peer, err := unix.Accept(fd)
-	if err != nil {
-		return fmt.Errorf("accept: %w", err)
-	}
-	f := os.NewFile(uintptr(nfd), "conn")
-	defer f.Close()
-	buf := make([]byte, len(payload))
-	if _, err := io.ReadFull(f, buf); err != nil {
-		return fmt.Errorf("read: %w", err)
-	}
-	if _, err := f.Write(buf); err != nil {
-		return fmt.Errorf("write: %w", err)
-	}
-	fmt.Printf("served %s: %d bytes echoed\n", peerString(peer), len(buf))
-	return nil
-}
-
-func client(addr string) error {
-	sa, proto, err := sockaddr(addr)
-	if err != nil {
-		return err
-	}
-	fd, err := smcSocket(proto)
-	if err != nil {
-		return err
-	}
-	if err := unix.Connect(fd, sa); err != nil {
-		unix.Close(fd)
-		return fmt.Errorf("connect %s: %w", addr, err)
-	}
-	f := os.NewFile(uintptr(fd), "conn")
-	defer f.Close()
-	if _, err := f.Write(payload); err != nil {
-		return fmt.Errorf("write: %w", err)
-	}
-	buf := make([]byte, len(payload))
-	if _, err := io.ReadFull(f, buf); err != nil {
-		return fmt.Errorf("read: %w", err)
-	}
-	if !bytes.Equal(buf, payload) {
-		return fmt.Errorf("echo mismatch: %q", buf)
-	}
-	fmt.Printf("connected to %s (AF_SMC): %d bytes sent and echoed\n", addr, len(buf))
-	return nil
-}
-
-func peerString(sa unix.Sockaddr) string {
-	switch in := sa.(type) {
-	case *unix.SockaddrInet4:
-		return fmt.Sprintf("%s:%d", net.IP(in.Addr[:]), in.Port)
-	case *unix.SockaddrInet6:
-		return net.JoinHostPort(net.IP(in.Addr[:]).String(), strconv.Itoa(in.Port))
-	}
-	return "peer"
 }

@@ -1,0 +1,83 @@
+package guestkit
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/rdma-chain/rdma-chain/pkg/rdma"
+)
+
+// MakeBond makes an active-backup bond (miimon 100) of veth links slaves (each
+// with its peer SLAVEp up in init_net), up, with carrier and settled.
+func MakeBond(name string, slaves ...string) error {
+	b := netlink.NewLinkBond(netlink.LinkAttrs{Name: name})
+	b.Mode, b.Miimon = netlink.BOND_MODE_ACTIVE_BACKUP, 100
+	if err := netlink.LinkAdd(b); err != nil {
+		return fmt.Errorf("bond %s: %w", name, err)
+	}
+	for _, s := range slaves {
+		if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: s}, PeerName: s + "p"}); err != nil {
+			return fmt.Errorf("veth %s: %w", s, err)
+		}
+		peer, err := netlink.LinkByName(s + "p")
+		if err == nil {
+			err = netlink.LinkSetUp(peer)
+		}
+		if err == nil {
+			err = netlink.LinkSetMasterByIndex(&netlink.Device{LinkAttrs: netlink.LinkAttrs{Name: s}}, b.Index)
+		}
+		if err != nil {
+			return fmt.Errorf("slave %s of %s: %w", s, name, err)
+		}
+	}
+	if err := netlink.LinkSetUp(b); err != nil {
+		return err
+	}
+	return WaitSettled(name)
+}
+
+// AddRxe makes soft-RoCE device name on netdev and waits for it to
+// register (asynchronously on some kernels).
+func AddRxe(name, netdev string) error {
+	if err := netlink.RdmaLinkAdd(name, "rxe", netdev); err != nil {
+		return fmt.Errorf("rdma link add %s type rxe netdev %s: %w", name, netdev, err)
+	}
+	return Poll(10*time.Second, 100*time.Millisecond, func() error {
+		_, err := os.Stat("/sys/class/infiniband/" + name)
+		return err
+	})
+}
+
+// DelRxe removes soft-RoCE device name.
+func DelRxe(name string) error {
+	if err := netlink.RdmaLinkDel(name); err != nil {
+		return fmt.Errorf("rdma link del %s: %w", name, err)
+	}
+	return nil
+}
+
+// PortView is RDMA device dev's first port and its netdev, as `rdma link
+// show DEV/1` tells.
+func PortView(dev string) (string, error) {
+	sys := rdma.New()
+	devs, err := sys.Devices()
+	if err != nil {
+		return "", err
+	}
+	i := slices.IndexFunc(devs, func(d rdma.Device) bool { return d.Name == dev })
+	if i < 0 {
+		return "", fmt.Errorf("%s not in init_net", dev)
+	}
+	ports, err := sys.Ports(dev)
+	if err != nil {
+		return "", fmt.Errorf("ports of %s: %w", dev, err)
+	}
+	if len(ports) == 0 {
+		return "", fmt.Errorf("%s has no port", dev)
+	}
+	return fmt.Sprintf("%s/%d state=%s phys=%s netdev=%s", dev, ports[0].Port, ports[0].State, ports[0].PhysState, devs[i].Netdev), nil
+}
