@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -336,5 +337,24 @@ func TestSharedRollbackAtAddChild(t *testing.T) {
 				t.Errorf("state left: %v", f)
 			}
 		})
+	}
+}
+
+// TestAddExclusiveRereadsUnderLock: the netdev ADD moves is the one the
+// kernel has under the node lock, not what ADD read before it: a netdev
+// back from a dead pod netns as rdma0, renamed eth0 by the reconcile
+// daemon's repair while this ADD waited for the lock, is moved as eth0.
+func TestAddExclusiveRereadsUnderLock(t *testing.T) {
+	w := &world{mode: rdma.ModeExclusive, devices: []rdma.Device{rxe("mlx5_0", "rdma0")},
+		devicesNow: []rdma.Device{rxe("mlx5_0", "eth0")}}
+	dir := t.TempDir()
+	if err := w.plugin().Add(cmd(dir, `,"podSelection":"all"`, prevResult100)); err != nil {
+		t.Fatal(err)
+	}
+	if got := filterCalls(w.calls, "Describe"); !slices.Equal(got, []string{"Describe eth0 rdma0"}) {
+		t.Errorf("ADD described %q, want the netdev as it is under the lock: calls %v", got, w.calls)
+	}
+	if got := filterCalls(w.calls, "MoveToPod"); !slices.Equal(got, []string{"MoveToPod eth0 rdma0"}) {
+		t.Errorf("ADD moved %q, want eth0", got)
 	}
 }

@@ -3,6 +3,7 @@ package chain
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/containernetworking/cni/pkg/types"
 	types100 "github.com/containernetworking/cni/pkg/types/100"
@@ -147,14 +148,34 @@ func (p *Plugin) exclusiveHolders(c *call, rec *state.Record, offered []rdma.Dev
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	recs, pending, reclaimed := p.reclaimStranded(c, recs)
-	if reclaimed {
-		// Netdevs came back under new names: list the devices again.
-		if offered, err = p.offered(c.conf); err != nil {
-			return nil, nil, pending, err
-		}
+	recs, pending = p.reclaimStranded(c, recs)
+	// Netdevs move in exclusive mode and come back under other names (the
+	// kernel's when a pod netns dies, then the record's when this reclaim,
+	// a DEL or the reconcile daemon's repair restores them, each under
+	// this lock): what ADD read of the devices before it held the lock is
+	// read again under it (a soak saw eth0 read as rdma0, renamed back by
+	// reconcile before the ADD got the lock: 104, "find host netdev").
+	if offered, err = p.reread(offered); err != nil {
+		return nil, nil, pending, err
 	}
 	return busyDevices(recs, c.conf.Devices), offered, pending, nil
+}
+
+// reread is offered (the devices ADD chose from, its filters applied) as
+// the kernel has them now: each one's netdev read again; one gone is left
+// out.
+func (p *Plugin) reread(offered []rdma.Device) ([]rdma.Device, error) {
+	all, err := p.env.RDMA.Devices()
+	if err != nil {
+		return nil, cniError(CodeNoRDMA, "cannot list RDMA devices", err)
+	}
+	out := make([]rdma.Device, 0, len(offered))
+	for _, d := range offered {
+		if i := slices.IndexFunc(all, func(n rdma.Device) bool { return n.Name == d.Name }); i >= 0 {
+			out = append(out, all[i])
+		}
+	}
+	return out, nil
 }
 
 // holdsLease reports whether a link of rec has (or is taking) an IPAM lease.

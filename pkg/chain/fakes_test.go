@@ -121,6 +121,7 @@ type world struct {
 	mode       rdma.Mode
 	modeErr    error
 	devices    []rdma.Device
+	devicesNow []rdma.Device // what Devices lists from its second call on, when set
 	allocs     []podres.Allocation
 	claims     []podres.ClaimDevice // DRA devices of the served drivers
 	foreign    []podres.ClaimDevice // DRA devices of other drivers
@@ -193,7 +194,13 @@ func (w *world) record(format string, args ...any) error {
 
 func (w *world) NetnsMode() (rdma.Mode, error) { w.record("NetnsMode"); return w.mode, w.modeErr }
 func (w *world) Devices() ([]rdma.Device, error) {
-	return w.devices, w.record("Devices")
+	err := w.record("Devices")
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.devicesNow != nil && w.counts["Devices"] > 1 {
+		return w.devicesNow, err
+	}
+	return w.devices, err
 }
 func (w *world) CheckMovable(rdma.Device) error { return w.failOn["CheckMovable"] }
 func (w *world) FreeGIDs(dev string, port, want int) (free, size int, err error) {

@@ -15,7 +15,7 @@ import (
 // hold its device forever. The host side is restored as DEL would; a
 // record whose IPAM leases remain is kept, marked released, and returned
 // in pending: finishReclaim releases them once the lock is given up.
-func (p *Plugin) reclaimStranded(c *call, recs []*state.Record) (out, pending []*state.Record, reclaimed bool) {
+func (p *Plugin) reclaimStranded(c *call, recs []*state.Record) (out, pending []*state.Record) {
 	for _, r := range recs {
 		if r.Mode != rdma.ModeExclusive || !holdsDevice(r) || !p.netnsGone(c, r) {
 			out = append(out, r)
@@ -28,7 +28,6 @@ func (p *Plugin) reclaimStranded(c *call, recs []*state.Record) (out, pending []
 			continue
 		}
 		failpoint.Hit("add-stranded-reclaimed")
-		reclaimed = true
 		if len(r.Links) == 0 && r.SMC == nil {
 			if err := c.store.Delete(r.Key()); err != nil {
 				c.log.Error("cannot drop the record of a reclaimed attachment", "holder", r.ContainerID, "error", err)
@@ -42,7 +41,7 @@ func (p *Plugin) reclaimStranded(c *call, recs []*state.Record) (out, pending []
 			"holder", r.ContainerID, "pod", r.Pod.Namespace+"/"+r.Pod.Name, "netns", r.NetNS, "container", c.args.ContainerID)
 		out = append(out, r)
 	}
-	return out, pending, reclaimed
+	return out, pending
 }
 
 func holdsDevice(r *state.Record) bool {
