@@ -183,7 +183,7 @@ func (m *matrix) discover(t *testing.T) (addFP, delFP []string) {
 	if m.base, err = guestkit.ReadNode(stateDirs...); err != nil {
 		t.Fatal(err)
 	}
-	if b, a := withoutFiles(before), withoutFiles(m.base); !slices.Equal(b, a) {
+	if b, a := before.WithoutFiles(), m.base.WithoutFiles(); !slices.Equal(b, a) {
 		t.Errorf("a normal ADD and DEL changed the node: %s", guestkit.Diff(b, a))
 	}
 	t.Logf("base: %d facts", len(m.base))
@@ -232,10 +232,4 @@ func (m *matrix) checkSMC(t *testing.T, p pod) {
 	if err != nil || !slices.ContainsFunc(rows, func(e smc.PnetEntry) bool { return e.EthName == nic }) {
 		t.Errorf("the SMC-R pod's pnet table: %v %v, want an entry for %s", rows, err, nic)
 	}
-}
-
-func withoutFiles(n guestkit.Node) guestkit.Node {
-	return slices.DeleteFunc(slices.Clone(n), func(s string) bool {
-		return strings.HasPrefix(s, "file ") || strings.HasPrefix(s, "entry ")
-	})
 }

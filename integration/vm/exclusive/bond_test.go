@@ -81,7 +81,7 @@ func TestBondExclusive(t *testing.T) {
 			t.FailNow()
 		}
 		guestkit.Check(t, c.prefix+"plugin-sees-"+c.pluginSees, func() error { // the GIDs come asynchronously
-			return guestkit.Poll(10*time.Second, 100*time.Millisecond, func() error { return deviceOn(device, c.pluginSees) })
+			return guestkit.Poll(10*time.Second, 100*time.Millisecond, func() error { return guestkit.DeviceOn(device, c.pluginSees) })
 		})
 		if c.uplink && !guestkit.Check(t, "bond1-default-route", func() error { return bondUplink(true) }) {
 			t.FailNow()
@@ -131,7 +131,7 @@ func loadSimrdma(netdev string) error {
 	if err := guestkit.LoadModule("simrdma", "netdev="+netdev); err != nil {
 		return err
 	}
-	return guestkit.Poll(10*time.Second, 100*time.Millisecond, func() error { return inInitNet(device) })
+	return guestkit.Poll(10*time.Second, 100*time.Millisecond, func() error { return guestkit.InInitNet(device) })
 }
 
 // bondUplink gives bond1 an address and the main table's default route

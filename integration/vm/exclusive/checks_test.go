@@ -54,8 +54,8 @@ func (e *env) hostRestored(t *testing.T, label string) {
 				return err
 			})
 		})
-		guestkit.Check(t, "device-in-init-net", func() error { return inInitNet(device) })
-		guestkit.Check(t, "device-on-eth0", func() error { return deviceOn(device, nic) })
+		guestkit.Check(t, "device-in-init-net", func() error { return guestkit.InInitNet(device) })
+		guestkit.Check(t, "device-on-eth0", func() error { return guestkit.DeviceOn(device, nic) })
 		guestkit.Check(t, "host-gids-back", func() error {
 			return guestkit.Poll(10*time.Second, 100*time.Millisecond, func() error {
 				got, err := simGIDs("")
@@ -103,9 +103,11 @@ func (e *env) podHolds(t *testing.T, label string, p pod) {
 			}
 			return err
 		})
-		guestkit.Check(t, "device-on-rdma0", func() error { return guestkit.InPod(p.NetNS, func() error { return deviceOn(device, "rdma0") }) })
+		guestkit.Check(t, "device-on-rdma0", func() error {
+			return guestkit.InPod(p.NetNS, func() error { return guestkit.DeviceOn(device, "rdma0") })
+		})
 		guestkit.Check(t, "init-net-without-device", func() error {
-			has, err := initNetHas(device)
+			has, err := guestkit.InitNetHas(device)
 			if _, serr := os.Stat("/sys/class/infiniband/" + device); err == nil && (has || serr == nil) {
 				err = fmt.Errorf("init_net sees %s (netlink: %v, sysfs: no error)", device, has)
 			}

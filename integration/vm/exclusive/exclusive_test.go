@@ -91,8 +91,8 @@ func setUp(t *testing.T) bool {
 			}
 			return guestkit.ModeIs(rdma.ModeExclusive)
 		}},
-		{"simrdma0-registered", func() error { return inInitNet(device) }},
-		{"simrdma0-on-eth0", func() error { return deviceOn(device, nic) }},
+		{"simrdma0-registered", func() error { return guestkit.InInitNet(device) }},
+		{"simrdma0-on-eth0", func() error { return guestkit.DeviceOn(device, nic) }},
 		{"nic-setup", func() error { return guestkit.SetUpNIC(nic) }},
 		{"rxe0-on-veth0", guestkit.SetUpRxe},
 		{"host-gids-have-nic-addresses", func() error {
@@ -156,39 +156,4 @@ func readBase() (base, error) {
 	}
 	b.mac = l.Attrs().HardwareAddr.String()
 	return b, nil
-}
-
-// initNetHas: init_net's RDMA netlink lists dev.
-func initNetHas(dev string) (bool, error) {
-	links, err := netlink.RdmaLinkList()
-	if err != nil {
-		return false, fmt.Errorf("list init_net's RDMA devices: %w", err)
-	}
-	return slices.ContainsFunc(links, func(l *netlink.RdmaLink) bool { return l.Attrs.Name == dev }), nil
-}
-
-// inInitNet: init_net's RDMA netlink lists dev.
-func inInitNet(dev string) error {
-	has, err := initNetHas(dev)
-	if err == nil && !has {
-		err = fmt.Errorf("RDMA device %s not in init_net", dev)
-	}
-	return err
-}
-
-// deviceOn: dev is visible here with its port bound to netdev.
-func deviceOn(dev, netdev string) error {
-	devs, err := rdma.New().Devices()
-	if err != nil {
-		return err
-	}
-	for _, d := range devs {
-		if d.Name == dev {
-			if d.Netdev != netdev {
-				return fmt.Errorf("RDMA device %s on netdev %q, want %s", dev, d.Netdev, netdev)
-			}
-			return nil
-		}
-	}
-	return fmt.Errorf("RDMA device %s not visible: %+v", dev, devs)
 }

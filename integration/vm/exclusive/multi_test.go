@@ -176,7 +176,7 @@ func podHoldsNIC(t *testing.T, p pod, n multiNIC) {
 		if err := guestkit.InPod(p.NetNS, func() error { return guestkit.BoundTo(n.dev, n.pod) }); err != nil {
 			return err
 		}
-		has, err := initNetHas(n.dev)
+		has, err := guestkit.InitNetHas(n.dev)
 		if err == nil && has {
 			err = fmt.Errorf("init_net still lists %s after ADD", n.dev)
 		}

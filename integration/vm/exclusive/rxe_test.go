@@ -47,7 +47,7 @@ func rxeRefused(t *testing.T, v string) {
 	// ptp ran before rdma-chain; libcni does not undo it, the runtime's
 	// DEL does: the pod has lo and eth0, nothing of rdma-chain's.
 	guestkit.Check(t, "pod-netns-only-lo-eth0", func() error { return podLinksAre(p, "eth0", "lo") })
-	guestkit.Check(t, "rxe0-in-init-net", func() error { return inInitNet(rxe) })
+	guestkit.Check(t, "rxe0-in-init-net", func() error { return guestkit.InInitNet(rxe) })
 	guestkit.Check(t, "veth0-in-init-net", func() error {
 		_, err := netlink.LinkByName("veth0")
 		return err

@@ -233,7 +233,7 @@ func (e *env) uplink(t *testing.T, route *netlink.Route, words string) {
 		}
 		return err
 	})
-	guestkit.Check(t, "device-on-eth0", func() error { return deviceOn(device, nic) })
+	guestkit.Check(t, "device-on-eth0", func() error { return guestkit.DeviceOn(device, nic) })
 	guestkit.Check(t, "nothing-in-pod", func() error { return nothingInPod(p, e.b.mac) })
 	guestkit.Check(t, "no-record", func() error { return e.RecordCount(0) })
 	guestkit.ExpectOK(t, "del", e.Gone(t, p))

@@ -76,7 +76,7 @@ func refundOrder(mac string) (string, error) {
 	start := time.Now()
 	var dev, back time.Duration = -1, -1
 	for time.Since(start) < 10*time.Second && (dev < 0 || back < 0) {
-		if dev < 0 && inInitNet(device) == nil {
+		if dev < 0 && guestkit.InInitNet(device) == nil {
 			dev = time.Since(start)
 		}
 		if n, _ := linkByMAC(mac); back < 0 && n != "" {

@@ -81,3 +81,47 @@ func PortView(dev string) (string, error) {
 	}
 	return fmt.Sprintf("%s/%d state=%s phys=%s netdev=%s", dev, ports[0].Port, ports[0].State, ports[0].PhysState, devs[i].Netdev), nil
 }
+
+// InitNetHas: init_net's RDMA netlink lists dev.
+func InitNetHas(dev string) (bool, error) {
+	links, err := netlink.RdmaLinkList()
+	if err != nil {
+		return false, fmt.Errorf("list init_net's RDMA devices: %w", err)
+	}
+	return slices.ContainsFunc(links, func(l *netlink.RdmaLink) bool { return l.Attrs.Name == dev }), nil
+}
+
+// InInitNet: init_net's RDMA netlink lists dev.
+func InInitNet(dev string) error {
+	has, err := InitNetHas(dev)
+	if err == nil && !has {
+		err = fmt.Errorf("RDMA device %s not in init_net", dev)
+	}
+	return err
+}
+
+// DeviceOn: dev is visible here, pkg/rdma reading its port bound to netdev.
+func DeviceOn(dev, netdev string) error {
+	devs, err := rdma.New().Devices()
+	if err != nil {
+		return err
+	}
+	for _, d := range devs {
+		if d.Name == dev {
+			if d.Netdev != netdev {
+				return fmt.Errorf("RDMA device %s on netdev %q, want %s", dev, d.Netdev, netdev)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("RDMA device %s not visible: %+v", dev, devs)
+}
+
+// LinkIndex is netdev name's ifindex.
+func LinkIndex(name string) (int, error) {
+	l, err := netlink.LinkByName(name)
+	if err != nil {
+		return 0, err
+	}
+	return l.Attrs().Index, nil
+}

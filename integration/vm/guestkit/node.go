@@ -376,3 +376,12 @@ func NICView(name string) ([]string, error) {
 	slices.Sort(out)
 	return out, nil
 }
+
+// WithoutFiles is n without its state and lease files: the kernel's part
+// of the node, for a comparison across the first pod, which creates the
+// state and lease directories.
+func (n Node) WithoutFiles() Node {
+	return slices.DeleteFunc(slices.Clone(n), func(s string) bool {
+		return strings.HasPrefix(s, "file ") || strings.HasPrefix(s, "entry ")
+	})
+}

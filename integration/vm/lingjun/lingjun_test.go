@@ -52,7 +52,10 @@ func TestBond(t *testing.T) {
 	if !ok {
 		t.Fatal("the node could not be set up: no case runs")
 	}
-	bondIdx := linkIndex(t, "bond0")
+	bondIdx, err := guestkit.LinkIndex("bond0")
+	if err != nil {
+		t.Fatal(err)
+	}
 	s := newSetup(t, "bond", "/run/ipam-bond/rdmanet", "fd00:79:", `"devices":["rxe1"]`)
 	pods := []pod{guestkit.NewPod("bond-", "b1"), guestkit.NewPod("bond-", "b2")}
 	addrs := map[string]string{}
@@ -172,15 +175,6 @@ func netdevTests() error {
 		return fmt.Errorf("netdev.test ran no bond case: %s", out)
 	}
 	return nil
-}
-
-func linkIndex(t *testing.T, name string) int {
-	t.Helper()
-	l, err := netlink.LinkByName(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l.Attrs().Index
 }
 
 // childOf: link in p's netns is an ipvlan child of ifindex parent.

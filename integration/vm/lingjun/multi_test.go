@@ -47,7 +47,8 @@ func TestMulti(t *testing.T) {
 			a, err := guestkit.PodAddr(p.NetNS, link, d.prefix+"f:0:c0")
 			addrs[fmt.Sprintf("%s/%d", p.Name, i)] = a
 			guestkit.Check(t, fmt.Sprintf("child-%d-of-%s-%s", i, d.netdev, p.Name), func() error {
-				return errors.Join(err, childOf(p, link, linkIndex(t, d.netdev)),
+				idx, ierr := guestkit.LinkIndex(d.netdev)
+				return errors.Join(err, ierr, childOf(p, link, idx),
 					guestkit.InPod(p.NetNS, func() error { return guestkit.HasAddr(link, a+"/124") }))
 			})
 			others := slices.DeleteFunc(deviceNames(devs), func(n string) bool { return n == d.dev })

@@ -46,7 +46,7 @@ func TestOpsExclusive(t *testing.T) {
 	testenv.VMGuest(t)
 	start := time.Now()
 	ok := guestkit.Check(t, "switch-to-exclusive", toExclusive)
-	ok = guestkit.Check(t, "simrdma0-registered", func() error { return inInitNet(simdev) }) && ok
+	ok = guestkit.Check(t, "simrdma0-registered", func() error { return guestkit.InInitNet(simdev) }) && ok
 	if !guestkit.Check(t, "nic-setup", nicSetUp) || !ok {
 		t.Fatal("the node could not be set up: no case runs")
 	}
@@ -75,7 +75,7 @@ func TestOpsExclusive(t *testing.T) {
 	guestkit.Check(t, "refunded", func() error {
 		return guestkit.Poll(20*time.Second, 100*time.Millisecond, func() error {
 			_, err := linkWithMAC(e.mac)
-			return errors.Join(inInitNet(simdev), err)
+			return errors.Join(guestkit.InInitNet(simdev), err)
 		})
 	})
 	t.Logf("init_net links after the netns went: %s", initNetLinks())
@@ -174,7 +174,7 @@ func (e *excl) inspectHeld(t *testing.T, gid string) {
 		if _, err := in.device(simdev); err == nil {
 			return errors.New("inspect --json lists simrdma0 in init_net while the pod holds it")
 		}
-		if inInitNet(simdev) == nil {
+		if guestkit.InInitNet(simdev) == nil {
 			return errors.New("init_net's RDMA netlink lists simrdma0 while the pod holds it")
 		}
 		return nil
@@ -260,18 +260,6 @@ func deviceBack(in inspected) error {
 	}
 	if len(in.r.Attachments) != 0 {
 		return fmt.Errorf("attachments left: %+v", in.r.Attachments)
-	}
-	return nil
-}
-
-// inInitNet: init_net's RDMA netlink lists dev.
-func inInitNet(dev string) error {
-	links, err := netlink.RdmaLinkList()
-	if err != nil {
-		return fmt.Errorf("list init_net's RDMA devices: %w", err)
-	}
-	if !slices.ContainsFunc(links, func(l *netlink.RdmaLink) bool { return l.Attrs.Name == dev }) {
-		return fmt.Errorf("RDMA device %s not in init_net", dev)
 	}
 	return nil
 }

@@ -66,7 +66,7 @@ func sharedVersion(t *testing.T, v string) {
 	dataDir := "/run/rdma-chain-shared-" + v
 	c := guestkit.NewCalls(t, v, dataDir)
 	c.Conf(t, `"mode":"shared","devices":["rxe0"],"podSelection":"all","dataDir":"`+dataDir+`","sharedLink":{"type":"ipvlan","mode":"l2"}`)
-	parentIdx, err := linkIndex(parent)
+	parentIdx, err := guestkit.LinkIndex(parent)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func sharedVersion(t *testing.T, v string) {
 	guestkit.Check(t, "no-records-after-netns-gone", func() error { return c.RecordCount(0) })
 
 	guestkit.Check(t, "veth0-intact", func() error { return guestkit.HasAddr(parent, "192.168.77.1/24") })
-	guestkit.Check(t, "rxe0-intact", rxeOnParent)
+	guestkit.Check(t, "rxe0-intact", func() error { return guestkit.DeviceOn(rxe, parent) })
 	guestkit.DelNetNS(t, p1)
 	guestkit.DelNetNS(t, p2)
 }
@@ -179,24 +179,7 @@ func childIsIpvlan(t *testing.T, p pod, parentIdx int) {
 		}
 		return guestkit.NoLink(p.NetNS, parent)
 	})
-	guestkit.Check(t, "rxe0-on-veth0-"+p.Name, rxeOnParent)
-}
-
-// rxeOnParent: rxe0's port is bound to veth0.
-func rxeOnParent() error {
-	devs, err := rdma.New().Devices()
-	if err != nil {
-		return err
-	}
-	for _, d := range devs {
-		if d.Name == rxe {
-			if d.Netdev != parent {
-				return fmt.Errorf("%s on netdev %q, want %s", rxe, d.Netdev, parent)
-			}
-			return nil
-		}
-	}
-	return fmt.Errorf("%s not in init_net: %+v", rxe, devs)
+	guestkit.Check(t, "rxe0-on-veth0-"+p.Name, func() error { return guestkit.DeviceOn(rxe, parent) })
 }
 
 // rpingPods: RoCE between two pods over rxe0 through their rdma0
@@ -208,14 +191,6 @@ func rpingPods(t *testing.T, server, client pod) error {
 		}
 	}
 	return guestkit.Rping(t, rxe, server, client, "fd00::2", 3)
-}
-
-func linkIndex(name string) (int, error) {
-	l, err := netlink.LinkByName(name)
-	if err != nil {
-		return 0, err
-	}
-	return l.Attrs().Index, nil
 }
 
 func delLink(name string) error {

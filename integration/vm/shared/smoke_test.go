@@ -31,7 +31,7 @@ func TestSmoke(t *testing.T) {
 	if !guestkit.Check(t, "rxe0-created", guestkit.SetUpRxe) {
 		t.Fatal("no soft-RoCE rxe0: no case runs")
 	}
-	guestkit.Check(t, "rdma-link-rxe0", rxeOnParent)
+	guestkit.Check(t, "rdma-link-rxe0", func() error { return guestkit.DeviceOn(rxe, parent) })
 	guestkit.Check(t, "netns-mode", func() error {
 		mode, err := rdma.New().NetnsMode()
 		if err == nil && mode != rdma.ModeShared && mode != rdma.ModeExclusive {

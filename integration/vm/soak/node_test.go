@@ -186,7 +186,7 @@ func (s *soak) discover(t *testing.T) {
 // and lease files are left out.
 func (s *soak) sameAs(want guestkit.Node, files bool) error {
 	if !files {
-		want = withoutFiles(want)
+		want = want.WithoutFiles()
 	}
 	return guestkit.Poll(30*time.Second, 200*time.Millisecond, func() error {
 		got, err := guestkit.ReadNode(stateDirs...)
@@ -194,18 +194,12 @@ func (s *soak) sameAs(want guestkit.Node, files bool) error {
 			return fmt.Errorf("read the node: %w", err)
 		}
 		if !files {
-			got = withoutFiles(got)
+			got = got.WithoutFiles()
 		}
 		if !slices.Equal(got, want) {
 			return errors.New("the node differs from before: " + guestkit.Diff(want, got))
 		}
 		return nil
-	})
-}
-
-func withoutFiles(n guestkit.Node) guestkit.Node {
-	return slices.DeleteFunc(slices.Clone(n), func(s string) bool {
-		return strings.HasPrefix(s, "file ") || strings.HasPrefix(s, "entry ")
 	})
 }
 
