@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -53,7 +54,8 @@ func TestCluster(t *testing.T) {
 	if !t.Run("control-plane", func(t *testing.T) { testControlPlane(t, cp) }) {
 		return
 	}
-	if !t.Run("nodes-join", func(st *testing.T) { testNodesJoin(st, t, cp) }) {
+	var vms []*nodeVM
+	if !t.Run("nodes-join", func(st *testing.T) { vms = testNodesJoin(st, t, cp) }) {
 		return
 	}
 	startNodeShells(t, cp)
@@ -84,15 +86,21 @@ func TestCluster(t *testing.T) {
 		testWorkloads(t, cp, dir)
 	})
 	// Each node's scenarios beside the other's: each guest has its core.
+	// node-a's last is its loss, whose pods move to node-b once node-b's
+	// scenarios are done.
+	nodeBFree := make(chan struct{})
+	lost, top := vms[slices.IndexFunc(vms, func(vm *nodeVM) bool { return vm.name == diskNode })], t
 	t.Run("per-node", func(t *testing.T) {
 		t.Run("node-a", func(t *testing.T) {
 			t.Parallel()
 			t.Run("smcr-orphan", func(t *testing.T) { testOrphanedSMCR(t, cp) })
 			t.Run("dra-capacity", func(t *testing.T) { testDRACapacity(t, cp) })
 			t.Run("same-node", func(t *testing.T) { testSameNode(t, cp) })
+			t.Run("node-loss", func(st *testing.T) { testNodeLoss(st, top, cp, lost, nodeNames[1], nodeBFree) })
 		})
 		t.Run("node-b", func(t *testing.T) {
 			t.Parallel()
+			defer close(nodeBFree)
 			t.Run("dra-attach-failed", func(t *testing.T) { testDRAAttachFailed(t, cp) })
 			t.Run("dra-events", func(t *testing.T) { testDRAEvents(t, cp) })
 			t.Run("dra-only", func(t *testing.T) { testDRAOnly(t, cp) })
@@ -126,7 +134,7 @@ func holdForDebugging(t *testing.T, cp *controlPlane) {
 
 // testNodesJoin boots the node VMs; each kubelet registers through the
 // guest's forward with its static token and the node turns Ready.
-func testNodesJoin(t *testing.T, owner testing.TB, cp *controlPlane) {
+func testNodesJoin(t *testing.T, owner testing.TB, cp *controlPlane) []*nodeVM {
 	start := time.Now()
 	vms := bootNodes(t, owner, cp)
 	for _, vm := range vms {
@@ -141,6 +149,7 @@ func testNodesJoin(t *testing.T, owner testing.TB, cp *controlPlane) {
 			`jsonpath={.status.nodeInfo.kubeletVersion} {.status.nodeInfo.containerRuntimeVersion} {.status.nodeInfo.kernelVersion} {.status.addresses}`)
 		t.Logf("CLUSTER-VERSION node %s: %s", vm.name, info)
 	}
+	return vms
 }
 
 // testControlPlane: the API answers the admin through kubectl, and the

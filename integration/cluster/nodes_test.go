@@ -5,6 +5,7 @@ package cluster
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -24,7 +25,10 @@ import (
 type nodeVM struct {
 	name    string
 	idx     int    // 1-based; the node's address is 192.168.50.1<idx>
-	console string // qemu's output
+	console string // qemu's output, this boot's
+	qemu    string
+	args    []string // qemu's, the same for every boot
+	boots   int
 	cmd     *exec.Cmd
 	started time.Time
 
@@ -105,6 +109,14 @@ func bootNodes(t *testing.T, owner testing.TB, cp *controlPlane) []*nodeVM {
 		}
 		cmdline := fmt.Sprintf("console=ttyS0 panic=-1 quiet no_timer_check rc.cluster.node=%s rc.cluster.idx=%d rc.cluster.nodes=%d",
 			name, vm.idx, len(nodeNames))
+		if name == diskNode {
+			disk, err := nodeDisk(cp, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			args = append(args, "-drive", "file="+disk+",format=raw,if=virtio,cache=unsafe")
+			cmdline += " rc.cluster.disk=1"
+		}
 		if name == twoRootNode {
 			// A PCI expander bridge is a root bus of its own: the NIC on
 			// it sits under pci0000:20 in the guest's sysfs.
@@ -113,8 +125,8 @@ func bootNodes(t *testing.T, owner testing.TB, cp *controlPlane) []*nodeVM {
 				"-device", "virtio-net-pci,netdev=n2,bus=pxb1,addr=0x1,mac="+twoRootMAC)
 			cmdline += " rc.cluster.nic2=1"
 		}
-		args = append(args, "-append", cmdline)
-		vm.start(t, owner, env["QEMU"], args)
+		vm.qemu, vm.args = env["QEMU"], append(args, "-append", cmdline)
+		vm.start(t, owner)
 		vms = append(vms, vm)
 	}
 	return vms
@@ -130,6 +142,37 @@ const (
 	secondRoot = "pci0000:20"
 	twoRootMAC = "52:54:00:00:02:02"
 )
+
+// diskNode keeps /var/lib and /var/log on a disk (ext4 on virtio, made
+// fresh for each run), as every real node does: it is the node the
+// node-loss scenario powers off and boots again.
+const diskNode = "node-a"
+
+// nodeDisk makes the node's disk: a sparse file with an empty ext4. No
+// metadata checksums: the guest kernel's ext4 would need the crc32c crypto
+// module for them, which its initramfs does not load.
+func nodeDisk(cp *controlPlane, name string) (string, error) {
+	disk := filepath.Join(cp.dir, name+".disk")
+	f, err := os.Create(disk)
+	if err != nil {
+		return "", err
+	}
+	err = f.Truncate(4 << 30)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return "", err
+	}
+	mkfs := "mkfs.ext4"
+	if _, err := exec.LookPath(mkfs); err != nil {
+		mkfs = "/sbin/mkfs.ext4" // not on root's PATH everywhere (scripts/vm/prepare.sh installs e2fsprogs)
+	}
+	if out, err := exec.Command(mkfs, "-q", "-F", "-L", name, "-O", "^metadata_csum,^metadata_csum_seed,^orphan_file", disk).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("%s %s: %w: %s", mkfs, disk, err, out)
+	}
+	return disk, nil
+}
 
 // nodeKernels are the Debian kernels the nodes boot: the matrix's newest
 // beside the one most nodes run (docs/kernels.md).
@@ -167,63 +210,93 @@ func freeUDPPort(t *testing.T) int {
 	return c.LocalAddr().(*net.UDPAddr).Port
 }
 
-// start runs qemu with its console copied to vm.console and read for the
-// guest's markers; the test's end stops it by its process.
-func (vm *nodeVM) start(t *testing.T, owner testing.TB, qemu string, args []string) {
+// start boots the VM (again, after powerOff): qemu with this boot's
+// console copied to vm.console and read for the guest's markers; the
+// test's end stops it by its process.
+func (vm *nodeVM) start(t *testing.T, owner testing.TB) {
 	t.Helper()
+	vm.mu.Lock()
+	vm.boots++
+	vm.console = filepath.Join(filepath.Dir(vm.console), fmt.Sprintf("%s.console", vm.name))
+	if vm.boots > 1 {
+		vm.console = strings.TrimSuffix(vm.console, ".console") + fmt.Sprintf("-boot%d.console", vm.boots)
+	}
+	vm.ready, vm.fails, vm.done = 0, nil, false
+	vm.mu.Unlock()
 	f, err := os.Create(vm.console)
 	if err != nil {
 		t.Fatal(err)
 	}
-	vm.cmd = exec.Command(qemu, args...)
-	vm.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	out, err := vm.cmd.StdoutPipe()
+	cmd := exec.Command(vm.qemu, vm.args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	vm.cmd.Stderr = vm.cmd.Stdout
-	vm.started = time.Now()
-	if err := vm.cmd.Start(); err != nil {
+	cmd.Stderr = cmd.Stdout
+	started := time.Now()
+	if err := cmd.Start(); err != nil {
 		t.Fatalf("%s: qemu: %v", vm.name, err)
 	}
-	go func() {
-		defer f.Close()
-		sc := bufio.NewScanner(out)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			l := strings.TrimRight(sc.Text(), "\r")
-			fmt.Fprintln(f, l)
-			vm.mu.Lock()
-			switch {
-			case strings.HasPrefix(l, "RC-NODE-READY "):
-				vm.ready = time.Since(vm.started)
-			case strings.HasPrefix(l, "RC-FAIL "), strings.HasPrefix(l, "RC-NODE-FAILED "):
-				vm.fails = append(vm.fails, l)
-			}
-			vm.mu.Unlock()
-		}
-		_ = vm.cmd.Wait()
-		vm.mu.Lock()
-		vm.done = true
-		vm.mu.Unlock()
-	}()
+	vm.mu.Lock()
+	vm.cmd, vm.started = cmd, started
+	vm.mu.Unlock()
+	go vm.readConsole(cmd, out, f, started)
+	console := vm.console
 	owner.Cleanup(func() {
-		_ = vm.cmd.Process.Kill()
-		owner.Logf("%s console: %s", vm.name, vm.console)
+		_ = cmd.Process.Kill()
+		owner.Logf("%s console: %s", vm.name, console)
 		// qemu's CPU time against its wall time: how busy the node kept
 		// the core its VM slot stands for.
 		for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-			vm.mu.Lock()
-			done := vm.done
-			vm.mu.Unlock()
-			if !done {
-				continue
+			if ps := cmd.ProcessState; ps != nil {
+				owner.Logf("%s: qemu ran %.0fs, CPU %.0fs", vm.name, time.Since(started).Seconds(), (ps.UserTime() + ps.SystemTime()).Seconds())
+				break
 			}
-			if ps := vm.cmd.ProcessState; ps != nil {
-				owner.Logf("%s: qemu ran %.0fs, CPU %.0fs", vm.name, time.Since(vm.started).Seconds(), (ps.UserTime() + ps.SystemTime()).Seconds())
-			}
-			break
 		}
+	})
+}
+
+// readConsole copies one boot's console to f and records its markers
+// until that qemu exits.
+func (vm *nodeVM) readConsole(cmd *exec.Cmd, out io.Reader, f *os.File, started time.Time) {
+	defer f.Close()
+	sc := bufio.NewScanner(out)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		l := strings.TrimRight(sc.Text(), "\r")
+		fmt.Fprintln(f, l)
+		vm.mu.Lock()
+		switch {
+		case strings.HasPrefix(l, "RC-NODE-READY "):
+			vm.ready = time.Since(started)
+		case strings.HasPrefix(l, "RC-FAIL "), strings.HasPrefix(l, "RC-NODE-FAILED "):
+			vm.fails = append(vm.fails, l)
+		}
+		vm.mu.Unlock()
+	}
+	_ = cmd.Wait()
+	vm.mu.Lock()
+	if vm.cmd == cmd {
+		vm.done = true
+	}
+	vm.mu.Unlock()
+}
+
+// powerOff pulls the VM's plug: qemu is killed, the guest gets no
+// shutdown; what it had not written to its disk is lost.
+func (vm *nodeVM) powerOff(t *testing.T) {
+	t.Helper()
+	vm.mu.Lock()
+	cmd := vm.cmd
+	vm.mu.Unlock()
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatalf("%s: kill qemu: %v", vm.name, err)
+	}
+	testenv.Eventually(t, time.Minute, func() (bool, string) {
+		vm.mu.Lock()
+		defer vm.mu.Unlock()
+		return vm.done, "qemu still running"
 	})
 }
 

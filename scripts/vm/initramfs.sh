@@ -20,7 +20,8 @@
 # The virtio-net modules (load-nic) and simrdma.ko are loaded only in a boot
 # whose kernel command line has rc.simrdma=NETDEV (init.sh), so boots without
 # a second NIC are unchanged; bonding (load-bond) only by the scenarios that
-# build bonds (lib.sh load_bonding).
+# build bonds (lib.sh load_bonding); virtio_blk and ext4 (load-disk) only by
+# the cluster node that has a disk (integration/cluster/guest/init.sh).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 [ $# -ge 3 ] || { echo "usage: $0 KERNEL_DIR OUT.cpio.gz SCENARIO_DIR..." >&2; exit 2; }
@@ -62,6 +63,9 @@ NIC="virtio_ring virtio virtio_pci_legacy_dev virtio_pci_modern_dev virtio_pci f
 # Bonds (the bond scenarios load it with max_bonds=0, so no boot gets a
 # bond0 it did not ask for).
 BOND="bonding"
+# A virtio disk with ext4 (the cluster tier's node that is powered off and
+# booted again keeps /var/lib and /var/log on one), loaded only there.
+DISK="virtio_blk ext4"
 SIMRDMA_KO=${SIMRDMA_KO:-}
 
 STAGE=$(mktemp -d)
@@ -123,10 +127,17 @@ while read -r n p; do
 	[ -z "${PATHOF[$n]:-}" ] || continue
 	ORDER+=("$n"); PATHOF[$n]=$p
 done < <(resolve $WANT $OPTIONAL $NIC $BOND)
+NBOND=${#ORDER[@]}
+while read -r n p; do
+	[ "$n" != MISSING ] || case "$ABSENT_OK" in *" $p "*) continue ;; *) die "module $p not found in $KVER" ;; esac
+	[ -z "${PATHOF[$n]:-}" ] || continue
+	ORDER+=("$n"); PATHOF[$n]=$p
+done < <(resolve $WANT $OPTIONAL $NIC $BOND $DISK)
 : >"$STAGE/lib/modules/load-order"
 : >"$STAGE/lib/modules/load-optional"
 : >"$STAGE/lib/modules/load-nic"
 : >"$STAGE/lib/modules/load-bond"
+: >"$STAGE/lib/modules/load-disk"
 i=0
 for n in "${ORDER[@]}"; do
 	src="$MDIR/${PATHOF[$n]}"
@@ -143,8 +154,10 @@ for n in "${ORDER[@]}"; do
 		echo "$n" >>"$STAGE/lib/modules/load-optional"
 	elif [ $i -lt $NNIC ]; then
 		echo "$n" >>"$STAGE/lib/modules/load-nic"
-	else
+	elif [ $i -lt $NBOND ]; then
 		echo "$n" >>"$STAGE/lib/modules/load-bond"
+	else
+		echo "$n" >>"$STAGE/lib/modules/load-disk"
 	fi
 	i=$((i + 1))
 done

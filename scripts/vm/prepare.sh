@@ -71,6 +71,7 @@ if [ "${VM_PREPARE_FORCE:-0}" != 1 ] && [ -f "$CACHE/env" ] && grep -qxF "STAMP=
 		fi
 	done
 	command -v qemu-system-x86_64 >/dev/null || ok=0
+	command -v mkfs.ext4 >/dev/null || [ -x /sbin/mkfs.ext4 ] || ok=0
 	if [ $ok = 1 ]; then cat "$CACHE/env"; exit 0; fi
 fi
 
@@ -81,6 +82,8 @@ if ! dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q "install 
 	need+=(busybox-static)
 fi
 command -v cpio >/dev/null || need+=(cpio)
+# The cluster tier's node disk (the node that loses power keeps /var/lib).
+command -v mkfs.ext4 >/dev/null || [ -x /sbin/mkfs.ext4 ] || need+=(e2fsprogs)
 command -v xz >/dev/null || need+=(xz-utils)
 command -v depmod >/dev/null || [ -x /sbin/depmod ] || need+=(kmod)
 command -v gcc >/dev/null || need+=(gcc)

@@ -15,6 +15,8 @@
 #         the simrdma PCI function the device plugin offers sit on it
 #   eth2  rc.cluster.nic2=1 only: a NIC on a second PCI root (qemu's pxb)
 #         with simrdma1, for pcieRoot claims and exclusive mode
+# Disk: rc.cluster.disk=1 only: /dev/vda (ext4) holds /var/lib, /var/log,
+# /opt/cni/bin and /etc/cni/net.d.
 # Kernel command line: rc.cluster.node=NAME rc.cluster.idx=N (1, 2, ...),
 # rc.cluster.nodes=COUNT. The guest prints RC-NODE-READY once kubelet and
 # the device plugin run, then stays up until the test stops qemu.
@@ -36,7 +38,6 @@ mount --make-rshared / 2>/dev/null || true
 mount --make-rshared /run
 mount -t cgroup2 none /sys/fs/cgroup
 mount -t bpf bpf /sys/fs/bpf
-mount -t tmpfs tmpfs /var/lib/containerd
 : >/run/rc-fails
 SCEN=cluster
 . /scenarios/lib.sh
@@ -52,6 +53,38 @@ for m in $(cat /lib/modules/load-order) $(cat /lib/modules/load-nic) overlay; do
 	out=$(insmod "/lib/modules/$KVER/$m.ko" 2>&1) || echo "RC-INFO insmod $m: $out"
 done
 dmesg -n 1
+# rc.cluster.disk=1 (the node the tier powers off and boots again):
+# /var/lib and /var/log on a virtio disk, as on any node, so what the
+# runtime, kubelet, the CNI plugins and rdma-chain wrote there outlives the
+# power loss; /run (netns files, sockets) starts empty, as on any node.
+# Without it they live in this boot's memory.
+if grep -q 'rc\.cluster\.disk=1' /proc/cmdline; then
+	step disk
+	for m in $(cat /lib/modules/load-disk); do
+		out=$(insmod "/lib/modules/$KVER/$m.ko" 2>&1) || echo "RC-INFO insmod $m: $out"
+	done
+	mkdir -p /persist
+	if wait_until 10 test -b /dev/vda && out=$(mount -t ext4 /dev/vda /persist 2>&1); then
+		# The CNI plugins and their conflists too, as a node keeps them:
+		# the first boot seeds the disk's plugin directory from this
+		# image's.
+		mkdir -p /persist/lib /persist/log /persist/cni-bin /persist/cni-conf
+		[ -e /persist/cni-bin-seeded ] || { cp -a /opt/cni/bin/. /persist/cni-bin/ && : >/persist/cni-bin-seeded; }
+		mount --bind /persist/lib /var/lib
+		mount --bind /persist/log /var/log
+		mount --bind /persist/cni-bin /opt/cni/bin
+		mount --bind /persist/cni-conf /etc/cni/net.d
+		mkdir -p /var/lib/containerd /var/lib/kubelet
+		echo $(($(cat /persist/boots 2>/dev/null || echo 0) + 1)) >/persist/boots
+		sync
+		pass
+		echo "RC-NODE-BOOT $(cat /persist/boots)"
+	else
+		fail "no ext4 on /dev/vda: $out $(ls /sys/block)"
+	fi
+else
+	mount -t tmpfs tmpfs /var/lib/containerd
+fi
 hostname "$NAME"
 echo "127.0.0.1 localhost $NAME" >/etc/hosts
 echo "nameserver 10.0.2.3" >/etc/resolv.conf
@@ -90,7 +123,8 @@ done
 # The primary network: ptp + host-local on this node's pod subnet, a
 # conflist of a name the DaemonSet does not know (--conflist auto finds it).
 # Its agent's own copy stays in /etc/podnet: the tier rewrites the conflist
-# from it, as a primary's agent does on restart.
+# from it, as a primary's agent does on restart. A node that boots again
+# from its disk keeps the conflist it had (rdma-chain's entry in it).
 mkdir -p /etc/podnet
 cat >/etc/podnet/10-podnet.conflist <<EOC
 {
@@ -101,7 +135,7 @@ cat >/etc/podnet/10-podnet.conflist <<EOC
   ]
 }
 EOC
-cp /etc/podnet/10-podnet.conflist /etc/cni/net.d/10-podnet.conflist
+[ -e /etc/cni/net.d/10-podnet.conflist ] || cp /etc/podnet/10-podnet.conflist /etc/cni/net.d/10-podnet.conflist
 info "node $NAME network up=$(cut -d' ' -f1 /proc/uptime)s: $(ip -br addr show eth1 | tr -s ' ')"
 
 # supervise NAME CMD...: runs CMD again whenever it exits, as systemd's
