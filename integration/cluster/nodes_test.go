@@ -148,9 +148,7 @@ const (
 // node-loss scenario powers off and boots again.
 const diskNode = "node-a"
 
-// nodeDisk makes the node's disk: a sparse file with an empty ext4. No
-// metadata checksums: the guest kernel's ext4 would need the crc32c crypto
-// module for them, which its initramfs does not load.
+// nodeDisk makes the node's disk: a sparse file with an empty ext4.
 func nodeDisk(cp *controlPlane, name string) (string, error) {
 	disk := filepath.Join(cp.dir, name+".disk")
 	f, err := os.Create(disk)
@@ -168,7 +166,7 @@ func nodeDisk(cp *controlPlane, name string) (string, error) {
 	if _, err := exec.LookPath(mkfs); err != nil {
 		mkfs = "/sbin/mkfs.ext4" // not on root's PATH everywhere (scripts/vm/prepare.sh installs e2fsprogs)
 	}
-	if out, err := exec.Command(mkfs, "-q", "-F", "-L", name, "-O", "^metadata_csum,^metadata_csum_seed,^orphan_file", disk).CombinedOutput(); err != nil {
+	if out, err := exec.Command(mkfs, "-q", "-F", "-L", name, disk).CombinedOutput(); err != nil {
 		return "", fmt.Errorf("%s %s: %w: %s", mkfs, disk, err, out)
 	}
 	return disk, nil
