@@ -132,9 +132,10 @@ func (cp *controlPlane) survivorPods(t *testing.T) []podItem {
 	return list.Items
 }
 
-// nodeQuiet waits until node runs only DaemonSet pods (the scenarios
-// before left nothing being deleted there), so that a reading of its state
-// is the node's own.
+// nodeQuiet waits until node runs no pod of the pod network but
+// DaemonSets' (the scenarios before left nothing being deleted there), so
+// that a reading of its state is the node's own. Host-network pods (the
+// GDR StatefulSet) change nothing the reading holds.
 func (cp *controlPlane) nodeQuiet(t *testing.T, node string) {
 	t.Helper()
 	cp.pollFunc(t, 5*time.Minute, func() (bool, string) {
@@ -148,11 +149,11 @@ func (cp *controlPlane) nodeQuiet(t *testing.T, node string) {
 		}
 		var others []string
 		for _, p := range list.Items {
-			if c := p.controller(); c == nil || c.Kind != "DaemonSet" {
+			if c := p.controller(); !p.Spec.HostNetwork && (c == nil || c.Kind != "DaemonSet") {
 				others = append(others, p.id())
 			}
 		}
-		return len(others) == 0, fmt.Sprintf("pods on %s besides the DaemonSets': %v", node, others)
+		return len(others) == 0, fmt.Sprintf("pods on %s besides the DaemonSets' and host-network ones: %v", node, others)
 	})
 }
 

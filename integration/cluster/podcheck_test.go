@@ -21,8 +21,9 @@ type podItem struct {
 		OwnerReferences   []ownerRef        `json:"ownerReferences"`
 	} `json:"metadata"`
 	Spec struct {
-		NodeName   string         `json:"nodeName"`
-		Containers []podContainer `json:"containers"`
+		NodeName    string         `json:"nodeName"`
+		HostNetwork bool           `json:"hostNetwork"`
+		Containers  []podContainer `json:"containers"`
 	} `json:"spec"`
 	Status struct {
 		Phase      string `json:"phase"`

@@ -114,13 +114,31 @@ func (s *System) GIDs() ([]GID, error) {
 	}
 	var out []GID
 	for _, d := range devs {
-		nums, _ := s.portNumbers(d.Name())
-		for _, n := range nums {
-			rows, _ := s.gidRows(d.Name(), n)
-			out = append(out, rows...)
-		}
+		out = append(out, s.deviceGIDs(d.Name())...)
 	}
 	return out, nil
+}
+
+// DeviceGIDs lists the non-zero GIDs of dev's ports: a reader that wants
+// one device's reads its table only (each row is three sysfs files).
+func (s *System) DeviceGIDs(dev string) ([]GID, error) {
+	if dev == "" || dev == "." || dev == ".." || strings.Contains(dev, "/") {
+		return nil, fmt.Errorf("RDMA device name %q is not one", dev)
+	}
+	if _, err := os.Stat(filepath.Join(s.ibPath(), dev)); err != nil {
+		return nil, err
+	}
+	return s.deviceGIDs(dev), nil
+}
+
+func (s *System) deviceGIDs(dev string) []GID {
+	var out []GID
+	nums, _ := s.portNumbers(dev)
+	for _, n := range nums {
+		rows, _ := s.gidRows(dev, n)
+		out = append(out, rows...)
+	}
+	return out
 }
 
 // PortStats reads every port of every RDMA device sysfs shows, with its

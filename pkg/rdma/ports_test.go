@@ -13,6 +13,12 @@ import (
 func TestPortsAndGIDs(t *testing.T) {
 	root := t.TempDir()
 	port := filepath.Join(root, "class/infiniband/rxe0/ports/1")
+	if err := os.MkdirAll(filepath.Join(root, "class/infiniband/rxe1/ports/1/gids"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "class/infiniband/rxe1/ports/1/gids/0"), []byte("fe80:0000:0000:0000:5054:00ff:fe12:3457\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	files := map[string]string{
 		"state": "4: ACTIVE\n", "phys_state": "5: LinkUp\n",
 		"gids/0": "fe80:0000:0000:0000:5054:00ff:fe12:3456\n", "gids/1": zeroGID + "\n",
@@ -35,8 +41,17 @@ func TestPortsAndGIDs(t *testing.T) {
 		t.Errorf("ports %+v %v", ports, err)
 	}
 	gids, err := k.GIDs()
-	if err != nil || len(gids) != 2 || gids[1].Index != 2 || gids[1].Type != "RoCE v2" || gids[1].Netdev != "eth1" {
+	if err != nil || len(gids) != 3 || gids[1].Index != 2 || gids[1].Type != "RoCE v2" || gids[1].Netdev != "eth1" || gids[2].Device != "rxe1" {
 		t.Errorf("gids %+v %v", gids, err)
+	}
+	one, err := k.DeviceGIDs("rxe0")
+	if err != nil || !reflect.DeepEqual(one, gids[:2]) {
+		t.Errorf("rxe0's gids %+v %v, want %+v", one, err, gids[:2])
+	}
+	for _, bad := range []string{"rxe9", "", "..", "rxe0/ports", "../infiniband/rxe0"} {
+		if got, err := k.DeviceGIDs(bad); err == nil {
+			t.Errorf("DeviceGIDs(%q) = %+v, want an error", bad, got)
+		}
 	}
 }
 

@@ -63,22 +63,21 @@ if grep -q 'rc\.cluster\.disk=1' /proc/cmdline; then
 	for m in $(cat /lib/modules/load-disk); do
 		out=$(insmod "/lib/modules/$KVER/$m.ko" 2>&1) || echo "RC-INFO insmod $m: $out"
 	done
-	mkdir -p /persist
-	if wait_until 10 test -b /dev/vda && out=$(mount -t ext4 /dev/vda /persist 2>&1); then
-		# The CNI plugins and their conflists too, as a node keeps them:
-		# the first boot seeds the disk's plugin directory from this
-		# image's.
-		mkdir -p /persist/lib /persist/log /persist/cni-bin /persist/cni-conf
-		[ -e /persist/cni-bin-seeded ] || { cp -a /opt/cni/bin/. /persist/cni-bin/ && : >/persist/cni-bin-seeded; }
-		mount --bind /persist/lib /var/lib
-		mount --bind /persist/log /var/log
-		mount --bind /persist/cni-bin /opt/cni/bin
-		mount --bind /persist/cni-conf /etc/cni/net.d
-		mkdir -p /var/lib/containerd /var/lib/kubelet
-		echo $(($(cat /persist/boots 2>/dev/null || echo 0) + 1)) >/persist/boots
+	# The disk is /var/lib itself (kubelet's cadvisor finds the image and
+	# root filesystems by their mount points); /var/log and the CNI
+	# directories are bound from a directory of it. The first boot seeds
+	# the disk's plugin directory from this image's.
+	D=/var/lib/rc-disk
+	if wait_until 10 test -b /dev/vda && out=$(mount -t ext4 /dev/vda /var/lib 2>&1); then
+		mkdir -p /var/lib/containerd /var/lib/kubelet $D/log $D/cni-bin $D/cni-conf
+		[ -e $D/cni-bin-seeded ] || { cp -a /opt/cni/bin/. $D/cni-bin/ && : >$D/cni-bin-seeded; }
+		mount --bind $D/log /var/log
+		mount --bind $D/cni-bin /opt/cni/bin
+		mount --bind $D/cni-conf /etc/cni/net.d
+		echo $(($(cat $D/boots 2>/dev/null || echo 0) + 1)) >$D/boots
 		sync
 		pass
-		echo "RC-NODE-BOOT $(cat /persist/boots)"
+		echo "RC-NODE-BOOT $(cat $D/boots)"
 	else
 		fail "no ext4 on /dev/vda: $out $(ls /sys/block)"
 	fi

@@ -165,17 +165,7 @@ func GIDOf(addr string) string {
 
 // DevGIDs is dev's non-zero GIDs.
 func DevGIDs(dev string) ([]rdma.GID, error) {
-	gs, err := rdma.New().GIDs()
-	if err != nil {
-		return nil, err
-	}
-	var out []rdma.GID
-	for _, g := range gs {
-		if g.Device == dev {
-			out = append(out, g)
-		}
-	}
-	return out, nil
+	return rdma.New().DeviceGIDs(dev)
 }
 
 // HasGID: dev has gid with ndev netdev.
