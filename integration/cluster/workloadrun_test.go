@@ -151,15 +151,15 @@ func (cp *controlPlane) nodeAsBefore(t *testing.T, node, before string, start ti
 // must give back: link names, addresses, RDMA links, each port's GIDs (as
 // a set: the kernel may number rows in another order after a restore),
 // rdma-chain's attachment records, and host-local's leases of both
-// networks (the primary's and rdma-chain's IPv6 one).
+// networks (the primary's, on tmpfs, and rdma-chain's IPv6 one).
 const nodeStateScript = `ip -o link | awk -F': ' '{ sub(/@.*/, "", $2); print "link " $2 }' | sort
 ip -o addr | awk '{ print "addr " $2 " " $4 }' | sort
 /usr/sbin/rdma link | awk '{ print "rdma " $2 " " $4 " " $NF }' | sort
 grep -H . /sys/class/infiniband/*/ports/*/gids/* 2>/dev/null | grep -v ':0000:0000:0000:0000:0000:0000:0000:0000$' |
 	sed -E 's|^/sys/class/infiniband/([^/]+)/ports/([0-9]+)/gids/[0-9]+:|gid \1/\2 |' | sort -u
 ls /host/var/lib/cni/rdma-chain/attachments 2>/dev/null | sed 's/^/record /'
-for f in /host/var/lib/cni/networks*/*/*; do
-	case ${f##*/} in lock | last_reserved_ip* | "*") ;; *) echo "lease ${f#/host/var/lib/cni/}" ;; esac
+for f in /host/var/lib/cni/networks*/*/* /host/run/cni/networks*/*/*; do
+	case ${f##*/} in lock | last_reserved_ip* | "*") ;; *) echo "lease ${f#/host/}" ;; esac
 done
 true
 `

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"time"
 
@@ -59,6 +60,7 @@ func (p *Plugin) addressLink(c *call, link *state.Link, podNS ns.NetNS) (*types1
 		return nil, types.NewError(code, fmt.Sprintf("IPAM %s failed for %s", req.PluginType, link.PodName), err.Error())
 	}
 	failpoint.Hit("add-ipam-lease-taken")
+	syncLeases(c, link, res)
 	if err := p.env.Addrs.Configure(podNS, link.PodName, res, addr.Options{DAD: c.conf.DAD}); err != nil {
 		return nil, cniError(CodeLinkSetup, "cannot address "+link.PodName+" in the pod", err)
 	}
@@ -72,6 +74,27 @@ func (p *Plugin) addressLink(c *call, link *state.Link, podNS ns.NetNS) (*types1
 		}
 	}
 	return res, nil
+}
+
+// syncLeases puts host-local's lease files for res on disk before ADD
+// goes on (addr.SyncHostLocalLeases says why). A lease that cannot be
+// synced is still held: the ADD goes on, and the warning says what a power
+// loss may then cost.
+func syncLeases(c *call, link *state.Link, res *types100.Result) {
+	dir := c.conf.HostLocalDataDir()
+	if dir == "" {
+		return
+	}
+	var ips []netip.Addr
+	for _, ip := range res.IPs {
+		if a, ok := netip.AddrFromSlice(ip.Address.IP); ok {
+			ips = append(ips, a.Unmap())
+		}
+	}
+	if err := addr.SyncHostLocalLeases(dir, c.conf.Name, ips); err != nil {
+		c.log.Warn("IPAM lease not synced to disk: after a power loss host-local may keep it empty and never release it",
+			"container", c.args.ContainerID, "ifname", link.PodName, "error", err)
+	}
 }
 
 // releaseLease runs the IPAM's DEL for req. An IPAM plugin that is not in

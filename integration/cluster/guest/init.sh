@@ -124,13 +124,17 @@ done
 # Its agent's own copy stays in /etc/podnet: the tier rewrites the conflist
 # from it, as a primary's agent does on restart. A node that boots again
 # from its disk keeps the conflist it had (rdma-chain's entry in it).
+# The primary's leases live on tmpfs, which a boot empties: host-local
+# writes them unsynced and releases only a lease that names the container,
+# so on a disk a power loss leaves them empty and held for good (its
+# maintainers leave the clean-up to the node's boot).
 mkdir -p /etc/podnet
 cat >/etc/podnet/10-podnet.conflist <<EOC
 {
   "cniVersion": "1.1.0",
   "name": "podnet",
   "plugins": [
-    {"type": "ptp", "ipMasq": false, "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.244.$IDX.0/24"}]], "routes": [{"dst": "0.0.0.0/0"}]}}
+    {"type": "ptp", "ipMasq": false, "ipam": {"type": "host-local", "dataDir": "/run/cni/networks", "ranges": [[{"subnet": "10.244.$IDX.0/24"}]], "routes": [{"dst": "0.0.0.0/0"}]}}
   ]
 }
 EOC
