@@ -174,17 +174,18 @@ func testUninstall(t *testing.T, cp *controlPlane) {
 		"--cri-socket", "/run/containerd/containerd.sock", "--wait", "10m"}
 	t.Logf("on each node: kubectl debug node/NODE --profile=sysadmin --image=%s -- %s", image, strings.Join(uninstall, " "))
 	start := time.Now()
-	waiting := cp.debugStart(t, nodeNames[0], image, uninstall...)
-	cp.poll(t, 5*time.Minute, func(s string) bool { return strings.Contains(s, "waiting up to 10m0s for their pods to go") }, "logs", waiting)
+	// Every node's at once, as an admin's loop over the nodes would: only
+	// node-a's has a pod to wait for.
+	pods := make([]string, len(nodeNames))
+	for i, node := range nodeNames {
+		pods[i] = cp.debugStart(t, node, image, uninstall...)
+	}
+	cp.poll(t, 5*time.Minute, func(s string) bool { return strings.Contains(s, "waiting up to 10m0s for their pods to go") }, "logs", pods[0])
 	if out, err := cp.kubectlOut("delete", "pod", "uninstall-keeper", "--wait=true", "--timeout=5m"); err != nil {
 		t.Fatalf("delete pod: %v: %s", err, out)
 	}
 	for i, node := range nodeNames {
-		pod := waiting
-		if i > 0 {
-			pod = cp.debugStart(t, node, image, uninstall...)
-		}
-		out, ok := cp.debugWait(t, pod, 10*time.Minute)
+		out, ok := cp.debugWait(t, pods[i], 10*time.Minute)
 		t.Logf("uninstall on %s (exit 0: %v, %.0f s after the first started):\n%s", node, ok, time.Since(start).Seconds(), out)
 		wants := []string{"/etc/cni/net.d/10-podnet.conflist: rdma-chain entry removed", "/opt/cni/bin/rdma-chain: removed"}
 		if i == 0 {

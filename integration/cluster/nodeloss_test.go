@@ -72,6 +72,17 @@ func testNodeLoss(t *testing.T, owner testing.TB, cp *controlPlane, vm *nodeVM, 
 	for _, pod := range moved {
 		cp.requireRDMA0(t, other, pod)
 	}
+	// The Deployment goes while the node boots: its pods are the other
+	// node's now, and so is what their deletes give back.
+	start = time.Now()
+	if out, err := cp.kubectlOut("delete", "-f", path, "--wait=true", "--timeout=5m"); err != nil {
+		t.Fatalf("kubectl delete: %v: %s", err, out)
+	}
+	cp.pollFunc(t, 5*time.Minute, func() (bool, string) {
+		ps := cp.survivorPods(t)
+		return len(ps) == 0, fmt.Sprintf("survivor pods left: %d", len(ps))
+	})
+	cp.nodeAsBefore(t, other, otherBefore, start)
 
 	vm.waitReady(t, 20*time.Minute)
 	cp.poll(t, 10*time.Minute, func(s string) bool { return s == "True" },
@@ -87,16 +98,6 @@ func testNodeLoss(t *testing.T, owner testing.TB, cp *controlPlane, vm *nodeVM, 
 	})
 	cp.nodeAsBefore(t, node, before, off)
 	cp.whoReleased(t, node, lost)
-
-	start = time.Now()
-	if out, err := cp.kubectlOut("delete", "-f", path, "--wait=true", "--timeout=5m"); err != nil {
-		t.Fatalf("kubectl delete: %v: %s", err, out)
-	}
-	cp.pollFunc(t, 5*time.Minute, func() (bool, string) {
-		ps := cp.survivorPods(t)
-		return len(ps) == 0, fmt.Sprintf("survivor pods left: %d", len(ps))
-	})
-	cp.nodeAsBefore(t, other, otherBefore, start)
 }
 
 // survivors waits until the survivor Deployment has its 2 pods Ready,

@@ -125,7 +125,8 @@ func bootNodes(t *testing.T, owner testing.TB, cp *controlPlane) []*nodeVM {
 				"-device", "virtio-net-pci,netdev=n2,bus=pxb1,addr=0x1,mac="+twoRootMAC)
 			cmdline += " rc.cluster.nic2=1"
 		}
-		vm.qemu, vm.args = env["QEMU"], append(args, "-append", cmdline)
+		args = append(args, "-append", cmdline)
+		vm.qemu, vm.args = env["QEMU"], args
 		vm.start(t, owner)
 		vms = append(vms, vm)
 	}
