@@ -82,7 +82,7 @@ func testNodeLoss(t *testing.T, owner testing.TB, cp *controlPlane, vm *nodeVM, 
 		ps := cp.survivorPods(t)
 		return len(ps) == 0, fmt.Sprintf("survivor pods left: %d", len(ps))
 	})
-	cp.nodeAsBefore(t, other, otherBefore, start)
+	cp.nodeAsBefore(t, other, otherBefore, start, "the Deployment's delete began")
 
 	vm.waitReady(t, 20*time.Minute)
 	cp.poll(t, 10*time.Minute, func(s string) bool { return s == "True" },
@@ -96,7 +96,7 @@ func testNodeLoss(t *testing.T, owner testing.TB, cp *controlPlane, vm *nodeVM, 
 		out, err := cp.nodeExec(t, node, "true")
 		return err == nil, fmt.Sprintf("the shell pod on %s: %v: %s", node, err, out)
 	})
-	cp.nodeAsBefore(t, node, before, off)
+	cp.nodeAsBefore(t, node, before, off, "its power was cut")
 	cp.whoReleased(t, node, lost)
 }
 

@@ -92,7 +92,7 @@ func runGroup(t *testing.T, cp *controlPlane, files []string) {
 	t.Logf("CLUSTER-TIME group %v: kubectl delete --wait returned %.1f s after the deletes began", baseNames(files), time.Since(start).Seconds())
 	cp.podsGone(t, ws, files, start)
 	for _, n := range nodeNames {
-		cp.nodeAsBefore(t, n, before[n], start)
+		cp.nodeAsBefore(t, n, before[n], start, "the group's deletes began")
 	}
 }
 
@@ -125,8 +125,9 @@ func (cp *controlPlane) podsGone(t *testing.T, ws []workload, files []string, st
 }
 
 // nodeAsBefore waits until node's state equals before; a slow return
-// prints what stayed behind, and when.
-func (cp *controlPlane) nodeAsBefore(t *testing.T, node, before string, start time.Time) {
+// prints what stayed behind, and when: seconds after start, which since
+// names.
+func (cp *controlPlane) nodeAsBefore(t *testing.T, node, before string, start time.Time, since string) {
 	t.Helper()
 	var now string
 	var seen []string // each distinct difference, with when it was first read
@@ -141,9 +142,9 @@ func (cp *controlPlane) nodeAsBefore(t *testing.T, node, before string, start ti
 		return now == before, d
 	})
 	took := time.Since(start)
-	t.Logf("%s as before the group %.1f s after the deletes began: %d lines of state", node, took.Seconds(), strings.Count(now, "\n"))
+	t.Logf("%s as before %.1f s after %s: %d lines of state", node, took.Seconds(), since, strings.Count(now, "\n"))
 	if took > time.Minute && len(seen) > 0 {
-		t.Logf("%s: what differed from before the group on the way back:\n%s", node, strings.Join(seen, "\n"))
+		t.Logf("%s: what differed from before on the way back:\n%s", node, strings.Join(seen, "\n"))
 	}
 }
 
@@ -186,7 +187,7 @@ func diffLines(a, b string) string {
 			d = append(d, "+ "+l)
 		}
 	}
-	return "node state differs from before the group:\n" + strings.Join(d, "\n")
+	return "node state differs from before:\n" + strings.Join(d, "\n")
 }
 
 // workloadPods lists the pods of each workload, those being deleted too
