@@ -84,20 +84,28 @@ func testNodeLoss(t *testing.T, owner testing.TB, cp *controlPlane, vm *nodeVM, 
 	})
 	cp.nodeAsBefore(t, other, otherBefore, start, "the Deployment's delete began")
 
+	cp.nodeBack(t, vm, tainted)
+	cp.nodeAsBefore(t, node, before, off, "its power was cut")
+	cp.whoReleased(t, node, lost)
+}
+
+// nodeBack waits until the VM booted again is Ready in the API, takes the
+// out-of-service taint off as the operator does, and waits until the
+// node's shell runs again.
+func (cp *controlPlane) nodeBack(t *testing.T, vm *nodeVM, tainted time.Time) {
+	t.Helper()
 	vm.waitReady(t, 20*time.Minute)
 	cp.poll(t, 10*time.Minute, func(s string) bool { return s == "True" },
-		"get", "node", node, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
+		"get", "node", vm.name, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
 	t.Logf("CLUSTER-TIME %s: booted again and Ready in the API %.1f s after the taint (qemu start to kubelet running %.1f s)",
-		node, time.Since(tainted).Seconds(), vm.ready.Seconds())
-	if out, err := cp.kubectlOut("taint", "node", node, outOfService+"-"); err != nil {
+		vm.name, time.Since(tainted).Seconds(), vm.ready.Seconds())
+	if out, err := cp.kubectlOut("taint", "node", vm.name, outOfService+"-"); err != nil {
 		t.Fatalf("kubectl taint -: %v: %s", err, out)
 	}
 	cp.pollFunc(t, 10*time.Minute, func() (bool, string) {
-		out, err := cp.nodeExec(t, node, "true")
-		return err == nil, fmt.Sprintf("the shell pod on %s: %v: %s", node, err, out)
+		out, err := cp.nodeExec(t, vm.name, "true")
+		return err == nil, fmt.Sprintf("the shell pod on %s: %v: %s", vm.name, err, out)
 	})
-	cp.nodeAsBefore(t, node, before, off, "its power was cut")
-	cp.whoReleased(t, node, lost)
 }
 
 // survivors waits until the survivor Deployment has its 2 pods Ready,

@@ -107,30 +107,41 @@ func bootNodes(t *testing.T, owner testing.TB, cp *controlPlane) []*nodeVM {
 			"-netdev", fmt.Sprintf("socket,id=n1,udp=127.0.0.1:%d,localaddr=127.0.0.1:%d", peer, udp[i]),
 			"-device", fmt.Sprintf("virtio-net-pci,netdev=n1,mac=52:54:00:00:01:%02x", vm.idx),
 		}
-		cmdline := fmt.Sprintf("console=ttyS0 panic=-1 quiet no_timer_check rc.cluster.node=%s rc.cluster.idx=%d rc.cluster.nodes=%d",
-			name, vm.idx, len(nodeNames))
-		if name == diskNode {
-			disk, err := nodeDisk(cp, name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			args = append(args, "-drive", "file="+disk+",format=raw,if=virtio,cache=unsafe")
-			cmdline += " rc.cluster.disk=1"
+		own, ownCmdline, err := nodeOwn(cp, name)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if name == twoRootNode {
-			// A PCI expander bridge is a root bus of its own: the NIC on
-			// it sits under pci0000:20 in the guest's sysfs.
-			args = append(args, "-device", "pxb,id=pxb1,bus_nr=32,bus=pci.0",
-				"-netdev", "user,id=n2,restrict=on,ipv6=off",
-				"-device", "virtio-net-pci,netdev=n2,bus=pxb1,addr=0x1,mac="+twoRootMAC)
-			cmdline += " rc.cluster.nic2=1"
-		}
-		args = append(args, "-append", cmdline)
+		args = append(append(args, own...), "-append", fmt.Sprintf(
+			"console=ttyS0 panic=-1 quiet no_timer_check rc.cluster.node=%s rc.cluster.idx=%d rc.cluster.nodes=%d%s",
+			name, vm.idx, len(nodeNames), ownCmdline))
 		vm.qemu, vm.args = env["QEMU"], args
 		vm.start(t, owner)
 		vms = append(vms, vm)
 	}
 	return vms
+}
+
+// nodeOwn is what one node's VM has that the others' have not, as qemu
+// arguments and kernel command line words: diskNode's disk, twoRootNode's
+// second PCI root with a NIC on it.
+func nodeOwn(cp *controlPlane, name string) (args []string, cmdline string, err error) {
+	if name == diskNode {
+		disk, err := nodeDisk(cp, name)
+		if err != nil {
+			return nil, "", err
+		}
+		args = append(args, "-drive", "file="+disk+",format=raw,if=virtio,cache=unsafe")
+		cmdline += " rc.cluster.disk=1"
+	}
+	if name == twoRootNode {
+		// A PCI expander bridge is a root bus of its own: the NIC on it
+		// sits under pci0000:20 in the guest's sysfs.
+		args = append(args, "-device", "pxb,id=pxb1,bus_nr=32,bus=pci.0",
+			"-netdev", "user,id=n2,restrict=on,ipv6=off",
+			"-device", "virtio-net-pci,netdev=n2,bus=pxb1,addr=0x1,mac="+twoRootMAC)
+		cmdline += " rc.cluster.nic2=1"
+	}
+	return args, cmdline, nil
 }
 
 // twoRootNode has a second RDMA NIC, eth2 (simrdma1), on a PCI root of its
