@@ -114,25 +114,37 @@ func setUp(t *testing.T) bool {
 	return true
 }
 
-// nicSettled waits until eth0 has no tentative IPv6 address (the kernel
-// adds the local route of an address when its DAD ends).
+// nicSettled waits until eth0 is settled (settled).
 func nicSettled() error { return settled(nic) }
 
-// settled waits until netdev name has no tentative IPv6 address.
+// settled waits until netdev name is running, with its IPv6 link-local
+// address and no tentative one: the state a restore must give back. The
+// kernel sets RUNNING (and adds the link-local address) when linkwatch
+// reports the carrier, which under TCG can come a second or more after the
+// link went up; read before that, the node looks different after every
+// restore. The local route of an address comes when its DAD ends.
 func settled(name string) error {
 	return guestkit.Poll(10*time.Second, 100*time.Millisecond, func() error {
 		l, err := netlink.LinkByName(name)
 		if err != nil {
 			return err
 		}
+		if l.Attrs().RawFlags&unix.IFF_RUNNING == 0 {
+			return fmt.Errorf("%s is not running yet (flags %#x)", name, l.Attrs().RawFlags)
+		}
 		as, err := netlink.AddrList(l, netlink.FAMILY_V6)
 		if err != nil {
 			return err
 		}
+		linkLocal := false
 		for _, a := range as {
 			if a.Flags&unix.IFA_F_TENTATIVE != 0 {
 				return fmt.Errorf("%s still has a tentative address %s", name, a.IPNet)
 			}
+			linkLocal = linkLocal || a.IP.IsLinkLocalUnicast()
+		}
+		if !linkLocal {
+			return fmt.Errorf("%s has no IPv6 link-local address yet", name)
 		}
 		return nil
 	})
