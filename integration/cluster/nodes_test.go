@@ -227,10 +227,11 @@ func (vm *nodeVM) start(t *testing.T, owner testing.TB) {
 	t.Helper()
 	vm.mu.Lock()
 	vm.boots++
-	vm.console = filepath.Join(filepath.Dir(vm.console), fmt.Sprintf("%s.console", vm.name))
+	file := vm.name + ".console"
 	if vm.boots > 1 {
-		vm.console = strings.TrimSuffix(vm.console, ".console") + fmt.Sprintf("-boot%d.console", vm.boots)
+		file = fmt.Sprintf("%s-boot%d.console", vm.name, vm.boots)
 	}
+	vm.console = filepath.Join(filepath.Dir(vm.console), file)
 	vm.ready, vm.fails, vm.done = 0, nil, false
 	vm.mu.Unlock()
 	f, err := os.Create(vm.console)
