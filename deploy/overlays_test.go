@@ -77,17 +77,20 @@ func checkPod(t *testing.T, s corev1.PodSpec, o overlay) {
 	wantInstall := map[string]string{
 		"--binaries-from": "/", "--cni-bin-dir": "/host/opt/cni/bin",
 		"--cni-conf-dir": "/host/etc/cni/net.d", "--conflist": "auto", "--wait": "5m", "--set": o.set,
+		"--node-addresses": "$(HOST_IPS)",
 	}
 	wantReconcile := map[string]string{
 		"--cni-conf-dir": "/etc/cni/net.d", "--conflist": "auto", "--ensure-entry": "true", "--set": o.set,
 		"--cri-socket": "/run/containerd/containerd.sock", "--cni-bin-dir": "/opt/cni/bin", "--ipam-dirs-under": "/var/lib/cni", "--interval": "5m",
-		"--metrics-bind-address": "$(METRICS_BIND_ADDRESS)",
+		"--metrics-bind-address": "$(METRICS_BIND_ADDRESS)", "--node-addresses": "$(HOST_IPS)",
 	}
 	if o.after != "" {
 		wantInstall["--after"], wantReconcile["--after"] = o.after, o.after
 	}
 	checkArgs(t, install, "install", wantInstall)
 	checkArgs(t, reconcile, "reconcile", wantReconcile)
+	checkHostIPs(t, install)
+	checkHostIPs(t, reconcile)
 	checkContainer(t, install, nil, map[string]string{"cni-bin": "/host/opt/cni/bin rw", "cni-conf": "/host/etc/cni/net.d rw"})
 	checkContainer(t, reconcile, []corev1.Capability{"NET_ADMIN", "SYS_ADMIN"}, map[string]string{
 		"cni-bin": "/opt/cni/bin ro", "cni-conf": "/etc/cni/net.d rw", "cni-state": "/var/lib/cni rw",
@@ -121,6 +124,23 @@ func checkArgs(t *testing.T, c corev1.Container, sub string, want map[string]str
 			t.Errorf("%s: %s %s is not under a mount", c.Name, flag, v)
 		}
 	}
+}
+
+// checkHostIPs: $(HOST_IPS), which --node-addresses names, is the downward
+// API's status.hostIPs in c's own env (kubelet expands only a container's
+// own variables; one it does not know stays "$(HOST_IPS)", which the flag
+// refuses).
+func checkHostIPs(t *testing.T, c corev1.Container) {
+	t.Helper()
+	for _, e := range c.Env {
+		if e.Name == "HOST_IPS" {
+			if e.ValueFrom == nil || e.ValueFrom.FieldRef == nil || e.ValueFrom.FieldRef.FieldPath != "status.hostIPs" || e.Value != "" {
+				t.Errorf("%s: HOST_IPS %+v, want the downward API's status.hostIPs", c.Name, e)
+			}
+			return
+		}
+	}
+	t.Errorf("%s: no HOST_IPS in env %+v", c.Name, c.Env)
 }
 
 // checkContainer: capabilities (all dropped, add only these), no

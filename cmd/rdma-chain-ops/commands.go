@@ -1,10 +1,12 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net/netip"
 	"strings"
 
 	"github.com/rdma-chain/rdma-chain/pkg/install"
@@ -36,8 +38,8 @@ func commands() []command {
 	return []command{
 		{"inspect", "[--netns PATH] [--json] [--data-dir DIR | --conflist FILE | --cni-conf-dir DIR]...", "show the node's RDMA devices, SMC-R tables, attachments and recent failures (read-only)", runInspect},
 		{"validate", "FILE... [--cni-bin-dir DIR]", "check conflists strictly, one line per problem", runValidate},
-		{"install", "[--binaries-from DIR --cni-bin-dir DIR] [--conflist FILE|auto [--cni-conf-dir DIR] [--wait D] [--after TYPE] [--set JSON] [--dry-run]]", "install the plugin binaries and insert or update the rdma-chain entry of a conflist, atomically", runInstall},
-		{"reconcile", "[--conflist FILE|auto [--ensure-entry [--set JSON] [--after TYPE]] | --net-name N --data-dir DIR | --cni-conf-dir DIR] [--cri-socket PATH] [--once | --interval D [--hold-smc-hook=true|false] [--metrics-bind-address ADDR [--liveness-grace D]]]", "release attachments of pods that are gone (the GC runtimes behind Terway never send)", runReconcile},
+		{"install", "[--binaries-from DIR --cni-bin-dir DIR] [--conflist FILE|auto [--cni-conf-dir DIR] [--wait D] [--after TYPE] [--set JSON] [--node-addresses LIST] [--dry-run]]", "install the plugin binaries and insert or update the rdma-chain entry of a conflist, atomically", runInstall},
+		{"reconcile", "[--conflist FILE|auto [--ensure-entry [--set JSON] [--node-addresses LIST] [--after TYPE]] | --net-name N --data-dir DIR | --cni-conf-dir DIR] [--cri-socket PATH] [--once | --interval D [--hold-smc-hook=true|false] [--metrics-bind-address ADDR [--liveness-grace D]]]", "release attachments of pods that are gone (the GC runtimes behind Terway never send)", runReconcile},
 		{"uninstall", "[--conflist FILE|auto [--cni-conf-dir DIR] [--wait D] [--force] [--cri-socket PATH]] [--cni-bin-dir DIR]", "drain the rdma-chain entry of a conflist, release what gone pods held, and once no pod holds an attachment take the entry, then the plugin binaries, out", runUninstall},
 	}
 }
@@ -152,3 +154,35 @@ func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 func say(w io.Writer, format string, args ...any) { _, _ = fmt.Fprintf(w, format, args...) }
 
 func sayln(w io.Writer, args ...any) { _, _ = fmt.Fprintln(w, args...) }
+
+const nodeAddressesUsage = "the node's addresses, comma-separated (the DaemonSet passes the downward API's status.hostIPs): the entry's nodeAddresses, which exclusive mode never moves a netdev holding"
+
+// withNodeAddresses adds to set (install's --set JSON object, "" for none)
+// the entry key nodeAddresses from list: comma-separated IP addresses, as
+// the downward API gives a pod status.hostIPs. An empty list leaves set as
+// it is.
+func withNodeAddresses(set, list string) ([]byte, error) {
+	if list == "" {
+		return []byte(set), nil
+	}
+	keys := map[string]json.RawMessage{}
+	if set != "" {
+		if err := json.Unmarshal([]byte(set), &keys); err != nil || keys == nil {
+			return nil, fmt.Errorf("--set: not a JSON object: %q", set)
+		}
+	}
+	var addrs []string
+	for _, s := range strings.Split(list, ",") {
+		a, err := netip.ParseAddr(strings.TrimSpace(s))
+		if err != nil || a.Zone() != "" {
+			return nil, fmt.Errorf("--node-addresses: %q is not an IP address", s)
+		}
+		addrs = append(addrs, a.String())
+	}
+	raw, err := json.Marshal(addrs)
+	if err != nil {
+		return nil, err
+	}
+	keys["nodeAddresses"] = raw
+	return json.Marshal(keys)
+}

@@ -69,3 +69,33 @@ func TestParseFlagsInterspersed(t *testing.T) {
 		t.Fatalf("pos %q dir %q ok %v", pos, *dir, ok)
 	}
 }
+
+func TestWithNodeAddresses(t *testing.T) {
+	for _, tc := range []struct {
+		name, set, list, want, err string
+	}{
+		{"no list leaves --set", `{"mode":"auto"}`, "", `{"mode":"auto"}`, ""},
+		{"one address", `{"mode":"auto"}`, "192.168.50.12", `{"mode":"auto","nodeAddresses":["192.168.50.12"]}`, ""},
+		{"dual stack, canonical", "", "10.0.0.1,FD00::0001", `{"nodeAddresses":["10.0.0.1","fd00::1"]}`, ""},
+		{"replaces the key of --set", `{"nodeAddresses":["10.9.9.9"]}`, "10.0.0.1", `{"nodeAddresses":["10.0.0.1"]}`, ""},
+		{"unexpanded variable", `{}`, "$(HOST_IPS)", "", `"$(HOST_IPS)" is not an IP address`},
+		{"a prefix", `{}`, "10.0.0.1/24", "", "is not an IP address"},
+		{"a zone", `{}`, "fe80::1%eth0", "", "is not an IP address"},
+		{"an empty item", `{}`, "10.0.0.1,", "", `"" is not an IP address`},
+		{"--set not an object", `["mode"]`, "10.0.0.1", "", "--set: not a JSON object"},
+		{"--set null", `null`, "10.0.0.1", "", "--set: not a JSON object"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := withNodeAddresses(tc.set, tc.list)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("got %s, %v; want error %q", got, err, tc.err)
+				}
+				return
+			}
+			if err != nil || string(got) != tc.want {
+				t.Errorf("got %s, %v; want %s", got, err, tc.want)
+			}
+		})
+	}
+}

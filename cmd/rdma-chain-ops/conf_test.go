@@ -161,17 +161,24 @@ func TestDaemonSetInstaller(t *testing.T) {
 	}
 }
 
+// hostIPs is what kubelet gives the installer for the downward API's
+// status.hostIPs (its $(HOST_IPS)) in TestDaemonSetInstaller.
+const hostIPs = "192.0.2.10,fd00:1::10"
+
 // installerArgs maps the installer's arguments onto the temporary trees:
-// --binaries-from / to the image root, /host/... to the host tree; without
-// conflist it drops --conflist, --wait and --set as docs/install.md says.
+// --binaries-from / to the image root, /host/... to the host tree,
+// $(HOST_IPS) to hostIPs as kubelet expands it; without conflist it drops
+// --conflist, --wait, --set and --node-addresses as docs/install.md says.
 func installerArgs(cmd []string, image, host string, conflist bool) []string {
 	var args []string
 	for i := 0; i < len(cmd); i++ {
 		a := cmd[i]
 		switch {
-		case !conflist && (a == "--conflist" || a == "--wait" || a == "--set"):
+		case !conflist && (a == "--conflist" || a == "--wait" || a == "--set" || a == "--node-addresses"):
 			i++
 			continue
+		case a == "$(HOST_IPS)":
+			a = hostIPs
 		case a == "/" && i > 0 && cmd[i-1] == "--binaries-from":
 			a = image
 		case strings.HasPrefix(a, "/host/"):
@@ -209,6 +216,9 @@ func checkInstalled(t *testing.T, image, host, conflist, orig string, wantEntry 
 	}
 	if probs := validate.Conflist(data, ""); len(probs) != 0 || !bytes.Contains(data, []byte(`"type": "rdma-chain"`)) {
 		t.Errorf("installed conflist: %v\n%s", probs, data)
+	}
+	if !bytes.Contains(data, []byte(`"nodeAddresses": ["192.0.2.10","fd00:1::10"]`)) {
+		t.Errorf("installed entry lacks nodeAddresses %s:\n%s", hostIPs, data)
 	}
 	if st, _ := os.Stat(conflist); st.Mode().Perm() != 0o644 {
 		t.Errorf("conflist mode %v", st.Mode())

@@ -23,6 +23,7 @@ func runInstall(o IO, args []string) int {
 	fs.StringVar(&opt.ConfDir, "cni-conf-dir", conflist.DefaultConfDir(), "the runtime's conflist directory, for --conflist auto (default $NETCONFPATH, else /etc/cni/net.d)")
 	fs.StringVar(&opt.After, "after", "", "place the entry after the last plugin of this type (default: keep its place, or append)")
 	set := fs.String("set", "", `JSON object of entry keys to set, e.g. '{"mode":"shared"}'; a null value removes the key`)
+	nodeAddrs := fs.String("node-addresses", "", nodeAddressesUsage)
 	fs.BoolVar(&opt.DryRun, "dry-run", false, "print the resulting conflist instead of writing it")
 	fs.StringVar(&opt.BinariesFrom, "binaries-from", "", "first copy "+strings.Join(install.PluginBinaries, " and ")+" from this directory (atomically, in that order)")
 	fs.StringVar(&opt.BinDir, "cni-bin-dir", "", "the runtime's CNI bin dir the binaries go to (not a symlink)")
@@ -31,7 +32,10 @@ func runInstall(o IO, args []string) int {
 	if !ok {
 		return code
 	}
-	opt.Set = []byte(*set)
+	var err error
+	if opt.Set, err = withNodeAddresses(*set, *nodeAddrs); err != nil {
+		return usageError(fs, "%v", err)
+	}
 	switch {
 	case len(pos) > 0:
 		return usageError(fs, "unexpected argument %q", pos[0])

@@ -19,6 +19,7 @@ func runReconcile(o IO, args []string) int {
 	fs.Var(&conflists, "conflist", "a conflist whose rdma-chain entry (name, dataDir, ipam) to reconcile; auto: the primary's in --cni-conf-dir; repeatable (default: every conflist of --cni-conf-dir with one)")
 	fs.BoolVar(&opt.EnsureEntry, "ensure-entry", false, "before each pass, put the rdma-chain entry back into each --conflist that lost it (an agent rewrote the file), with --set and --after")
 	set := fs.String("set", "", `with --ensure-entry, the entry's keys as a JSON object, as install --set`)
+	nodeAddrs := fs.String("node-addresses", "", "with --ensure-entry, as install --node-addresses")
 	fs.StringVar(&opt.After, "after", "", "with --ensure-entry, place the entry after the last plugin of this type")
 	fs.StringVar(&opt.ConfDir, "cni-conf-dir", conflist.DefaultConfDir(), "the runtime's conflist directory, searched without --conflist or --net-name (default $NETCONFPATH, else /etc/cni/net.d)")
 	fs.StringVar(&opt.NetName, "net-name", "", "network name of the records to reconcile, without a conflist (with --data-dir)")
@@ -48,14 +49,17 @@ func runReconcile(o IO, args []string) int {
 		return usageError(fs, "--metrics-bind-address needs --interval")
 	case opt.EnsureEntry && len(conflists) == 0:
 		return usageError(fs, "--ensure-entry needs --conflist")
-	case !opt.EnsureEntry && (*set != "" || opt.After != ""):
-		return usageError(fs, "--set and --after go with --ensure-entry")
+	case !opt.EnsureEntry && (*set != "" || opt.After != "" || *nodeAddrs != ""):
+		return usageError(fs, "--set, --node-addresses and --after go with --ensure-entry")
 	}
-	opt.Set = []byte(*set)
+	var err error
+	if opt.Set, err = withNodeAddresses(*set, *nodeAddrs); err != nil {
+		return usageError(fs, "%v", err)
+	}
 	opt.Conflists = conflists
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	err := reconcile.Run(ctx, opt, o.Stdout)
+	err = reconcile.Run(ctx, opt, o.Stdout)
 	switch {
 	case errors.Is(err, reconcile.ErrProblems):
 		return ExitProblems

@@ -22,7 +22,9 @@ import (
 //   - shared mode: both run, each with an ipvlan child of eth2 and only
 //     simrdma1's character devices;
 //   - exclusive mode, switched as its admin would switch it (no pod netns
-//     on the node, `rdma system set netns exclusive`): one runs with eth2
+//     on the node, `rdma system set netns exclusive`): the slice no longer
+//     holds simrdma0, whose eth1 holds the node's InternalIP (the entry's
+//     nodeAddresses, from the DaemonSet's status.hostIPs); one runs with eth2
 //     and simrdma1 moved into its netns; the other waits, Pending with the
 //     scheduler's reason, and gets them once the first is deleted. Its
 //     sandbox then dies without DEL under a stopped kubelet
@@ -60,7 +62,9 @@ func testDRAOnly(t *testing.T, cp *controlPlane) {
 // testExclusiveDRA is testDRAOnly's exclusive half.
 func testExclusiveDRA(t *testing.T, cp *controlPlane, path string, chars []string) {
 	node := twoRootNode
+	since := time.Now().UTC().Truncate(time.Second)
 	setNetnsMode(t, cp, node, "exclusive")
+	assertUplinkUnpublished(t, cp, node, since)
 	shared := false
 	t.Cleanup(func() {
 		if !shared {
@@ -102,6 +106,39 @@ done
 echo "eth2 and simrdma1 back: $(/usr/sbin/ip -6 -o addr show dev eth2 scope global | tr -s ' ' | cut -d' ' -f4)"`)))
 	setNetnsMode(t, cp, node, "shared")
 	shared = true
+}
+
+// assertUplinkUnpublished: in exclusive mode node's DRA driver leaves out
+// simrdma0, whose netdev eth1 holds the node's InternalIP (kubelet's
+// --node-ip, on a netdev no default route uses: only the entry's
+// nodeAddresses shows it), and its log since then says so. Published, a
+// claim allocated it would move the node's address into a pod.
+func assertUplinkUnpublished(t *testing.T, cp *controlPlane, node string, since time.Time) {
+	t.Helper()
+	ip, err := cp.kubectlOut("get", "node", node, "-o", `jsonpath={.status.addresses[?(@.type=="InternalIP")].address}`)
+	if err != nil || ip == "" {
+		t.Fatalf("%s's InternalIP: %v: %s", node, err, ip)
+	}
+	pod, err := cp.kubectlOut("-n", "kube-system", "get", "pods", "-l", "app=rdma-chain-dra", "--field-selector", "spec.nodeName="+node,
+		"-o", "jsonpath={.items[0].metadata.name}")
+	if err != nil || pod == "" {
+		t.Fatalf("the DRA driver's pod on %s: %v: %s", node, err, pod)
+	}
+	logs, err := cp.kubectlOut("-n", "kube-system", "logs", pod, "--since-time="+since.Format(time.RFC3339))
+	if err != nil {
+		t.Fatalf("logs of %s: %v: %s", pod, err, logs)
+	}
+	want := "device=simrdma0 why=\"exclusive mode: its netdev eth1 carries the node's address " + ip + " (nodeAddresses)"
+	var seen []string
+	for _, l := range strings.Split(logs, "\n") {
+		if strings.Contains(l, "RDMA device not published") {
+			seen = append(seen, l)
+		}
+	}
+	if !strings.Contains(strings.Join(seen, "\n"), want) {
+		t.Errorf("%s: no log line with %s; its lines about devices not published:\n%s", pod, want, strings.Join(seen, "\n"))
+	}
+	t.Logf("%s (InternalIP %s on eth1): %s", node, ip, lastLine(strings.Join(seen, "\n")))
 }
 
 // stopDevicePlugin stops node's device plugin until t ends, and waits
@@ -179,7 +216,8 @@ func assertHoldsNIC(t *testing.T, cp *controlPlane, pod, mode string, chars []st
 // switch, EBUSY, while any netns but the host's exists, and a deleted
 // pod's netns dies a little after it), with `rdma system set netns`. Then
 // it waits for the DRA driver's slice to say so (its next reading: the
-// driver reads the node every 30 s).
+// driver reads the node every 30 s): simrdma1 in that mode, and simrdma0,
+// the node address's NIC, published in shared mode only.
 func setNetnsMode(t *testing.T, cp *controlPlane, node, mode string) {
 	t.Helper()
 	start := time.Now()
@@ -195,11 +233,14 @@ done
 echo "$i refusals, then: $(/usr/sbin/rdma system show)"`, mode))
 	t.Logf("%s: %s", node, strings.TrimSpace(out))
 	testenv.Eventually(t, 2*time.Minute, func() (bool, string) {
-		got := cp.sliceDevices(t, node)["simrdma1"].str("netnsMode")
-		if got != mode {
+		devs := cp.sliceDevices(t, node)
+		got := devs["simrdma1"].str("netnsMode")
+		_, uplink := devs["simrdma0"]
+		ok := got == mode && uplink == (mode == "shared")
+		if !ok {
 			time.Sleep(time.Second)
 		}
-		return got == mode, fmt.Sprintf("%s's slice says netnsMode %q for simrdma1, want %q", node, got, mode)
+		return ok, fmt.Sprintf("%s's slice says netnsMode %q for simrdma1, want %q; simrdma0 published: %v", node, got, mode, uplink)
 	})
 	t.Logf("CLUSTER-TIME %s in %s mode, and its slice saying so, %.1f s after its pods were waited for", node, mode, time.Since(start).Seconds())
 }

@@ -95,7 +95,7 @@ func (p *Plugin) selectLocked(c *call, rec *state.Record, req *request, offered 
 	}
 	var uplinks map[string]string
 	if rec.Mode == rdma.ModeExclusive {
-		if uplinks, err = p.env.Links.NodeUplinks(); err != nil {
+		if uplinks, err = p.env.Links.NodeUplinks(c.conf.NodeAddrs()); err != nil {
 			return nil, reclaimed, cniError(CodeLinkSetup, "cannot tell which host netdevs carry the node's traffic", err)
 		}
 	}

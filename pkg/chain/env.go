@@ -103,7 +103,9 @@ type kernelLinks struct{}
 
 func (kernelLinks) NetnsLocal(name string) (string, error) { return netdev.NetnsLocal(name) }
 
-func (kernelLinks) NodeUplinks() (map[string]string, error) { return netdev.NodeUplinks() }
+func (kernelLinks) NodeUplinks(nodeAddrs []netip.Addr) (map[string]string, error) {
+	return netdev.NodeUplinks(nodeAddrs)
+}
 
 func (kernelLinks) Describe(hostName, podName string) (state.HostLink, error) {
 	return netdev.Describe(hostName, podName)

@@ -223,7 +223,7 @@ func (w *world) NetnsLocal(name string) (string, error) {
 	return w.netnsLocal[name], w.failOn["NetnsLocal"]
 }
 
-func (w *world) NodeUplinks() (map[string]string, error) {
+func (w *world) NodeUplinks([]netip.Addr) (map[string]string, error) {
 	return w.uplinks, w.failOn["NodeUplinks"]
 }
 

@@ -51,8 +51,9 @@ type Links interface {
 	// (a bond, a bridge...), or "" when it can.
 	NetnsLocal(name string) (string, error)
 	// NodeUplinks maps the host netdevs that carry the node's own traffic
-	// (netdev.NodeUplinks) to what they carry.
-	NodeUplinks() (map[string]string, error)
+	// (netdev.NodeUplinks; nodeAddrs: the conf's nodeAddresses) to what
+	// they carry.
+	NodeUplinks(nodeAddrs []netip.Addr) (map[string]string, error)
 	Describe(hostName, podName string) (state.HostLink, error)
 	// MoveToPod moves the netdev Describe gave hl for into the pod.
 	MoveToPod(hl state.HostLink, podNS ns.NetNS) error

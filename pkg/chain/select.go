@@ -68,7 +68,10 @@ func selectDevices(req *request, in selectInput) ([]rdma.Device, error) {
 		picked = appendUnique(picked, d)
 	}
 	if anyDevice && len(picked) == 0 {
-		picked = pickAny(in)
+		var err error
+		if picked, err = pickAny(in); err != nil {
+			return nil, err
+		}
 	}
 	return checkFree(picked, in)
 }
@@ -93,8 +96,8 @@ func mapID(id string, offered []rdma.Device) (rdma.Device, bool, error) {
 
 // pickAny serves a request that names no device: the device whose eRDMA GUID
 // matches the pod's primary MAC, else every offered device in shared mode or
-// the first free one in exclusive mode.
-func pickAny(in selectInput) []rdma.Device {
+// the first free one in exclusive mode (pickFree).
+func pickAny(in selectInput) ([]rdma.Device, error) {
 	for _, mac := range in.macs {
 		guid, err := rdma.GUIDFromMAC(mac)
 		if err != nil {
@@ -102,7 +105,7 @@ func pickAny(in selectInput) []rdma.Device {
 		}
 		for _, d := range in.offered {
 			if strings.EqualFold(d.NodeGUID, guid) {
-				return []rdma.Device{d}
+				return []rdma.Device{d}, nil
 			}
 		}
 	}
@@ -113,24 +116,38 @@ func pickAny(in selectInput) []rdma.Device {
 				out = append(out, d)
 			}
 		}
-		return out
+		return out, nil
 	}
+	return pickFree(in)
+}
+
+// pickFree is exclusive mode's pick for a pod that names no device: the
+// first device no other pod holds whose netdev carries none of the node's
+// traffic. When only the node's uplinks are free, a pod holding another
+// device may give it back: try again (11); with none held, the uplink is
+// returned for checkUplinks to refuse (110). All held: checkFree says so.
+func pickFree(in selectInput) ([]rdma.Device, error) {
 	var uplink []rdma.Device
 	for _, d := range in.offered {
 		if _, held := in.busy[d.Name]; held {
 			continue
 		}
 		if in.uplinks[d.Netdev] == "" {
-			return []rdma.Device{d}
+			return []rdma.Device{d}, nil
 		}
 		if uplink == nil {
 			uplink = []rdma.Device{d}
 		}
 	}
-	if uplink != nil {
-		return uplink // only the node's uplinks are free: checkUplinks refuses
+	switch holders := heldBy(in.busy); {
+	case uplink != nil && holders != "":
+		d := uplink[0]
+		return nil, cniErrorf(types.ErrTryAgainLater, "every RDMA device offered on this node that exclusive mode may move is attached to another pod (%s); "+
+			"try again when one is released (netdev %s of %s carries %s)", holders, d.Netdev, d.Name, in.uplinks[d.Netdev])
+	case uplink != nil:
+		return uplink, nil // only the node's uplinks: checkUplinks refuses
 	}
-	return in.offered[:1] // all held: checkFree reports it
+	return in.offered[:1], nil // all held: checkFree reports it
 }
 
 func checkFree(picked []rdma.Device, in selectInput) ([]rdma.Device, error) {

@@ -73,24 +73,25 @@ func TestExclusiveNeverMovesTheNodeUplink(t *testing.T) {
 	testenv.Privileged(t)
 	for _, tt := range []struct {
 		name  string
+		conf  string // the entry's keys beyond podAll
 		setup func(t *testing.T, n *node)
 		words []string // nil: ADD succeeds
 	}{
-		{"IPv4 default route", func(t *testing.T, n *node) {
+		{"IPv4 default route", "", func(t *testing.T, n *node) {
 			n.hostDo(t, "route", defaultVia(hostDev, "0.0.0.0/0", "192.0.2.1", ""))
 		}, []string{"netdev ens9 of RDMA device rxe0 carries the node's IPv4 default route"}},
-		{"IPv6 default route", func(t *testing.T, n *node) {
+		{"IPv6 default route", "", func(t *testing.T, n *node) {
 			n.hostDo(t, "route", defaultVia(hostDev, "::/0", "fd00:1::1", ""))
 		}, []string{"ens9", "the node's IPv6 default route"}},
-		{"node address, source of a default route through another netdev", func(t *testing.T, n *node) {
+		{"node address, source of a default route through another netdev", "", func(t *testing.T, n *node) {
 			netnstest.AddVeth(t, n.host, n.peer, "ens8", 1500, "198.18.0.2/24")
 			n.hostDo(t, "route", defaultVia("ens8", "0.0.0.0/0", "198.18.0.1", "192.0.2.10"))
 		}, []string{"ens9", "the node's address 192.0.2.10"}},
-		{"port of a bridge carrying the default route", func(t *testing.T, n *node) {
+		{"port of a bridge carrying the default route", "", func(t *testing.T, n *node) {
 			n.hostDo(t, "bridge", upper(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: "br8"}}, "203.0.113.5/24"))
 			n.hostDo(t, "route", defaultVia("br8", "0.0.0.0/0", "203.0.113.1", ""))
 		}, []string{"ens9", "IPv4 default route (through its upper netdev br8)"}},
-		{"under a macvlan carrying the default route", func(t *testing.T, n *node) {
+		{"under a macvlan carrying the default route", "", func(t *testing.T, n *node) {
 			n.hostDo(t, "macvlan", func() error {
 				l, err := netlink.LinkByName(hostDev)
 				if err != nil {
@@ -101,9 +102,23 @@ func TestExclusiveNeverMovesTheNodeUplink(t *testing.T) {
 			})
 			n.hostDo(t, "route", defaultVia("mv8", "0.0.0.0/0", "203.0.113.1", ""))
 		}, []string{"ens9", "(through its upper netdev mv8)"}},
-		{"default route through another netdev", func(t *testing.T, n *node) {
+		{"default route through another netdev", "", func(t *testing.T, n *node) {
 			netnstest.AddVeth(t, n.host, n.peer, "ens8", 1500, "198.18.0.2/24")
 			n.hostDo(t, "route", defaultVia("ens8", "0.0.0.0/0", "198.18.0.1", ""))
+		}, nil},
+		// kubelet --node-ip on a netdev no default route uses: only
+		// nodeAddresses shows it.
+		{"IPv4 node address of nodeAddresses", `,"nodeAddresses":["192.0.2.10"]`, func(t *testing.T, n *node) {
+			netnstest.AddVeth(t, n.host, n.peer, "ens8", 1500, "198.18.0.2/24")
+			n.hostDo(t, "route", defaultVia("ens8", "0.0.0.0/0", "198.18.0.1", ""))
+		}, []string{"netdev ens9 of RDMA device rxe0 carries the node's address 192.0.2.10 (nodeAddresses)"}},
+		{"IPv6 node address of nodeAddresses, no default route", `,"nodeAddresses":["198.18.7.7","fd00:1::10"]`, func(*testing.T, *node) {},
+			[]string{"ens9", "the node's address fd00:1::10 (nodeAddresses)"}},
+		{"node address of nodeAddresses on a bridge above", `,"nodeAddresses":["203.0.113.5"]`, func(t *testing.T, n *node) {
+			n.hostDo(t, "bridge", upper(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: "br8"}}, "203.0.113.5/24"))
+		}, []string{"ens9", "the node's address 203.0.113.5 (nodeAddresses) (through its upper netdev br8)"}},
+		{"node address of nodeAddresses on another netdev", `,"nodeAddresses":["198.18.0.2"]`, func(t *testing.T, n *node) {
+			netnstest.AddVeth(t, n.host, n.peer, "ens8", 1500, "198.18.0.2/24")
 		}, nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -111,12 +126,13 @@ func TestExclusiveNeverMovesTheNodeUplink(t *testing.T) {
 			tt.setup(t, n)
 			before, _ := netnstest.Snapshot(t, n.host, hostDev)
 			pod := netnstest.NewNS(t)
-			err := n.run(add, pod, podAll, prevResult100)
+			conf := podAll + tt.conf
+			err := n.run(add, pod, conf, prevResult100)
 			if tt.words == nil {
 				if err != nil {
 					t.Fatalf("ADD: %v", err)
 				}
-				if err := n.run(del, pod, podAll, ""); err != nil {
+				if err := n.run(del, pod, conf, ""); err != nil {
 					t.Fatalf("DEL: %v", err)
 				}
 				if got, _ := netnstest.Snapshot(t, n.host, hostDev); !reflect.DeepEqual(got, before) {
@@ -139,7 +155,7 @@ func TestExclusiveNeverMovesTheNodeUplink(t *testing.T) {
 			if got := filterCalls(n.w.calls, "MoveToNetns"); len(got) != 0 {
 				t.Errorf("RDMA device moved: %v", n.w.calls)
 			}
-			if err := n.run(del, pod, podAll, ""); err != nil {
+			if err := n.run(del, pod, conf, ""); err != nil {
 				t.Errorf("DEL: %v", err)
 			}
 		})
@@ -170,4 +186,46 @@ func TestExclusivePicksPastTheNodeUplink(t *testing.T) {
 	if names := strings.Join(netnstest.Names(t, n.host), " "); !strings.Contains(names, "ens8") {
 		t.Errorf("ens8 not back: %s", names)
 	}
+}
+
+// A pod that names no device, while the only free one is the node's
+// uplink (here by nodeAddresses) and another pod holds the rest, waits:
+// 11 naming the holder, nothing moved; once the holder's DEL gives its
+// device back, the next try gets it.
+func TestExclusiveWaitsPastTheNodeUplink(t *testing.T) {
+	testenv.Privileged(t)
+	n := newNode(t, rdma.ModeExclusive)
+	netnstest.AddVeth(t, n.host, n.peer, "ens8", 1500, "198.18.0.2/24")
+	n.w.devices = []rdma.Device{rxe("rxe0", hostDev), rxe("rxe1", "ens8")}
+	conf := podAll + `,"nodeAddresses":["192.0.2.10"]`
+	first, second := netnstest.NewNS(t), netnstest.NewNS(t)
+	if err := n.run(add, first, conf, prevResult100); err != nil {
+		t.Fatalf("first ADD: %v", err)
+	}
+	err := n.run(add, second, conf, prevResult100)
+	for _, w := range []string{"attached to another pod (rxe1 by ctr-", "try again", "netdev ens9 of rxe0 carries the node's address 192.0.2.10 (nodeAddresses)"} {
+		wantCode(t, err, 11, w)
+	}
+	if got := filterCalls(n.w.calls, "MoveToNetns"); !reflect.DeepEqual(got, []string{"MoveToNetns rxe1"}) {
+		t.Errorf("moved %v, want rxe1 only", got)
+	}
+	if names := netnstest.Names(t, second); !reflect.DeepEqual(names, []string{"lo"}) {
+		t.Errorf("the waiting pod's netdevs = %v", names)
+	}
+	if err := n.run(del, second, conf, ""); err != nil {
+		t.Fatalf("the waiting pod's DEL: %v", err)
+	}
+	if err := n.run(del, first, conf, ""); err != nil {
+		t.Fatalf("first DEL: %v", err)
+	}
+	if err := n.run(add, second, conf, prevResult100); err != nil {
+		t.Fatalf("second ADD after the first's DEL: %v", err)
+	}
+	if names := strings.Join(netnstest.Names(t, second), " "); !strings.Contains(names, "rdma0") {
+		t.Errorf("second pod's netdevs: %s", names)
+	}
+	if err := n.run(del, second, conf, ""); err != nil {
+		t.Fatalf("second DEL: %v", err)
+	}
+	n.assertHostRestored(t)
 }

@@ -143,6 +143,10 @@ type NetConf struct {
 	// PodIPv6Block derives each pod's IPv6 on each RDMA interface from the
 	// device's netdev's global /64 and these host bits (see PodBlock).
 	PodIPv6Block string `json:"podIPv6Block,omitempty"`
+	// NodeAddresses are the node's own addresses as the cluster knows them
+	// (kubelet's InternalIPs, which --node-ip may put on a netdev no
+	// default route uses): exclusive mode never moves a netdev holding one.
+	NodeAddresses []string `json:"nodeAddresses,omitempty"`
 	// Drain passes every new pod through (no attachment) while the
 	// attachments recorded before are still checked and given back on DEL
 	// and GC: what uninstall sets until the pods that hold one are gone.

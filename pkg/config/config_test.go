@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -38,7 +39,7 @@ func TestDefaults(t *testing.T) {
 }
 
 func TestEveryField(t *testing.T) {
-	conf, _, err := parse(t, `,"mode":"shared","devices":["rxe0","eth1"],"podSelection":"all",
+	conf, _, err := parse(t, `,"mode":"shared","devices":["rxe0","eth1"],"nodeAddresses":["192.168.50.12","fd00:10:2::1"],"podSelection":"all",
 		"resourceNames":["rdma/hca"],"draDrivers":["dra.example.com"],"podResourcesSocket":"/run/k.sock","kubeletUnreachable":"passThrough","ifName":"roce",
 		"sharedLink":{"type":"macvlan"},"smcr":{"pnetId":"ABC123","ueid":"UEID-1.X","onUnsupported":"fail"},
 		"dataDir":"/run/rc","logFile":"/var/log/rc.log","logLevel":"debug","deviceID":"mlx5_1",
@@ -46,6 +47,9 @@ func TestEveryField(t *testing.T) {
 		"io.kubernetes.cri.pod-annotations":{"network.alibabacloud.com/erdma-smcr":"TRUE"}}`)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !slices.Equal(conf.NodeAddresses, []string{"192.168.50.12", "fd00:10:2::1"}) {
+		t.Errorf("NodeAddresses = %q", conf.NodeAddresses)
 	}
 	if conf.Mode != "shared" || conf.PodSelection != "all" || conf.IfName != "roce" ||
 		conf.SharedLink != (SharedLink{Type: "macvlan", Mode: "bridge"}) || conf.SMCR.PnetID != "ABC123" ||
@@ -73,6 +77,15 @@ func TestInvalid(t *testing.T) {
 		{"device name", `,"devices":["../etc"]`, "devices"},
 		{"device long", `,"devices":["abcdefghijklmnopq"]`, "devices"},
 		{"device twice", `,"devices":["rxe0","rxe0"]`, "devices"},
+		{"node address not an address", `,"nodeAddresses":["node-a"]`, "nodeAddresses"},
+		{"node address with a prefix", `,"nodeAddresses":["192.168.50.12/24"]`, "nodeAddresses"},
+		{"node address list in one string", `,"nodeAddresses":["192.168.50.12,fd00::1"]`, "nodeAddresses"},
+		{"node address not canonical", `,"nodeAddresses":["FD00::0001"]`, "nodeAddresses"},
+		{"node address with a zone", `,"nodeAddresses":["fe80::1%eth1"]`, "nodeAddresses"},
+		{"node address unspecified", `,"nodeAddresses":["0.0.0.0"]`, "nodeAddresses"},
+		{"node address loopback", `,"nodeAddresses":["::1"]`, "nodeAddresses"},
+		{"node address twice", `,"nodeAddresses":["192.168.50.12","192.168.50.12"]`, "nodeAddresses"},
+		{"node addresses too many", `,"nodeAddresses":["10.0.0.1","10.0.0.2","10.0.0.3","10.0.0.4","10.0.0.5","10.0.0.6","10.0.0.7","10.0.0.8","10.0.0.9","10.0.0.10","10.0.0.11","10.0.0.12","10.0.0.13","10.0.0.14","10.0.0.15","10.0.0.16","10.0.0.17"]`, "nodeAddresses"},
 		{"selection", `,"podSelection":"some"`, "podSelection"},
 		{"kubelet unreachable", `,"kubeletUnreachable":"ignore"`, "kubeletUnreachable"},
 		{"kubelet unreachable case", `,"kubeletUnreachable":"passthrough"`, "kubeletUnreachable"},

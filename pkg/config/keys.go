@@ -28,6 +28,7 @@ func (c *NetConf) topFields() []field {
 		{"cni.dev/attachments", attachments(&c.LegacyAttachments)},
 		{"mode", plain(&c.Mode)},
 		{"devices", stringList(&c.Devices, maxConfList)},
+		{"nodeAddresses", stringList(&c.NodeAddresses, maxNodeAddresses)},
 		{"podSelection", plain(&c.PodSelection)},
 		{"resourceNames", stringList(&c.ResourceNames, maxConfList)},
 		{"draDrivers", stringList(&c.DRADrivers, maxConfList)},

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"net/netip"
 
 	"github.com/rdma-chain/rdma-chain/pkg/devinfo"
 
@@ -57,10 +58,48 @@ func (c *NetConf) validateDevices() error {
 		}
 		seen[d] = true
 	}
+	if err := validateNodeAddresses(c.NodeAddresses); err != nil {
+		return err
+	}
 	for _, f := range [][2]string{{"deviceID", c.DeviceID}, {"runtimeConfig.deviceID", c.RuntimeConfig.DeviceID}} {
 		if f[1] != "" && !ValidDeviceID(f[1]) {
 			return invalid(f[0], "%q must be 1-64 characters of [A-Za-z0-9_.:/-]", truncate(f[1]))
 		}
+	}
+	return nil
+}
+
+// maxNodeAddresses bounds nodeAddresses: a node's InternalIPs, one per
+// family as kubelet reports them, with room for more.
+const maxNodeAddresses = 16
+
+// NodeAddrs is NodeAddresses parsed (validated by Parse).
+func (c *NetConf) NodeAddrs() []netip.Addr {
+	out := make([]netip.Addr, 0, len(c.NodeAddresses))
+	for _, s := range c.NodeAddresses {
+		if a, err := netip.ParseAddr(s); err == nil {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// validateNodeAddresses accepts unicast IPv4 or IPv6 addresses in their
+// canonical form, each once: a value the guard compares with the kernel's
+// addresses must mean one address only.
+func validateNodeAddresses(addrs []string) error {
+	seen := map[netip.Addr]bool{}
+	for _, s := range addrs {
+		a, err := netip.ParseAddr(s)
+		switch {
+		case err != nil || a.Zone() != "" || a.String() != s:
+			return invalid("nodeAddresses", "%q is not an IP address in canonical form", truncate(s))
+		case a.IsUnspecified() || a.IsLoopback() || a.IsMulticast():
+			return invalid("nodeAddresses", "%q is not a unicast address a netdev holds", s)
+		case seen[a]:
+			return invalid("nodeAddresses", "%q is listed twice", s)
+		}
+		seen[a] = true
 	}
 	return nil
 }

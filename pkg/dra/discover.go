@@ -2,6 +2,7 @@ package dra
 
 import (
 	"fmt"
+	"net/netip"
 
 	"k8s.io/dynamic-resource-allocation/deviceattribute"
 
@@ -28,7 +29,11 @@ type Discoverer struct {
 	Records func() ([]*state.Record, error)
 	// Offer reads which devices the plugin may attach; nil offers all.
 	Offer func() Offer
-	last  map[string]NIC
+	// Uplinks maps, in exclusive mode, the host netdevs that carry the
+	// node's own traffic to what they carry (netdev.NodeUplinks); nil
+	// publishes them.
+	Uplinks func(nodeAddrs []netip.Addr) (map[string]string, error)
+	last    map[string]NIC
 }
 
 func (d *Discoverer) sysRoot() string {
@@ -55,11 +60,22 @@ func (d *Discoverer) Discover() (*Node, error) {
 		n := d.facts(dev)
 		seen[n.Name] = n
 	}
+	offer := Offer{All: true}
+	if d.Offer != nil {
+		offer = d.Offer()
+	}
 	if mode == rdma.ModeExclusive {
 		d.addHeld(seen)
+		if d.Uplinks != nil {
+			uplinks, err := d.Uplinks(offer.NodeAddrs)
+			if err != nil {
+				return nil, fmt.Errorf("read which netdevs carry the node's traffic: %w", err)
+			}
+			withoutUplinks(seen, uplinks, node.Skipped)
+		}
 	}
 	if d.Offer != nil {
-		withoutUnoffered(seen, d.Offer(), node.Skipped)
+		withoutUnoffered(seen, offer, node.Skipped)
 	}
 	d.last = seen
 	node.NICs = uniqueNames(seen, node.Skipped)

@@ -2,6 +2,8 @@ package dra
 
 import (
 	"fmt"
+	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/rdma-chain/rdma-chain/pkg/config"
@@ -18,6 +20,10 @@ type Offer struct {
 	All   bool            // an entry without a devices list offers every device
 	Names map[string]bool // RDMA device or netdev names
 	From  string          // where the offer was read, or why nothing is offered
+	// NodeAddrs are the entries' nodeAddresses: in exclusive mode the
+	// plugin never moves a netdev holding one, nor one carrying the node's
+	// default route, so such a device is not published then.
+	NodeAddrs []netip.Addr
 }
 
 func (o Offer) offers(dev rdma.Device) bool {
@@ -45,9 +51,28 @@ func OfferOfConfDir(dir string) Offer {
 		for _, d := range conf.Devices {
 			o.Names[d] = true
 		}
+		for _, a := range conf.NodeAddrs() {
+			if !slices.Contains(o.NodeAddrs, a) {
+				o.NodeAddrs = append(o.NodeAddrs, a)
+			}
+		}
 	}
 	o.From = fmt.Sprintf("the rdma-chain entries of %s", strings.Join(paths, ", "))
 	return o
+}
+
+// withoutUplinks takes out of seen, in exclusive mode, the NICs on the host
+// whose netdev carries the node's own traffic (uplinks: netdev name -> what
+// it carries), into skipped with why: the plugin refuses to move them (CNI
+// error 110), so a pod allocated one would never start. A NIC a pod holds
+// is not on the host and stays.
+func withoutUplinks(seen map[string]NIC, uplinks map[string]string, skipped map[string]string) {
+	for name, n := range seen {
+		if what := uplinks[n.Netdev]; !n.InPod && n.Netdev != "" && what != "" {
+			delete(seen, name)
+			skipped[name] = "exclusive mode: its netdev " + n.Netdev + " carries " + what + ", which the plugin never moves into a pod"
+		}
+	}
 }
 
 // withoutUnoffered takes out of seen the NICs offer does not offer, into

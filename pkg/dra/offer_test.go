@@ -1,6 +1,8 @@
 package dra
 
 import (
+	"errors"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -91,5 +93,89 @@ func TestOfferOfConfDir(t *testing.T) {
 				t.Fatalf("offer %+v, want all %v, names %v, from %q", o, tc.all, tc.names, tc.from)
 			}
 		})
+	}
+}
+
+// TestDiscoverWithoutUplinks: in exclusive mode a device whose netdev
+// carries the node's traffic (what netdev.NodeUplinks maps, given the
+// entries' nodeAddresses) is not published, and says why; in shared mode
+// it is, and the uplinks are not read. A failed read fails the discovery.
+func TestDiscoverWithoutUplinks(t *testing.T) {
+	nodeAddr := netip.MustParseAddr("192.168.50.12")
+	for _, tc := range []struct {
+		name    string
+		mode    string
+		uplinks map[string]string
+		err     error
+		want    []string
+		skipped string
+	}{
+		{"exclusive: eth1 holds a node address", "exclusive", map[string]string{"eth1": "the node's address 192.168.50.12 (nodeAddresses)"}, nil,
+			[]string{"mlx5-0", "rxe0"}, "exclusive mode: its netdev eth1 carries the node's address 192.168.50.12 (nodeAddresses), which the plugin never moves into a pod"},
+		{"exclusive: a bond's port carries the default route", "exclusive", map[string]string{"bond0": "the node's IPv4 default route"}, nil,
+			[]string{"erdma-0", "rxe0"}, "netdev bond0 carries the node's IPv4 default route"},
+		{"exclusive: no uplink among them", "exclusive", map[string]string{"eth9": "x"}, nil, []string{"erdma-0", "mlx5-0", "rxe0"}, ""},
+		{"shared: published", "shared", map[string]string{"eth1": "x"}, nil, []string{"erdma-0", "mlx5-0", "rxe0"}, ""},
+		{"exclusive: netlink fails", "exclusive", nil, errors.New("netlink: permission denied"), nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := testSysfs(t)
+			var asked [][]netip.Addr
+			d := &Discoverer{System: &rdma.System{SysRoot: s.root, NL: sysfsOnlyNL{mode: tc.mode}}, SysRoot: s.root,
+				Offer: func() Offer { return Offer{All: true, NodeAddrs: []netip.Addr{nodeAddr}} },
+				Uplinks: func(addrs []netip.Addr) (map[string]string, error) {
+					asked = append(asked, addrs)
+					return tc.uplinks, tc.err
+				}}
+			node, err := d.Discover()
+			if tc.err != nil {
+				if !errors.Is(err, tc.err) {
+					t.Fatalf("Discover: %v, want %v", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, dev := range Devices(node) {
+				got = append(got, dev.Name)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("published %v, want %v", got, tc.want)
+			}
+			if tc.mode == "exclusive" && (len(asked) != 1 || !slices.Equal(asked[0], []netip.Addr{nodeAddr})) {
+				t.Errorf("uplinks asked with %v, want the offer's nodeAddresses once", asked)
+			}
+			if tc.mode == "shared" && len(asked) != 0 {
+				t.Errorf("uplinks read in shared mode")
+			}
+			var why []string
+			for _, w := range node.Skipped {
+				why = append(why, w)
+			}
+			if (tc.skipped == "") != (len(why) == 0) || (tc.skipped != "" && !strings.Contains(strings.Join(why, "|"), tc.skipped)) {
+				t.Errorf("skipped %q, want %q", why, tc.skipped)
+			}
+		})
+	}
+}
+
+// TestOfferNodeAddresses: the offer carries the union of the entries'
+// nodeAddresses, each once.
+func TestOfferNodeAddresses(t *testing.T) {
+	dir := t.TempDir()
+	entry := func(addrs string) string {
+		return `{"cniVersion":"1.0.0","name":"net","plugins":[{"type":"ptp"},{"type":"rdma-chain","nodeAddresses":[` + addrs + `]}]}`
+	}
+	for f, data := range map[string]string{"10-a.conflist": entry(`"192.168.50.12","fd00::12"`), "20-b.conflist": entry(`"fd00::12","10.0.0.12"`)} {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := OfferOfConfDir(dir).NodeAddrs
+	want := []netip.Addr{netip.MustParseAddr("192.168.50.12"), netip.MustParseAddr("fd00::12"), netip.MustParseAddr("10.0.0.12")}
+	if !slices.Equal(got, want) {
+		t.Errorf("NodeAddrs %v, want %v", got, want)
 	}
 }

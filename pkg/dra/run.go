@@ -46,7 +46,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	store := state.New(cfg.CNIDataDir)
 	disc := &Discoverer{System: sys, SysRoot: cfg.SysRoot, Records: store.List,
-		Offer: func() Offer { return OfferOfConfDir(cfg.CNIConfDir) }}
+		Offer: func() Offer { return OfferOfConfDir(cfg.CNIConfDir) }, Uplinks: netdev.NodeUplinks}
 	node, err := disc.Discover()
 	if err != nil {
 		return err

@@ -3,6 +3,7 @@ package netdev
 import (
 	"fmt"
 	"net"
+	"net/netip"
 	"slices"
 	"sort"
 	"strings"
@@ -25,21 +26,25 @@ var stackedKinds = []string{"vlan", "macvlan", "macvtap", "ipvlan", "ipvtap"}
 //   - the node's address: the preferred source (src) of such a route is one
 //     of its addresses (kubelet, without --node-ip, takes the address of the
 //     default route's netdev, which the first rule already covers);
-//   - either of these through an upper netdev: the bond, bridge or team it is
+//   - one of nodeAddrs, the node's addresses as the cluster knows them
+//     (kubelet's --node-ip may put one on a netdev no default route uses);
+//   - any of these through an upper netdev: the bond, bridge or team it is
 //     a port of (and their own masters), or a VLAN, macvlan or ipvlan stacked
 //     on it in the host netns.
 //
 // Moving such a netdev into a pod takes the node, kubelet and every pod on
 // it off the network. Routes of other tables (a per-NIC policy table) and
-// addresses no default route uses do not count: kubelet's --node-ip on a
-// netdev the node does not route through is invisible here.
-func NodeUplinks() (map[string]string, error) {
+// addresses neither a default route nor nodeAddrs name do not count.
+func NodeUplinks(nodeAddrs []netip.Addr) (map[string]string, error) {
 	h, err := hostHandle()
 	if err != nil {
 		return nil, err
 	}
 	defer h.Close()
 	direct, err := defaultRouteUse(h)
+	if err == nil {
+		err = nodeAddressUse(h, nodeAddrs, direct)
+	}
 	if err != nil || len(direct) == 0 {
 		return map[string]string{}, err
 	}
@@ -93,6 +98,31 @@ func defaultRouteUse(h *netlink.Handle) (map[int][]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// nodeAddressUse adds to out the netdevs holding one of addrs.
+func nodeAddressUse(h *netlink.Handle, addrs []netip.Addr, out map[int][]string) error {
+	if len(addrs) == 0 {
+		return nil
+	}
+	held, err := nldump.Retry(func() ([]netlink.Addr, error) { return h.AddrList(nil, netlink.FAMILY_ALL) })
+	if err != nil {
+		return fmt.Errorf("list host addresses: %w", err)
+	}
+	for _, a := range held {
+		ip, ok := netip.AddrFromSlice(a.IP)
+		if !ok || a.LinkIndex <= 0 {
+			continue
+		}
+		ip = ip.Unmap()
+		if slices.Contains(addrs, ip) {
+			what := "the node's address " + ip.String() + " (nodeAddresses)"
+			if !slices.Contains(out[a.LinkIndex], what) {
+				out[a.LinkIndex] = append(out[a.LinkIndex], what)
+			}
+		}
+	}
+	return nil
 }
 
 // addressOwner returns the index of the host netdev holding ip, 0 if none.

@@ -23,7 +23,7 @@ func BenchmarkNodeUplinks(b *testing.B) {
 	}
 	netnstest.AddRoute(b, host, "ens7", "0.0.0.0/0", "10.7.0.1", 0, 0)
 	err := host.Do(func(ns.NetNS) error {
-		up, err := NodeUplinks()
+		up, err := NodeUplinks(nil)
 		if err != nil {
 			return err
 		}
@@ -32,7 +32,7 @@ func BenchmarkNodeUplinks(b *testing.B) {
 		}
 		b.ResetTimer()
 		for range b.N {
-			if _, err := NodeUplinks(); err != nil {
+			if _, err := NodeUplinks(nil); err != nil {
 				return err
 			}
 		}
