@@ -47,8 +47,9 @@ echo "$ND: $(free) of $(ls $P/gids | wc -l) GID rows free"
 // gids capacity, places a pod there, and the plugin refuses its address
 // (CNI error 111). The driver reads the failure from the plugin's outcome
 // log and writes it into the claim (Ready False, AttachFailed, the
-// plugin's message). With the addresses gone, kubelet's next try attaches
-// the pod and the claim says so.
+// plugin's message); the pod's events (kubectl describe pod) carry the
+// plugin's message too, as kubelet's FailedCreatePodSandBox. With the
+// addresses gone, kubelet's next try attaches the pod and the claim says so.
 func testDRAAttachFailed(t *testing.T, cp *controlPlane) {
 	node := nodeNames[1]
 	t.Logf("%s: %s", node, strings.TrimSpace(cp.nodeShell(t, node, fillGIDs)))
@@ -77,6 +78,9 @@ func testDRAAttachFailed(t *testing.T, cp *controlPlane) {
 			t.Errorf("claim %s: want %q in the Ready condition's message", claim, want)
 		}
 	}
+	events := cp.poll(t, 2*time.Minute, func(s string) bool { return strings.Contains(s, "GID table of RDMA device simrdma0") },
+		"get", "events", "--field-selector", "involvedObject.name=dra-refused,reason=FailedCreatePodSandBox", "-o", "jsonpath={.items[*].message}")
+	t.Logf("dra-refused's FailedCreatePodSandBox events: %s", events)
 	t.Logf("%s: %s", node, strings.TrimSpace(cp.nodeShell(t, node, emptyGIDs)))
 	emptied = true
 	retried := time.Now()
