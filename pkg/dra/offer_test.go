@@ -35,11 +35,7 @@ func TestDiscoverOffered(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var got []string
-			for _, dev := range Devices(node) {
-				got = append(got, dev.Name)
-			}
-			if !reflect.DeepEqual(got, tc.want) {
+			if got := publishedNames(node); !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("published %v, want %v", got, tc.want)
 			}
 			if len(node.Skipped) != 3-len(tc.want) {
@@ -52,6 +48,15 @@ func TestDiscoverOffered(t *testing.T) {
 			}
 		})
 	}
+}
+
+// publishedNames is the DRA names of the devices node's slice holds.
+func publishedNames(node *Node) []string {
+	var out []string
+	for _, dev := range Devices(node) {
+		out = append(out, dev.Name)
+	}
+	return out
 }
 
 // TestOfferOfConfDir: the offer is the union of the rdma-chain entries'
@@ -137,11 +142,7 @@ func TestDiscoverWithoutUplinks(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var got []string
-			for _, dev := range Devices(node) {
-				got = append(got, dev.Name)
-			}
-			if !reflect.DeepEqual(got, tc.want) {
+			if got := publishedNames(node); !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("published %v, want %v", got, tc.want)
 			}
 			if tc.mode == "exclusive" && (len(asked) != 1 || !slices.Equal(asked[0], []netip.Addr{nodeAddr})) {
