@@ -169,6 +169,7 @@ while pidof k8s-rdma-shared-dp >/dev/null; do i=$((i + 1)); [ $i -le 100 ] || ex
 // eth2 nor simrdma1; in shared mode both stay on the node.
 func assertHoldsNIC(t *testing.T, cp *controlPlane, pod, mode string, chars []string) {
 	t.Helper()
+	cp.requireRDMA0(t, twoRootNode, pod)
 	if node, _ := cp.kubectlOut("get", "pod", pod, "-o", "jsonpath={.spec.nodeName}"); node != twoRootNode {
 		t.Errorf("%s runs on %q, want %s (the only node with %s)", pod, node, twoRootNode, secondRoot)
 	}
