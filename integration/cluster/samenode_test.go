@@ -108,8 +108,9 @@ func (cp *controlPlane) networkReadyAgain(t *testing.T, node string) {
 
 // requireRDMA0 fails t when pod has no rdma0, with what node's plugin log
 // and its DaemonSet pod's reconcile say of the pod: an rdma/hca pod
-// without its link is either an ADD that did not give it or a later
-// change that took it.
+// without its link is either an ADD that did not give it (kubelet's
+// pod-resources reported no device for it: kubelet logs a claim it could
+// not read) or a later change that took it.
 func (cp *controlPlane) requireRDMA0(t *testing.T, node, pod string) {
 	t.Helper()
 	out, err := cp.exec(pod, "/usr/sbin/ip", "-o", "link", "show", "dev", "rdma0")
@@ -120,7 +121,9 @@ func (cp *controlPlane) requireRDMA0(t *testing.T, node, pod string) {
 	// containers are read from its own lines first.
 	log, _ := cp.nodeExec(t, node, `f=/host/var/log/rdma-chain.log
 ids=$(grep 'pod=default/`+pod+` ' $f | sed -n 's/.* container=\([^ ]*\).*/\1/p' | sort -u | tr '\n' '|')
-grep -E "container=(${ids%|}) |verb=(GC|DEL) |repair|reclaim" $f | tail -n 40`)
+grep -E "container=(${ids%|}) |verb=(GC|DEL) |repair|reclaim" $f | tail -n 40
+echo "--- kubelet on what pod-resources could not read of the pod's devices:"
+grep -E 'claim info state|dynamic resources|pod-resources' /host/run/kubelet.log | tail -n 10`)
 	links, _ := cp.exec(pod, "/usr/sbin/ip", "-d", "link")
 	rec, _ := cp.kubectlOut("-n", "kube-system", "logs", cp.dsPod(t, node), "-c", "reconcile", "--tail=40")
 	t.Fatalf("%s on %s has no rdma0: %v: %s\n--- its links:\n%s\n--- %s's plugin log (this pod, GC, DEL, repair):\n%s\n--- reconcile:\n%s",
