@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -41,9 +42,16 @@ func NodeUplinks(nodeAddrs []netip.Addr) (map[string]string, error) {
 		return nil, err
 	}
 	defer h.Close()
-	direct, err := defaultRouteUse(h)
+	addrs := sync.OnceValues(func() ([]netlink.Addr, error) {
+		held, err := nldump.Retry(func() ([]netlink.Addr, error) { return h.AddrList(nil, netlink.FAMILY_ALL) })
+		if err != nil {
+			return nil, fmt.Errorf("list host addresses: %w", err)
+		}
+		return held, nil
+	})
+	direct, err := defaultRouteUse(h, addrs)
 	if err == nil {
-		err = nodeAddressUse(h, nodeAddrs, direct)
+		err = nodeAddressUse(nodeAddrs, addrs, direct)
 	}
 	if err != nil || len(direct) == 0 {
 		return map[string]string{}, err
@@ -62,7 +70,8 @@ func NodeUplinks(nodeAddrs []netip.Addr) (map[string]string, error) {
 // defaultRouteUse maps the index (> 0) of each netdev a main-table default route
 // goes out through, or whose address is such a route's source, to what
 // that is.
-func defaultRouteUse(h *netlink.Handle) (map[int][]string, error) {
+// addrs lists the host's addresses (one dump, shared with nodeAddressUse).
+func defaultRouteUse(h *netlink.Handle, addrs func() ([]netlink.Addr, error)) (map[int][]string, error) {
 	out := map[int][]string{}
 	add := func(idx int, what string) {
 		if idx > 0 && !slices.Contains(out[idx], what) {
@@ -89,7 +98,7 @@ func defaultRouteUse(h *netlink.Handle) (map[int][]string, error) {
 				add(nh.LinkIndex, "the node's "+fam.name+" default route")
 			}
 			if r.Src != nil {
-				idx, err := addressOwner(h, fam.family, r.Src)
+				idx, err := addressOwner(addrs, r.Src)
 				if err != nil {
 					return nil, err
 				}
@@ -101,13 +110,13 @@ func defaultRouteUse(h *netlink.Handle) (map[int][]string, error) {
 }
 
 // nodeAddressUse adds to out the netdevs holding one of addrs.
-func nodeAddressUse(h *netlink.Handle, addrs []netip.Addr, out map[int][]string) error {
-	if len(addrs) == 0 {
+func nodeAddressUse(nodeAddrs []netip.Addr, addrs func() ([]netlink.Addr, error), out map[int][]string) error {
+	if len(nodeAddrs) == 0 {
 		return nil
 	}
-	held, err := nldump.Retry(func() ([]netlink.Addr, error) { return h.AddrList(nil, netlink.FAMILY_ALL) })
+	held, err := addrs()
 	if err != nil {
-		return fmt.Errorf("list host addresses: %w", err)
+		return err
 	}
 	for _, a := range held {
 		ip, ok := netip.AddrFromSlice(a.IP)
@@ -115,7 +124,7 @@ func nodeAddressUse(h *netlink.Handle, addrs []netip.Addr, out map[int][]string)
 			continue
 		}
 		ip = ip.Unmap()
-		if slices.Contains(addrs, ip) {
+		if slices.Contains(nodeAddrs, ip) {
 			what := "the node's address " + ip.String() + " (nodeAddresses)"
 			if !slices.Contains(out[a.LinkIndex], what) {
 				out[a.LinkIndex] = append(out[a.LinkIndex], what)
@@ -126,12 +135,12 @@ func nodeAddressUse(h *netlink.Handle, addrs []netip.Addr, out map[int][]string)
 }
 
 // addressOwner returns the index of the host netdev holding ip, 0 if none.
-func addressOwner(h *netlink.Handle, family int, ip net.IP) (int, error) {
-	addrs, err := nldump.Retry(func() ([]netlink.Addr, error) { return h.AddrList(nil, family) })
+func addressOwner(addrs func() ([]netlink.Addr, error), ip net.IP) (int, error) {
+	held, err := addrs()
 	if err != nil {
-		return 0, fmt.Errorf("list host addresses: %w", err)
+		return 0, err
 	}
-	for _, a := range addrs {
+	for _, a := range held {
 		if a.IP.Equal(ip) {
 			return a.LinkIndex, nil
 		}
