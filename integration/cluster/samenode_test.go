@@ -3,6 +3,7 @@
 package cluster
 
 import (
+	"fmt"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -126,8 +127,31 @@ echo "--- kubelet on what pod-resources could not read of the pod's devices:"
 grep -E 'claim info state|dynamic resources|pod-resources' /host/run/kubelet.log | tail -n 10`)
 	links, _ := cp.exec(pod, "/usr/sbin/ip", "-d", "link")
 	rec, _ := cp.kubectlOut("-n", "kube-system", "logs", cp.dsPod(t, node), "-c", "reconcile", "--tail=40")
-	t.Fatalf("%s on %s has no rdma0: %v: %s\n--- its links:\n%s\n--- %s's plugin log (this pod, GC, DEL, repair):\n%s\n--- reconcile:\n%s",
-		pod, node, err, out, links, node, log, rec)
+	events, _ := cp.kubectlOut("get", "events", "--field-selector", "involvedObject.name="+pod,
+		"-o", `jsonpath={range .items[*]}{.lastTimestamp} {.reason} x{.count}: {.message}{"\n"}{end}`)
+	t.Fatalf("%s on %s has no rdma0: %v: %s\n--- its links:\n%s\n--- %s's plugin log (this pod, GC, DEL, repair):\n%s\n--- reconcile:\n%s\n--- its events:\n%s\n--- the DRA driver's claim lines:\n%s",
+		pod, node, err, out, links, node, log, rec, events, cp.draClaimLines(node))
+}
+
+// draClaimLines are the last lines node's DRA driver logged of preparing
+// and unpreparing claims, or why there are none.
+func (cp *controlPlane) draClaimLines(node string) string {
+	pod, err := cp.kubectlOut("-n", "kube-system", "get", "pods", "-l", "app=rdma-chain-dra", "--field-selector", "spec.nodeName="+node,
+		"-o", "jsonpath={.items[*].metadata.name}")
+	if err != nil || pod == "" {
+		return fmt.Sprintf("no DRA driver pod on %s: %v %s", node, err, pod)
+	}
+	logs, err := cp.kubectlOut("-n", "kube-system", "logs", strings.Fields(pod)[0], "--tail=400")
+	if err != nil {
+		return fmt.Sprintf("logs of %s: %v: %s", pod, err, logs)
+	}
+	var lines []string
+	for _, l := range strings.Split(logs, "\n") {
+		if strings.Contains(l, "prepare") {
+			lines = append(lines, l)
+		}
+	}
+	return strings.Join(lines[max(0, len(lines)-20):], "\n")
 }
 
 // containerIDs lists the pods' containers' IDs, which a container that

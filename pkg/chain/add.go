@@ -30,7 +30,6 @@ func (p *Plugin) add(c *call) error {
 	req, claims, err := p.podRequest(c)
 	if err != nil || req == nil {
 		if err == nil {
-			c.log.Debug("pod needs no RDMA: passed through", "container", c.args.ContainerID)
 			err = p.print(c.conf.PrevResult, c.conf.CNIVersion)
 		}
 		return err
@@ -101,7 +100,7 @@ func (p *Plugin) podRequest(c *call) (*request, claimed, error) {
 		return &request{source: "podSelection all"}, claimed{}, nil
 	}
 	if c.pod.Name == "" {
-		c.log.Debug("no K8S_POD_NAME in CNI_ARGS: cannot look up pod resources")
+		c.log.Debug("no K8S_POD_NAME in CNI_ARGS: cannot look up pod resources: passed through", "container", c.args.ContainerID)
 		return nil, claimed{}, nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), podres.DefaultTimeout)
@@ -117,9 +116,22 @@ func (p *Plugin) podRequest(c *call) (*request, claimed, error) {
 	}
 	if len(req.ids) == 0 && len(cl.served) == 0 {
 		logForeign(c, cl.foreign, "the pod asked this network for no RDMA device")
+		logNoDevice(c, pod.Known)
 		return nil, claimed{}, nil
 	}
 	return req, cl, nil
+}
+
+// logNoDevice says why a pod kubelet was asked about passes through: a
+// pod kubelet does not know while its sandbox is made is not one kubelet
+// made (a sandbox made by hand through CRI), or kubelet lost track of it.
+func logNoDevice(c *call, known bool) {
+	msg := "kubelet reports no RDMA device for the pod: passed through"
+	if !known {
+		msg = "kubelet does not know the pod: passed through without RDMA"
+	}
+	c.log.Info(msg, "container", c.args.ContainerID, "pod", c.pod.String(),
+		"resourceNames", c.conf.ResourceNames, "draDrivers", c.conf.DRADrivers)
 }
 
 // kubeletUnanswered is what ADD does when kubelet gave no answer: error 11,

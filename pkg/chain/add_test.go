@@ -130,6 +130,27 @@ func TestAddKubelet(t *testing.T) {
 			t.Fatalf("err %v calls %v", err, w.calls)
 		}
 	})
+	for _, tt := range []struct {
+		name string
+		w    *world
+		want string
+	}{
+		{"kubelet reports nothing: passed through, said why", &world{},
+			"kubelet reports no RDMA device for the pod: passed through"},
+		{"kubelet does not know the pod: passed through, said so", &world{podUnknown: true},
+			"kubelet does not know the pod: passed through without RDMA"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := tt.w.plugin().Add(cmd(t.TempDir(), "", prevResult100)); err != nil {
+				t.Fatal(err)
+			}
+			assertSameJSON(t, tt.w.stdout.Bytes(), []byte(prevResult100))
+			log := tt.w.stderr.String()
+			if !strings.Contains(log, "level=INFO msg=\""+tt.want+"\"") || !strings.Contains(log, "pod=default/p1 ") {
+				t.Errorf("log %q: want an INFO line %q naming the pod", log, tt.want)
+			}
+		})
+	}
 	t.Run("hostile CNI_ARGS rejected", func(t *testing.T) {
 		w := &world{}
 		args := cmd(t.TempDir(), "", prevResult100)

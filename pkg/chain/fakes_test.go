@@ -126,6 +126,7 @@ type world struct {
 	claims     []podres.ClaimDevice // DRA devices of the served drivers
 	foreign    []podres.ClaimDevice // DRA devices of other drivers
 	podErr     error
+	podUnknown bool // pod-resources answers that kubelet does not know the pod
 	failOn     map[string]error
 	netnsLocal map[string]string // netdev -> why it cannot leave the host netns
 	uplinks    map[string]string // host netdev -> the node traffic it carries
@@ -262,7 +263,7 @@ func (w *world) Lookup(_ context.Context, socket, namespace, name string, _ podr
 	if w.podErr != nil {
 		return nil, w.podErr
 	}
-	return &podres.Pod{Devices: w.allocs, Claims: w.claims, Foreign: w.foreign}, nil
+	return &podres.Pod{Known: !w.podUnknown, Devices: w.allocs, Claims: w.claims, Foreign: w.foreign}, nil
 }
 func (w *world) Probe(_ context.Context, socket string) error { return w.record("Probe %s", socket) }
 

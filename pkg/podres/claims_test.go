@@ -31,6 +31,7 @@ func claimPod() *prv1.PodResources {
 
 func TestLookupClaims(t *testing.T) {
 	want := &Pod{
+		Known:   true,
 		Devices: []Allocation{{ResourceName: "rdma/hca", DeviceIDs: []string{"7"}}},
 		Claims: []ClaimDevice{
 			{ClaimNamespace: "default", ClaimName: "rdma", Driver: "rdma-chain.github.io", Pool: "node1", Device: "mlx5-0",
@@ -39,7 +40,7 @@ func TestLookupClaims(t *testing.T) {
 		},
 		Foreign: []ClaimDevice{{ClaimNamespace: "default", ClaimName: "mixed", Driver: "dranet.gke.io", Pool: "node1", Device: "eth2"}},
 	}
-	noDriver := &Pod{Devices: want.Devices, Foreign: append(append([]ClaimDevice{}, want.Claims[0], want.Claims[1]), want.Foreign...)}
+	noDriver := &Pod{Known: true, Devices: want.Devices, Foreign: append(append([]ClaimDevice{}, want.Claims[0], want.Claims[1]), want.Foreign...)}
 	tests := []struct {
 		name string
 		get  getMode
@@ -64,7 +65,7 @@ func TestLookupClaims(t *testing.T) {
 	}
 	f := &fakeKubelet{pods: []*prv1.PodResources{claimPod()}}
 	got, err := New(serve(t, f), 0).Lookup(context.Background(), "default", "ghost", Query{Drivers: []string{"rdma-chain.github.io"}})
-	if err != nil || len(got.Devices) != 0 || got.Claims != nil || got.Foreign != nil {
+	if err != nil || got.Known || len(got.Devices) != 0 || got.Claims != nil || got.Foreign != nil {
 		t.Errorf("Lookup of an unknown pod = %+v, %v; want an empty Pod", got, err)
 	}
 }

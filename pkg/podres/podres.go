@@ -59,6 +59,7 @@ type Query struct {
 
 // Pod is what kubelet allocated to a pod, split by who serves it.
 type Pod struct {
+	Known   bool          // kubelet answered for the pod; false: it does not know it
 	Devices []Allocation  // device plugins, for Query.ResourceNames
 	Claims  []ClaimDevice // DRA devices of Query.Drivers, de-duplicated
 	Foreign []ClaimDevice // DRA devices of every other driver: never the caller's
@@ -105,7 +106,7 @@ func (c *Client) Lookup(ctx context.Context, namespace, name string, q Query) (*
 	if err != nil {
 		return nil, c.wrap(fmt.Sprintf("ask kubelet for the resources of pod %s/%s", namespace, name), err)
 	}
-	out := &Pod{Devices: collect(pod, q.ResourceNames)}
+	out := &Pod{Known: pod != nil, Devices: collect(pod, q.ResourceNames)}
 	out.Claims, out.Foreign = collectClaims(pod, q.Drivers)
 	return out, nil
 }
