@@ -70,6 +70,7 @@ func TestServesClaims(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := &podres.Pod{
+		Known:   true,
 		Devices: []podres.Allocation{{ResourceName: "rdma/hca", DeviceIDs: []string{"3"}}},
 		Claims: []podres.ClaimDevice{{ClaimNamespace: "default", ClaimName: "nic", Driver: "rdma-chain.github.io", Pool: "node1",
 			Device: "simrdma0", ShareID: "s1", CDIDevices: []string{"rdma-chain.github.io/rdma=x"}}},
