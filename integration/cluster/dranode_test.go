@@ -122,10 +122,9 @@ func testDRAEvents(t *testing.T, cp *controlPlane) {
 	if err != nil || strings.Contains(before, "rxeev0") {
 		t.Fatalf("%s's slice before: %v: %s", node, err, before)
 	}
-	pod, err := cp.kubectlOut("-n", "kube-system", "get", "pods", "-l", "app=rdma-chain-dra", "--field-selector", "spec.nodeName="+node,
-		"-o", "jsonpath={.items[0].metadata.name}")
-	if err != nil || pod == "" {
-		t.Fatalf("the DRA driver's pod on %s: %v: %s", node, err, pod)
+	pod, err := cp.draPodOn(node)
+	if err != nil {
+		t.Fatal(err)
 	}
 	since := time.Now().UTC().Truncate(time.Second)
 	added := true

@@ -119,10 +119,9 @@ func assertUplinkUnpublished(t *testing.T, cp *controlPlane, node string, since 
 	if err != nil || ip == "" {
 		t.Fatalf("%s's InternalIP: %v: %s", node, err, ip)
 	}
-	pod, err := cp.kubectlOut("-n", "kube-system", "get", "pods", "-l", "app=rdma-chain-dra", "--field-selector", "spec.nodeName="+node,
-		"-o", "jsonpath={.items[0].metadata.name}")
-	if err != nil || pod == "" {
-		t.Fatalf("the DRA driver's pod on %s: %v: %s", node, err, pod)
+	pod, err := cp.draPodOn(node)
+	if err != nil {
+		t.Fatal(err)
 	}
 	logs, err := cp.kubectlOut("-n", "kube-system", "logs", pod, "--since-time="+since.Format(time.RFC3339))
 	if err != nil {

@@ -136,12 +136,11 @@ grep -E 'claim info state|dynamic resources|pod-resources' /host/run/kubelet.log
 // draClaimLines are the last lines node's DRA driver logged of preparing
 // and unpreparing claims, or why there are none.
 func (cp *controlPlane) draClaimLines(node string) string {
-	pod, err := cp.kubectlOut("-n", "kube-system", "get", "pods", "-l", "app=rdma-chain-dra", "--field-selector", "spec.nodeName="+node,
-		"-o", "jsonpath={.items[*].metadata.name}")
-	if err != nil || pod == "" {
-		return fmt.Sprintf("no DRA driver pod on %s: %v %s", node, err, pod)
+	pod, err := cp.draPodOn(node)
+	if err != nil {
+		return err.Error()
 	}
-	logs, err := cp.kubectlOut("-n", "kube-system", "logs", strings.Fields(pod)[0], "--tail=400")
+	logs, err := cp.kubectlOut("-n", "kube-system", "logs", pod, "--tail=400")
 	if err != nil {
 		return fmt.Sprintf("logs of %s: %v: %s", pod, err, logs)
 	}
@@ -152,6 +151,19 @@ func (cp *controlPlane) draClaimLines(node string) string {
 		}
 	}
 	return strings.Join(lines[max(0, len(lines)-20):], "\n")
+}
+
+// draPodOn is the name of the DRA driver's pod on node.
+func (cp *controlPlane) draPodOn(node string) (string, error) {
+	pod, err := cp.kubectlOut("-n", "kube-system", "get", "pods", "-l", "app=rdma-chain-dra", "--field-selector", "spec.nodeName="+node,
+		"-o", "jsonpath={.items[0].metadata.name}")
+	if err != nil {
+		return "", fmt.Errorf("the DRA driver's pod on %s: %w: %s", node, err, pod)
+	}
+	if pod == "" {
+		return "", fmt.Errorf("no DRA driver pod on %s", node)
+	}
+	return pod, nil
 }
 
 // containerIDs lists the pods' containers' IDs, which a container that
