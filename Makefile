@@ -8,6 +8,12 @@ TOOLS := $(CURDIR)/.tools
 # The node image make image builds; conf/daemonset.yaml names IMAGE:IMAGE_TAG.
 IMAGE ?= localhost/rdma-chain
 IMAGE_TAG ?= dev
+# Every binary and every test binary but -race's is built one way, the way
+# the shipped binaries are (static, source paths trimmed), so that their
+# dependencies compile once for all of them; the tiers' own go builds do the
+# same. Tests find the checkout from their folder (testenv.RepoRoot).
+GO_BUILD = CGO_ENABLED=0 $(GO) build -trimpath
+GO_TEST = CGO_ENABLED=0 $(GO) test -trimpath
 export RDMA_CHAIN_BIN := $(CURDIR)/bin/rdma-chain
 export RDMA_CHAIN_TOOLS := $(TOOLS)
 
@@ -16,10 +22,10 @@ export RDMA_CHAIN_TOOLS := $(TOOLS)
 all: build
 
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/rdma-chain ./plugins/meta/rdma-chain
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/rdma-chain-smc-hook ./cmd/rdma-chain-smc-hook
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/rdma-chain-ops ./cmd/rdma-chain-ops
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/rdma-chain-dra ./cmd/rdma-chain-dra
+	$(GO_BUILD) -ldflags '$(LDFLAGS)' -o bin/rdma-chain ./plugins/meta/rdma-chain
+	$(GO_BUILD) -ldflags '$(LDFLAGS)' -o bin/rdma-chain-smc-hook ./cmd/rdma-chain-smc-hook
+	$(GO_BUILD) -ldflags '$(LDFLAGS)' -o bin/rdma-chain-ops ./cmd/rdma-chain-ops
+	$(GO_BUILD) -ldflags '$(LDFLAGS)' -o bin/rdma-chain-dra ./cmd/rdma-chain-dra
 
 # The node component's OCI image: an OCI image index of one image per
 # IMAGE_ARCHES (Go cross-compiles; each image holds the four static
@@ -33,10 +39,10 @@ IMAGE_BINARIES := rdma-chain rdma-chain-smc-hook rdma-chain-ops rdma-chain-dra
 image: build
 	@for a in $(IMAGE_ARCHES); do \
 		for p in ./plugins/meta/rdma-chain ./cmd/rdma-chain-smc-hook ./cmd/rdma-chain-ops ./cmd/rdma-chain-dra; do \
-			CGO_ENABLED=0 GOOS=linux GOARCH=$$a $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/linux-$$a/ $$p || exit 1; \
+			GOOS=linux GOARCH=$$a $(GO_BUILD) -ldflags '$(LDFLAGS)' -o bin/linux-$$a/ $$p || exit 1; \
 		done; \
 	done
-	@$(GO) -C internal/mkimage run . --out $(CURDIR)/bin/rdma-chain-image.tar --name $(IMAGE) --tag $(IMAGE_TAG) --tag $(VERSION) \
+	@CGO_ENABLED=0 $(GO) -C internal/mkimage run -trimpath . --out $(CURDIR)/bin/rdma-chain-image.tar --name $(IMAGE) --tag $(IMAGE_TAG) --tag $(VERSION) \
 		--version $(VERSION) --revision $$(git rev-parse HEAD) --created $$(git log -1 --format=%cI) --entrypoint /rdma-chain-ops \
 		$(foreach a,$(IMAGE_ARCHES),--platform linux/$(a)=$(CURDIR)/bin/linux-$(a)) $(IMAGE_BINARIES)
 
@@ -63,8 +69,8 @@ test-setup:
 # The modules beside the product's (kustomize, the image builder) test too.
 test-unit: build
 	$(GO) test -race -count=1 ./...
-	cd deploy && $(GO) test -count=1 ./...
-	cd internal/mkimage && $(GO) test -count=1 ./...
+	cd deploy && $(GO_TEST) -count=1 ./...
+	cd internal/mkimage && $(GO_TEST) -count=1 ./...
 
 # Every Fuzz target of the module, each for FUZZTIME (default 10s, which keeps
 # make test inside its time; FUZZTIME=5m make test-fuzz fuzzes for longer),
@@ -76,12 +82,12 @@ test-fuzz:
 # Its cases are gated at run time (testenv.Privileged): they skip unless
 # RC_PRIVILEGED=1, and with it fail where the process is not root.
 test-netns: deps build
-	RC_PRIVILEGED=1 $(GO) test -count=1 -p 1 ./pkg/... ./cmd/... ./integration/netns/... ./integration/hostile/...
+	RC_PRIVILEGED=1 $(GO_TEST) -count=1 -p 1 ./pkg/... ./cmd/... ./integration/netns/... ./integration/hostile/...
 
 # A real containerd (Debian's, with runc) runs the chain for CRI pod sandboxes.
 test-containerd: deps build
 	./scripts/containerd-deps.sh
-	$(GO) test -tags containerd -count=1 -v ./integration/containerd/
+	$(GO_TEST) -tags containerd -count=1 -v ./integration/containerd/
 
 # Real-kernel tier: Debian kernels with soft-RoCE and the simrdma test device
 # under qemu (6.1, 6.12 and 7.3, docs/kernels.md), every kernel's boots in one
@@ -89,7 +95,7 @@ test-containerd: deps build
 # guest per core); a boot may take minutes under TCG (crash-rdma ~100 s).
 VM_TEST_ENV = RC_VM_PLUGIN=$(CURDIR)/bin/rdma-chain RC_VM_BOOT_TIMEOUT=$${RC_VM_BOOT_TIMEOUT:-480s}
 test-vm: deps-vm build
-	$(VM_TEST_ENV) $(GO) test -tags vm -count=1 -timeout 60m -v ./integration/vm/
+	$(VM_TEST_ENV) $(GO_TEST) -tags vm -count=1 -timeout 60m -v ./integration/vm/
 
 # Node tier: a Kubernetes node in a VM (Debian 6.12, or 6.1 with
 # NODE_KERNEL=6.1; qemu TCG): kubelet
@@ -100,7 +106,7 @@ test-vm: deps-vm build
 # the VM slots), each checked against its annotation test.rdma-chain/expect.
 test-node: deps-vm image
 	./scripts/node/parts.sh >/dev/null
-	RC_NODE_PODS=$(PODS) $(GO) test -tags node -count=1 -timeout 60m -v ./integration/node/
+	RC_NODE_PODS=$(PODS) $(GO_TEST) -tags node -count=1 -timeout 60m -v ./integration/node/
 
 # The VM and node tiers as one go test, as make test runs them: their boots
 # share the VM slots, so neither leaves a core idle while the other runs.
@@ -108,7 +114,7 @@ test-node: deps-vm image
 # consoles are in .cache/node/run/console-MODE.log meanwhile.
 test-vm-node: deps-vm build image
 	./scripts/node/parts.sh >/dev/null
-	$(VM_TEST_ENV) RC_NODE_PODS=$(PODS) $(GO) test -tags 'vm node' -count=1 -timeout 60m -v ./integration/vm/ ./integration/node/
+	$(VM_TEST_ENV) RC_NODE_PODS=$(PODS) $(GO_TEST) -tags 'vm node' -count=1 -timeout 60m -v ./integration/vm/ ./integration/node/
 
 # Cluster tier: a control plane on the host's loopback (etcd v3.7.3,
 # kube-apiserver, kube-controller-manager, kube-scheduler and kubectl v1.37.2
@@ -118,7 +124,7 @@ test-vm-node: deps-vm build image
 # anyone's manifests there instead of the tier's scenarios (docs/install.md).
 test-cluster: deps-vm image
 	./scripts/cluster/parts.sh >/dev/null
-	RC_CLUSTER_PODS=$(if $(PODS),$(abspath $(PODS))) $(GO) test -tags cluster -count=1 -timeout 45m -v ./integration/cluster/
+	RC_CLUSTER_PODS=$(if $(PODS),$(abspath $(PODS))) $(GO_TEST) -tags cluster -count=1 -timeout 45m -v ./integration/cluster/
 
 lint: deps-lint
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt: $$out"; exit 1; fi
@@ -142,7 +148,7 @@ lint: deps-lint
 soak: deps-vm build
 	RC_VM_SCENARIOS=soak-shared,soak-exclusive RC_VM_APPEND="rc.soak=$${SOAK_CYCLES:-2000} $${RC_VM_APPEND:-}" \
 		RC_VM_PLUGIN=$(CURDIR)/bin/rdma-chain RC_VM_BOOT_TIMEOUT=$${RC_VM_BOOT_TIMEOUT:-10800s} \
-		$(GO) test -tags vm -count=1 -timeout 4h -v ./integration/vm/
+		$(GO_TEST) -tags vm -count=1 -timeout 4h -v ./integration/vm/
 
 # The main job on an embedded default: a Debian 6.12 kernel with soft-RoCE
 # under qemu, two pods through cnitool, their IPv6, GIDs and an rping.

@@ -121,7 +121,7 @@ func opsBinary(t *testing.T) string {
 		if err != nil {
 			gobin = "/usr/local/go/bin/go"
 		}
-		cmd := exec.Command(gobin, "build", "-o", opsBin, "./cmd/rdma-chain-ops")
+		cmd := exec.Command(gobin, "build", "-trimpath", "-o", opsBin, "./cmd/rdma-chain-ops")
 		cmd.Dir = ".."
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {

@@ -7,16 +7,18 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$PATH"
 FUZZTIME=${FUZZTIME:-10s}
+# Built the way make builds every test but -race's (Makefile's GO_TEST).
+export CGO_ENABLED=0
 n=0
 total_execs=0
 # Only the packages whose test files declare a Fuzz function: listing a
 # package's tests links its test binary, about a second each for all of them.
 fuzzpkgs=$(git ls-files '*_test.go' | xargs grep -l '^func Fuzz[A-Z]' | xargs -n1 dirname | sort -u | sed 's|^|./|')
 for pkg in $fuzzpkgs; do
-	targets=$(go test -list '^Fuzz' "$pkg" | grep '^Fuzz' || true)
+	targets=$(go test -trimpath -list '^Fuzz' "$pkg" | grep '^Fuzz' || true)
 	for t in $targets; do
 		echo "fuzz: $pkg $t for $FUZZTIME"
-		if ! out=$(go test -run '^$' -fuzz "^${t}\$" -fuzztime "$FUZZTIME" "$pkg" 2>&1); then
+		if ! out=$(go test -trimpath -run '^$' -fuzz "^${t}\$" -fuzztime "$FUZZTIME" "$pkg" 2>&1); then
 			echo "$out"
 			# A finding always writes its input under testdata/fuzz/. Go's
 			# fuzzer can also stop with only "context deadline exceeded" when
@@ -26,7 +28,7 @@ for pkg in $fuzzpkgs; do
 				exit 1
 			fi
 			echo "fuzz: $t stopped without a finding (context deadline exceeded): running it again"
-			out=$(go test -run '^$' -fuzz "^${t}\$" -fuzztime "$FUZZTIME" "$pkg" 2>&1) || { echo "$out"; exit 1; }
+			out=$(go test -trimpath -run '^$' -fuzz "^${t}\$" -fuzztime "$FUZZTIME" "$pkg" 2>&1) || { echo "$out"; exit 1; }
 		fi
 		execs=$(echo "$out" | sed -n 's/.*execs: \([0-9]*\) .*/\1/p' | tail -1)
 		echo "fuzz: $t ok, ${execs:-?} execs"

@@ -44,7 +44,7 @@ func build(out string) error {
 	if err != nil {
 		gobin = "/usr/local/go/bin/go"
 	}
-	cmd := exec.Command(gobin, "build", "-o", out, "./plugins/meta/rdma-chain")
+	cmd := exec.Command(gobin, "build", "-trimpath", "-o", out, "./plugins/meta/rdma-chain")
 	cmd.Dir = testenv.RepoRoot()
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {

@@ -49,9 +49,9 @@ rm -rf "$WORK"
 mkdir -p "$WORK/bin" "$WORK/images" "$WORK/stage"
 cd "$ROOT"
 export CGO_ENABLED=0
-CGO_ENABLED=0 go build -ldflags '-s -w' -o "$WORK/bin/fwd" ./integration/cluster/fwd
+CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$WORK/bin/fwd" ./integration/cluster/fwd
 # nodectl's netready: CRI NetworkReady across the same-node kubelet restart.
-CGO_ENABLED=0 go build -ldflags '-s -w' -o "$WORK/bin/nodectl" ./integration/node/guest/nodectl
+CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$WORK/bin/nodectl" ./integration/node/guest/nodectl
 build_node_images
 
 cpio_of() { (cd "$1" && find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc --owner 0:0 --quiet | gzip -1 >"$2"); }

@@ -73,8 +73,8 @@ rm -rf "$WORK"
 mkdir -p "$WORK/bin" "$WORK/images" "$WORK/stage"
 cd "$ROOT"
 export CGO_ENABLED=0
-go build -ldflags '-s -w' -o "$WORK/bin/nodectl" ./integration/node/guest/nodectl
-go build -ldflags '-s -w' -o "$WORK/bin/smcctl" ./integration/vm/guest/smcctl
+go build -trimpath -ldflags '-s -w' -o "$WORK/bin/nodectl" ./integration/node/guest/nodectl
+go build -trimpath -ldflags '-s -w' -o "$WORK/bin/smcctl" ./integration/vm/guest/smcctl
 build_node_images
 
 # Part one: the VM tier's initramfs with the node's /init.

@@ -5,7 +5,7 @@
 # libraries, the rxe verbs provider) and make image's rdma-chain ($IMAGE).
 # Reads ROOT, ROOTFS, IMAGE and WORK.
 build_node_images() {
-	CGO_ENABLED=0 go -C "$ROOT" build -ldflags '-s -w' -o "$WORK/pause" ./integration/node/guest/pause
+	CGO_ENABLED=0 go -C "$ROOT" build -trimpath -ldflags '-s -w' -o "$WORK/pause" ./integration/node/guest/pause
 	go -C "$ROOT/internal/mkimage" run . --version node-test --out "$WORK/images/pause.tar" \
 		--name registry.k8s.io/pause --tag 3.10.2 --entrypoint /pause "$WORK/pause" >&2
 	go -C "$ROOT/internal/mkimage" run . --version node-test --out "$WORK/images/test.tar" \

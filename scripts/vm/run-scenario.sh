@@ -54,17 +54,17 @@ BIN="$WORK/bin"
 mkdir -p "$BIN"
 cd "$ROOT"
 export CGO_ENABLED=0
-go build -ldflags '-s -w' -o "$BIN/fakekubelet" ./integration/vm/guest/fakekubelet
-go build -ldflags '-s -w' -o "$BIN/smcctl" ./integration/vm/guest/smcctl
-go build -ldflags '-s -w' -o "$BIN/tcpproto" ./integration/vm/guest/tcpproto
-go build -ldflags '-s -w' -o "$BIN/kcaps" ./integration/vm/guest/kcaps
-go test -c -tags smchook -ldflags '-s -w' -o "$BIN/hook.test" ./pkg/smc/hook/
-go test -c -ldflags '-s -w' -o "$BIN/netdev.test" ./pkg/netdev/
+go build -trimpath -ldflags '-s -w' -o "$BIN/fakekubelet" ./integration/vm/guest/fakekubelet
+go build -trimpath -ldflags '-s -w' -o "$BIN/smcctl" ./integration/vm/guest/smcctl
+go build -trimpath -ldflags '-s -w' -o "$BIN/tcpproto" ./integration/vm/guest/tcpproto
+go build -trimpath -ldflags '-s -w' -o "$BIN/kcaps" ./integration/vm/guest/kcaps
+go test -c -trimpath -tags smchook -ldflags '-s -w' -o "$BIN/hook.test" ./pkg/smc/hook/
+go test -c -trimpath -ldflags '-s -w' -o "$BIN/netdev.test" ./pkg/netdev/
 # The scenarios that are Go tests run in the guest (vm_test.go's guestTests).
 for g in crash exclusive shared smcr lingjun soak ops upgrade caps; do
-	go test -c -ldflags '-s -w' -o "$BIN/$g.test" ./integration/vm/$g/
+	go test -c -trimpath -ldflags '-s -w' -o "$BIN/$g.test" ./integration/vm/$g/
 done
-go build -tags failpoint -ldflags '-s -w' -o "$BIN/rdma-chain-fp" ./plugins/meta/rdma-chain
+go build -trimpath -tags failpoint -ldflags '-s -w' -o "$BIN/rdma-chain-fp" ./plugins/meta/rdma-chain
 # The binaries built beside the plugin (the SMC socket hook, which the plugin
 # runs from its own directory; the operator binary): the ones beside
 # RC_VM_PLUGIN, else built from source.
@@ -72,13 +72,13 @@ for b in rdma-chain-smc-hook:./cmd/rdma-chain-smc-hook rdma-chain-ops:./cmd/rdma
 	if [ -n "${RC_VM_PLUGIN:-}" ] && [ -x "$(dirname "$RC_VM_PLUGIN")/${b%%:*}" ]; then
 		cp "$(dirname "$RC_VM_PLUGIN")/${b%%:*}" "$BIN/${b%%:*}"
 	else
-		go build -ldflags '-s -w' -o "$BIN/${b%%:*}" "${b#*:}"
+		go build -trimpath -ldflags '-s -w' -o "$BIN/${b%%:*}" "${b#*:}"
 	fi
 done
 if [ -n "${RC_VM_PLUGIN:-}" ]; then
 	cp "$RC_VM_PLUGIN" "$BIN/rdma-chain"
 elif [ -d "$ROOT/plugins/meta/rdma-chain" ]; then
-	go build -ldflags '-s -w' -o "$BIN/rdma-chain" ./plugins/meta/rdma-chain
+	go build -trimpath -ldflags '-s -w' -o "$BIN/rdma-chain" ./plugins/meta/rdma-chain
 elif [ -x "$ROOT/bin/rdma-chain" ]; then
 	cp "$ROOT/bin/rdma-chain" "$BIN/rdma-chain"
 else
@@ -95,7 +95,7 @@ case ",$SCEN," in *,upgrade-*)
 	UPFROM=$(echo "$REL" | awk -F' \\| ' '{print $2}')
 	OLDSRC=$(mktemp -d)
 	(set -o pipefail; git -C "$ROOT" archive --format=tar "$UPFROM" | tar -x -C "$OLDSRC") &&
-		(cd "$OLDSRC" && go build -ldflags "-s -w -X main.buildVersion=$UPVER" -o "$BIN/rdma-chain-old" ./plugins/meta/rdma-chain)
+		(cd "$OLDSRC" && go build -trimpath -ldflags "-s -w -X main.buildVersion=$UPVER" -o "$BIN/rdma-chain-old" ./plugins/meta/rdma-chain)
 	rc=$?
 	rm -rf "$OLDSRC"
 	[ $rc = 0 ] || { echo "cannot build the plugin at $UPFROM" >&2; exit 1; }

@@ -4,10 +4,11 @@
 package testenv
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
+	"strings"
 	"testing"
 	"time"
 )
@@ -49,10 +50,48 @@ func RequireBinary(t testing.TB, name string, dirs ...string) string {
 	return ""
 }
 
+// module is the go.mod line that marks the checkout's top folder.
+const module = "module github.com/rdma-chain/rdma-chain"
+
+// repoRoot is found once, from the folder the test binary started in
+// (go test runs it in its package's folder), before any test changes it.
+// The source file's own path cannot tell: make builds tests -trimpath.
+var repoRoot, repoRootErr = findRepoRoot()
+
 // RepoRoot is the repository's top folder, wherever the checkout lives.
 func RepoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "..")
+	if repoRootErr != nil {
+		panic(repoRootErr)
+	}
+	return repoRoot
+}
+
+func findRepoRoot() (string, error) {
+	start, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	return moduleRootAbove(start)
+}
+
+func moduleRootAbove(start string) (string, error) {
+	for dir := start; ; dir = filepath.Dir(dir) {
+		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && declaresModule(string(b)) {
+			return dir, nil
+		}
+		if filepath.Dir(dir) == dir {
+			return "", fmt.Errorf("testenv: no folder at or above %s has the go.mod of %s", start, strings.TrimPrefix(module, "module "))
+		}
+	}
+}
+
+func declaresModule(gomod string) bool {
+	for line := range strings.Lines(gomod) {
+		if strings.TrimSpace(line) == module {
+			return true
+		}
+	}
+	return false
 }
 
 // ToolsDir is a folder under the project-local .tools/ that make deps fills:

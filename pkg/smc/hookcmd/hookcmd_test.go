@@ -85,7 +85,7 @@ var built = sync.OnceValues(func() (string, error) {
 		return "", err
 	}
 	out := filepath.Join(dir, Binary)
-	cmd := exec.Command("go", "build", "-o", out, "./cmd/rdma-chain-smc-hook")
+	cmd := exec.Command("go", "build", "-trimpath", "-o", out, "./cmd/rdma-chain-smc-hook")
 	cmd.Dir = testenv.RepoRoot()
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
