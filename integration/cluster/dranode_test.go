@@ -80,17 +80,20 @@ func testDRAAttachFailed(t *testing.T, cp *controlPlane) {
 	}
 	events := cp.poll(t, 2*time.Minute, func(s string) bool { return strings.Contains(s, "GID table of RDMA device simrdma0") },
 		"get", "events", "--field-selector", "involvedObject.name=dra-refused,reason=FailedCreatePodSandBox", "-o", "jsonpath={.items[*].message}")
-	t.Logf("dra-refused's FailedCreatePodSandBox events: %s", events)
+	t.Logf("dra-refused's FailedCreatePodSandBox events, %.1f s after kubectl apply: %s", time.Since(start).Seconds(), events)
 	t.Logf("%s: %s", node, strings.TrimSpace(cp.nodeShell(t, node, emptyGIDs)))
 	emptied = true
 	retried := time.Now()
+	t.Logf("CLUSTER-TIME %s's GID rows freed %.1f s after kubectl apply", node, retried.Sub(start).Seconds())
 	cp.podBecomesReady(t, "dra-refused", 5*time.Minute)
 	attached := cp.poll(t, 2*time.Minute, func(s string) bool { return strings.Contains(s, " True Attached") },
 		"get", "resourceclaim", claim, "-o", claimStatus)
 	t.Logf("CLUSTER-TIME dra-refused Ready %.1f s after the GID rows were freed; claim %s: %s", time.Since(retried).Seconds(), claim, attached)
+	deleted := time.Now()
 	if out, err := cp.kubectlOut("delete", "pod", "dra-refused", "--wait=true", "--timeout=3m"); err != nil {
 		t.Fatalf("delete pod: %v: %s", err, out)
 	}
+	t.Logf("CLUSTER-TIME dra-refused deleted (kubectl delete --wait) in %.1f s", time.Since(deleted).Seconds())
 }
 
 // addRXE makes a soft-RoCE device on a new veth and brings the veth up:
