@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 )
 
 // TestServesCommandsWhateverTheCNIEnvironment: an operator who exported
@@ -13,11 +15,8 @@ import (
 // commands, and the plugin binary answers a CNI error instead of guessing.
 func TestServesCommandsWhateverTheCNIEnvironment(t *testing.T) {
 	dir := t.TempDir()
-	for out, pkg := range map[string]string{"ops": ".", "plugin": "../../plugins/meta/rdma-chain"} {
-		// Built as make builds them, sharing its build cache.
-		cmd := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(dir, out), pkg)
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if b, err := cmd.CombinedOutput(); err != nil {
+	for out, pkg := range map[string]string{"ops": "./cmd/rdma-chain-ops", "plugin": "./plugins/meta/rdma-chain"} {
+		if b, err := testenv.GoCmd("build", "-o", filepath.Join(dir, out), pkg).CombinedOutput(); err != nil {
 			t.Fatalf("go build %s: %v\n%s", pkg, err, b)
 		}
 	}

@@ -39,10 +39,7 @@ func importPause(t *testing.T, ctr, socket, dir string) {
 func buildPause(t *testing.T, dir string) []byte {
 	t.Helper()
 	out := filepath.Join(dir, "pause")
-	goBin := testenv.RequireBinary(t, "go", "/usr/local/go/bin")
-	cmd := exec.Command(goBin, "build", "-trimpath", "-o", out, "./pause")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
+	if b, err := testenv.GoCmd("build", "-o", out, "./integration/containerd/pause").CombinedOutput(); err != nil {
 		t.Fatalf("go build ./pause: %v\n%s", err, b)
 	}
 	b, err := os.ReadFile(out)

@@ -3,7 +3,6 @@ package hostile
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -40,14 +39,7 @@ func TestMain(m *testing.M) {
 }
 
 func build(out string) error {
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		gobin = "/usr/local/go/bin/go"
-	}
-	cmd := exec.Command(gobin, "build", "-trimpath", "-o", out, "./plugins/meta/rdma-chain")
-	cmd.Dir = testenv.RepoRoot()
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
+	if b, err := testenv.GoCmd("build", "-o", out, "./plugins/meta/rdma-chain").CombinedOutput(); err != nil {
 		return fmt.Errorf("build the plugin: %w\n%s", err, b)
 	}
 	return nil

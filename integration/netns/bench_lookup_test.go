@@ -2,7 +2,6 @@ package netns
 
 import (
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -18,10 +17,7 @@ import (
 func lookupProbe(b *testing.B) string {
 	b.Helper()
 	bin := filepath.Join(b.TempDir(), "lookup_probe")
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", bin, "./integration/netns/lookup_probe")
-	cmd.Dir = testenv.RepoRoot()
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
+	if out, err := testenv.GoCmd("build", "-ldflags", "-s -w", "-o", bin, "./integration/netns/lookup_probe").CombinedOutput(); err != nil {
 		b.Fatalf("build lookup_probe: %v\n%s", err, out)
 	}
 	return bin

@@ -8,12 +8,23 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+
+	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 )
 
 func runCmd(dir string, env []string, name string, args ...string) (string, error) {
 	cmd := exec.Command(name, args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// goIn runs testenv.GoCmd's go in dir: the guests' binaries are built the
+// way make builds, from this checkout or from a release's tree.
+func goIn(dir, subcommand string, args ...string) (string, error) {
+	cmd := testenv.GoCmd(subcommand, args...)
+	cmd.Dir = dir
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }

@@ -333,7 +333,7 @@ func buildBinaries(root string) (prepared, error) {
 	}
 	p.binDir = dir
 	build := func(out, pkg string) error {
-		o, err := runCmd(root, []string{"CGO_ENABLED=0"}, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", filepath.Join(dir, out), pkg)
+		o, err := goIn(root, "build", "-ldflags=-s -w", "-o", filepath.Join(dir, out), pkg)
 		if err != nil {
 			return fmt.Errorf("go build %s: %w\n%s", pkg, err, o)
 		}
@@ -346,26 +346,26 @@ func buildBinaries(root string) (prepared, error) {
 	}
 	// The SMC socket hook's kernel tests run in the guest (this host may
 	// not let root load tracing programs).
-	if o, err := runCmd(root, []string{"CGO_ENABLED=0"}, "go", "test", "-c", "-trimpath", "-tags", "smchook", "-ldflags=-s -w",
+	if o, err := goIn(root, "test", "-c", "-tags", "smchook", "-ldflags=-s -w",
 		"-o", filepath.Join(dir, "hook.test"), "./pkg/smc/hook/"); err != nil {
 		return p, fmt.Errorf("go test -c ./pkg/smc/hook: %w\n%s", err, o)
 	}
 	// The host link lookup tests run in the guest too, with bonds (this
 	// host's kernel has no bonding).
-	if o, err := runCmd(root, []string{"CGO_ENABLED=0"}, "go", "test", "-c", "-trimpath", "-ldflags=-s -w",
+	if o, err := goIn(root, "test", "-c", "-ldflags=-s -w",
 		"-o", filepath.Join(dir, "netdev.test"), "./pkg/netdev/"); err != nil {
 		return p, fmt.Errorf("go test -c ./pkg/netdev: %w\n%s", err, o)
 	}
 	// The scenarios that are Go tests run in the guest (lib.sh's go_checks).
 	for _, g := range guestTests {
-		if o, err := runCmd(root, []string{"CGO_ENABLED=0"}, "go", "test", "-c", "-trimpath", "-ldflags=-s -w",
+		if o, err := goIn(root, "test", "-c", "-ldflags=-s -w",
 			"-o", filepath.Join(dir, g+".test"), "./integration/vm/"+g+"/"); err != nil {
 			return p, fmt.Errorf("go test -c ./integration/vm/%s: %w\n%s", g, err, o)
 		}
 	}
 	// The crash scenario's plugin: failpoints compiled in (test-only build),
 	// always from source, also when RC_VM_PLUGIN names the plugin to test.
-	if o, err := runCmd(root, []string{"CGO_ENABLED=0"}, "go", "build", "-trimpath", "-tags", "failpoint", "-ldflags=-s -w",
+	if o, err := goIn(root, "build", "-tags", "failpoint", "-ldflags=-s -w",
 		"-o", filepath.Join(dir, "rdma-chain-fp"), "./plugins/meta/rdma-chain"); err != nil {
 		return p, fmt.Errorf("go build -tags failpoint ./plugins/meta/rdma-chain: %w\n%s", err, o)
 	}
@@ -425,7 +425,7 @@ func buildAt(root string, rel testenv.Release, out, pkg string) error {
 	if err != nil {
 		return fmt.Errorf("git archive %s (the upgrade scenarios need this commit in the clone's history): %w\n%s", rev, err, o)
 	}
-	o, err = runCmd(src, []string{"CGO_ENABLED=0"}, "go", "build", "-trimpath", "-ldflags=-s -w -X main.buildVersion="+rel.Version, "-o", out, pkg)
+	o, err = goIn(src, "build", "-ldflags=-s -w -X main.buildVersion="+rel.Version, "-o", out, pkg)
 	if err != nil {
 		return fmt.Errorf("go build %s at %s: %w\n%s", pkg, rev, err, o)
 	}

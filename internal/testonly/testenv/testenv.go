@@ -162,17 +162,27 @@ func KernelLacks(t testing.TB, feature string, present bool) {
 	}
 }
 
-// Build builds the package pkg (relative to the repository, e.g.
-// "./integration/netns/crash_plugin") with tags into bin, statically.
-func Build(t testing.TB, bin, pkg, tags string) {
-	t.Helper()
+// GoCmd is `go SUBCOMMAND -trimpath ARGS...` with cgo off, run in the
+// checkout: every build inside a test is made the one way make builds
+// every binary and test binary but -race's (the Makefile's GO_BUILD and
+// GO_TEST), so that it reuses make's build cache instead of compiling the
+// dependencies again.
+func GoCmd(subcommand string, args ...string) *exec.Cmd {
 	gobin, err := exec.LookPath("go")
 	if err != nil {
 		gobin = "/usr/local/go/bin/go"
 	}
-	cmd := exec.Command(gobin, "build", "-trimpath", "-tags", tags, "-ldflags", "-s -w", "-o", bin, pkg)
+	cmd := exec.Command(gobin, append([]string{subcommand, "-trimpath"}, args...)...)
 	cmd.Dir = RepoRoot()
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	return cmd
+}
+
+// Build builds the package pkg (relative to the repository, e.g.
+// "./integration/netns/crash_plugin") with tags into bin, statically.
+func Build(t testing.TB, bin, pkg, tags string) {
+	t.Helper()
+	cmd := GoCmd("build", "-tags", tags, "-ldflags", "-s -w", "-o", bin, pkg)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("build %s (tags %q): %v\n%s", pkg, tags, err, out)
 	}

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -85,10 +84,7 @@ var built = sync.OnceValues(func() (string, error) {
 		return "", err
 	}
 	out := filepath.Join(dir, Binary)
-	cmd := exec.Command("go", "build", "-trimpath", "-o", out, "./cmd/rdma-chain-smc-hook")
-	cmd.Dir = testenv.RepoRoot()
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
+	if b, err := testenv.GoCmd("build", "-o", out, "./cmd/rdma-chain-smc-hook").CombinedOutput(); err != nil {
 		return "", errors.New(string(b))
 	}
 	return out, nil

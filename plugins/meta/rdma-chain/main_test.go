@@ -26,13 +26,7 @@ const testVersion = "v9.8.7-test"
 func buildPlugin(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "rdma-chain")
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		gobin = "/usr/local/go/bin/go"
-	}
-	cmd := exec.Command(gobin, "build", "-trimpath", "-ldflags", "-s -w -X main.buildVersion="+testVersion, "-o", bin, "./plugins/meta/rdma-chain")
-	cmd.Dir = testenv.RepoRoot()
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	cmd := testenv.GoCmd("build", "-ldflags", "-s -w -X main.buildVersion="+testVersion, "-o", bin, "./plugins/meta/rdma-chain")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
