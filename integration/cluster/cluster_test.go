@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -51,37 +52,41 @@ func TestCluster(t *testing.T) {
 	t.Logf("CLUSTER-VERSION k8s-rdma-shared-dp: %s", parts["RDMA_DP_VERSION"])
 
 	cp := startControlPlane(t, parts)
-	if !t.Run("control-plane", func(t *testing.T) { testControlPlane(t, cp) }) {
+	sum := &scenarioTimes{}
+	// Last of t's cleanups: the one line that says where the tier's time
+	// went, also when a scenario failed.
+	t.Cleanup(func() { t.Logf("CLUSTER-SUMMARY %s", sum) })
+	if !sum.run(t, "control-plane", func(t *testing.T) { testControlPlane(t, cp) }) {
 		return
 	}
 	var vms []*nodeVM
-	if !t.Run("nodes-join", func(st *testing.T) { vms = testNodesJoin(st, t, cp) }) {
+	if !sum.run(t, "nodes-join", func(st *testing.T) { vms = testNodesJoin(st, t, cp) }) {
 		return
 	}
 	startNodeShells(t, cp)
-	if !t.Run("deploy", func(t *testing.T) { testDeploy(t, cp) }) {
+	if !sum.run(t, "deploy", func(t *testing.T) { testDeploy(t, cp) }) {
 		return
 	}
 	if dir, user := workloadsDir(testenv.RepoRoot()); user {
 		// make test-cluster PODS=DIR: anyone's manifests on the deployed
 		// cluster, instead of the tier's own scenarios.
 		t.Logf("PODS=%s: running these manifests, not the tier's scenarios", dir)
-		t.Run("workloads", func(t *testing.T) { testWorkloads(t, cp, dir) })
+		sum.run(t, "workloads", func(t *testing.T) { testWorkloads(t, cp, dir) })
 		holdForDebugging(t, cp)
 		return
 	}
-	t.Run("primary-rewrite", func(t *testing.T) { testPrimaryRewrite(t, cp) })
-	t.Run("admission", func(t *testing.T) { testAdmission(t, cp) })
+	sum.run(t, "primary-rewrite", func(t *testing.T) { testPrimaryRewrite(t, cp) })
+	sum.run(t, "admission", func(t *testing.T) { testAdmission(t, cp) })
 	var hosts pair
-	if !t.Run("host-network", func(st *testing.T) { hosts = testHostNetwork(st, t, cp) }) {
+	if !sum.run(t, "host-network", func(st *testing.T) { hosts = testHostNetwork(st, t, cp) }) {
 		return
 	}
-	t.Run("cross-node", func(t *testing.T) {
+	sum.run(t, "cross-node", func(t *testing.T) {
 		p := testCrossNode(t, cp, hosts)
-		t.Run("daemonset-rollout", func(t *testing.T) { testRollout(t, cp, p) })
+		sum.run(t, "daemonset-rollout", func(t *testing.T) { testRollout(t, cp, p) })
 	})
-	t.Run("dra", func(t *testing.T) { testDRA(t, cp) })
-	t.Run("workloads", func(t *testing.T) {
+	sum.run(t, "dra", func(t *testing.T) { testDRA(t, cp) })
+	sum.run(t, "workloads", func(t *testing.T) {
 		dir, _ := workloadsDir(testenv.RepoRoot())
 		testWorkloads(t, cp, dir)
 	})
@@ -90,26 +95,57 @@ func TestCluster(t *testing.T) {
 	// scenarios are done.
 	nodeBFree := make(chan struct{})
 	lost, top := vms[slices.IndexFunc(vms, func(vm *nodeVM) bool { return vm.name == diskNode })], t
-	t.Run("per-node", func(t *testing.T) {
-		t.Run("node-a", func(t *testing.T) {
+	sum.run(t, "per-node", func(t *testing.T) {
+		sum.run(t, "node-a", func(t *testing.T) {
 			t.Parallel()
-			t.Run("smcr-orphan", func(t *testing.T) { testOrphanedSMCR(t, cp) })
-			t.Run("dra-capacity", func(t *testing.T) { testDRACapacity(t, cp) })
-			t.Run("same-node", func(t *testing.T) { testSameNode(t, cp) })
-			t.Run("node-loss", func(st *testing.T) { testNodeLoss(st, top, cp, lost, nodeNames[1], nodeBFree) })
+			sum.run(t, "smcr-orphan", func(t *testing.T) { testOrphanedSMCR(t, cp) })
+			sum.run(t, "dra-capacity", func(t *testing.T) { testDRACapacity(t, cp) })
+			sum.run(t, "same-node", func(t *testing.T) { testSameNode(t, cp) })
+			sum.run(t, "node-loss", func(st *testing.T) { testNodeLoss(st, top, cp, lost, nodeNames[1], nodeBFree) })
 		})
-		t.Run("node-b", func(t *testing.T) {
+		sum.run(t, "node-b", func(t *testing.T) {
 			t.Parallel()
 			defer close(nodeBFree)
-			t.Run("dra-attach-failed", func(t *testing.T) { testDRAAttachFailed(t, cp) })
-			t.Run("dra-events", func(t *testing.T) { testDRAEvents(t, cp) })
-			t.Run("dra-only", func(t *testing.T) { testDRAOnly(t, cp) })
+			sum.run(t, "dra-attach-failed", func(t *testing.T) { testDRAAttachFailed(t, cp) })
+			sum.run(t, "dra-events", func(t *testing.T) { testDRAEvents(t, cp) })
+			sum.run(t, "dra-only", func(t *testing.T) { testDRAOnly(t, cp) })
 		})
 	})
-	t.Run("plugin-share", func(t *testing.T) { testPluginShare(t, cp) })
-	t.Run("containerd-restart", func(t *testing.T) { testContainerdRestart(t, cp) })
+	sum.run(t, "plugin-share", func(t *testing.T) { testPluginShare(t, cp) })
+	sum.run(t, "containerd-restart", func(t *testing.T) { testContainerdRestart(t, cp) })
 	holdForDebugging(t, cp)
-	t.Run("uninstall", func(t *testing.T) { testUninstall(t, cp) })
+	sum.run(t, "uninstall", func(t *testing.T) { testUninstall(t, cp) })
+}
+
+// scenarioTimes records how long each scenario ran and whether it passed,
+// in the order they ended, for the tier's CLUSTER-SUMMARY line.
+type scenarioTimes struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+// run is t.Run of name, recorded. A parallel subtest's t.Run returns when
+// it pauses, so its time is recorded from inside it.
+func (s *scenarioTimes) run(t *testing.T, name string, f func(*testing.T)) bool {
+	return t.Run(name, func(t *testing.T) {
+		start := time.Now()
+		defer func() {
+			state := "passed"
+			if t.Failed() {
+				state = "FAILED"
+			}
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			s.lines = append(s.lines, fmt.Sprintf("%s %.0fs %s", strings.TrimPrefix(t.Name(), "TestCluster/"), time.Since(start).Seconds(), state))
+		}()
+		f(t)
+	})
+}
+
+func (s *scenarioTimes) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return strings.Join(s.lines, "; ")
 }
 
 // holdForDebugging keeps the cluster up after the scenarios while the file

@@ -289,11 +289,25 @@ func (cp *controlPlane) sliceDevices(t *testing.T, node string) map[string]slice
 	return devs
 }
 
-// podBecomesReady waits until pod is Ready.
+// podBecomesReady waits until pod is Ready. If it does not become Ready,
+// the failure holds what kubectl describe says of it: where it was placed,
+// its conditions and events.
 func (cp *controlPlane) podBecomesReady(t *testing.T, pod string, timeout time.Duration) {
 	t.Helper()
-	cp.poll(t, timeout, func(s string) bool { return s == "True" },
-		"get", "pod", pod, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
+	wait, cut := testenv.Within(t, timeout)
+	deadline := time.Now().Add(wait)
+	for {
+		out, err := cp.kubectlOut("get", "pod", pod, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
+		if err == nil && out == "True" {
+			return
+		}
+		if time.Now().After(deadline) {
+			desc, derr := cp.kubectlOut("describe", "pod", pod)
+			t.Fatalf("pod %s not Ready within %v%s: Ready %q (%v); kubectl describe pod (%v):\n%s\n%s",
+				pod, wait.Round(time.Second), cut, out, err, derr, desc, cp.tails())
+		}
+		time.Sleep(time.Second)
+	}
 }
 
 // oneReady waits until one of two pods competing for one thing is Ready

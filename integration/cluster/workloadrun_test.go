@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 )
 
 // testWorkloads runs the manifests of dir (make test-cluster PODS=DIR;
@@ -247,14 +249,15 @@ func (cp *controlPlane) workloadsSettled(t *testing.T, ws []workload, timeout ti
 // passes; then t fails with f's last reason and the control plane's tails.
 func (cp *controlPlane) pollFunc(t *testing.T, timeout time.Duration, f func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
+	wait, cut := testenv.Within(t, timeout)
+	deadline := time.Now().Add(wait)
 	for {
 		ok, why := f()
 		if ok {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s\n%s", timeout, why, cp.tails())
+			t.Fatalf("not within %v%s: %s\n%s", wait.Round(time.Second), cut, why, cp.tails())
 		}
 		time.Sleep(time.Second)
 	}

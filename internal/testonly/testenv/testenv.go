@@ -138,17 +138,42 @@ func BenchRow(b testing.TB, line string) {
 // condition, never sleep and then assert.
 func Eventually(t testing.TB, timeout time.Duration, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
+	wait, why := Within(t, timeout)
+	deadline := time.Now().Add(wait)
 	for {
 		ok, last := cond()
 		if ok {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", timeout, last)
+			t.Fatalf("not within %v%s: %s", wait.Round(time.Second), why, last)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// deadlineMargin is what a wait leaves of the test binary's -timeout for
+// its failure to be reported and the test's cleanups to run.
+const deadlineMargin = 2 * time.Minute
+
+// Within is how long a wait of timeout may take: less when the test
+// binary's -timeout would end first, so that the wait fails with what it
+// saw instead of the binary panicking with goroutine dumps mid-wait. why
+// says so when it is less.
+func Within(t testing.TB, timeout time.Duration) (wait time.Duration, why string) {
+	d, ok := t.(interface{ Deadline() (time.Time, bool) })
+	if !ok {
+		return timeout, ""
+	}
+	end, ok := d.Deadline()
+	if !ok {
+		return timeout, ""
+	}
+	left := time.Until(end) - deadlineMargin
+	if left >= timeout {
+		return timeout, ""
+	}
+	return max(left, 0), fmt.Sprintf(" (of %v: cut short %v before the test binary's -timeout)", timeout, deadlineMargin)
 }
 
 // KernelLacks is for a test of how the code behaves on a kernel without a

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestRepoRoot(t *testing.T) {
@@ -54,6 +55,39 @@ func TestModuleRootAbove(t *testing.T) {
 			}
 			if err != nil || got != tc.want {
 				t.Fatalf("moduleRootAbove(%s) = %q, %v; want %q", tc.start, got, err, tc.want)
+			}
+		})
+	}
+}
+
+// deadlined is a test whose binary ends at end (ok false: no -timeout).
+type deadlined struct {
+	testing.TB
+	end time.Time
+	ok  bool
+}
+
+func (d deadlined) Deadline() (time.Time, bool) { return d.end, d.ok }
+
+func TestWithin(t *testing.T) {
+	const timeout = 10 * time.Minute
+	now := time.Now()
+	for _, tc := range []struct {
+		name     string
+		tb       testing.TB
+		min, max time.Duration
+		cut      bool
+	}{
+		{"no deadline method", struct{ testing.TB }{t}, timeout, timeout, false},
+		{"no -timeout", deadlined{t, time.Time{}, false}, timeout, timeout, false},
+		{"deadline far off", deadlined{t, now.Add(time.Hour), true}, timeout, timeout, false},
+		{"deadline first", deadlined{t, now.Add(5 * time.Minute), true}, 2*time.Minute + 50*time.Second, 3 * time.Minute, true},
+		{"deadline inside the margin", deadlined{t, now.Add(time.Minute), true}, 0, 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			wait, why := Within(tc.tb, timeout)
+			if wait < tc.min || wait > tc.max || (why != "") != tc.cut {
+				t.Fatalf("Within = %v, %q; want %v..%v, cut short %v", wait, why, tc.min, tc.max, tc.cut)
 			}
 		})
 	}
