@@ -23,21 +23,32 @@ ND=$(cat $P/gid_attrs/ndevs/0) || exit 1
 free() { cat $P/gids/* | grep -c '^0000:0000:0000:0000:0000:0000:0000:0000$'; }
 `
 
-// fillGIDs gives simrdma0's netdev host addresses (each takes a RoCE v1
-// and a v2 GID, added by the RDMA core from a work queue) until fewer
-// than 2 rows are free.
-const fillGIDs = gidTable + `i=0
+// fillGIDs gives simrdma0's netdev host addresses fd00:ee::N (each takes a
+// RoCE v1 and a v2 GID, added by the RDMA core from a work queue) until
+// fewer than 2 rows are free: half the free rows' worth in one ip process,
+// then, should a row be left over, one more at a time. Each process start
+// costs a TCG guest dearly.
+const fillGIDs = gidTable + `add() { # FIRST LAST
+	seq $1 $2 | sed "s|.*|addr add fd00:ee::&/128 dev $ND nodad|" | /usr/sbin/ip -6 -batch - || exit 1
+}
+settle() { # until fewer than 2 rows are free, or 10 s
+	j=0
+	while [ "$(free)" -ge 2 ] && [ $j -lt 50 ]; do j=$((j + 1)); sleep 0.2; done
+}
+n=$(($(free) / 2))
+[ $n -ge 1 ] && add 1 $n && settle
 while [ "$(free)" -ge 2 ]; do
-	i=$((i + 1))
-	[ $i -le 40 ] || { echo "$(free) GID rows free after 40 addresses on $ND"; exit 1; }
-	/usr/sbin/ip -6 addr add fd00:ee::$i/128 dev $ND nodad || exit 1
-	sleep 0.2
+	n=$((n + 1))
+	[ $n -le 40 ] || { echo "$(free) GID rows free after 40 addresses on $ND"; exit 1; }
+	add $n $n
+	settle
 done
-echo "$ND: $i host addresses, $(free) of $(ls $P/gids | wc -l) GID rows free"
+echo "$ND: $n host addresses, $(free) of $(ls $P/gids | wc -l) GID rows free"
 `
 
-// emptyGIDs takes fillGIDs' addresses away.
-const emptyGIDs = gidTable + `for i in $(seq 40); do /usr/sbin/ip -6 addr del fd00:ee::$i/128 dev $ND 2>/dev/null; done
+// emptyGIDs takes fillGIDs' addresses away, in one ip process.
+const emptyGIDs = gidTable + `/usr/sbin/ip -6 -o addr show dev $ND | grep -o 'fd00:ee::[0-9a-f]*/128' |
+	sed "s|.*|addr del & dev $ND|" | /usr/sbin/ip -6 -batch -
 echo "$ND: $(free) of $(ls $P/gids | wc -l) GID rows free"
 `
 
