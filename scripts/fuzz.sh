@@ -19,14 +19,17 @@ for pkg in $fuzzpkgs; do
 	for t in $targets; do
 		echo "fuzz: $pkg $t for $FUZZTIME"
 		if ! out=$(go test -trimpath -run '^$' -fuzz "^${t}\$" -fuzztime "$FUZZTIME" "$pkg" 2>&1); then
-			echo "$out"
 			# A finding always writes its input under testdata/fuzz/. Go's
 			# fuzzer can also stop with only "context deadline exceeded" when
 			# its workers stall on a loaded machine: that run is repeated
-			# once, and fails the same way if it happens again.
+			# once, and fails the same way if it happens again. The stalled
+			# run's output is shown indented, so that .ci/run's list of what
+			# failed does not take it for a failure.
 			if echo "$out" | grep -q 'Failing input written' || ! echo "$out" | grep -q 'context deadline exceeded'; then
+				echo "$out"
 				exit 1
 			fi
+			echo "$out" | sed 's/^/fuzz:   | /'
 			echo "fuzz: $t stopped without a finding (context deadline exceeded): running it again"
 			out=$(go test -trimpath -run '^$' -fuzz "^${t}\$" -fuzztime "$FUZZTIME" "$pkg" 2>&1) || { echo "$out"; exit 1; }
 		fi
