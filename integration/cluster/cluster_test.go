@@ -125,11 +125,12 @@ type scenarioTimes struct {
 }
 
 // run is t.Run of name, recorded. A parallel subtest's t.Run returns when
-// it pauses, so its time is recorded from inside it.
+// it pauses, and a test's parallel subtests run after its function
+// returns: its time is recorded by its cleanup, which waits for both.
 func (s *scenarioTimes) run(t *testing.T, name string, f func(*testing.T)) bool {
 	return t.Run(name, func(t *testing.T) {
 		start := time.Now()
-		defer func() {
+		t.Cleanup(func() {
 			state := "passed"
 			if t.Failed() {
 				state = "FAILED"
@@ -137,7 +138,7 @@ func (s *scenarioTimes) run(t *testing.T, name string, f func(*testing.T)) bool 
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			s.lines = append(s.lines, fmt.Sprintf("%s %.0fs %s", strings.TrimPrefix(t.Name(), "TestCluster/"), time.Since(start).Seconds(), state))
-		}()
+		})
 		f(t)
 	})
 }
