@@ -294,20 +294,13 @@ func (cp *controlPlane) sliceDevices(t *testing.T, node string) map[string]slice
 // its conditions and events.
 func (cp *controlPlane) podBecomesReady(t *testing.T, pod string, timeout time.Duration) {
 	t.Helper()
-	wait, cut := testenv.Within(t, timeout)
-	deadline := time.Now().Add(wait)
-	for {
+	cp.pollFunc(t, timeout, func() (bool, string) {
 		out, err := cp.kubectlOut("get", "pod", pod, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
-		if err == nil && out == "True" {
-			return
-		}
-		if time.Now().After(deadline) {
-			desc, derr := cp.kubectlOut("describe", "pod", pod)
-			t.Fatalf("pod %s not Ready within %v%s: Ready %q (%v); kubectl describe pod (%v):\n%s\n%s",
-				pod, wait.Round(time.Second), cut, out, err, derr, desc, cp.tails())
-		}
-		time.Sleep(time.Second)
-	}
+		return err == nil && out == "True", fmt.Sprintf("pod %s Ready %q (%v)", pod, out, err)
+	}, func() string {
+		desc, err := cp.kubectlOut("describe", "pod", pod)
+		return fmt.Sprintf("kubectl describe pod (%v):\n%s", err, desc)
+	})
 }
 
 // oneReady waits until one of two pods competing for one thing is Ready

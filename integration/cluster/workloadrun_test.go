@@ -247,7 +247,8 @@ func (cp *controlPlane) workloadsSettled(t *testing.T, ws []workload, timeout ti
 
 // pollFunc retries f, a second apart, until it reports done or timeout
 // passes; then t fails with f's last reason and the control plane's tails.
-func (cp *controlPlane) pollFunc(t *testing.T, timeout time.Duration, f func() (bool, string)) {
+// explain, when given, adds to the failure what only its end needs to say.
+func (cp *controlPlane) pollFunc(t *testing.T, timeout time.Duration, f func() (bool, string), explain ...func() string) {
 	t.Helper()
 	wait, cut := testenv.Within(t, timeout)
 	deadline := time.Now().Add(wait)
@@ -257,6 +258,9 @@ func (cp *controlPlane) pollFunc(t *testing.T, timeout time.Duration, f func() (
 			return
 		}
 		if time.Now().After(deadline) {
+			for _, e := range explain {
+				why += "\n" + e()
+			}
 			t.Fatalf("not within %v%s: %s\n%s", wait.Round(time.Second), cut, why, cp.tails())
 		}
 		time.Sleep(time.Second)
