@@ -44,19 +44,45 @@ func (cp *controlPlane) perf(prog string, srv, cli perfEnd, oob string, port int
 	}
 	stop := cp.execBackground(cmd(srv, "")...)
 	defer stop()
-	var out string
-	var err error
-	for try := 0; try < 3; try++ { // the server may not listen yet
-		time.Sleep(2 * time.Second)
-		out, err = cp.kubectlOut(cmd(cli, oob)...)
-		if row, ok := perfRow(out); err == nil && ok {
-			return row, out, nil
-		}
+	// The client is started once the server's out-of-band port listens: a
+	// client that finds it closed fails, and one that got through and
+	// failed later has ended the server's one run.
+	sockets := append(append(append([]string{"exec"}, srv.target...), "--", "/bin/busybox", "sh", "-c"),
+		"cat /proc/net/tcp /proc/net/tcp6 2>/dev/null; true")
+	listening := false
+	for deadline := time.Now().Add(time.Minute); !listening && time.Now().Before(deadline); {
+		time.Sleep(time.Second)
+		out, err := cp.kubectlOut(sockets...)
+		listening = err == nil && tcpListening(out, port)
+	}
+	if !listening {
+		return nil, "--- server:\n" + stop(), fmt.Errorf("%s server: no socket listening on port %d within a minute", prog, port)
+	}
+	out, err := cp.kubectlOut(cmd(cli, oob)...)
+	if row, ok := perfRow(out); err == nil && ok {
+		return row, out, nil
 	}
 	if err == nil {
 		err = errors.New("no result row in its output")
 	}
 	return nil, out + "\n--- server:\n" + stop(), fmt.Errorf("%s client: %w", prog, err)
+}
+
+// tcpListening: whether /proc/net/tcp or tcp6 (their lines concatenated in
+// procNetTCP) list a socket in state LISTEN (0A) on port, the hex number
+// after the local address's colon.
+func tcpListening(procNetTCP string, port int) bool {
+	hex := fmt.Sprintf("%04X", port)
+	for _, line := range strings.Split(procNetTCP, "\n") {
+		f := strings.Fields(line)
+		if len(f) <= 3 {
+			continue
+		}
+		if i := strings.LastIndexByte(f[1], ':'); i >= 0 && f[1][i+1:] == hex && f[3] == "0A" {
+			return true
+		}
+	}
+	return false
 }
 
 // perfRow reads perftest's result row: the numbers on the line after its

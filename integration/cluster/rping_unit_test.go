@@ -124,3 +124,28 @@ func TestPerfRow(t *testing.T) {
 		})
 	}
 }
+
+func TestTCPListening(t *testing.T) {
+	const head = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
+	for _, tc := range []struct {
+		name string
+		in   string
+		port int
+		want bool
+	}{
+		{"ipv4 listener", head + "   0: 00000000:48A9 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1 1\n", 18601, true},
+		{"ipv6 listener", head + "   0: 00000000000000000000000000000000:48A9 00000000000000000000000000000000:0000 0A 0 0 0 0 0\n", 18601, true},
+		{"established, not listening", head + "   0: 0100007F:48A9 0100007F:9C40 01 0 0 0 0 0\n", 18601, false},
+		{"another port", head + "   0: 00000000:48AA 00000000:0000 0A 0 0 0 0 0\n", 18601, false},
+		{"port only as the remote end", head + "   0: 0100007F:9C40 0100007F:48A9 0A 0 0 0 0 0\n", 18601, false},
+		{"another port with the same last digits", head + "   0: 00000000:C8A9 00000000:0000 0A 0 0 0 0 0\n", 0x48A9, false},
+		{"short line", "   0: 00000000:48A9\n", 18601, false},
+		{"nothing", "", 18601, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tcpListening(tc.in, tc.port); got != tc.want {
+				t.Errorf("tcpListening(port %d) = %v, want %v", tc.port, got, tc.want)
+			}
+		})
+	}
+}
