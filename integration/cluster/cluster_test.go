@@ -55,7 +55,7 @@ func TestCluster(t *testing.T) {
 	sum := &scenarioTimes{}
 	// Last of t's cleanups: the one line that says where the tier's time
 	// went, also when a scenario failed.
-	t.Cleanup(func() { t.Logf("CLUSTER-SUMMARY %s", sum) })
+	t.Cleanup(func() { t.Logf("CLUSTER-SUMMARY %s; %s", sum, &cp.runs) })
 	if !sum.run(t, "control-plane", func(t *testing.T) { testControlPlane(t, cp) }) {
 		return
 	}

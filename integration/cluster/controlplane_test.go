@@ -13,9 +13,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -80,6 +82,30 @@ type controlPlane struct {
 
 	shellsMu sync.Mutex
 	shells   map[string]string // node: its shell pod (pods/node-shell.yaml)
+
+	runs kubectlRuns
+}
+
+// kubectlRuns tallies the tier's kubectl processes: a kubectl exec costs
+// the node's guest about a second of its one host core (runc and the
+// shim under TCG), against none for a read of the API.
+type kubectlRuns struct {
+	all, execs atomic.Int64
+	execTime   atomic.Int64 // nanoseconds of wall in kubectl exec
+}
+
+// count records one kubectl run of args that took d.
+func (r *kubectlRuns) count(args []string, d time.Duration) {
+	r.all.Add(1)
+	if slices.Contains(args, "exec") {
+		r.execs.Add(1)
+		r.execTime.Add(int64(d))
+	}
+}
+
+func (r *kubectlRuns) String() string {
+	return fmt.Sprintf("kubectl ran %d times, %d of them exec (%.0f s of wall)",
+		r.all.Load(), r.execs.Load(), time.Duration(r.execTime.Load()).Seconds())
 }
 
 type proc struct {
@@ -285,7 +311,9 @@ func (cp *controlPlane) kubectlOut(args ...string) (string, error) {
 
 // kubectlCtx is kubectlOut, killed when ctx ends.
 func (cp *controlPlane) kubectlCtx(ctx context.Context, args ...string) (string, error) {
+	start := time.Now()
 	out, err := exec.CommandContext(ctx, cp.kubectl, append([]string{"--kubeconfig", cp.admin}, args...)...).CombinedOutput()
+	cp.runs.count(args, time.Since(start))
 	return strings.TrimSpace(string(out)), err
 }
 

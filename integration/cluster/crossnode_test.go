@@ -86,11 +86,12 @@ func (cp *controlPlane) execBackground(args ...string) (stop func() string) {
 	if err := cmd.Start(); err != nil {
 		return func() string { return err.Error() }
 	}
-	stopped := false
+	stopped, start := false, time.Now()
 	return func() string {
 		if !stopped {
 			_ = cmd.Process.Kill()
 			_ = cmd.Wait()
+			cp.runs.count(args, time.Since(start))
 			stopped = true
 		}
 		return out.String()
