@@ -4,6 +4,7 @@ package cluster
 
 import (
 	"errors"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -80,7 +81,7 @@ func TestParsePluginLine(t *testing.T) {
 	}
 }
 
-func TestMeanPositive(t *testing.T) {
+func TestMeanMeasured(t *testing.T) {
 	for _, tc := range []struct {
 		in   []float64
 		mean float64
@@ -89,11 +90,34 @@ func TestMeanPositive(t *testing.T) {
 		{[]float64{23.53, 0}, 23.53, 1},
 		{[]float64{10, 20}, 15, 2},
 		{[]float64{0, 0}, 0, 0},
+		{[]float64{math.Inf(1), 6000}, 6000, 1},
+		{[]float64{math.NaN(), math.Inf(1)}, 0, 0},
 		{nil, 0, 0},
 	} {
-		if mean, n := meanPositive(tc.in); mean != tc.mean || n != tc.n {
-			t.Errorf("meanPositive(%v) = %v, %d; want %v, %d", tc.in, mean, n, tc.mean, tc.n)
+		if mean, n := meanMeasured(tc.in); mean != tc.mean || n != tc.n {
+			t.Errorf("meanMeasured(%v) = %v, %d; want %v, %d", tc.in, mean, n, tc.mean, tc.n)
 		}
+	}
+}
+
+func TestUnmeasured(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		runs map[bool][]float64
+		done int
+		want []bool
+	}{
+		{"both measured", map[bool][]float64{true: {20, 0}, false: {0, 14}}, 4, nil},
+		{"host without a clock", map[bool][]float64{true: {20, 21}, false: {0, 0}}, 4, []bool{false}},
+		{"both without", map[bool][]float64{true: {math.Inf(1), 0}, false: {0, 0}}, 4, []bool{true, false}},
+		{"one run left", map[bool][]float64{true: {0, 0, 0}, false: {0, 0, 0, 0}}, 7, []bool{true}},
+		{"none left", map[bool][]float64{true: {0, 0, 0, 0}, false: {0, 0, 0, 0}}, 8, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := unmeasured(tc.runs, tc.done); !slices.Equal(got, tc.want) {
+				t.Errorf("unmeasured(%v, %d) = %v, want %v", tc.runs, tc.done, got, tc.want)
+			}
+		})
 	}
 }
 
@@ -115,10 +139,12 @@ func TestPerfRow(t *testing.T) {
 		{"header, no row", " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]\n", nil, false},
 		{"header, text row", bw[:strings.Index(bw, "\n")+1] + " Completion with error\n", nil, false},
 		{"short bandwidth row", bw[:strings.Index(bw, "\n")+1] + " 65536 1000 32.75\n", nil, false},
+		{"latency without a clock", lat[:strings.Index(lat, "\n")+1] + " 2       300          inf            inf          inf      \t       inf         \t-nan   \t\tinf     \t\tinf    \n",
+			[]float64{2, 300, math.Inf(1), math.Inf(1), math.Inf(1), math.Inf(1), math.NaN(), math.Inf(1), math.Inf(1)}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, ok := perfRow(tc.out)
-			if ok != tc.ok || (ok && !slices.Equal(got, tc.want)) {
+			if ok != tc.ok || (ok && !slices.EqualFunc(got, tc.want, sameFloat)) {
 				t.Errorf("perfRow = %v, %v; want %v, %v", got, ok, tc.want, tc.ok)
 			}
 		})
@@ -149,3 +175,6 @@ func TestTCPListening(t *testing.T) {
 		})
 	}
 }
+
+// sameFloat is == but for NaN, which equals NaN here.
+func sameFloat(a, b float64) bool { return a == b || (math.IsNaN(a) && math.IsNaN(b)) }
