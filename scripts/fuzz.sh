@@ -18,6 +18,10 @@ FUZZTIME=${FUZZTIME:-20000x}
 FUZZMINIMIZETIME=${FUZZMINIMIZETIME:-100x}
 # Built the way make builds every test but -race's (Makefile's GO_TEST).
 export CGO_ENABLED=0
+# fuzz_once fuzzes target $2 of package $1, its output on stdout.
+fuzz_once() {
+	go test -trimpath -run '^$' -fuzz "^${2}\$" -fuzztime "$FUZZTIME" -fuzzminimizetime "$FUZZMINIMIZETIME" "$1" 2>&1
+}
 n=0
 total_execs=0
 # Only the packages whose test files declare a Fuzz function: listing a
@@ -27,7 +31,7 @@ for pkg in $fuzzpkgs; do
 	targets=$(go test -trimpath -list '^Fuzz' "$pkg" | grep '^Fuzz' || true)
 	for t in $targets; do
 		echo "fuzz: $pkg $t for $FUZZTIME"
-		if ! out=$(go test -trimpath -run '^$' -fuzz "^${t}\$" -fuzztime "$FUZZTIME" -fuzzminimizetime "$FUZZMINIMIZETIME" "$pkg" 2>&1); then
+		if ! out=$(fuzz_once "$pkg" "$t"); then
 			# A finding always writes its input under testdata/fuzz/. Given a
 			# duration, Go 1.26's fuzzer can also stop with only "context
 			# deadline exceeded" (above): that run is repeated once, and fails
@@ -40,7 +44,7 @@ for pkg in $fuzzpkgs; do
 			fi
 			echo "$out" | sed 's/^/fuzz:   | /'
 			echo "fuzz: $t stopped without a finding (context deadline exceeded): running it again"
-			out=$(go test -trimpath -run '^$' -fuzz "^${t}\$" -fuzztime "$FUZZTIME" -fuzzminimizetime "$FUZZMINIMIZETIME" "$pkg" 2>&1) || { echo "$out"; exit 1; }
+			out=$(fuzz_once "$pkg" "$t") || { echo "$out"; exit 1; }
 		fi
 		execs=$(echo "$out" | sed -n 's/.*execs: \([0-9]*\) .*/\1/p' | tail -1)
 		echo "fuzz: $t ok, ${execs:-?} execs"
