@@ -557,7 +557,10 @@ func boot(t *testing.T, p prepared, kdir, initrd string, scenarios []string, sim
 	switch c.result {
 	case "pass":
 	case "":
-		t.Errorf("no RC-RESULT line: the guest did not finish (see the console above)")
+		// The console's end says why (a panic, a hang): CI's tail shows
+		// this message, rarely the console lines far above it.
+		t.Errorf("no RC-RESULT line: the guest did not finish; its console ended:\n%s",
+			strings.Join(c.lines[max(0, len(c.lines)-20):], "\n"))
 	default:
 		t.Errorf("RC-RESULT %s", c.result)
 	}
