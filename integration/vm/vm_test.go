@@ -256,7 +256,7 @@ func runGroup(t *testing.T, p prepared, table capTable, j vmJob, initrd string, 
 	}
 	if j.group.simrdma > 0 && p.simrdma[j.kernel] == "" {
 		testenv.Unavailable(t, "no simrdma module built for kernel %s: run scripts/vm/prepare.sh "+
-			"(it installs linux-headers and builds integration/vm/simrdma)", j.kernel)
+			"(it extracts linux-headers and builds integration/vm/simrdma)", j.kernel)
 		return nil
 	}
 	kdir := p.kernels[j.kernel]

@@ -9,7 +9,9 @@
 #   - a guest userland tree ("rootfs"): busybox, ip, rdma, rping, perftest's
 #     ib_send_bw and ib_send_lat, their libraries, the rxe verbs provider
 #   - the test-only RDMA module integration/vm/simrdma built for each kernel
-#     (gcc and Debian's linux-headers-KVER, installed with apt-get), cached
+#     (gcc-12 installed with apt-get; Debian's linux-headers-KVER and the two
+#     packages it builds with extracted under .cache/vm/headers-*, never
+#     installed: the 6.12 one would install its kernel too), cached
 #     per kernel version and module source hash. A kernel it cannot be built
 #     for gets no SIMRDMA_* line; under CI=true that is an error. The 7.3
 #     headers want trixie's gcc-14 and libc: they are built in a trixie
@@ -237,28 +239,29 @@ simrdma() {
 	out="$CACHE/simrdma-$kver-$SIMRDMA_HASH"
 	if [ -f "$out/simrdma.ko" ]; then echo "$out/simrdma.ko"; return 0; fi
 	hdr="linux-headers-$kver"
-	local run=() croot=
+	# run: what make runs under; src and m: the headers and the module's
+	# build folder as make sees them; b: that folder as this script sees it.
+	local run=() croot= src m
 	case "$kver" in
 	7.*) # trixie's compiler and libc, in a chroot of their own
 		croot=$(trixie_chroot "$hdr") || return 1
-		b="$croot/build"
+		b="$croot/build" src=/usr/src/$hdr m=/build
 		rm -rf "$b"
 		mkdir -p "$b"
 		# objtool reads /proc: mounted in a mount namespace of the build's own.
 		run=(unshare -m sh -c 'mount -t proc proc "$0/proc" && exec chroot "$0" "$@"' "$croot"
 			env PATH=/usr/sbin:/usr/bin:/sbin:/bin LC_ALL=C)
 		;;
-	*) # The 6.12 headers package depends on its linux-image package: apt
-		# installs that kernel on this machine too (it is never booted here).
-		apt_install "$hdr" || return 1
-		b=$(mktemp -d)
+	*) # bookworm's compiler on this machine, the headers extracted
+		src=$(headers_tree "$hdr") || return 1
+		b=$(mktemp -d) m=$b
 		;;
 	esac
-	[ -d "$croot/usr/src/$hdr" ] || { echo "vm-prepare: $hdr installed but $croot/usr/src/$hdr missing" >&2; return 1; }
+	[ -d "$croot$src" ] || { echo "vm-prepare: $hdr prepared but $croot$src missing" >&2; return 1; }
 	cp "$SIMRDMA_SRC/Kbuild" "$SIMRDMA_SRC/Makefile" "$SIMRDMA_SRC/simrdma.c" "$b/"
 	log "building simrdma.ko for $kver${croot:+ in $croot}"
-	if ! "${run[@]}" make -C "/usr/src/$hdr" M="${b#"$croot"}" modules >"$b/build.log" 2>&1; then
-		echo "vm-prepare: FAILED: ${run[*]} make -C /usr/src/$hdr M=${b#"$croot"} modules" >&2
+	if ! "${run[@]}" make -C "$src" M="$m" modules >"$b/build.log" 2>&1; then
+		echo "vm-prepare: FAILED: ${run[*]} make -C $src M=$m modules" >&2
 		tail -n 25 "$b/build.log" | sed 's/^/vm-prepare:   | /' >&2
 		return 1
 	fi
@@ -269,6 +272,48 @@ simrdma() {
 	cp "$b/simrdma.ko" "$out/simrdma.ko"
 	rm -rf "$b"
 	echo "$out/simrdma.ko"
+}
+# headers_tree HEADERS-PKG -> prints the folder of that package's headers,
+# extracted (never installed) under .cache/vm with the two packages its
+# relative symlinks and Makefile point at (its -common headers and its
+# linux-kbuild); older trees of that kernel are removed. Installing the package would
+# install its kernel too (the 6.12 headers depend on their linux-image)
+# and build an initramfs for it twice: minutes of a fresh machine's first
+# run for a kernel nothing boots here. What the packages run (gcc-12,
+# pahole, libelf) is installed with apt.
+headers_tree() {
+	local hdr=$1 ver dir p pkgs=() tools=() common
+	ver=$(candidate "$hdr")
+	dir="$CACHE/headers-${hdr#linux-headers-}_${ver}"
+	if [ ! -f "$dir/.done" ]; then
+		for p in $(apt-cache depends "$hdr" | awk '$1 ~ /Depends:$/ && $2 !~ /^</ {print $2}'); do
+			case $p in
+			linux-headers-* | linux-kbuild-*) pkgs+=("$p") ;;
+			linux-image-* | linux-base) ;; # a kernel's install, not its build
+			*) tools+=("$p") ;;
+			esac
+		done
+		[ ${#pkgs[@]} = 2 ] || { echo "vm-prepare: $hdr depends on ${pkgs[*]:-nothing}, not on one -common and one linux-kbuild" >&2; return 1; }
+		for p in "${pkgs[@]}"; do
+			mapfile -t -O ${#tools[@]} tools < <(apt-cache depends "$p" | awk '$1 ~ /Depends:$/ && $2 !~ /^</ {print $2}')
+		done
+		apt_install "${tools[@]}" || return 1
+		rm -rf "$dir" "$dir.tmp"
+		mkdir -p "$dir.tmp"
+		for p in "$hdr" "${pkgs[@]}"; do
+			dpkg-deb -x "$(download "$p")" "$dir.tmp" || return 1
+		done
+		# The package's Makefile includes the -common one by its absolute path.
+		common=$(sed -n 's|^include /usr/src/\(linux-headers-[^/]*-common\)/Makefile$|\1|p' "$dir.tmp/usr/src/$hdr/Makefile")
+		[ -n "$common" ] && [ -f "$dir.tmp/usr/src/$common/Makefile" ] ||
+			{ echo "vm-prepare: $hdr's Makefile includes no -common Makefile it came with" >&2; return 1; }
+		echo "include $dir/usr/src/$common/Makefile" >"$dir.tmp/usr/src/$hdr/Makefile"
+		touch "$dir.tmp/.done"
+		mv "$dir.tmp" "$dir"
+		for p in "$hdr" "${pkgs[@]}"; do rm -f "$CACHE/debs/${p}_"*.deb; done
+		for p in "$CACHE/headers-${hdr#linux-headers-}"_*; do [ "$p" = "$dir" ] || rm -rf "$p"; done
+	fi
+	echo "$dir/usr/src/$hdr"
 }
 # trixie_chroot HEADERS-PKG -> prints a trixie chroot (minbase, make,
 # binutils, gcc-14, the headers package from trixie-backports), made once per headers
