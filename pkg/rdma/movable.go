@@ -12,13 +12,12 @@ import (
 // CheckMovable tells, before anything on the node changes, whether device d
 // may change netns on a kernel of the given release (`uname -r`). Soft-RoCE
 // and siw are refused on every kernel. Before 7.x their drivers lack
-// disassociate_ucontext and the kernel answers EOPNOTSUPP, and moving rxe's
-// netdev to another netns destroys the rxe device (measured on Debian 6.1
-// and 6.12), so the netdev must not be moved first. Debian's 7.3 does move
-// an rxe device between netns (move_rxe in docs/kernels.md's table), but
-// what moving its netdev does there is not measured, so soft-RoCE stays
-// refused there too. erdma can move from Linux 6.12. Other drivers are left
-// to the kernel's answer (EOPNOTSUPP) at move time.
+// disassociate_ucontext and the kernel answers EOPNOTSUPP. Debian's 7.3
+// moves an rxe device between netns (move_rxe in docs/kernels.md's table),
+// but on every kernel of that table moving rxe's netdev to another netns
+// destroys the rxe device (rxe_netdev_move), and exclusive mode moves the
+// netdev. erdma can move from Linux 6.12. Other drivers are left to the
+// kernel's answer (EOPNOTSUPP) at move time.
 func CheckMovable(d Device, kernelRelease string) error {
 	switch d.Driver {
 	case "rdma_rxe", "siw":

@@ -10,6 +10,9 @@
 //	move_simrdma   yes|no  in exclusive mode, simrdma0 moved into a netns
 //	                       (a driver with disassociate_ucontext)
 //	move_rxe       yes|no  the same for soft-RoCE's rxe0
+//	rxe_netdev_move follows|stays|gone|untested
+//	               in exclusive mode, where a soft-RoCE device is once
+//	               its netdev moved into a netns
 //	transparent    tcp2smc|socket_hook|none|no_smc
 //	               the mechanism smcr.transparent auto picks, written only
 //	               when kcaps (pkg/smc.Detect), the plugin's STATUS log,
@@ -41,11 +44,13 @@ const capsFile = "/run/rc-caps"
 
 // probe is what the test found of one kernel.
 type probe struct {
-	caps        []string // RC-CAP lines
-	kcapsMech   string   // the mechanism kcaps names
-	modeSet     bool
-	moved       map[string]bool // device -> moved into a netns
-	transparent map[string]string
+	caps      []string // RC-CAP lines
+	kcapsMech string   // the mechanism kcaps names
+	modeSet   bool
+	moved     map[string]bool // device -> moved into a netns
+	// where a soft-RoCE device is once its netdev moved into a netns
+	rxeNetdevMove string
+	transparent   map[string]string
 }
 
 func TestCaps(t *testing.T) {
@@ -59,7 +64,8 @@ func TestCaps(t *testing.T) {
 	p.caps = append(p.caps, "RC-CAP transparent "+p.agreed(),
 		"RC-CAP rdma_mode_set "+yesNo(p.modeSet),
 		"RC-CAP move_simrdma "+yesNo(p.moved["simrdma0"]),
-		"RC-CAP move_rxe "+yesNo(p.moved["rxe0"]))
+		"RC-CAP move_rxe "+yesNo(p.moved["rxe0"]),
+		"RC-CAP rxe_netdev_move "+p.rxeNetdevMove)
 	if err := os.WriteFile(capsFile, []byte(strings.Join(p.caps, "\n")+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}

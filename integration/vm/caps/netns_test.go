@@ -36,6 +36,18 @@ func (p *probe) netnsOps(t *testing.T) {
 			t.Logf("rdma dev set %s netns capns: %s (%v)", d, yesNo(p.moved[d]), err)
 		}
 	}
+	p.rxeNetdevMove = "untested"
+	if exclusive {
+		guestkit.Check(t, "rxe-netdev-move", func() error {
+			where, err := rxeNetdevMove(ns.NetNS)
+			if err != nil {
+				where = "failed"
+			}
+			p.rxeNetdevMove = where
+			return err
+		})
+		t.Logf("ip link set rxeprobe0 netns capns: its soft-RoCE device %s", p.rxeNetdevMove)
+	}
 	guestkit.DelNetNS(t, ns)
 	for _, d := range []string{"simrdma0", "rxe0"} {
 		if p.moved[d] {
@@ -78,4 +90,48 @@ func move(dev, nsPath string) error {
 		_, err := netlink.RdmaLinkByName(dev)
 		return err
 	})
+}
+
+// rxeNetdevMove gives a veth a soft-RoCE device of its own, moves the veth
+// into the netns at nsPath (exclusive mode: what the plugin's exclusive
+// ADD does to a netdev) and tells where the device is then: "follows" (in
+// that netns), "stays" (init_net) or "gone". rxe unregisters a device
+// from a work queue, so its leaving init_net is polled for; one still
+// there after 10 s stays.
+func rxeNetdevMove(nsPath string) (string, error) {
+	const dev, netdev = "rxeprobe", "rxeprobe0"
+	if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: netdev}, PeerName: "rxeprobe1"}); err != nil {
+		return "", fmt.Errorf("veth %s: %w", netdev, err)
+	}
+	l, err := netlink.LinkByName(netdev)
+	if err == nil {
+		err = netlink.LinkSetUp(l)
+	}
+	if err == nil {
+		err = guestkit.AddRxe(dev, netdev)
+	}
+	if err != nil {
+		return "", err
+	}
+	f, err := os.Open(nsPath)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	if err := netlink.LinkSetNsFd(l, int(f.Fd())); err != nil {
+		return "", fmt.Errorf("ip link set %s netns: %w", netdev, err)
+	}
+	left := guestkit.Poll(10*time.Second, 100*time.Millisecond, func() error {
+		if _, err := netlink.RdmaLinkByName(dev); err == nil {
+			return fmt.Errorf("%s still in init_net", dev)
+		}
+		return nil
+	})
+	if left != nil {
+		return "stays", nil
+	}
+	if guestkit.InPod(nsPath, func() error { _, err := netlink.RdmaLinkByName(dev); return err }) == nil {
+		return "follows", nil
+	}
+	return "gone", nil
 }
