@@ -276,17 +276,18 @@ simrdma() {
 # headers_tree HEADERS-PKG -> prints the folder of that package's headers,
 # extracted (never installed) under .cache/vm with the two packages its
 # relative symlinks and Makefile point at (its -common headers and its
-# linux-kbuild); older trees of that kernel are removed. Installing the package would
-# install its kernel too (the 6.12 headers depend on their linux-image)
-# and build an initramfs for it twice: minutes of a fresh machine's first
-# run for a kernel nothing boots here. What the packages run (gcc-12,
-# pahole, libelf) is installed with apt.
+# linux-kbuild); older trees of that kernel are removed. Installing the
+# package would install its kernel too (the 6.12 headers depend on their
+# linux-image) and build an initramfs for it twice: minutes of a fresh
+# machine's first run for a kernel nothing boots here. What the packages
+# run (gcc-12, pahole, libelf: their other Depends, kept in the tree's
+# .tools) is installed with apt on every call, as a machine may have lost it.
 headers_tree() {
-	local hdr=$1 ver dir p pkgs=() tools=() common
-	ver=$(candidate "$hdr")
+	local hdr=$1 ver dir p pkgs=() tools=() common deb
+	ver=$(candidate "$hdr") || return 1
 	dir="$CACHE/headers-${hdr#linux-headers-}_${ver}"
-	if [ ! -f "$dir/.done" ]; then
-		for p in $(apt-cache depends "$hdr" | awk '$1 ~ /Depends:$/ && $2 !~ /^</ {print $2}'); do
+	if [ ! -f "$dir/.done" ] || [ ! -f "$dir/.tools" ]; then
+		for p in $(depends "$hdr"); do
 			case $p in
 			linux-headers-* | linux-kbuild-*) pkgs+=("$p") ;;
 			linux-image-* | linux-base) ;; # a kernel's install, not its build
@@ -295,25 +296,39 @@ headers_tree() {
 		done
 		[ ${#pkgs[@]} = 2 ] || { echo "vm-prepare: $hdr depends on ${pkgs[*]:-nothing}, not on one -common and one linux-kbuild" >&2; return 1; }
 		for p in "${pkgs[@]}"; do
-			mapfile -t -O ${#tools[@]} tools < <(apt-cache depends "$p" | awk '$1 ~ /Depends:$/ && $2 !~ /^</ {print $2}')
+			mapfile -t -O ${#tools[@]} tools < <(depends "$p")
 		done
-		apt_install "${tools[@]}" || return 1
+		deb=$(download "$hdr") || return 1
+		# apt_download resolves the version again after a refresh.
+		ver=$(dpkg-deb -f "$deb" Version) || return 1
+		dir="$CACHE/headers-${hdr#linux-headers-}_${ver}"
 		rm -rf "$dir" "$dir.tmp"
 		mkdir -p "$dir.tmp"
-		for p in "$hdr" "${pkgs[@]}"; do
-			dpkg-deb -x "$(download "$p")" "$dir.tmp" || return 1
+		dpkg-deb -x "$deb" "$dir.tmp" || return 1
+		for p in "${pkgs[@]}"; do
+			deb=$(download "$p") || return 1
+			dpkg-deb -x "$deb" "$dir.tmp" || return 1
 		done
-		# The package's Makefile includes the -common one by its absolute path.
+		# The package's Makefile includes the -common one by its absolute
+		# path; make -C runs in that folder, so the copy's is relative.
 		common=$(sed -n 's|^include /usr/src/\(linux-headers-[^/]*-common\)/Makefile$|\1|p' "$dir.tmp/usr/src/$hdr/Makefile")
 		[ -n "$common" ] && [ -f "$dir.tmp/usr/src/$common/Makefile" ] ||
 			{ echo "vm-prepare: $hdr's Makefile includes no -common Makefile it came with" >&2; return 1; }
-		echo "include $dir/usr/src/$common/Makefile" >"$dir.tmp/usr/src/$hdr/Makefile"
+		sed -i "s|^include /usr/src/$common/Makefile\$|include ../$common/Makefile|" "$dir.tmp/usr/src/$hdr/Makefile"
+		printf '%s\n' "${tools[@]}" >"$dir.tmp/.tools"
 		touch "$dir.tmp/.done"
 		mv "$dir.tmp" "$dir"
 		for p in "$hdr" "${pkgs[@]}"; do rm -f "$CACHE/debs/${p}_"*.deb; done
 		for p in "$CACHE/headers-${hdr#linux-headers-}"_*; do [ "$p" = "$dir" ] || rm -rf "$p"; done
 	fi
+	mapfile -t tools <"$dir/.tools"
+	apt_install "${tools[@]}" || return 1
 	echo "$dir/usr/src/$hdr"
+}
+# depends PKG -> the packages PKG Depends on, one per line (each of a
+# Depends' alternatives; virtual packages left out)
+depends() {
+	apt-cache depends "$1" | awk '$1 ~ /Depends:$/ && $2 !~ /^</ {print $2}'
 }
 # trixie_chroot HEADERS-PKG -> prints a trixie chroot (minbase, make,
 # binutils, gcc-14, the headers package from trixie-backports), made once per headers
@@ -372,6 +387,12 @@ for pair in "${pairs[@]}"; do
 done
 for old in "$CACHE"/simrdma-*; do # builds of older module sources
 	case "$old" in *"-$SIMRDMA_HASH") ;; *) [ -e "$old" ] && rm -rf "$old" ;; esac
+done
+for old in "$CACHE"/headers-*; do # headers of kernels this run did not build for
+	[ -e "$old" ] && [ "$VM_SIMRDMA" = 1 ] || continue
+	keep=0
+	for k in $K61 $K612; do [[ "$old" == "$CACHE/headers-$(cat "$k/kver")_"* ]] && keep=1; done
+	[ $keep = 1 ] || rm -rf "$old"
 done
 
 # ---- guest userland ---------------------------------------------------------

@@ -10,7 +10,7 @@
 //	move_simrdma   yes|no  in exclusive mode, simrdma0 moved into a netns
 //	                       (a driver with disassociate_ucontext)
 //	move_rxe       yes|no  the same for soft-RoCE's rxe0
-//	rxe_netdev_move follows|stays|gone|untested
+//	rxe_netdev_move follows|stays|gone|untested|failed
 //	               in exclusive mode, where a soft-RoCE device is once
 //	               its netdev moved into a netns
 //	transparent    tcp2smc|socket_hook|none|no_smc

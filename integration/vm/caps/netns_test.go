@@ -1,6 +1,7 @@
 package caps
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"testing"
@@ -95,22 +96,30 @@ func move(dev, nsPath string) error {
 // rxeNetdevMove gives a veth a soft-RoCE device of its own, moves the veth
 // into the netns at nsPath (exclusive mode: what the plugin's exclusive
 // ADD does to a netdev) and tells where the device is then: "follows" (in
-// that netns), "stays" (init_net) or "gone". rxe unregisters a device
-// from a work queue, so its leaving init_net is polled for; one still
-// there after 10 s stays.
+// that netns), "stays" (init_net) or "gone". rxe unregisters a device from
+// a work queue, and a device that follows would register again in the
+// netns later, so both are polled for: one still in init_net after 30 s
+// stays, one not in the netns 5 s after it left init_net is gone. The veth
+// goes with the netns; one that was not moved is deleted here.
 func rxeNetdevMove(nsPath string) (string, error) {
 	const dev, netdev = "rxeprobe", "rxeprobe0"
 	if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: netdev}, PeerName: "rxeprobe1"}); err != nil {
 		return "", fmt.Errorf("veth %s: %w", netdev, err)
 	}
 	l, err := netlink.LinkByName(netdev)
-	if err == nil {
-		err = netlink.LinkSetUp(l)
-	}
-	if err == nil {
-		err = guestkit.AddRxe(dev, netdev)
-	}
 	if err != nil {
+		return "", err
+	}
+	moved := false
+	defer func() {
+		if !moved {
+			_ = netlink.LinkDel(l)
+		}
+	}()
+	if err := netlink.LinkSetUp(l); err != nil {
+		return "", err
+	}
+	if err := guestkit.AddRxe(dev, netdev); err != nil {
 		return "", err
 	}
 	f, err := os.Open(nsPath)
@@ -121,16 +130,25 @@ func rxeNetdevMove(nsPath string) (string, error) {
 	if err := netlink.LinkSetNsFd(l, int(f.Fd())); err != nil {
 		return "", fmt.Errorf("ip link set %s netns: %w", netdev, err)
 	}
-	left := guestkit.Poll(10*time.Second, 100*time.Millisecond, func() error {
-		if _, err := netlink.RdmaLinkByName(dev); err == nil {
-			return fmt.Errorf("%s still in init_net", dev)
+	moved = true
+	stillThere := errors.New(dev + " still in init_net")
+	left := guestkit.Poll(30*time.Second, 100*time.Millisecond, func() error {
+		has, err := guestkit.InitNetHas(dev)
+		if err == nil && has {
+			err = stillThere
 		}
-		return nil
+		return err
 	})
-	if left != nil {
+	switch {
+	case errors.Is(left, stillThere):
 		return "stays", nil
+	case left != nil:
+		return "", left
 	}
-	if guestkit.InPod(nsPath, func() error { _, err := netlink.RdmaLinkByName(dev); return err }) == nil {
+	inPod := guestkit.Poll(5*time.Second, 100*time.Millisecond, func() error {
+		return guestkit.InPod(nsPath, func() error { _, err := netlink.RdmaLinkByName(dev); return err })
+	})
+	if inPod == nil {
 		return "follows", nil
 	}
 	return "gone", nil
