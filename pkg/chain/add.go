@@ -14,26 +14,32 @@ import (
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
-// add gives the pod its devices in three phases: under the node lock it
-// selects the devices and makes the host changes (each recorded before it
-// is made); without the lock it takes the IPAM leases and addresses the
-// pod's interfaces; under the lock again it writes the SMC-R entries. On
-// failure it releases the record as DEL would: what it names is undone and
-// the record forgotten.
+// add gives the pod its devices, or passes it through when it asked for
+// none: the primary's result is then printed as it came.
 func (p *Plugin) add(c *call) error {
 	if c.conf.PrevResult == nil {
 		return cniErrorf(types.ErrInvalidNetworkConfig, "rdma-chain must be chained after a primary plugin: no prevResult")
 	}
 	if _, warning := c.conf.SMCRFor(c.pod.Namespace); warning != "" {
-		c.log.Warn(warning, "container", c.args.ContainerID)
+		c.log.Warn(warning)
 	}
 	req, claims, err := p.podRequest(c)
-	if err != nil || req == nil {
-		if err == nil {
-			err = p.print(c.conf.PrevResult, c.conf.CNIVersion)
-		}
+	if err != nil {
 		return err
 	}
+	if req == nil {
+		return p.print(c.conf.PrevResult, c.conf.CNIVersion)
+	}
+	return p.attach(c, req, claims)
+}
+
+// attach runs ADD's three phases: under the node lock it selects the
+// devices and makes the host changes (each recorded before it is made);
+// without the lock it takes the IPAM leases and addresses the pod's
+// interfaces; under the lock again it writes the SMC-R entries. On failure
+// it releases the record as DEL would: what it names is undone and the
+// record forgotten.
+func (p *Plugin) attach(c *call, req *request, claims claimed) (err error) {
 	result, mode, offered, err := p.prepareAttach(c)
 	if err != nil {
 		return err
@@ -44,27 +50,31 @@ func (p *Plugin) add(c *call) error {
 	}
 	rec := &draft{Record: newRecord(c, mode)}
 	rec.Claims = recClaims
+	defer func() {
+		if err != nil {
+			p.rollback(c, rec)
+		}
+	}()
 	att, err := p.attachLocked(c, rec, req, offered, result)
 	if att.podNS != nil {
 		defer att.podNS.Close()
 	}
 	p.finishReclaim(c, att.reclaimed)
-	var leases map[string]*types100.Result
-	if err == nil {
-		leases, err = p.addressLinks(c, rec.Record, att.podNS)
-	}
-	if err == nil {
-		err = p.finishAttach(c, rec, att.devs, att.podNS)
-	}
 	if err != nil {
-		p.rollback(c, rec)
+		return err
+	}
+	leases, err := p.addressLinks(c, rec.Record, att.podNS)
+	if err != nil {
+		return err
+	}
+	if err := p.finishAttach(c, rec, att.devs, att.podNS); err != nil {
 		return err
 	}
 	mergeLinks(c, rec.Record, result, linkOutputs{devs: att.devs, childMTU: att.childMTU, leases: leases})
 	if rec.SMC != nil && !hasIPv4(result) {
-		c.log.Warn("SMC-R does not do IPv6 and the pod has no IPv4 address: its connections will fall back to TCP", "container", c.args.ContainerID)
+		c.log.Warn("SMC-R does not do IPv6 and the pod has no IPv4 address: its connections will fall back to TCP")
 	}
-	c.log.Info("attached", "container", c.args.ContainerID, "mode", rec.Mode, "links", len(rec.Links))
+	c.log.Info("attached", "mode", rec.Mode, "links", len(rec.Links))
 	return p.print(result, c.conf.CNIVersion)
 }
 
@@ -90,7 +100,7 @@ func (p *Plugin) prepareAttach(c *call) (*types100.Result, rdma.Mode, []rdma.Dev
 // the network is draining, and the DRA claim devices kubelet reports for it.
 func (p *Plugin) podRequest(c *call) (*request, claimed, error) {
 	if c.conf.Drain {
-		c.log.Info("network draining (drain: true): pod passed through", "container", c.args.ContainerID, "pod", c.pod.String())
+		c.log.Info("network draining (drain: true): pod passed through")
 		return nil, claimed{}, nil
 	}
 	if id := c.conf.RequestedDeviceID(); id != "" {
@@ -100,7 +110,7 @@ func (p *Plugin) podRequest(c *call) (*request, claimed, error) {
 		return &request{source: "podSelection all"}, claimed{}, nil
 	}
 	if c.pod.Name == "" {
-		c.log.Debug("no K8S_POD_NAME in CNI_ARGS: cannot look up pod resources: passed through", "container", c.args.ContainerID)
+		c.log.Debug("no K8S_POD_NAME in CNI_ARGS: cannot look up pod resources: passed through")
 		return nil, claimed{}, nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), podres.DefaultTimeout)
@@ -130,8 +140,7 @@ func logNoDevice(c *call, known bool) {
 	if !known {
 		msg = "kubelet does not know the pod: passed through without RDMA"
 	}
-	c.log.Info(msg, "container", c.args.ContainerID, "pod", c.pod.String(),
-		"resourceNames", c.conf.ResourceNames, "draDrivers", c.conf.DRADrivers)
+	c.log.Info(msg, "resourceNames", c.conf.ResourceNames, "draDrivers", c.conf.DRADrivers)
 }
 
 // kubeletUnanswered is what ADD does when kubelet gave no answer: error 11,
@@ -141,8 +150,7 @@ func logNoDevice(c *call, known bool) {
 // kubelet that answers with an error is alive and is always retried.
 func kubeletUnanswered(c *call, err error) error {
 	if c.conf.KubeletUnreachable == config.KubeletPassThrough && errors.Is(err, podres.ErrUnavailable) {
-		c.log.Warn("kubelet pod-resources API unreachable: pod passed through without RDMA (kubeletUnreachable: passThrough)",
-			"container", c.args.ContainerID, "pod", c.pod.String(), "socket", c.conf.PodResourcesSocket, "error", err)
+		c.log.Warn("kubelet pod-resources API unreachable: pod passed through without RDMA (kubeletUnreachable: passThrough)", "socket", c.conf.PodResourcesSocket, "error", err)
 		return nil
 	}
 	return cniError(types.ErrTryAgainLater, "kubelet pod-resources API at "+c.conf.PodResourcesSocket+" did not answer", err)

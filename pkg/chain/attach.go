@@ -239,8 +239,7 @@ func (p *Plugin) rollback(c *call, rec *draft) {
 		return // nothing recorded, nothing changed
 	}
 	if err := p.release(c, rec.Record, c.args.Netns); err != nil {
-		c.log.Error("cannot undo the failed ADD: record kept for DEL, GC or reclaim",
-			"container", c.args.ContainerID, "error", err)
+		c.log.Error("cannot undo the failed ADD: record kept for DEL, GC or reclaim", "error", err)
 	}
 }
 
@@ -349,8 +348,7 @@ func (p *Plugin) attachShared(c *call, rec *draft, link *state.Link, podNS ns.Ne
 		}
 		link.Step, link.IPAM = state.StepPlanned, false
 		if serr := p.save(c, rec); serr != nil {
-			c.log.Error("cannot record that no child was created: its undo deletes a child of that name in the pod",
-				"container", c.args.ContainerID, "ifname", link.PodName, "error", serr)
+			c.log.Error("cannot record that no child was created: its undo deletes a child of that name in the pod", "ifname", link.PodName, "error", serr)
 		}
 		return 0, err
 	}

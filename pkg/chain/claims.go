@@ -36,7 +36,7 @@ func applyClaims(c *call, req *request, cl claimed, offered []rdma.Device) ([]rd
 			}
 			// Not offered here: selection says why (held by another pod
 			// in exclusive mode, or no such device).
-			c.log.Info("DRA device names no offered RDMA device", "container", c.args.ContainerID,
+			c.log.Info("DRA device names no offered RDMA device",
 				"claim", d.ClaimNamespace+"/"+d.ClaimName, "driver", d.Driver, "device", d.Device)
 			req.ids = append(req.ids, d.Device)
 		default:
@@ -59,7 +59,7 @@ func withoutForeign(c *call, foreign []podres.ClaimDevice, offered []rdma.Device
 	var out []rdma.Device
 	for _, d := range offered {
 		if f, ok := foreignOwner(foreign, d); ok {
-			c.log.Info("RDMA device not offered to this pod: another DRA driver allocated it", "container", c.args.ContainerID,
+			c.log.Info("RDMA device not offered to this pod: another DRA driver allocated it",
 				"device", d.Name, "netdev", d.Netdev, "driver", f.Driver, "claim", f.ClaimNamespace+"/"+f.ClaimName, "claimDevice", f.Device)
 			continue
 		}
@@ -88,7 +88,7 @@ func foreignOwner(foreign []podres.ClaimDevice, d rdma.Device) (podres.ClaimDevi
 // driver is left to it.
 func logForeign(c *call, foreign []podres.ClaimDevice, why string) {
 	for _, f := range foreign {
-		c.log.Info("DRA device of a driver this network does not serve: left alone ("+why+")", "container", c.args.ContainerID,
+		c.log.Info("DRA device of a driver this network does not serve: left alone ("+why+")",
 			"driver", f.Driver, "claim", f.ClaimNamespace+"/"+f.ClaimName, "device", f.Device)
 	}
 }

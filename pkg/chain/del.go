@@ -185,7 +185,7 @@ func (p *Plugin) gc(c *call) error {
 			errs = append(errs, fmt.Errorf("attachment %s/%s: %w", rec.ContainerID, rec.IfName, err))
 			continue
 		}
-		c.log.Info("gc: released stale attachment", "container", rec.ContainerID, "ifname", rec.IfName)
+		c.log.Info("gc: released stale attachment", "holder", rec.ContainerID, "ifname", rec.IfName)
 	}
 	if err := p.gcLeases(c, kept); err != nil {
 		errs = append(errs, cniError(CodeIPAM, "IPAM garbage collection failed", err))

@@ -23,14 +23,14 @@ func (p *Plugin) publishDeviceInfo(c *call, rec *draft, devs []rdma.Device) erro
 	}
 	i := firstWithPCI(devs)
 	if i < 0 {
-		c.log.Info("no device-info file written: the pod's RDMA devices have no PCI address", "container", c.args.ContainerID, "path", path)
+		c.log.Info("no device-info file written: the pod's RDMA devices have no PCI address", "path", path)
 		return nil
 	}
 	// The folders Write will create are recorded with the file, before
 	// either exists: DEL after a crash removes them when empty.
 	dirs, err := devinfo.MissingDirs(path)
 	if err != nil {
-		c.log.Warn("cannot write the device-info file", "container", c.args.ContainerID, "path", path, "error", err)
+		c.log.Warn("cannot write the device-info file", "path", path, "error", err)
 		return nil
 	}
 	di := &state.DeviceInfo{Path: path, Device: devs[i].Name, PCI: devs[i].PCI, Dirs: dirs}
@@ -53,13 +53,13 @@ func (p *Plugin) publishDeviceInfo(c *call, rec *draft, devs []rdma.Device) erro
 // could not write and says why it is not there.
 func logUnwritten(c *call, path string, dirs []string, err error) {
 	if rerr := devinfo.RemoveDirs(dirs); rerr != nil {
-		c.log.Warn("cannot remove the device-info folders ADD created", "container", c.args.ContainerID, "error", rerr)
+		c.log.Warn("cannot remove the device-info folders ADD created", "error", rerr)
 	}
 	if errors.Is(err, devinfo.ErrExists) {
-		c.log.Info("device-info file already there: left as is", "container", c.args.ContainerID, "path", path)
+		c.log.Info("device-info file already there: left as is", "path", path)
 		return
 	}
-	c.log.Warn("cannot write the device-info file", "container", c.args.ContainerID, "path", path, "error", err)
+	c.log.Warn("cannot write the device-info file", "path", path, "error", err)
 }
 
 func firstWithPCI(devs []rdma.Device) int {
@@ -80,6 +80,6 @@ func firstWithPCI(devs []rdma.Device) int {
 // and never fails DEL or GC.
 func removeDeviceInfo(c *call, di *state.DeviceInfo) {
 	if err := devinfo.Remove(di.Path, devinfo.Content(di.PCI, di.Device), di.Dirs); err != nil {
-		c.log.Warn("cannot remove the device-info file: forgotten", "container", c.args.ContainerID, "path", di.Path, "error", err)
+		c.log.Warn("cannot remove the device-info file: forgotten", "path", di.Path, "error", err)
 	}
 }

@@ -70,7 +70,7 @@ func (p *Plugin) addressLink(c *call, link *state.Link, podNS ns.NetNS) (*types1
 	}
 	if link.Kind != state.LinkMoved {
 		if w := p.env.Addrs.HostRouteWarning(link.HostName, res.IPs); w != "" {
-			c.log.Warn(w, "container", c.args.ContainerID)
+			c.log.Warn(w)
 		}
 	}
 	return res, nil
@@ -92,8 +92,7 @@ func syncLeases(c *call, link *state.Link, res *types100.Result) {
 		}
 	}
 	if err := addr.SyncHostLocalLeases(dir, c.conf.Name, ips); err != nil {
-		c.log.Warn("IPAM lease not synced to disk: after a power loss host-local may keep it empty and never release it",
-			"container", c.args.ContainerID, "ifname", link.PodName, "error", err)
+		c.log.Warn("IPAM lease not synced to disk: after a power loss host-local may keep it empty and never release it", "ifname", link.PodName, "error", err)
 	}
 }
 
@@ -105,7 +104,7 @@ func (p *Plugin) releaseLease(c *call, req addr.Request) error {
 	defer cancel()
 	err := p.env.IPAM.Del(ctx, req)
 	if errors.Is(err, addr.ErrPluginNotFound) {
-		c.log.Warn("IPAM plugin not found: nothing to release through it", "container", req.ContainerID, "ifname", req.IfName, "error", err)
+		c.log.Warn("IPAM plugin not found: nothing to release through it", "holder", req.ContainerID, "ifname", req.IfName, "error", err)
 		return nil
 	}
 	return err
@@ -124,7 +123,7 @@ func (p *Plugin) releaseLeases(c *call, rec *state.Record) error {
 			// Failing would block the sandbox's removal forever; the
 			// lease can only be recovered through the IPAM now.
 			c.log.Warn("IPAM lease recorded but this conf has no ipam section for it: not released",
-				"container", rec.ContainerID, "ifname", l.PodName, "network", rec.Network)
+				"holder", rec.ContainerID, "ifname", l.PodName, "network", rec.Network)
 			l.IPAM, l.IPs = false, nil
 			continue
 		}
@@ -132,7 +131,7 @@ func (p *Plugin) releaseLeases(c *call, rec *state.Record) error {
 		if err != nil {
 			// As above: no configuration can release it through this conf.
 			c.log.Warn("IPAM lease recorded but its range cannot be rendered: not released",
-				"container", rec.ContainerID, "ifname", l.PodName, "error", err)
+				"holder", rec.ContainerID, "ifname", l.PodName, "error", err)
 			l.IPAM, l.IPs = false, nil
 			continue
 		}
@@ -159,7 +158,7 @@ func (p *Plugin) releaseInferredLeases(c *call) error {
 	if _, block := c.conf.PodBlock(); block {
 		var ok bool
 		if rng, ok = p.anyPodRange(c); !ok {
-			c.log.Warn("podIPv6Block: no offered device's netdev has a global /64 to render the IPAM's range: leases not released", "container", c.args.ContainerID)
+			c.log.Warn("podIPv6Block: no offered device's netdev has a global /64 to render the IPAM's range: leases not released")
 			return nil
 		}
 	}

@@ -113,7 +113,7 @@ func (p *Plugin) impossible(c *call, rec *state.Record) bool {
 	}
 	moved, qerr := c.store.QuarantineKey(rec.Key())
 	c.log.Error("attachment record names the plugin's own netns as the pod's: quarantined, nothing undone",
-		"container", rec.ContainerID, "netns", rec.NetNS, "quarantined", moved, "error", qerr)
+		"holder", rec.ContainerID, "netns", rec.NetNS, "quarantined", moved, "error", qerr)
 	return true
 }
 

@@ -57,11 +57,11 @@ func openLogFile(path string) (*os.File, error) {
 	return f, nil
 }
 
-func logOutcome(log *slog.Logger, verb string, c *call, took time.Duration, err error) {
-	attrs := []any{
-		"verb", verb, "container", c.args.ContainerID, "pod", c.pod.String(),
-		"ifname", c.args.IfName, "duration", took.Round(time.Microsecond),
-	}
+// logOutcome logs the call's one closing line: done or failed, with the
+// CNI code of a failure.
+func logOutcome(c *call, took time.Duration, err error) {
+	log := c.log
+	attrs := []any{"ifname", c.args.IfName, "duration", took.Round(time.Microsecond)}
 	if err != nil {
 		var te *types.Error
 		if errors.As(err, &te) {
@@ -76,7 +76,7 @@ func logOutcome(log *slog.Logger, verb string, c *call, took time.Duration, err 
 // recordOutcome keeps the call's outcome in the bounded log under dataDir
 // that `rdma-chain-ops inspect` shows (last outcome and last failure per pod).
 // A conf that did not parse names no dataDir and leaves nothing on disk.
-func recordOutcome(log *slog.Logger, verb string, c *call, err error) {
+func recordOutcome(verb string, c *call, err error) {
 	if c.conf == nil {
 		return
 	}
@@ -92,6 +92,6 @@ func recordOutcome(log *slog.Logger, verb string, c *call, err error) {
 		}
 	}
 	if rerr := outcome.Record(c.conf.DataDir, e); rerr != nil {
-		log.Warn("outcome log not written", "error", rerr)
+		c.log.Warn("outcome log not written", "error", rerr)
 	}
 }

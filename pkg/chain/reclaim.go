@@ -38,7 +38,7 @@ func (p *Plugin) reclaimStranded(c *call, recs []*state.Record) (out, pending []
 			pending = append(pending, r)
 		}
 		c.log.Warn("reclaimed RDMA devices from a pod whose netns is gone (no DEL came for it)",
-			"holder", r.ContainerID, "pod", r.Pod.Namespace+"/"+r.Pod.Name, "netns", r.NetNS, "container", c.args.ContainerID)
+			"holder", r.ContainerID, "pod", r.Pod.Namespace+"/"+r.Pod.Name, "netns", r.NetNS)
 		out = append(out, r)
 	}
 	return out, pending

@@ -32,8 +32,7 @@ func (p *Plugin) pickTransparent(c *call, rec *draft, podNS string) (listHook bo
 	case why == nil && mech == smc.MechanismNone: // off
 		return false, nil
 	case why != nil && mode == config.TransparentAuto:
-		c.log.Info("no net.smc.tcp2smc and no SMC socket hook on this kernel: applications need AF_SMC, IPPROTO_SMC or an SMC preload library",
-			"container", c.args.ContainerID, "hook", errors.Unwrap(why).Error())
+		c.log.Info("no net.smc.tcp2smc and no SMC socket hook on this kernel: applications need AF_SMC, IPPROTO_SMC or an SMC preload library", "hook", errors.Unwrap(why).Error())
 		return false, nil
 	case why != nil:
 		return false, p.smcUnsupported(c, why.Error())
@@ -52,7 +51,7 @@ func (p *Plugin) listInHook(c *call, rec *draft, podNS string) error {
 	if err != nil {
 		return cniError(CodeSMC, fmt.Sprintf("cannot list the pod's netns %s in the SMC socket hook", podNS), err)
 	}
-	c.log.Info("SMC-R: the pod's netns is listed in the SMC socket hook", "container", c.args.ContainerID,
+	c.log.Info("SMC-R: the pod's netns is listed in the SMC socket hook",
 		"netnsIno", rec.NetNSIno, "programLoaded", loaded)
 	failpoint.Hit("add-smc-hook-listed")
 	return nil
@@ -63,7 +62,7 @@ func (p *Plugin) smcUnsupported(c *call, reason string) error {
 	if c.conf.SMCR.OnUnsupported == "fail" {
 		return cniErrorf(CodeSMC, "smcr.transparent %s: %s", c.conf.SMCR.Transparent, reason)
 	}
-	c.log.Warn("SMC-R pod keeps plain TCP sockets: "+reason, "container", c.args.ContainerID, "transparent", c.conf.SMCR.Transparent)
+	c.log.Warn("SMC-R pod keeps plain TCP sockets: "+reason, "transparent", c.conf.SMCR.Transparent)
 	return nil
 }
 

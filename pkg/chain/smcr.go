@@ -27,7 +27,7 @@ func (p *Plugin) setupSMC(c *call, rec *draft, devs []rdma.Device, podNS ns.NetN
 	rec.SMC = &state.SMC{PnetID: pnetIDFor(c.conf.SMCR.PnetID, devs[0]), Device: devs[0].Name, IBPort: 1, PodIfName: c.args.IfName}
 	if err := p.ensureHostPnet(c, rec); err != nil {
 		if errors.Is(err, smc.ErrUnavailable) && c.conf.SMCR.OnUnsupported == "warn" {
-			c.log.Warn("SMC-R requested but unavailable: pod keeps plain TCP", "container", c.args.ContainerID, "error", err)
+			c.log.Warn("SMC-R requested but unavailable: pod keeps plain TCP", "error", err)
 			rec.SMC = nil
 			return p.save(c, rec)
 		}

@@ -177,11 +177,11 @@ func TestStatus(t *testing.T) {
 		want       string
 	}{
 		{"socket hook", "", smc.Offer{SMC: true, IPPROTOSMC: true, SocketHook: true},
-			"level=INFO msg=\"SMC-R: transparent SMC for annotated pods\" plugin=rdma-chain mechanism=socket_hook transparent=auto offer=smc,ipproto_smc,socket_hook"},
+			"level=INFO msg=\"SMC-R: transparent SMC for annotated pods\" plugin=rdma-chain verb=STATUS container=c1 pod=default/p1 mechanism=socket_hook transparent=auto offer=smc,ipproto_smc,socket_hook"},
 		{"no SMC", `,"smcr":{"onUnsupported":"fail"}`, smc.Offer{},
-			"level=WARN msg=\"SMC-R: annotated pods get no transparent SMC (onUnsupported fail)\" plugin=rdma-chain mechanism=no_smc transparent=auto offer=no_smc"},
+			"level=WARN msg=\"SMC-R: annotated pods get no transparent SMC (onUnsupported fail)\" plugin=rdma-chain verb=STATUS container=c1 pod=default/p1 mechanism=no_smc transparent=auto offer=no_smc"},
 		{"bpf without the hook", `,"smcr":{"transparent":"bpf"}`, smc.Offer{SMC: true, SocketHookError: "no BTF"},
-			"level=WARN msg=\"SMC-R: annotated pods get no transparent SMC (onUnsupported warn)\" plugin=rdma-chain mechanism=none transparent=bpf offer=smc"},
+			"level=WARN msg=\"SMC-R: annotated pods get no transparent SMC (onUnsupported warn)\" plugin=rdma-chain verb=STATUS container=c1 pod=default/p1 mechanism=none transparent=bpf offer=smc"},
 		{"SMC-R disabled", `,"smcr":{"enabled":false}`, smc.Offer{SMC: true}, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
