@@ -23,8 +23,8 @@ import (
 	"time"
 
 	"github.com/containernetworking/plugins/pkg/ns"
-	"github.com/vishvananda/netlink"
 
+	"github.com/rdma-chain/rdma-chain/internal/nldump"
 	"github.com/rdma-chain/rdma-chain/internal/testonly/fakekubelet"
 	"github.com/rdma-chain/rdma-chain/internal/testonly/netnstest"
 	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
@@ -201,7 +201,7 @@ func (e *env) links(t *testing.T) []string {
 	t.Helper()
 	var names []string
 	err := e.netns.Do(func(ns.NetNS) error {
-		ls, err := netlink.LinkList()
+		ls, err := nldump.LinkList(nil)
 		for _, l := range ls {
 			names = append(names, l.Attrs().Name)
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/rdma-chain/rdma-chain/internal/nldump"
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
@@ -186,7 +187,7 @@ func treeOf(t *testing.T, root string) []string {
 // the kernel (all tables) of the calling thread's netns; link-local
 // addresses and kernel routes appear on their own after a link comes up.
 func netnsState() (any, error) {
-	links, err := netlink.LinkList()
+	links, err := nldump.LinkList(nil)
 	if err != nil {
 		return nil, err
 	}
@@ -194,7 +195,7 @@ func netnsState() (any, error) {
 	for _, l := range links {
 		a := l.Attrs()
 		out = append(out, fmt.Sprintf("link %d %s %s mtu %d %s %v", a.Index, a.Name, l.Type(), a.MTU, a.HardwareAddr, a.Flags))
-		addrs, err := netlink.AddrList(l, netlink.FAMILY_ALL)
+		addrs, err := nldump.AddrList(nil, l, netlink.FAMILY_ALL)
 		if err != nil {
 			return nil, err
 		}
@@ -204,7 +205,7 @@ func netnsState() (any, error) {
 			}
 		}
 	}
-	routes, err := netlink.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_TABLE)
+	routes, err := nldump.RouteListFiltered(nil, netlink.FAMILY_ALL, &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_TABLE)
 	if err != nil {
 		return nil, err
 	}

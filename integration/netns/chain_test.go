@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/rdma-chain/rdma-chain/internal/nldump"
 	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 	"github.com/rdma-chain/rdma-chain/pkg/outcome"
 	"net"
@@ -240,7 +241,7 @@ func assertOnlyPrimary(t *testing.T, res types.Result, p *pod) {
 		}
 	}
 	_ = p.ns.Do(func(ns.NetNS) error {
-		links, _ := netlink.LinkList()
+		links, _ := nldump.LinkList(nil)
 		var names []string
 		for _, l := range links {
 			names = append(names, l.Attrs().Name)
@@ -249,7 +250,7 @@ func assertOnlyPrimary(t *testing.T, res types.Result, p *pod) {
 			t.Errorf("pod links %v, want lo eth0", names)
 		}
 		eth0, _ := netlink.LinkByName("eth0")
-		addrs, _ := netlink.AddrList(eth0, netlink.FAMILY_V4)
+		addrs, _ := nldump.AddrList(nil, eth0, netlink.FAMILY_V4)
 		ip, _, _ := net.ParseCIDR(r.IPs[0].Address)
 		if len(addrs) != 1 || !addrs[0].IP.Equal(ip) {
 			t.Errorf("eth0 addrs %v, result %s", addrs, r.IPs[0].Address)

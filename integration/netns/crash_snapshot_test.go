@@ -3,6 +3,7 @@ package netns
 import (
 	"errors"
 	"fmt"
+	"github.com/rdma-chain/rdma-chain/internal/nldump"
 	"github.com/rdma-chain/rdma-chain/pkg/outcome"
 	"io/fs"
 	"net"
@@ -51,7 +52,7 @@ func (n *crashNode) snapshot(p *crashPod) nodeSnapshot {
 // linkState lists the calling thread's netns links; full adds addresses and
 // routes.
 func linkState(full bool) ([]string, error) {
-	links, err := netlink.LinkList()
+	links, err := nldump.LinkList(nil)
 	if err != nil {
 		return nil, err
 	}
@@ -65,7 +66,7 @@ func linkState(full bool) ([]string, error) {
 		if !full {
 			continue
 		}
-		addrs, err := netlink.AddrList(l, netlink.FAMILY_ALL)
+		addrs, err := nldump.AddrList(nil, l, netlink.FAMILY_ALL)
 		if err != nil {
 			return nil, err
 		}
@@ -76,7 +77,7 @@ func linkState(full bool) ([]string, error) {
 		}
 	}
 	if full {
-		routes, err := netlink.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_TABLE)
+		routes, err := nldump.RouteListFiltered(nil, netlink.FAMILY_ALL, &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_TABLE)
 		if err != nil {
 			return nil, err
 		}

@@ -13,6 +13,7 @@ import (
 
 	types100 "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/rdma-chain/rdma-chain/internal/nldump"
 	"github.com/rdma-chain/rdma-chain/internal/testonly/netnstest"
 	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 	"github.com/vishvananda/netlink"
@@ -162,7 +163,7 @@ func podAddrState(t *testing.T, pod ns.NetNS) (addrs, tentative, linkLocal []str
 		if err != nil {
 			return err
 		}
-		list, err := netlink.AddrList(l, netlink.FAMILY_ALL)
+		list, err := nldump.AddrList(nil, l, netlink.FAMILY_ALL)
 		for _, a := range list {
 			isTentative := a.Flags&unix.IFA_F_TENTATIVE != 0
 			switch {
@@ -185,7 +186,7 @@ func routeDevs(t *testing.T, pod ns.NetNS) map[string]string {
 	t.Helper()
 	out := map[string]string{}
 	inNS(t, pod, func() error {
-		routes, err := netlink.RouteList(nil, netlink.FAMILY_ALL)
+		routes, err := nldump.RouteList(nil, nil, netlink.FAMILY_ALL)
 		for _, r := range routes {
 			if r.Dst == nil {
 				continue

@@ -55,5 +55,5 @@ func dadState(addrs []netlink.Addr) (tentative, failed []string) {
 // addrList lists link's IPv6 addresses (netlinksafe has no AddrList on a
 // handle bound to another netns).
 func addrList(h *netlink.Handle, link netlink.Link) ([]netlink.Addr, error) {
-	return nldump.Retry(func() ([]netlink.Addr, error) { return h.AddrList(link, netlink.FAMILY_V6) })
+	return nldump.AddrList(h, link, netlink.FAMILY_V6)
 }

@@ -53,7 +53,7 @@ func podAddrs(ips []*types100.IPConfig) []net.IPNet {
 
 // hostAddrs lists link's addresses in the current netns.
 func hostAddrs(link netlink.Link) ([]netlink.Addr, error) {
-	return nldump.Retry(func() ([]netlink.Addr, error) { return netlink.AddrList(link, netlink.FAMILY_ALL) })
+	return nldump.AddrList(nil, link, netlink.FAMILY_ALL)
 }
 
 // sameSubnet reports whether one of addrs shares a subnet with p.

@@ -10,6 +10,7 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/vishvananda/netlink"
 
+	"github.com/rdma-chain/rdma-chain/internal/nldump"
 	"github.com/rdma-chain/rdma-chain/internal/testonly/netnstest"
 	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
@@ -135,7 +136,7 @@ func assertRoute(t *testing.T, pod ns.NetNS, dst, gw string) {
 			t.Errorf("rdma0: %v", err)
 			return nil
 		}
-		routes, _ := netlink.RouteList(l, netlink.FAMILY_V6)
+		routes, _ := nldump.RouteList(nil, l, netlink.FAMILY_V6)
 		for _, r := range routes {
 			if r.Dst != nil && r.Dst.String() == dst && r.Gw.String() == gw {
 				return nil

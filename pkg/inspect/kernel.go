@@ -2,6 +2,7 @@ package inspect
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/vishvananda/netlink"
 
+	"github.com/rdma-chain/rdma-chain/internal/nldump"
 	"github.com/rdma-chain/rdma-chain/pkg/config"
 	"github.com/rdma-chain/rdma-chain/pkg/netnsid"
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
@@ -110,7 +112,7 @@ func (k *kernelReader) Fallbacks(nsPath string) (r smc.FallbackReport, err error
 func (k *kernelReader) Interfaces(nsPath string) ([]Iface, error) {
 	var out []Iface
 	err := ns.WithNetNSPath(nsPath, func(ns.NetNS) error {
-		links, err := netlink.LinkList()
+		links, err := nldump.LinkList(nil)
 		if err != nil {
 			return err
 		}
@@ -120,7 +122,10 @@ func (k *kernelReader) Interfaces(nsPath string) ([]Iface, error) {
 			if len(a.HardwareAddr) > 0 {
 				i.MAC = a.HardwareAddr.String()
 			}
-			addrs, _ := netlink.AddrList(l, netlink.FAMILY_ALL)
+			addrs, err := nldump.AddrList(nil, l, netlink.FAMILY_ALL)
+			if err != nil {
+				return fmt.Errorf("addresses of %s: %w", a.Name, err)
+			}
 			for _, ad := range addrs {
 				i.Addrs = append(i.Addrs, ad.IPNet.String())
 			}

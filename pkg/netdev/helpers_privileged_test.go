@@ -10,6 +10,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"github.com/rdma-chain/rdma-chain/internal/nldump"
 	"github.com/rdma-chain/rdma-chain/internal/testonly/netnstest"
 	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
@@ -114,7 +115,7 @@ func snap(t *testing.T, n ns.NetNS, name string) snapshot {
 	if err != nil {
 		t.Fatalf("look up %s: %v", name, err)
 	}
-	addrs, err := h.AddrList(l, netlink.FAMILY_ALL)
+	addrs, err := nldump.AddrList(h, l, netlink.FAMILY_ALL)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -161,7 +161,7 @@ func requireAbsent(h *netlink.Handle, name, where string) error {
 // its last interrupted attempt it returns a possibly partial list without an
 // error, and the callers read "not in the list" as "not in this netns".
 func listLinks(h *netlink.Handle) ([]netlink.Link, error) {
-	links, err := nldump.Retry(h.LinkList)
+	links, err := nldump.LinkList(h)
 	if err != nil {
 		return nil, fmt.Errorf("list links: %w", err)
 	}
@@ -171,7 +171,7 @@ func listLinks(h *netlink.Handle) ([]netlink.Link, error) {
 // listAddrs dumps the link's addresses (netlinksafe has no AddrList on a
 // handle bound to another netns).
 func listAddrs(h *netlink.Handle, l netlink.Link) ([]netlink.Addr, error) {
-	addrs, err := nldump.Retry(func() ([]netlink.Addr, error) { return h.AddrList(l, netlink.FAMILY_ALL) })
+	addrs, err := nldump.AddrList(h, l, netlink.FAMILY_ALL)
 	if err != nil {
 		return nil, fmt.Errorf("list addresses of %q: %w", l.Attrs().Name, err)
 	}

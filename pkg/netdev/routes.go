@@ -17,9 +17,7 @@ import (
 // local table, RA routes). Multipath routes are not recorded.
 func hostRoutes(h *netlink.Handle, l netlink.Link) ([]state.Route, error) {
 	filter := &netlink.Route{LinkIndex: l.Attrs().Index, Table: unix.RT_TABLE_UNSPEC}
-	routes, err := nldump.Retry(func() ([]netlink.Route, error) {
-		return h.RouteListFiltered(netlink.FAMILY_ALL, filter, netlink.RT_FILTER_OIF|netlink.RT_FILTER_TABLE)
-	})
+	routes, err := nldump.RouteListFiltered(h, netlink.FAMILY_ALL, filter, netlink.RT_FILTER_OIF|netlink.RT_FILTER_TABLE)
 	if err != nil {
 		return nil, fmt.Errorf("list routes of %q: %w", l.Attrs().Name, err)
 	}

@@ -43,7 +43,7 @@ func NodeUplinks(nodeAddrs []netip.Addr) (map[string]string, error) {
 	}
 	defer h.Close()
 	addrs := sync.OnceValues(func() ([]netlink.Addr, error) {
-		held, err := nldump.Retry(func() ([]netlink.Addr, error) { return h.AddrList(nil, netlink.FAMILY_ALL) })
+		held, err := nldump.AddrList(h, nil, netlink.FAMILY_ALL)
 		if err != nil {
 			return nil, fmt.Errorf("list host addresses: %w", err)
 		}
@@ -56,7 +56,7 @@ func NodeUplinks(nodeAddrs []netip.Addr) (map[string]string, error) {
 	if err != nil || len(direct) == 0 {
 		return map[string]string{}, err
 	}
-	links, err := nldump.Retry(h.LinkList)
+	links, err := nldump.LinkList(h)
 	if err != nil {
 		return nil, fmt.Errorf("list host netdevs: %w", err)
 	}
@@ -83,9 +83,7 @@ func defaultRouteUse(h *netlink.Handle, addrs func() ([]netlink.Addr, error)) (m
 		name   string
 	}{{netlink.FAMILY_V4, "IPv4"}, {netlink.FAMILY_V6, "IPv6"}} {
 		filter := &netlink.Route{Table: unix.RT_TABLE_MAIN}
-		routes, err := nldump.Retry(func() ([]netlink.Route, error) {
-			return h.RouteListFiltered(fam.family, filter, netlink.RT_FILTER_TABLE)
-		})
+		routes, err := nldump.RouteListFiltered(h, fam.family, filter, netlink.RT_FILTER_TABLE)
 		if err != nil {
 			return nil, fmt.Errorf("list %s routes of the main table: %w", fam.name, err)
 		}

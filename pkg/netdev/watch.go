@@ -7,6 +7,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/rdma-chain/rdma-chain/internal/nldump"
 )
 
 // WatchLinks subscribes to RTNLGRP_LINK of the calling netns and calls
@@ -51,7 +53,7 @@ func WatchLinks(ctx context.Context, fire func()) error {
 // LinksWithMAC returns the names of the calling netns's links whose MAC
 // is mac (compared without case).
 func LinksWithMAC(mac string) ([]string, error) {
-	links, err := netlink.LinkList()
+	links, err := nldump.LinkList(nil)
 	if err != nil {
 		return nil, err
 	}

@@ -27,7 +27,7 @@ type kernelNL struct{}
 
 func (kernelNL) SystemGetNetnsMode() (string, error) { return netlink.RdmaSystemGetNetnsMode() }
 
-func (kernelNL) LinkList() ([]*netlink.RdmaLink, error) { return netlink.RdmaLinkList() }
+func (kernelNL) LinkList() ([]*netlink.RdmaLink, error) { return netlink.RdmaLinkList() } //nolint:forbidigo // listLinks retries it
 
 func (kernelNL) LinkSetNsFd(l *netlink.RdmaLink, fd uint32) error {
 	return netlink.RdmaLinkSetNsFd(l, fd)
@@ -76,7 +76,7 @@ type handleNL struct{ h *netlink.Handle }
 
 func (n handleNL) SystemGetNetnsMode() (string, error) { return n.h.RdmaSystemGetNetnsMode() }
 
-func (n handleNL) LinkList() ([]*netlink.RdmaLink, error) { return n.h.RdmaLinkList() }
+func (n handleNL) LinkList() ([]*netlink.RdmaLink, error) { return n.h.RdmaLinkList() } //nolint:forbidigo // listLinks retries it
 
 func (n handleNL) LinkSetNsFd(l *netlink.RdmaLink, fd uint32) error {
 	return n.h.RdmaLinkSetNsFd(l, fd)

@@ -36,6 +36,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rdma-chain/rdma-chain/integration/vm/guestkit"
+	"github.com/rdma-chain/rdma-chain/internal/nldump"
 	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 )
@@ -132,7 +133,7 @@ func settled(name string) error {
 		if l.Attrs().RawFlags&unix.IFF_RUNNING == 0 {
 			return fmt.Errorf("%s is not running yet (flags %#x)", name, l.Attrs().RawFlags)
 		}
-		as, err := netlink.AddrList(l, netlink.FAMILY_V6)
+		as, err := nldump.AddrList(nil, l, netlink.FAMILY_V6)
 		if err != nil {
 			return err
 		}

@@ -8,6 +8,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/rdma-chain/rdma-chain/integration/vm/guestkit"
+	"github.com/rdma-chain/rdma-chain/internal/nldump"
 	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 )
@@ -84,7 +85,7 @@ func podLinksAre(p pod, names ...string) error {
 	slices.Sort(names)
 	var got []string
 	err := guestkit.InPod(p.NetNS, func() error {
-		ls, err := netlink.LinkList()
+		ls, err := nldump.LinkList(nil)
 		for _, l := range ls {
 			got = append(got, l.Attrs().Name)
 		}

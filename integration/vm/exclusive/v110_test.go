@@ -14,6 +14,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/rdma-chain/rdma-chain/integration/vm/guestkit"
+	"github.com/rdma-chain/rdma-chain/internal/nldump"
 	"github.com/rdma-chain/rdma-chain/internal/testonly/netnstest"
 )
 
@@ -218,7 +219,7 @@ func (e *env) uplink(t *testing.T, route *netlink.Route, words string) {
 	}
 	before, err := guestkit.NICView(nic)
 	mustDo(t, "eth0 before", err)
-	defaults, _ := netlink.RouteList(nil, netlink.FAMILY_ALL)
+	defaults, _ := nldump.RouteList(nil, nil, netlink.FAMILY_ALL)
 	for _, r := range defaults {
 		if r.Dst == nil {
 			t.Logf("default route: %s", r)

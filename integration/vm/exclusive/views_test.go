@@ -9,9 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netlink"
-
 	"github.com/rdma-chain/rdma-chain/integration/vm/guestkit"
+	"github.com/rdma-chain/rdma-chain/internal/nldump"
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 )
 
@@ -60,7 +59,7 @@ func podDevices(path string) (devs []rdma.Device, err error) {
 
 // linkByMAC is the name of init_net's netdev with mac, "" if none.
 func linkByMAC(mac string) (string, error) {
-	ls, err := netlink.LinkList()
+	ls, err := nldump.LinkList(nil)
 	for _, l := range ls {
 		if l.Attrs().HardwareAddr.String() == mac {
 			return l.Attrs().Name, nil
@@ -96,7 +95,7 @@ func views(t *testing.T, label string, pods ...pod) {
 	t.Helper()
 	devs, err := rdma.New().Devices()
 	t.Logf("view %s: init_net RDMA devices: %s %v", label, devList(devs), err)
-	ls, err := netlink.LinkList()
+	ls, err := nldump.LinkList(nil)
 	var names []string
 	for _, l := range ls {
 		names = append(names, l.Attrs().Name+"("+l.Attrs().HardwareAddr.String()+")")

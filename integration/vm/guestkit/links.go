@@ -8,6 +8,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/rdma-chain/rdma-chain/internal/nldump"
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 )
 
@@ -84,7 +85,7 @@ func PortView(dev string) (string, error) {
 
 // InitNetHas: init_net's RDMA netlink lists dev.
 func InitNetHas(dev string) (bool, error) {
-	links, err := netlink.RdmaLinkList()
+	links, err := nldump.RdmaLinkList(nil)
 	if err != nil {
 		return false, fmt.Errorf("list init_net's RDMA devices: %w", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/rdma-chain/rdma-chain/internal/nldump"
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 )
 
@@ -76,7 +77,7 @@ func AddrOnce(name, cidr string) error {
 	if err != nil {
 		return err
 	}
-	as, err := netlink.AddrList(l, netlink.FAMILY_ALL)
+	as, err := nldump.AddrList(nil, l, netlink.FAMILY_ALL)
 	if err != nil {
 		return err
 	}
@@ -120,7 +121,7 @@ func PodAddr(nsPath, link, prefix string) (addr string, err error) {
 		if err != nil {
 			return err
 		}
-		as, err := netlink.AddrList(l, netlink.FAMILY_ALL)
+		as, err := nldump.AddrList(nil, l, netlink.FAMILY_ALL)
 		for _, a := range as {
 			if strings.HasPrefix(a.IP.String(), prefix) {
 				addr = a.IP.String()

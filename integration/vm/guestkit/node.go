@@ -104,7 +104,7 @@ func linkLine(l netlink.Link) string {
 // netdevs: init_net's links, their addresses and the routes of every
 // table (local and the policy tables too), from one link dump.
 func netdevs() ([]string, error) {
-	ls, err := nldump.Retry(netlink.LinkList)
+	ls, err := nldump.LinkList(nil)
 	if err != nil {
 		return nil, fmt.Errorf("links: %w", err)
 	}
@@ -135,9 +135,7 @@ func Routes(l netlink.Link) ([]netlink.Route, error) {
 	if l != nil {
 		filter.LinkIndex, mask = l.Attrs().Index, mask|netlink.RT_FILTER_OIF
 	}
-	rs, err := nldump.Retry(func() ([]netlink.Route, error) {
-		return netlink.RouteListFiltered(netlink.FAMILY_ALL, filter, mask)
-	})
+	rs, err := nldump.RouteListFiltered(nil, netlink.FAMILY_ALL, filter, mask)
 	if err != nil {
 		return nil, fmt.Errorf("routes: %w", err)
 	}
@@ -152,7 +150,7 @@ func RouteLine(r netlink.Route, dev string) string {
 
 // LinkAddrs is one "addr NAME CIDR" line per address of l.
 func LinkAddrs(l netlink.Link) ([]string, error) {
-	as, err := nldump.Retry(func() ([]netlink.Addr, error) { return netlink.AddrList(l, netlink.FAMILY_ALL) })
+	as, err := nldump.AddrList(nil, l, netlink.FAMILY_ALL)
 	if err != nil {
 		return nil, fmt.Errorf("addresses of %s: %w", l.Attrs().Name, err)
 	}
@@ -333,7 +331,7 @@ func WaitSettled(nic string) error {
 		if l.Attrs().RawFlags&unix.IFF_LOWER_UP == 0 {
 			return errors.New(nic + " has no carrier")
 		}
-		as, err := netlink.AddrList(l, netlink.FAMILY_V6)
+		as, err := nldump.AddrList(nil, l, netlink.FAMILY_V6)
 		if err != nil {
 			return err
 		}

@@ -36,6 +36,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/rdma-chain/rdma-chain/integration/vm/guestkit"
+	"github.com/rdma-chain/rdma-chain/internal/nldump"
 	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 )
@@ -130,7 +131,7 @@ func (s *setup) delAll(t *testing.T, pods ...pod) {
 // noRDMALinks: p's netns has no link whose name starts with rdma.
 func noRDMALinks(p pod) error {
 	return guestkit.InPod(p.NetNS, func() error {
-		ls, err := netlink.LinkList()
+		ls, err := nldump.LinkList(nil)
 		for _, l := range ls {
 			if strings.HasPrefix(l.Attrs().Name, "rdma") {
 				return fmt.Errorf("%s still has %s", p.Name, l.Attrs().Name)

@@ -11,6 +11,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/rdma-chain/rdma-chain/integration/vm/guestkit"
+	"github.com/rdma-chain/rdma-chain/internal/nldump"
 	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 )
@@ -278,7 +279,7 @@ func podHasGID(path, gid string) error {
 
 // linkWithMAC is init_net's link with mac, whatever its name.
 func linkWithMAC(mac string) (netlink.Link, error) {
-	ls, err := netlink.LinkList()
+	ls, err := nldump.LinkList(nil)
 	if err != nil {
 		return nil, err
 	}
@@ -292,7 +293,7 @@ func linkWithMAC(mac string) (netlink.Link, error) {
 
 // initNetLinks names init_net's links with their MACs, for the log.
 func initNetLinks() string {
-	ls, err := netlink.LinkList()
+	ls, err := nldump.LinkList(nil)
 	if err != nil {
 		return err.Error()
 	}

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rdma-chain/rdma-chain/integration/vm/guestkit"
+	"github.com/rdma-chain/rdma-chain/internal/nldump"
 	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 )
 
@@ -132,7 +133,7 @@ func notTentative(name, addr string) error {
 	if err != nil {
 		return err
 	}
-	as, err := netlink.AddrList(l, netlink.FAMILY_V6)
+	as, err := nldump.AddrList(nil, l, netlink.FAMILY_V6)
 	for _, a := range as {
 		if a.IP.String() == addr && a.Flags&unix.IFA_F_TENTATIVE != 0 {
 			return fmt.Errorf("%s's %s is tentative", name, a.IPNet)
@@ -147,7 +148,7 @@ func noAddrWith(name, prefix string) error {
 	if err != nil {
 		return err
 	}
-	as, err := netlink.AddrList(l, netlink.FAMILY_ALL)
+	as, err := nldump.AddrList(nil, l, netlink.FAMILY_ALL)
 	for _, a := range as {
 		if strings.HasPrefix(a.IP.String(), prefix) {
 			return fmt.Errorf("%s has %s", name, a.IPNet)
@@ -158,7 +159,7 @@ func noAddrWith(name, prefix string) error {
 
 // notInInitNet: no netdev of init_net has addr.
 func notInInitNet(addr string) error {
-	as, err := netlink.AddrList(nil, netlink.FAMILY_V6)
+	as, err := nldump.AddrList(nil, nil, netlink.FAMILY_V6)
 	for _, a := range as {
 		if a.IP.Equal(net.ParseIP(addr)) {
 			return fmt.Errorf("init_net has %s (ifindex %d)", a.IPNet, a.LinkIndex)

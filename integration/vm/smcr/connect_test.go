@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rdma-chain/rdma-chain/integration/vm/guestkit"
+	"github.com/rdma-chain/rdma-chain/internal/nldump"
 	"github.com/rdma-chain/rdma-chain/internal/testonly/netnstest"
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 	"github.com/rdma-chain/rdma-chain/pkg/smc"
@@ -154,7 +155,7 @@ func podAddr(path string, family int) (a netip.Addr, err error) {
 		if err != nil {
 			return err
 		}
-		as, err := netlink.AddrList(l, family)
+		as, err := nldump.AddrList(nil, l, family)
 		if err != nil {
 			return err
 		}

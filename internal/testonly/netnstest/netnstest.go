@@ -13,6 +13,8 @@ import (
 	"github.com/containernetworking/plugins/pkg/testutils"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/rdma-chain/rdma-chain/internal/nldump"
 )
 
 // NewNS creates a netns that is closed and unmounted when t ends.
@@ -121,7 +123,7 @@ func Snapshot(t testing.TB, n ns.NetNS, name string) (Link, bool) {
 		found = true
 		a := l.Attrs()
 		out = Link{Name: a.Name, Kind: l.Type(), MTU: a.MTU, MAC: a.HardwareAddr.String(), Up: a.Flags&net.FlagUp != 0}
-		addrs, err := netlink.AddrList(l, netlink.FAMILY_ALL)
+		addrs, err := nldump.AddrList(nil, l, netlink.FAMILY_ALL)
 		if err != nil {
 			return err
 		}
@@ -142,7 +144,7 @@ func Snapshot(t testing.TB, n ns.NetNS, name string) (Link, bool) {
 
 func routes(l netlink.Link) ([]string, error) {
 	filter := &netlink.Route{LinkIndex: l.Attrs().Index, Table: unix.RT_TABLE_UNSPEC}
-	list, err := netlink.RouteListFiltered(netlink.FAMILY_ALL, filter, netlink.RT_FILTER_OIF|netlink.RT_FILTER_TABLE)
+	list, err := nldump.RouteListFiltered(nil, netlink.FAMILY_ALL, filter, netlink.RT_FILTER_OIF|netlink.RT_FILTER_TABLE)
 	var out []string
 	for _, r := range list {
 		if r.Protocol != unix.RTPROT_KERNEL && r.Table != unix.RT_TABLE_LOCAL && r.Type == unix.RTN_UNICAST {
@@ -178,7 +180,7 @@ func Names(t testing.TB, n ns.NetNS) []string {
 	t.Helper()
 	var names []string
 	err := n.Do(func(ns.NetNS) error {
-		links, err := netlink.LinkList()
+		links, err := nldump.LinkList(nil)
 		for _, l := range links {
 			names = append(names, l.Attrs().Name)
 		}
@@ -201,7 +203,7 @@ func GlobalV6(t testing.TB, n ns.NetNS, name string) []string {
 		if err != nil {
 			return err
 		}
-		addrs, err := netlink.AddrList(l, netlink.FAMILY_V6)
+		addrs, err := nldump.AddrList(nil, l, netlink.FAMILY_V6)
 		for _, a := range addrs {
 			if a.IP.IsGlobalUnicast() {
 				out = append(out, a.IPNet.String())
