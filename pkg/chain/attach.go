@@ -125,10 +125,12 @@ func checkUplinks(devs []rdma.Device, uplinks map[string]string) error {
 }
 
 // recordNetns records the pod netns's identity: its inode, and its cookie,
-// which unlike the inode the kernel never gives another netns.
+// which unlike the inode the kernel never gives another netns, and the
+// boot they belong to (the kernel numbers both again at each boot).
 func (p *Plugin) recordNetns(c *call, rec *state.Record) {
 	id, err := p.env.Netns.ID(c.args.Netns)
 	rec.NetNSIno, rec.NetNSCookie = id.Inode, id.Cookie
+	rec.BootID = p.bootID(c)
 	if id.Cookie == 0 {
 		c.log.Warn("cannot read the pod netns's cookie: a reused netns inode could hide its death", "netns", c.args.Netns, "error", err)
 	}

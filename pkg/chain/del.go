@@ -112,6 +112,10 @@ func copyLeaseProgress(cur, released *state.Record) {
 // SMC-R entries, the device-info file, then each link. nsPath may be empty
 // or gone. A link whose lease is still held stays recorded as released.
 func (p *Plugin) detachHost(c *call, rec *state.Record, nsPath string) error {
+	if rec.BootOf(p.bootID(c)) == state.BootEarlier {
+		forgetEarlierBoot(c, rec)
+		return nil
+	}
 	var errs []error
 	if err := p.releaseSMC(c, rec, nsPath); err != nil {
 		errs = append(errs, err)

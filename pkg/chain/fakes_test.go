@@ -145,6 +145,7 @@ type world struct {
 	childLeft  bool                       // a failed AddChild created its child (not read back)
 	hooked     map[uint64]bool            // netns inodes listed in the SMC socket hook
 	gids       map[string][2]int          // RDMA device -> free rows and size of port 1's GID table
+	bootIDPath string                     // Env.BootIDPath ("": the kernel's)
 	stdout     syncBuffer
 	stderr     syncBuffer
 }
@@ -304,8 +305,9 @@ func (w *world) HostRouteWarning(parent string, _ []*types100.IPConfig) string {
 func (w *world) plugin() *Plugin {
 	return New(Env{
 		RDMA: w, Links: w, IPAM: w, Addrs: w, SMC: (*fakeSMC)(w), PodResources: w,
-		Netns:  (*fakeNetns)(w),
-		Stdout: &w.stdout, Stderr: &w.stderr,
+		Netns:      (*fakeNetns)(w),
+		BootIDPath: w.bootIDPath,
+		Stdout:     &w.stdout, Stderr: &w.stderr,
 	})
 }
 

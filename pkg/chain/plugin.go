@@ -122,8 +122,11 @@ type Env struct {
 	// LockTimeout bounds the wait for the node lock; 0 means
 	// DefaultLockTimeout.
 	LockTimeout time.Duration
-	Stdout      io.Writer
-	Stderr      io.Writer
+	// BootIDPath is the file the kernel's boot id is read from
+	// (state.ReadBootID); "" means state.BootIDFile.
+	BootIDPath string
+	Stdout     io.Writer
+	Stderr     io.Writer
 }
 
 // Plugin serves the CNI verbs.

@@ -67,17 +67,50 @@ func (p *Plugin) smcUnsupported(c *call, reason string) error {
 }
 
 // releaseTransparent unlists the pod's netns from the socket hook (the last
-// one detaches the program).
+// one detaches the program). The hook knows a netns by its inode number,
+// which the kernel gives again once the netns is gone: the key stays while
+// another live attachment lists the same number (hookHolder), whose pod's
+// TCP sockets it makes SMC.
 func (p *Plugin) releaseTransparent(c *call, rec *state.Record) error {
 	if rec.SMC == nil || rec.SMC.Transparent != config.TransparentBPF {
 		return nil
 	}
-	if err := p.env.SMC.HookRemove(c.conf.SMCR.BPFFSDir, rec.NetNSIno); err != nil {
+	holder, err := p.hookHolder(c, rec)
+	if err != nil {
+		return fmt.Errorf("unlist netns %s from the SMC socket hook: %w", rec.NetNS, err)
+	}
+	if holder != nil {
+		c.log.Info("SMC-R: the netns inode stays listed in the SMC socket hook: another live attachment lists it",
+			"container", rec.ContainerID, "netnsIno", rec.NetNSIno, "holder", holder.ContainerID, "holderNetns", holder.NetNS)
+	} else if err := p.env.SMC.HookRemove(c.conf.SMCR.BPFFSDir, rec.NetNSIno); err != nil {
 		return fmt.Errorf("unlist netns %s from the SMC socket hook: %w", rec.NetNS, err)
 	}
 	failpoint.Hit("del-smc-hook-unlisted")
 	rec.SMC.Transparent = ""
 	return nil
+}
+
+// hookHolder is another attachment that lists rec's netns inode in the
+// socket hook and is alive: not of an earlier boot, and its netns there
+// with the inode and cookie ADD recorded (one that cannot be looked at
+// counts as alive). Only a key no such attachment lists is rec's to
+// remove: the pod that died without a DEL and the one that later got its
+// inode number list the same key.
+func (p *Plugin) hookHolder(c *call, rec *state.Record) (*state.Record, error) {
+	recs, err := p.listRecords(c)
+	if err != nil {
+		return nil, err
+	}
+	boot := p.bootID(c)
+	for _, r := range recs {
+		switch {
+		case r.Key() == rec.Key() || r.SMC == nil || r.SMC.Transparent != config.TransparentBPF || r.NetNSIno != rec.NetNSIno:
+		case r.BootOf(boot) == state.BootEarlier || p.netnsGone(c, r):
+		default:
+			return r, nil
+		}
+	}
+	return nil, nil
 }
 
 // checkTransparent verifies the pod's netns is still listed in the hook.

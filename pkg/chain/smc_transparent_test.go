@@ -2,9 +2,11 @@ package chain
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/rdma-chain/rdma-chain/pkg/smc"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
@@ -77,6 +79,62 @@ func TestSMCTransparentModes(t *testing.T) {
 			delPod(t, w, dir, "c1", conf)
 			if len(w.hooked) != 0 {
 				t.Errorf("DEL left the pod listed: %v", w.hooked)
+			}
+		})
+	}
+}
+
+// The hook lists a netns by inode, which the kernel gives again once the
+// netns is gone. The DEL of a pod whose netns died before it (a later pod
+// at the same path got its inode) removes the key only when no live
+// attachment lists it: an SMC-R pod that got the inode stays listed, with
+// its pnet rows; a plain pod that got it is not listed.
+func TestSMCHookKeyOfReusedInode(t *testing.T) {
+	const smcr = `,"smcr":{"transparent":"bpf","onUnsupported":"fail"}`
+	tests := []struct {
+		name      string
+		newConf   string // the ADD of the pod that got the inode; "": none
+		wantTable bool   // the key stays listed, the new pod's pnet rows stay
+	}{
+		{"reused by an SMC-R pod", annotated("true") + smcr, true},
+		{"reused by a plain pod", annotated("false") + smcr, false},
+		{"not reused", "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w, dir := erdmaWorld(t), t.TempDir()
+			w.boot(t, bootA)
+			addPod(t, w, dir, "old", annotated("true")+smcr)
+			old, err := state.New(dir).Get(state.Key{Network: "rdmanet", ContainerID: "old", IfName: "eth0"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The old pod's netns dies without a DEL; the path and the
+			// inode now name another netns (another cookie).
+			w.cookieBump = map[string]uint64{"/var/run/netns/pod": 1}
+			if tt.newConf != "" {
+				addPod(t, w, dir, "new", tt.newConf)
+			} else {
+				w.gone = map[string]bool{"/var/run/netns/pod": true}
+			}
+			delPod(t, w, dir, "old", annotated("true")+smcr)
+			if listed := w.hooked[old.NetNSIno]; listed != tt.wantTable {
+				t.Fatalf("after the old pod's DEL, inode %d listed: %v, want %v", old.NetNSIno, listed, tt.wantTable)
+			}
+			if !tt.wantTable {
+				return
+			}
+			if !reflect.DeepEqual(w.pnet["/var/run/netns/pod"], []smc.PnetEntry{podEntry}) || !reflect.DeepEqual(w.pnet[""], []smc.PnetEntry{hostEntry}) {
+				t.Errorf("the new pod's pnet rows went with the old pod's DEL: %v", w.pnet)
+			}
+			args := cmd(dir, tt.newConf, prevResult100)
+			args.ContainerID = "new"
+			if err := w.plugin().Check(args); err != nil {
+				t.Errorf("the new pod's CHECK: %v", err)
+			}
+			delPod(t, w, dir, "new", tt.newConf)
+			if len(w.hooked) != 0 || len(w.pnet[""]) != 0 {
+				t.Errorf("the new pod's DEL left hook %v, pnet %v", w.hooked, w.pnet)
 			}
 		})
 	}

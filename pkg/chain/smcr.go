@@ -65,7 +65,7 @@ func (p *Plugin) setupSMC(c *call, rec *draft, devs []rdma.Device, podNS ns.NetN
 // one it writes is recorded as its own before it is written, so a crash in
 // between leaves a record DEL can clean up with.
 func (p *Plugin) ensureHostPnet(c *call, rec *draft) error {
-	refs, err := hostPnetRefs(c.store, rec.Record)
+	refs, err := p.hostPnetRefs(c, rec.Record)
 	if err != nil {
 		return err
 	}
@@ -122,8 +122,8 @@ func (p *Plugin) ensureUEID(c *call) error {
 	return nil
 }
 
-// releaseSMC removes the pod entry (when the netns still exists) and the
-// init_net entry when no other attachment uses it.
+// releaseSMC removes the pod entry (when nsPath is still the pod's netns)
+// and the init_net entry when no other attachment uses it.
 func (p *Plugin) releaseSMC(c *call, rec *state.Record, nsPath string) error {
 	if rec.SMC == nil {
 		return nil
@@ -131,7 +131,7 @@ func (p *Plugin) releaseSMC(c *call, rec *state.Record, nsPath string) error {
 	if err := p.releaseTransparent(c, rec); err != nil {
 		return err
 	}
-	if rec.SMC.PodEntry && nsPath != "" {
+	if rec.SMC.PodEntry && nsPath != "" && p.isPodNetns(c, rec, nsPath) {
 		err := p.env.SMC.RemovePnet(nsPath, smc.PnetEntry{PnetID: rec.SMC.PnetID, EthName: rec.SMC.PodIfName})
 		if err != nil && !errors.Is(err, smc.ErrUnavailable) {
 			return fmt.Errorf("remove pod SMC-R pnet entry: %w", err)
@@ -147,11 +147,20 @@ func (p *Plugin) releaseSMC(c *call, rec *state.Record, nsPath string) error {
 
 // releaseHostPnet drops rec's reference to the init_net entry; the last
 // reference removes an entry the plugin wrote, and ownership passes on.
+// A record of unknown boot whose netns is gone may be of an earlier boot,
+// whose entry died with it: the entry there now is not shown to be its
+// own, and its reference is dropped without removing or passing anything.
 func (p *Plugin) releaseHostPnet(c *call, rec *state.Record) error {
 	if rec.SMC == nil || !rec.SMC.HostEntry {
 		return nil
 	}
-	refs, err := hostPnetRefs(c.store, rec)
+	if rec.BootOf(p.bootID(c)) == state.BootUnknown && p.netnsGone(c, rec) {
+		c.log.Info("SMC-R: the init_net pnet entry is left: the attachment may be of an earlier boot",
+			"container", rec.ContainerID, "device", rec.SMC.Device)
+		rec.SMC.HostEntry, rec.SMC.HostOwned = false, false
+		return nil
+	}
+	refs, err := p.hostPnetRefs(c, rec)
 	if err != nil {
 		return err
 	}
@@ -171,19 +180,46 @@ func (p *Plugin) releaseHostPnet(c *call, rec *state.Record) error {
 	return nil
 }
 
-// hostPnetRefs are the other attachments holding rec's device's init_net entry.
-func hostPnetRefs(store *state.Store, rec *state.Record) ([]*state.Record, error) {
-	recs, err := store.List()
+// hostPnetRefs are the other attachments of this boot holding rec's
+// device's init_net entry: one of an earlier boot held an entry that died
+// with it, and one of unknown boot counts only while its netns lives (which
+// makes it this boot's).
+func (p *Plugin) hostPnetRefs(c *call, rec *state.Record) ([]*state.Record, error) {
+	recs, err := c.store.List()
 	if err != nil && len(recs) == 0 {
 		return nil, err
 	}
+	boot := p.bootID(c)
 	var out []*state.Record
 	for _, r := range recs {
-		if r.Key() != rec.Key() && r.SMC != nil && r.SMC.HostEntry && r.SMC.Device == rec.SMC.Device {
+		if r.Key() == rec.Key() || r.SMC == nil || !r.SMC.HostEntry || r.SMC.Device != rec.SMC.Device {
+			continue
+		}
+		switch r.BootOf(boot) {
+		case state.BootEarlier:
+		case state.BootUnknown:
+			if !p.netnsGone(c, r) {
+				out = append(out, r)
+			}
+		default:
 			out = append(out, r)
 		}
 	}
 	return out, nil
+}
+
+// isPodNetns reports whether nsPath names rec's pod netns (the inode and
+// cookie ADD recorded), where its pod pnet entry is: the entry of a netns
+// that is gone went with it, and a netns now at the path is another pod's.
+// One that cannot be told is left alone (its entry dies with it).
+func (p *Plugin) isPodNetns(c *call, rec *state.Record, nsPath string) bool {
+	at := *rec
+	at.NetNS = nsPath
+	gone, err := at.NetnsGone(p.env.Netns.ID)
+	if err != nil {
+		c.log.Warn("cannot tell whether the netns is the pod's: its SMC-R pnet entry is left", "netns", nsPath, "error", err)
+	}
+	return err == nil && !gone
 }
 
 // checkSMC verifies both pnet entries through the kernel's dumps.

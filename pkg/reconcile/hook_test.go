@@ -25,6 +25,7 @@ func (n *fakeNode) HookHeld(dir string) (bool, error) {
 
 func (n *fakeNode) HoldHook(dir, mode string) (bool, error) {
 	n.hook.calls = append(n.hook.calls, "hold "+dir+" "+mode)
+	n.order = append(n.order, "hold "+dir)
 	if err := n.hook.hold[dir]; err != nil {
 		return false, err
 	}

@@ -120,6 +120,9 @@ type reconciler struct {
 	// alone.
 	holdSMCHook bool
 	hookUnused  map[string]bool
+	// bootIDPath is the file the kernel's boot id is read from ("":
+	// state.BootIDFile).
+	bootIDPath string
 }
 
 // Run reconciles as o says, logging to out (slog's text lines, as the
@@ -252,13 +255,15 @@ func (r *reconciler) setNetworks(nets []conflist.Network) {
 // every kernel event in between, and a reload (which puts a lost entry
 // back) on every change to the conf dir. Before each pass it holds the
 // SMC socket hooks the entries use (the daemon only: a one-off pass, as
-// uninstall's, holds nothing).
+// uninstall's, holds nothing); before the first, it releases the
+// attachments of pods that died in a reboot.
 func (r *reconciler) loop(ctx context.Context, interval time.Duration, confChanged <-chan struct{}) {
 	sink := eventSink{ch: make(chan time.Time, 1), r: r}
 	r.node.Watch(ctx, sink)
 	go r.waitEvents(ctx, sink.ch)
 	next := time.NewTimer(0)
 	defer next.Stop()
+	first := true
 	for {
 		select {
 		case <-ctx.Done():
@@ -267,6 +272,10 @@ func (r *reconciler) loop(ctx context.Context, interval time.Duration, confChang
 			r.reloadNetworks()
 		case <-next.C:
 			r.reloadNetworks()
+			if first {
+				r.releaseEarlierBoot()
+				first = false
+			}
 			if r.holdSMCHook {
 				r.holdHooks()
 			}

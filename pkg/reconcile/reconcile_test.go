@@ -43,6 +43,8 @@ type fakeNode struct {
 	// watching, when set, receives the sink of the node's one event source.
 	watching chan eventSink
 	hook     hookKernel
+	// order is every DEL and hold, in order.
+	order []string
 }
 
 func newFakeNode(t *testing.T, recs ...*state.Record) *fakeNode {
@@ -85,6 +87,7 @@ func (n *fakeNode) Del(a *skel.CmdArgs) error {
 		return err
 	}
 	n.deleted = append(n.deleted, a.ContainerID)
+	n.order = append(n.order, "del "+a.ContainerID)
 	// As DEL does: the record goes.
 	recs, _ := state.New(n.dir).List()
 	for _, r := range recs {

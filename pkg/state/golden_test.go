@@ -22,7 +22,7 @@ func TestGoldenRecords(t *testing.T) {
 	}{
 		{"exclusive.json", Record{
 			Version: 1, Network: "rdmanet", ContainerID: "c0ffee01", IfName: "eth0", NetNS: "/var/run/netns/cni-1234",
-			NetNSIno: 4026532801, NetNSCookie: 8193, Mode: "exclusive", CNIVersion: "1.1.0",
+			NetNSIno: 4026532801, NetNSCookie: 8193, BootID: "9f5defee-91a3-4099-b60f-178d4c2a437b", Mode: "exclusive", CNIVersion: "1.1.0",
 			Pod: Pod{Namespace: "default", Name: "trainer-0", UID: "6f1c2d3e-0000-4000-8000-000000000001"},
 			Links: []Link{{
 				Device: "mlx5_0", Kind: "moved",

@@ -154,12 +154,16 @@ type Record struct {
 	NetNSIno uint64 `json:"netnsIno,omitempty"`
 	// NetNSCookie is the pod netns's SO_NETNS_COOKIE at ADD: unlike the
 	// inode number, the kernel never gives it to another netns.
-	NetNSCookie uint64    `json:"netnsCookie,omitempty"`
-	Pod         Pod       `json:"pod"`
-	Mode        rdma.Mode `json:"mode,omitempty"` // the node's RDMA netns mode at ADD; "": pass-through
-	CNIVersion  string    `json:"cniVersion,omitempty"`
-	Links       []Link    `json:"links,omitempty"`
-	SMC         *SMC      `json:"smc,omitempty"`
+	NetNSCookie uint64 `json:"netnsCookie,omitempty"`
+	// BootID is the kernel's boot id (ReadBootID) when ADD made the
+	// record; "" when it was unreadable or the record older than the
+	// field: the boot is then unknown (see BootOf).
+	BootID     string    `json:"bootId,omitempty"`
+	Pod        Pod       `json:"pod"`
+	Mode       rdma.Mode `json:"mode,omitempty"` // the node's RDMA netns mode at ADD; "": pass-through
+	CNIVersion string    `json:"cniVersion,omitempty"`
+	Links      []Link    `json:"links,omitempty"`
+	SMC        *SMC      `json:"smc,omitempty"`
 	// DeviceInfo is the NPWG device-info file ADD writes, recorded before
 	// it is written.
 	DeviceInfo *DeviceInfo `json:"deviceInfo,omitempty"`
