@@ -12,10 +12,10 @@ import (
 
 // A lookup or probe kubelet answered is noted in the state directory, and
 // STATUS does not ask kubelet again while the note is younger than
-// kubeletAnsweredMaxAge: the runtime sends STATUS every 5 s, and each probe
-// spends a token of kubelet's pod-resources rate limit that the ADDs of a
-// node starting many pods need. The note names the socket: one for another
-// socket is absent.
+// kubeletAnsweredMaxAge (it only checks that the socket is served): the
+// runtime sends STATUS every 5 s, and each probe spends a token of
+// kubelet's pod-resources rate limit that the ADDs of a node starting many
+// pods need. The note names the socket: one for another socket is absent.
 const (
 	kubeletAnsweredCache  = "cache-kubelet-answered.json"
 	kubeletAnsweredMaxAge = 30 * time.Second

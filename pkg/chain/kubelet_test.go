@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,10 +17,11 @@ import (
 )
 
 // STATUS asks kubelet only when no lookup or probe it answered is noted in
-// the state directory for the conf's socket within kubeletAnsweredMaxAge;
-// a note it cannot read strictly is absent.
+// the state directory for the conf's socket within kubeletAnsweredMaxAge,
+// and otherwise only checks that the socket is served; a note it cannot
+// read strictly is absent.
 func TestStatusKubeletNote(t *testing.T) {
-	probe := "Probe " + podres.DefaultSocket
+	probe, serving := "Probe "+podres.DefaultSocket, "Serving "+podres.DefaultSocket
 	note := func(content string) func(t *testing.T, dir string) {
 		return func(t *testing.T, dir string) {
 			if err := os.WriteFile(filepath.Join(dir, kubeletAnsweredCache), []byte(content), 0o600); err != nil {
@@ -40,12 +42,12 @@ func TestStatusKubeletNote(t *testing.T) {
 		edit   func(t *testing.T, dir string)            // then the note is changed
 		want   []string                                  // calls of the first call and a STATUS after it
 	}{
-		{name: "a probe serves the next STATUS", before: status(""), want: []string{probe}},
+		{name: "a probe serves the next STATUS", before: status(""), want: []string{probe, serving}},
 		{name: "an ADD's lookup serves STATUS", before: func(t *testing.T, p *Plugin, dir string) {
 			if err := p.Add(cmd(dir, "", prevResult100)); err != nil {
 				t.Fatal(err)
 			}
-		}, want: []string{"Lookup " + podres.DefaultSocket + " default/p1"}},
+		}, want: []string{"Lookup " + podres.DefaultSocket + " default/p1", serving}},
 		{name: "another socket's note", before: status(`,"podResourcesSocket":"/run/other.sock"`),
 			want: []string{"Probe /run/other.sock", probe}},
 		{name: "an old note", before: status(""), edit: func(t *testing.T, dir string) {
@@ -65,7 +67,7 @@ func TestStatusKubeletNote(t *testing.T) {
 		{name: "a note with an unknown field", edit: note(`{"socket":"` + podres.DefaultSocket + `","at":1}`), want: []string{probe}},
 		{name: "a note followed by more", edit: note(`{"socket":"` + podres.DefaultSocket + `"}{}`), want: []string{probe}},
 		{name: "a note of the wrong type", edit: note(`{"socket":7}`), want: []string{probe}},
-		{name: "a well-formed note serves", edit: note(`{"socket":"` + podres.DefaultSocket + `"}` + "\n"), want: nil},
+		{name: "a well-formed note serves", edit: note(`{"socket":"` + podres.DefaultSocket + `"}` + "\n"), want: []string{serving}},
 		{name: "a note that is a directory", edit: func(t *testing.T, dir string) {
 			if err := os.Mkdir(filepath.Join(dir, kubeletAnsweredCache), 0o700); err != nil {
 				t.Fatal(err)
@@ -104,9 +106,49 @@ func TestStatusKubeletNoteOnlyAnswers(t *testing.T) {
 	}
 }
 
-// kubeletCalls are the calls to the pod-resources seam.
+// kubeletCalls are the calls to the pod-resources seam, in order.
 func kubeletCalls(w *world) []string {
-	return append(filterCalls(w.calls, "Probe"), filterCalls(w.calls, "Lookup")...)
+	var out []string
+	for _, c := range w.calls {
+		if name, _, _ := strings.Cut(c, " "); name == "Probe" || name == "Lookup" || name == "Serving" {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// With a fresh note, a socket nothing serves any more is still what STATUS
+// reports (a kubelet that is gone), and a busy one is not.
+func TestStatusKubeletNoteGone(t *testing.T) {
+	fresh := `{"socket":"` + podres.DefaultSocket + `"}`
+	tests := []struct {
+		name, conf string
+		serving    error
+		wantCode   uint // 0: ready
+	}{
+		{"gone", "", fmt.Errorf("connect: %w", podres.ErrUnavailable), CodeNotAvailable},
+		{"gone with passThrough", `,"kubeletUnreachable":"passThrough"`, fmt.Errorf("connect: %w", podres.ErrUnavailable), 0},
+		{"busy", "", fmt.Errorf("connect: %w", podres.ErrBusy), 0},
+		{"served", "", nil, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, kubeletAnsweredCache), []byte(fresh), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			w := &world{failOn: map[string]error{"Serving": tt.serving}}
+			err := w.plugin().Status(cmd(dir, tt.conf, ""))
+			if tt.wantCode != 0 {
+				wantCode(t, err, tt.wantCode, "is not reachable")
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := kubeletCalls(w), []string{"Serving " + podres.DefaultSocket}; !reflect.DeepEqual(got, want) {
+				t.Errorf("kubelet calls %q, want %q", got, want)
+			}
+		})
+	}
 }
 
 // A node starting many pods at once: 200 ADDs of pods without RDMA

@@ -12,6 +12,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -157,6 +159,34 @@ func (c *Client) Probe(ctx context.Context) error {
 	defer cancel()
 	_, err := c.getPod(ctx, probeNamespace, probeName)
 	return c.wrap("probe kubelet pod-resources API", err)
+}
+
+// Serving checks, without a call, that a server accepts connections at the
+// socket, so that it costs none of kubelet's rate limit: it connects, waits
+// within ctx for the server's first bytes (an HTTP/2 server sends its
+// SETTINGS first) and closes; grpc-go's server takes that close for a
+// health check's and logs nothing. Nothing listening, or a connection
+// closed before any byte, is ErrUnavailable; a full listen backlog or no
+// byte in time is ErrBusy.
+func (c *Client) Serving(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	conn, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: c.socket, Net: "unix"})
+	if err != nil {
+		return c.wrap("connect to kubelet pod-resources API", &grpcunix.Status{Code: grpcunix.Unavailable, Message: err.Error(), Err: err})
+	}
+	defer func() { _ = conn.Close() }() // nothing was sent: a close error changes nothing
+	if dl, ok := ctx.Deadline(); ok {
+		_ = conn.SetReadDeadline(dl) // a unix socket's deadline cannot fail to set
+	}
+	if _, err := conn.Read(make([]byte, 1)); err != nil {
+		st := &grpcunix.Status{Code: grpcunix.Unavailable, Message: "connection closed before the server's first bytes: " + err.Error(), Err: err}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			st = &grpcunix.Status{Code: grpcunix.DeadlineExceeded, Message: "no byte from the server in time", Err: err}
+		}
+		return c.wrap("connect to kubelet pod-resources API", st)
+	}
+	return nil
 }
 
 // probeNamespace/probeName name no pod: Kubernetes names are DNS labels or

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 	prv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
+	"github.com/rdma-chain/rdma-chain/internal/testonly/fakekubelet"
 	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 )
 
@@ -328,5 +329,68 @@ func TestProbe(t *testing.T) {
 func TestNewDefaultTimeout(t *testing.T) {
 	if c := New(DefaultSocket, 0); c.timeout != DefaultTimeout {
 		t.Errorf("timeout = %v, want %v", c.timeout, DefaultTimeout)
+	}
+}
+
+// Serving connects without a call: kubelet's rate limit sees nothing.
+// Nothing listening, or a close before any byte, is ErrUnavailable; a
+// listener that accepts and says nothing is ErrBusy.
+func TestServing(t *testing.T) {
+	lim := fakekubelet.NewLimiter()
+	rawListener := func(t *testing.T, closeAtOnce bool) string {
+		sock := filepath.Join(testenv.SocketDir(t), "raw.sock")
+		lis, err := net.Listen("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = lis.Close() })
+		go func() {
+			for {
+				conn, err := lis.Accept()
+				if err != nil {
+					return
+				}
+				if closeAtOnce {
+					_ = conn.Close()
+					continue
+				}
+				t.Cleanup(func() { _ = conn.Close() })
+			}
+		}()
+		return sock
+	}
+	tests := []struct {
+		name string
+		sock func(t *testing.T) string
+		want error // nil, ErrUnavailable or ErrBusy
+	}{
+		{"grpc-go serving kubelet's service", func(t *testing.T) string {
+			return serve(t, &fakeKubelet{pods: testPods()}, lim.ServerOption())
+		}, nil},
+		{"missing socket", func(t *testing.T) string { return filepath.Join(testenv.SocketDir(t), "missing.sock") }, ErrUnavailable},
+		{"not a socket", func(t *testing.T) string {
+			p := filepath.Join(testenv.SocketDir(t), "file.sock")
+			if err := os.WriteFile(p, nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			return p
+		}, ErrUnavailable},
+		{"closed at once", func(t *testing.T) string { return rawListener(t, true) }, ErrUnavailable},
+		{"silent listener", func(t *testing.T) string { return rawListener(t, false) }, ErrBusy},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sock := tt.sock(t)
+			err := New(sock, 200*time.Millisecond).Serving(context.Background())
+			switch {
+			case tt.want == nil && err != nil:
+				t.Fatal(err)
+			case tt.want != nil && (!errors.Is(err, tt.want) || errors.Is(err, ErrUnavailable) == errors.Is(err, ErrBusy) || !strings.Contains(err.Error(), sock)):
+				t.Fatalf("err = %v, want %v naming %s", err, tt.want, sock)
+			}
+		})
+	}
+	if n := lim.Served.Load() + lim.Refused.Load(); n != 0 {
+		t.Errorf("kubelet's rate limit saw %d calls, want none", n)
 	}
 }
