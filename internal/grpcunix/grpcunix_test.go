@@ -75,6 +75,7 @@ func TestCallAgainstGRPCServer(t *testing.T) {
 		want     []byte
 		code     Code
 		msg      string
+		client   bool // the code is the client's own, not the server's
 	}{
 		{name: "echo", req: []byte("hello"), want: []byte("method /pkg.Svc/Do got hello"),
 			h: func(_ context.Context, m string, req []byte) ([]byte, error) {
@@ -84,8 +85,12 @@ func TestCallAgainstGRPCServer(t *testing.T) {
 			h: func(context.Context, string, []byte) ([]byte, error) { return nil, nil }},
 		{name: "large reply", req: []byte("x"), want: big,
 			h: func(context.Context, string, []byte) ([]byte, error) { return big, nil }},
-		{name: "reply over the limit", req: []byte("x"), maxReply: len(big) - 1, code: ResourceExhausted,
+		{name: "reply over the limit", req: []byte("x"), maxReply: len(big) - 1, code: ResourceExhausted, client: true,
 			h: func(context.Context, string, []byte) ([]byte, error) { return big, nil }},
+		{name: "the server's rate limit", req: []byte("x"), code: ResourceExhausted, msg: "rejected by rate limit",
+			h: func(context.Context, string, []byte) ([]byte, error) {
+				return nil, status.Error(codes.ResourceExhausted, "rejected by rate limit")
+			}},
 		{name: "status with message", req: []byte("x"), code: NotFound, msg: "pod web in namespace default not found",
 			h: func(context.Context, string, []byte) ([]byte, error) {
 				return nil, status.Error(codes.NotFound, "pod web in namespace default not found")
@@ -118,8 +123,8 @@ func TestCallAgainstGRPCServer(t *testing.T) {
 			got, err := Call(context.Background(), sock, "/pkg.Svc/Do", tt.req, maxReply)
 			if tt.code != OK {
 				st := StatusOf(err)
-				if st.Code != tt.code || (tt.msg != "" && st.Message != tt.msg) {
-					t.Fatalf("err = %v, want code %s message %q", err, tt.code, tt.msg)
+				if st.Code != tt.code || (tt.msg != "" && st.Message != tt.msg) || st.Server == tt.client {
+					t.Fatalf("err = %v (from the server: %v), want code %s message %q from the server: %v", err, st.Server, tt.code, tt.msg, !tt.client)
 				}
 				return
 			}

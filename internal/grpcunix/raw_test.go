@@ -135,6 +135,7 @@ func TestCallRefusesMalformedReplies(t *testing.T) {
 		{"malformed ping", appendFrame(nil, framePing, 0, 0, 1), Internal},
 		{"reset refused", appendFrame(nil, frameRSTStream, 0, 1, 0, 0, 0, 7), Unavailable},
 		{"reset cancel", appendFrame(nil, frameRSTStream, 0, 1, 0, 0, 0, 8), Canceled},
+		{"reset enhance your calm", appendFrame(nil, frameRSTStream, 0, 1, 0, 0, 0, 0xb), ResourceExhausted},
 		{"reset other", appendFrame(nil, frameRSTStream, 0, 1, 0, 0, 0, 2), Internal},
 		{"malformed reset", appendFrame(nil, frameRSTStream, 0, 1, 0, 7), Internal},
 		{"goaway before the call", appendFrame(nil, frameGoAway, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), Unavailable},

@@ -140,7 +140,7 @@ func resetStream(f frame) error {
 		return protocolError("malformed RST_STREAM")
 	}
 	code := binary.BigEndian.Uint32(f.payload)
-	st := &Status{Code: Internal, Message: fmt.Sprintf("stream reset by the server with HTTP/2 error %d", code)}
+	st := &Status{Code: Internal, Message: fmt.Sprintf("stream reset by the server with HTTP/2 error %d", code), Server: true}
 	switch code {
 	case 0x7: // REFUSED_STREAM
 		st.Code = Unavailable
@@ -279,7 +279,7 @@ func statusOf(fields []hpack.HeaderField) error {
 		return nil
 	}
 	msg, _ := lookup(fields, "grpc-message")
-	return &Status{Code: Code(code), Message: percentDecode(msg)}
+	return &Status{Code: Code(code), Message: percentDecode(msg), Server: true}
 }
 
 func lookup(fields []hpack.HeaderField, name string) (string, bool) {

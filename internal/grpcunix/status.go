@@ -42,11 +42,15 @@ func (c Code) String() string {
 }
 
 // Status is a failed call: the server's status, or the client's reading of
-// a transport failure. Err is the underlying error, if any.
+// a transport failure. Err is the underlying error, if any. Server tells a
+// code the server sent (grpc-status, a stream reset) from the client's own
+// (a reply over the caller's limit is ResourceExhausted too): a caller that
+// retries what the server refused must not retry what it refuses itself.
 type Status struct {
 	Code    Code
 	Message string
 	Err     error
+	Server  bool
 }
 
 func (s *Status) Error() string {

@@ -113,13 +113,14 @@ func (p *Plugin) podRequest(c *call) (*request, claimed, error) {
 		c.log.Debug("no K8S_POD_NAME in CNI_ARGS: cannot look up pod resources: passed through")
 		return nil, claimed{}, nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), podres.DefaultTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), podres.LookupBudget)
 	defer cancel()
 	q := podres.Query{ResourceNames: c.conf.ResourceNames, Drivers: c.conf.DRADrivers}
 	pod, err := p.env.PodResources.Lookup(ctx, c.conf.PodResourcesSocket, c.pod.Namespace, c.pod.Name, q)
 	if err != nil {
 		return nil, claimed{}, kubeletUnanswered(c, err)
 	}
+	noteKubeletAnswered(c)
 	req, cl := &request{source: "pod-resources"}, claimed{served: pod.Claims, foreign: pod.Foreign}
 	for _, a := range pod.Devices {
 		req.ids = append(req.ids, a.DeviceIDs...)
@@ -147,13 +148,14 @@ func logNoDevice(c *call, known bool) {
 // so that the runtime retries the sandbox, or, with kubeletUnreachable
 // passThrough and no kubelet at the socket, nothing: the pod passes
 // through without RDMA whatever it was allocated, which the log says. A
-// kubelet that answers with an error is alive and is always retried.
+// kubelet that answers with an error, refuses or is slow is there and is
+// always retried.
 func kubeletUnanswered(c *call, err error) error {
 	if c.conf.KubeletUnreachable == config.KubeletPassThrough && errors.Is(err, podres.ErrUnavailable) {
 		c.log.Warn("kubelet pod-resources API unreachable: pod passed through without RDMA (kubeletUnreachable: passThrough)", "socket", c.conf.PodResourcesSocket, "error", err)
 		return nil
 	}
-	return cniError(types.ErrTryAgainLater, "kubelet pod-resources API at "+c.conf.PodResourcesSocket+" did not answer", err)
+	return cniError(types.ErrTryAgainLater, kubeletUnansweredMessage(c.conf.PodResourcesSocket, err), err)
 }
 
 // nodeDevices reads the node's RDMA mode and the devices this conf offers.

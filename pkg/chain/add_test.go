@@ -122,6 +122,11 @@ func TestAddKubelet(t *testing.T) {
 		err := w.plugin().Add(cmd(t.TempDir(), `,"kubeletUnreachable":"passThrough"`, prevResult100))
 		wantCode(t, err, types.ErrTryAgainLater, "did not answer")
 	})
+	t.Run("refused by the rate limit past the budget is try-again naming it", func(t *testing.T) {
+		w := &world{podErr: fmt.Errorf("ask kubelet (120 attempts in 30s): %w at /run/kl.sock: rpc error", podres.ErrRateLimited)}
+		err := w.plugin().Add(cmd(t.TempDir(), `,"kubeletUnreachable":"passThrough"`, prevResult100))
+		wantCode(t, err, types.ErrTryAgainLater, "kept refusing the lookup with its rate limit")
+	})
 	t.Run("no pod identity passes through", func(t *testing.T) {
 		w := &world{}
 		args := cmd(t.TempDir(), "", prevResult100)

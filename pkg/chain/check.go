@@ -90,15 +90,30 @@ func (p *Plugin) status(c *call) error {
 }
 
 // statusKubelet: a network that asks kubelet which pods want RDMA is ready
-// only while kubelet answers, unless ADD passes pods through without it.
+// while a kubelet serves the socket, unless ADD passes pods through
+// without it. A kubelet that answered recently (a lookup or probe noted in
+// the state directory) is not asked again: STATUS only checks that the
+// socket still accepts connections, which costs none of kubelet's rate
+// limit. One that refuses (its rate limit) or answers late is there, and
+// ADD waits for it: the node stays ready, since STATUS failing stops every
+// pod's sandbox, those without RDMA too.
 func (p *Plugin) statusKubelet(c *call) error {
 	if c.conf.PodSelection != config.SelectRequested {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), podres.DefaultTimeout)
 	defer cancel()
-	err := p.env.PodResources.Probe(ctx, c.conf.PodResourcesSocket)
+	var err error
+	if kubeletAnsweredWithin(c, kubeletAnsweredMaxAge) {
+		err = p.env.PodResources.Serving(ctx, c.conf.PodResourcesSocket)
+	} else if err = p.env.PodResources.Probe(ctx, c.conf.PodResourcesSocket); err == nil {
+		noteKubeletAnswered(c)
+	}
 	if err == nil {
+		return nil
+	}
+	if errors.Is(err, podres.ErrBusy) {
+		c.log.Warn("kubelet pod-resources API busy: ADD waits for it", "socket", c.conf.PodResourcesSocket, "error", err)
 		return nil
 	}
 	// With passThrough ADD serves pods without kubelet: the node stays ready.

@@ -68,6 +68,10 @@ func (kubeletPodResources) Probe(ctx context.Context, socket string) error {
 	return podres.New(socket, podres.DefaultTimeout).Probe(ctx)
 }
 
+func (kubeletPodResources) Serving(ctx context.Context, socket string) error {
+	return podres.New(socket, podres.DefaultTimeout).Serving(ctx)
+}
+
 type kernelRDMA struct{ *rdma.System }
 
 // ReturnToHost returns dev to the netns the plugin runs in (the host's).

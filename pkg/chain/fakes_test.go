@@ -267,6 +267,9 @@ func (w *world) Lookup(_ context.Context, socket, namespace, name string, _ podr
 	return &podres.Pod{Known: !w.podUnknown, Devices: w.allocs, Claims: w.claims, Foreign: w.foreign}, nil
 }
 func (w *world) Probe(_ context.Context, socket string) error { return w.record("Probe %s", socket) }
+func (w *world) Serving(_ context.Context, socket string) error {
+	return w.record("Serving %s", socket)
+}
 
 // IPAM fake: hands out fd00:77::N/64 per interface.
 func (w *world) Add(_ context.Context, r addr.Request) (*types100.Result, error) {

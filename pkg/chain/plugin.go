@@ -67,9 +67,12 @@ type Links interface {
 
 // PodResources is the seam over kubelet's pod-resources API at the socket
 // the conf names: a pod's device-plugin allocations and DRA claim devices.
+// Serving checks that a server accepts connections there without making
+// a call (podres.Client.Serving).
 type PodResources interface {
 	Lookup(ctx context.Context, socket, namespace, name string, q podres.Query) (*podres.Pod, error)
 	Probe(ctx context.Context, socket string) error
+	Serving(ctx context.Context, socket string) error
 }
 
 // Addressing is the seam over in-pod address configuration.

@@ -160,9 +160,25 @@ func TestStatus(t *testing.T) {
 		}
 	})
 	t.Run("kubelet answering an error with passThrough is not ready", func(t *testing.T) {
-		w := &world{failOn: map[string]error{"Probe": errors.New("rpc error: code = ResourceExhausted")}}
+		w := &world{failOn: map[string]error{"Probe": errors.New("rpc error: code = Internal")}}
 		wantCode(t, w.plugin().Status(cmd(t.TempDir(), `,"kubeletUnreachable":"passThrough"`, "")), CodeNotAvailable, "not reachable")
 	})
+	// A kubelet that refuses (its rate limit) or answers late is there:
+	// ADD waits for it, and the node stays ready.
+	for name, err := range map[string]error{
+		"rate limited": fmt.Errorf("probe: %w at /s: rpc error: code = ResourceExhausted", podres.ErrRateLimited),
+		"slow":         fmt.Errorf("probe: %w at /s: rpc error: code = DeadlineExceeded", podres.ErrBusy),
+	} {
+		t.Run("kubelet "+name+" stays ready", func(t *testing.T) {
+			w := &world{failOn: map[string]error{"Probe": err}}
+			if err := w.plugin().Status(cmd(t.TempDir(), "", "")); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(w.stderr.String(), "busy: ADD waits for it") {
+				t.Errorf("no warning on stderr: %q", w.stderr.String())
+			}
+		})
+	}
 	t.Run("podSelection all needs no kubelet", func(t *testing.T) {
 		w := &world{failOn: map[string]error{"Probe": errors.New("unreachable")}}
 		if err := w.plugin().Status(cmd(t.TempDir(), `,"podSelection":"all"`, "")); err != nil {

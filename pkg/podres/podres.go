@@ -4,13 +4,16 @@
 // drivers, with the devices of other drivers reported apart. Each call
 // is one unary gRPC call on a new connection (internal/grpcunix); the
 // messages are encoded by hand from kubelet's api.proto (wire.go) and checked
-// against the generated types in the tests.
+// against the generated types in the tests. Lookup retries what a busy
+// kubelet refuses (retry.go); Probe asks once.
 package podres
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -21,17 +24,36 @@ import (
 // DefaultSocket is kubelet's pod-resources socket.
 const DefaultSocket = "/var/lib/kubelet/pod-resources/kubelet.sock"
 
-// DefaultTimeout bounds every call when New is given a zero timeout.
+// DefaultTimeout bounds one attempt of a call when New is given a zero
+// timeout.
 const DefaultTimeout = 2 * time.Second
+
+// LookupBudget bounds a Lookup's attempts together when its context has no
+// deadline; the plugin's ADD gives its lookup this long. kubelet serves
+// the pod-resources API 100 calls a second with a burst of 10 and refuses
+// the rest at once, and answers slowly on a node that starts tens of pods
+// together: the budget covers such a burst, and a kubelet still refusing
+// or silent after it is reported (ErrBusy), never waited for without end.
+const LookupBudget = 30 * time.Second
 
 // maxRecvMsgSize matches kubelet's own pod-resources client (16 MiB): a List
 // reply on a busy node can exceed gRPC's 4 MiB default.
 const maxRecvMsgSize = 16 << 20
 
-// ErrUnavailable: the kubelet socket cannot be reached (missing file, refused,
-// dial timeout, gRPC Unavailable/DeadlineExceeded). Callers turn it into CNI
-// code 11 (try again) with the socket path.
-var ErrUnavailable = errors.New("kubelet pod-resources API unavailable")
+// The errors a call wraps, besides kubelet's own answers.
+var (
+	// ErrUnavailable: nothing serves at the kubelet socket (missing file,
+	// connection refused, or the connection closed before the reply): no
+	// kubelet, or one restarting. The plugin's STATUS reports it.
+	ErrUnavailable = errors.New("kubelet pod-resources API unavailable")
+	// ErrBusy: a kubelet is there but gave no answer in time: it did not
+	// reply before the deadline, its listen backlog was full, or it refused
+	// the call with its rate limit (ErrRateLimited).
+	ErrBusy = errors.New("kubelet pod-resources API busy")
+	// ErrRateLimited: kubelet refused the call with ResourceExhausted, what
+	// its pod-resources rate limit answers, on the last attempt.
+	ErrRateLimited = fmt.Errorf("%w: refused by its rate limit", ErrBusy)
+)
 
 // Allocation is the set of devices kubelet allocated to a pod for one
 // resource name.
@@ -72,8 +94,8 @@ type Client struct {
 	timeout time.Duration
 }
 
-// New returns a client for the unix socket at socket; every call is bounded
-// by timeout (0 means DefaultTimeout).
+// New returns a client for the unix socket at socket; every attempt of a
+// call is first bounded by timeout (0 means DefaultTimeout).
 func New(socket string, timeout time.Duration) *Client {
 	if timeout <= 0 {
 		timeout = DefaultTimeout
@@ -97,14 +119,28 @@ func (c *Client) Allocated(ctx context.Context, namespace, name string, resource
 // Lookup returns, in one call to kubelet, the pod's device-plugin
 // allocations for q.ResourceNames (as Allocated) and its DRA claim devices,
 // those of q.Drivers apart from every other driver's. A pod unknown to
-// kubelet gives an empty Pod and a nil error.
+// kubelet gives an empty Pod and a nil error. A call kubelet refuses or
+// does not answer in time is tried again until ctx ends (LookupBudget when
+// ctx has no deadline); see retry.
 func (c *Client) Lookup(ctx context.Context, namespace, name string, q Query) (*Pod, error) {
 	if namespace == "" || name == "" {
 		return nil, fmt.Errorf("ask kubelet for pod resources: pod namespace and name are required (got %q/%q)", namespace, name)
 	}
-	pod, err := c.getPod(ctx, namespace, name)
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, LookupBudget)
+		defer cancel()
+	}
+	start := time.Now()
+	pod, attempts, err := c.retry(ctx, func(ctx context.Context) (*podResources, error) {
+		return c.getPod(ctx, namespace, name)
+	})
 	if err != nil {
-		return nil, c.wrap(fmt.Sprintf("ask kubelet for the resources of pod %s/%s", namespace, name), err)
+		what := fmt.Sprintf("ask kubelet for the resources of pod %s/%s", namespace, name)
+		if attempts > 1 {
+			what += fmt.Sprintf(" (%d attempts in %s)", attempts, time.Since(start).Round(time.Millisecond))
+		}
+		return nil, c.wrap(what, err)
 	}
 	out := &Pod{Known: pod != nil, Devices: collect(pod, q.ResourceNames)}
 	out.Claims, out.Foreign = collectClaims(pod, q.Drivers)
@@ -112,14 +148,45 @@ func (c *Client) Lookup(ctx context.Context, namespace, name string, q Query) (*
 }
 
 // Probe checks that the socket is reachable and that kubelet answers what
-// Allocated asks, bounded by the timeout. It asks Get for a pod that cannot
+// Allocated asks, in one attempt bounded by the timeout: a refusal or a
+// late answer is ErrBusy, not retried. It asks Get for a pod that cannot
 // exist (a name with a character no pod name has): kubelet answers "not
 // found" without listing the node's pods, so STATUS, called every few seconds,
 // costs the same on a node with 1,000 pods as on an empty one. Only a kubelet
 // that does not serve Get is asked List, which Allocated then relies on.
 func (c *Client) Probe(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
 	_, err := c.getPod(ctx, probeNamespace, probeName)
 	return c.wrap("probe kubelet pod-resources API", err)
+}
+
+// Serving checks, without a call, that a server accepts connections at the
+// socket, so that it costs none of kubelet's rate limit: it connects, waits
+// within ctx for the server's first bytes (an HTTP/2 server sends its
+// SETTINGS first) and closes; grpc-go's server takes that close for a
+// health check's and logs nothing. Nothing listening, or a connection
+// closed before any byte, is ErrUnavailable; a full listen backlog or no
+// byte in time is ErrBusy.
+func (c *Client) Serving(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	conn, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: c.socket, Net: "unix"})
+	if err != nil {
+		return c.wrap("connect to kubelet pod-resources API", &grpcunix.Status{Code: grpcunix.Unavailable, Message: err.Error(), Err: err})
+	}
+	defer func() { _ = conn.Close() }() // nothing was sent: a close error changes nothing
+	if dl, ok := ctx.Deadline(); ok {
+		_ = conn.SetReadDeadline(dl) // a unix socket's deadline cannot fail to set
+	}
+	if _, err := conn.Read(make([]byte, 1)); err != nil {
+		st := &grpcunix.Status{Code: grpcunix.Unavailable, Message: "connection closed before the server's first bytes: " + err.Error(), Err: err}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			st = &grpcunix.Status{Code: grpcunix.DeadlineExceeded, Message: "no byte from the server in time", Err: err}
+		}
+		return c.wrap("connect to kubelet pod-resources API", st)
+	}
+	return nil
 }
 
 // probeNamespace/probeName name no pod: Kubernetes names are DNS labels or
@@ -135,24 +202,30 @@ const (
 	listMethod = "/v1.PodResourcesLister/List"
 )
 
-// wrap names the socket in err and marks unreachable errors with ErrUnavailable.
+// wrap names the socket in err and marks it with ErrRateLimited, ErrBusy or
+// ErrUnavailable when no answer of kubelet's came back.
 func (c *Client) wrap(what string, err error) error {
 	if err == nil {
 		return nil
 	}
-	switch grpcunix.StatusOf(err).Code {
-	case grpcunix.Unavailable, grpcunix.DeadlineExceeded:
-		return fmt.Errorf("%s: %w at %s: %w", what, ErrUnavailable, c.socket, err)
+	var kind error
+	switch {
+	case refused(err) && grpcunix.StatusOf(err).Code == grpcunix.ResourceExhausted:
+		kind = ErrRateLimited
+	case refused(err) || grpcunix.StatusOf(err).Code == grpcunix.DeadlineExceeded:
+		kind = ErrBusy
+	case grpcunix.StatusOf(err).Code == grpcunix.Unavailable:
+		kind = ErrUnavailable
+	default:
+		return fmt.Errorf("%s via %s: %w", what, c.socket, err)
 	}
-	return fmt.Errorf("%s via %s: %w", what, c.socket, err)
+	return fmt.Errorf("%s: %w at %s: %w", what, kind, c.socket, err)
 }
 
 // getPod asks Get for the pod and falls back to List when kubelet does not
 // serve Get. It returns nil, nil when kubelet does not know the pod. Both
-// calls share one deadline, the client timeout.
+// calls share ctx's deadline.
 func (c *Client) getPod(ctx context.Context, namespace, name string) (*podResources, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
 	reply, err := grpcunix.Call(ctx, c.socket, getMethod, encodeGetRequest(namespace, name), maxRecvMsgSize)
 	switch {
 	case err == nil:

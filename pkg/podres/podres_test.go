@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 	prv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
+	"github.com/rdma-chain/rdma-chain/internal/testonly/fakekubelet"
 	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 )
 
@@ -40,6 +41,7 @@ type fakeKubelet struct {
 	get   getMode
 	hang  bool
 	lists atomic.Int32
+	gets  atomic.Int32
 }
 
 func (f *fakeKubelet) List(ctx context.Context, _ *prv1.ListPodResourcesRequest) (*prv1.ListPodResourcesResponse, error) {
@@ -54,6 +56,7 @@ func (f *fakeKubelet) List(ctx context.Context, _ *prv1.ListPodResourcesRequest)
 }
 
 func (f *fakeKubelet) Get(ctx context.Context, req *prv1.GetPodResourcesRequest) (*prv1.GetPodResourcesResponse, error) {
+	f.gets.Add(1)
 	if f.hang {
 		<-ctx.Done()
 		return nil, ctx.Err()
@@ -78,14 +81,14 @@ func (f *fakeKubelet) Get(ctx context.Context, req *prv1.GetPodResourcesRequest)
 }
 
 // serve starts f on a unix socket and returns the socket path.
-func serve(t *testing.T, f *fakeKubelet) string {
+func serve(t *testing.T, f *fakeKubelet, opts ...grpc.ServerOption) string {
 	t.Helper()
 	sock := filepath.Join(testenv.SocketDir(t), "kubelet.sock")
 	lis, err := net.Listen("unix", sock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := grpc.NewServer()
+	srv := grpc.NewServer(opts...)
 	prv1.RegisterPodResourcesListerServer(srv, f)
 	go srv.Serve(lis)
 	t.Cleanup(srv.Stop)
@@ -177,7 +180,8 @@ func TestAllocatedInvalidInput(t *testing.T) {
 	}
 }
 
-// TestUnavailable covers Allocated and Probe against unreachable kubelets.
+// TestUnavailable covers Allocated and Probe against sockets nothing
+// serves: ErrUnavailable at once, never ErrBusy.
 func TestUnavailable(t *testing.T) {
 	calls := map[string]func(*Client) error{
 		"allocated": func(c *Client) error {
@@ -195,24 +199,97 @@ func TestUnavailable(t *testing.T) {
 			}
 			return p
 		},
-		"hanging server": func(t *testing.T) string { return serve(t, &fakeKubelet{pods: testPods(), hang: true}) },
 	}
 	for sname, mkSock := range socks {
 		for cname, call := range calls {
 			t.Run(sname+"/"+cname, func(t *testing.T) {
 				sock := mkSock(t)
-				done := make(chan error, 1)
-				go func() { done <- call(New(sock, 200*time.Millisecond)) }()
-				select {
-				case err := <-done:
-					if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), sock) {
-						t.Fatalf("err = %v, want ErrUnavailable naming %s", err, sock)
-					}
-				case <-time.After(10 * time.Second):
-					t.Fatal("call did not return within 10s despite a 200ms timeout")
+				err := call(New(sock, 200*time.Millisecond))
+				if !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrBusy) || !strings.Contains(err.Error(), sock) {
+					t.Fatalf("err = %v, want ErrUnavailable (not ErrBusy) naming %s", err, sock)
 				}
 			})
 		}
+	}
+}
+
+// A kubelet that accepts the call and never answers is busy, not gone:
+// Probe asks once within its timeout; Lookup asks again, each time waiting
+// longer, until its context ends.
+func TestHangingKubelet(t *testing.T) {
+	f := &fakeKubelet{pods: testPods(), hang: true}
+	sock := serve(t, f)
+	c := New(sock, 100*time.Millisecond)
+	if err := c.Probe(context.Background()); !errors.Is(err, ErrBusy) || errors.Is(err, ErrUnavailable) || errors.Is(err, ErrRateLimited) {
+		t.Fatalf("Probe = %v, want ErrBusy only", err)
+	}
+	if n := f.gets.Load(); n != 1 {
+		t.Errorf("Probe asked Get %d times, want 1", n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	_, err := c.Lookup(ctx, "default", "web", Query{ResourceNames: resources})
+	if !errors.Is(err, ErrBusy) || errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), sock) {
+		t.Fatalf("Lookup = %v, want ErrBusy naming %s", err, sock)
+	}
+	if n := f.gets.Load() - 1; n < 2 {
+		t.Errorf("Lookup asked Get %d times, want it to ask again after a timed-out attempt", n)
+	}
+}
+
+// refuseFirst answers ResourceExhausted, as kubelet's rate limit does, to
+// the first n calls, then serves; it counts the calls.
+func refuseFirst(n int32, calls *atomic.Int32) grpc.ServerOption {
+	return grpc.UnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		if calls.Add(1) <= n {
+			return nil, status.Error(codes.ResourceExhausted, "rejected by rate limit")
+		}
+		return h(ctx, req)
+	})
+}
+
+// Lookup asks again what kubelet's rate limit refused, until the budget
+// ends; Probe asks once.
+func TestRateLimited(t *testing.T) {
+	webWant := []Allocation{{ResourceName: "rdma/hca", DeviceIDs: []string{"mlx5_1", "mlx5_0"}}}
+	tests := []struct {
+		name      string
+		refuse    int32
+		probe     bool
+		wantCalls int32
+		wantErr   bool
+	}{
+		{name: "lookup served after refusals", refuse: 5, wantCalls: 6},
+		{name: "lookup refused past the budget", refuse: 1 << 30, wantErr: true},
+		{name: "probe refused once", refuse: 1, probe: true, wantCalls: 1, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var calls atomic.Int32
+			sock := serve(t, &fakeKubelet{pods: testPods()}, refuseFirst(tt.refuse, &calls))
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			var err error
+			if tt.probe {
+				err = New(sock, 0).Probe(ctx)
+			} else {
+				var got *Pod
+				got, err = New(sock, 0).Lookup(ctx, "default", "web", Query{ResourceNames: []string{"rdma/hca"}})
+				if err == nil && !reflect.DeepEqual(got.Devices, webWant) {
+					t.Errorf("devices %+v, want %+v", got.Devices, webWant)
+				}
+			}
+			if tt.wantErr {
+				if !errors.Is(err, ErrRateLimited) || !errors.Is(err, ErrBusy) || errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "rate limit") {
+					t.Fatalf("err = %v, want ErrRateLimited naming the rate limit", err)
+				}
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if n := calls.Load(); tt.wantCalls != 0 && n != tt.wantCalls {
+				t.Errorf("%d calls, want %d", n, tt.wantCalls)
+			}
+		})
 	}
 }
 
@@ -252,5 +329,68 @@ func TestProbe(t *testing.T) {
 func TestNewDefaultTimeout(t *testing.T) {
 	if c := New(DefaultSocket, 0); c.timeout != DefaultTimeout {
 		t.Errorf("timeout = %v, want %v", c.timeout, DefaultTimeout)
+	}
+}
+
+// Serving connects without a call: kubelet's rate limit sees nothing.
+// Nothing listening, or a close before any byte, is ErrUnavailable; a
+// listener that accepts and says nothing is ErrBusy.
+func TestServing(t *testing.T) {
+	lim := fakekubelet.NewLimiter()
+	rawListener := func(t *testing.T, closeAtOnce bool) string {
+		sock := filepath.Join(testenv.SocketDir(t), "raw.sock")
+		lis, err := net.Listen("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = lis.Close() })
+		go func() {
+			for {
+				conn, err := lis.Accept()
+				if err != nil {
+					return
+				}
+				if closeAtOnce {
+					_ = conn.Close()
+					continue
+				}
+				t.Cleanup(func() { _ = conn.Close() })
+			}
+		}()
+		return sock
+	}
+	tests := []struct {
+		name string
+		sock func(t *testing.T) string
+		want error // nil, ErrUnavailable or ErrBusy
+	}{
+		{"grpc-go serving kubelet's service", func(t *testing.T) string {
+			return serve(t, &fakeKubelet{pods: testPods()}, lim.ServerOption())
+		}, nil},
+		{"missing socket", func(t *testing.T) string { return filepath.Join(testenv.SocketDir(t), "missing.sock") }, ErrUnavailable},
+		{"not a socket", func(t *testing.T) string {
+			p := filepath.Join(testenv.SocketDir(t), "file.sock")
+			if err := os.WriteFile(p, nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			return p
+		}, ErrUnavailable},
+		{"closed at once", func(t *testing.T) string { return rawListener(t, true) }, ErrUnavailable},
+		{"silent listener", func(t *testing.T) string { return rawListener(t, false) }, ErrBusy},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sock := tt.sock(t)
+			err := New(sock, 200*time.Millisecond).Serving(context.Background())
+			switch {
+			case tt.want == nil && err != nil:
+				t.Fatal(err)
+			case tt.want != nil && (!errors.Is(err, tt.want) || errors.Is(err, ErrUnavailable) == errors.Is(err, ErrBusy) || !strings.Contains(err.Error(), sock)):
+				t.Fatalf("err = %v, want %v naming %s", err, tt.want, sock)
+			}
+		})
+	}
+	if n := lim.Served.Load() + lim.Refused.Load(); n != 0 {
+		t.Errorf("kubelet's rate limit saw %d calls, want none", n)
 	}
 }

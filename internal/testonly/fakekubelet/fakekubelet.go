@@ -42,6 +42,8 @@ type Options struct {
 	// GetDisabled answers Get as kubelet does with the KubeletPodResourcesGet
 	// feature gate off, so clients fall back to List.
 	GetDisabled bool
+	// Limiter, when set, limits the calls as kubelet does.
+	Limiter *Limiter
 }
 
 // Server is a running fake kubelet.
@@ -66,7 +68,11 @@ func StartWith(socket string, pods []Pod, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listen on kubelet socket %s: %w", socket, err)
 	}
-	s := &Server{opts: opts, grpc: grpc.NewServer()}
+	var srvOpts []grpc.ServerOption
+	if opts.Limiter != nil {
+		srvOpts = append(srvOpts, opts.Limiter.ServerOption())
+	}
+	s := &Server{opts: opts, grpc: grpc.NewServer(srvOpts...)}
 	for _, p := range pods {
 		s.pods = append(s.pods, p.resources())
 	}

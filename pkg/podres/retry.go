@@ -1,0 +1,91 @@
+package podres
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"syscall"
+	"time"
+
+	"github.com/rdma-chain/rdma-chain/internal/grpcunix"
+)
+
+// The wait before an attempt kubelet refused is drawn at random below a
+// window that starts at backoffBase and doubles with each refusal up to
+// backoffCap ("full jitter"): the plugins of pods started together then
+// spread their calls over kubelet's rate (100 a second) instead of coming
+// back together into the same refusals.
+const (
+	backoffBase = 10 * time.Millisecond
+	backoffCap  = time.Second
+)
+
+// retry calls get, one attempt at a time, until kubelet answers, an
+// attempt fails in a way another attempt would not change, or ctx ends;
+// it returns the last attempt's result and the number of attempts. An
+// attempt is bounded by the client's timeout, doubled after each attempt
+// that timed out (kubelet is there but slow), and is retried at once; an
+// attempt kubelet refused (its rate limit, a full listen backlog) is
+// retried after a backoff. When ctx's deadline comes before the backoff
+// ends, retry gives up at once with the refusal.
+func (c *Client) retry(ctx context.Context, get func(context.Context) (*podResources, error)) (*podResources, int, error) {
+	timeout, refusals := c.timeout, 0
+	for attempt := 1; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, timeout)
+		pod, err := get(actx)
+		cancel()
+		if err == nil || ctx.Err() != nil {
+			return pod, attempt, err
+		}
+		var wait time.Duration
+		switch {
+		case refused(err):
+			refusals++
+			wait = backoff(refusals)
+		case grpcunix.StatusOf(err).Code == grpcunix.DeadlineExceeded:
+			timeout *= 2
+		default:
+			return nil, attempt, err
+		}
+		if !sleep(ctx, wait) {
+			return nil, attempt, err
+		}
+	}
+}
+
+// refused reports whether kubelet turned the call away without serving
+// it, so that the same call later may be served: ResourceExhausted sent by
+// the server (kubelet's rate limit; the client's own ResourceExhausted, a
+// reply over its limit, would come again), or a connect that found the
+// socket's listen backlog full (EAGAIN: a listener that does not accept
+// fast enough, not a missing one).
+func refused(err error) bool {
+	st := grpcunix.StatusOf(err)
+	return (st.Code == grpcunix.ResourceExhausted && st.Server) || errors.Is(err, syscall.EAGAIN)
+}
+
+// backoff returns the wait before the attempt that follows the n-th
+// refusal (n >= 1).
+func backoff(n int) time.Duration {
+	window := backoffCap
+	if n <= 20 {
+		window = min(backoffCap, backoffBase<<(n-1))
+	}
+	return rand.N(window) + 1
+}
+
+// sleep waits d unless ctx ends first or its deadline comes before d has
+// passed; it reports whether the wait ran to its end.
+func sleep(ctx context.Context, d time.Duration) bool {
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= d {
+		return false
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
