@@ -212,13 +212,18 @@ func (p *Plugin) addressLinks(c *call, rec *state.Record, podNS ns.NetNS) (map[s
 
 // finishAttach is ADD's last phase, under the node lock: the device-info
 // file, the SMC-R entries (reference-counted across records) and the final
-// record.
+// record. An attachment released while ADD ran without the lock (the
+// reconcile daemon's DEL or the runtime's) is not written back: ADD fails,
+// and its rollback gives back what it made after the release.
 func (p *Plugin) finishAttach(c *call, rec *draft, devs []rdma.Device, podNS ns.NetNS) error {
 	unlock, err := c.lock()
 	if err != nil {
 		return err
 	}
 	defer unlock()
+	if err := stillRecorded(c, rec); err != nil {
+		return err
+	}
 	if err := p.publishDeviceInfo(c, rec, devs); err != nil {
 		return err
 	}
@@ -226,6 +231,28 @@ func (p *Plugin) finishAttach(c *call, rec *draft, devs []rdma.Device, podNS ns.
 		return err
 	}
 	return p.save(c, rec)
+}
+
+// stillRecorded fails when the record this ADD last wrote is no longer on
+// disk as its own (the same creation time).
+func stillRecorded(c *call, rec *draft) error {
+	if !rec.written {
+		return nil // nothing on disk yet: nothing a DEL could release
+	}
+	cur, err := c.store.Get(c.key())
+	switch {
+	case errors.Is(err, state.ErrNotFound):
+		return cniErrorf(CodeState, "attachment %s/%s was released while ADD ran (by a DEL or the reconcile daemon): nothing is attached", c.args.ContainerID, c.args.IfName)
+	case err != nil:
+		return cniError(CodeState, "cannot read attachment state", err)
+	case !cur.CreatedAt.Equal(rec.CreatedAt):
+		// Another ADD of the same container and interface recorded it
+		// since: what this one made (children, leases) goes by the same
+		// names and is that record's to release, so nothing is undone here.
+		rec.written = false
+		return cniErrorf(CodeState, "attachment %s/%s was released while ADD ran and recorded again by another call", c.args.ContainerID, c.args.IfName)
+	}
+	return nil
 }
 
 // rollback undoes a failed ADD the way DEL undoes any attachment: release
