@@ -23,7 +23,7 @@ func TestChecksFail(t *testing.T) {
 		want  string // in a problem; "": none
 	}{
 		{"path missing", paths, "an opt-in component (`deploy/components/dra`,\n[dra.md](dra.md))", "names deploy/components/dra"},
-		{"path", paths, "an opt-in component (`deploy/dra`, `pkg/smc.Detect`, `integration/node/guest/etc/node/install-set-MODE.json`)", ""},
+		{"path", paths, "an opt-in component (`deploy/dra`, deploy/dra's `pkg/smc.Detect`, `integration/node/guest/etc/node/install-set-MODE.json`)", ""},
 		{"path in code", paths, "```sh\nkubectl apply -k deploy/overlays/nowhere\n```", "names deploy/overlays/nowhere"},
 		{"link missing", paths, "see [the guide](nothere.md#top)", "links to nothere.md#top"},
 		{"link", paths, "see [the guide](install.md#uninstall), [Go](https://go.dev)", ""},

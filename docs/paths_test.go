@@ -27,6 +27,11 @@ func TestRepoPaths(t *testing.T) {
 			t.Error(msg)
 		}
 	}
+	comments, n := deployCommentProblems(t, tops)
+	checked += n
+	for _, msg := range comments {
+		t.Error(msg)
+	}
 	t.Logf("%d repository paths and links checked", checked)
 	if checked < 100 {
 		t.Errorf("only %d paths found: the pages' parsing is broken", checked)
@@ -68,6 +73,7 @@ func pathProblems(p page, tops []string) ([]string, int) {
 // prose: `[../deploy/dra]`, `deploy/dra,`, `"pkg/state"`.
 func trimWord(w string) string {
 	w = strings.TrimLeft(w, `([{"'`)
+	w = strings.TrimSuffix(strings.TrimRight(w, `)]},;:."`), "'s")
 	return strings.TrimRight(w, `)]},;:."'`)
 }
 
@@ -122,4 +128,34 @@ func repoPathExists(path string) bool {
 		}
 	}
 	return false
+}
+
+// deployCommentProblems checks the paths the whole-line comments of
+// deploy/'s YAML files name, as pathProblems does a page's.
+func deployCommentProblems(t *testing.T, tops []string) ([]string, int) {
+	t.Helper()
+	var out []string
+	n := 0
+	err := filepath.WalkDir("../deploy", func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".yaml") {
+			return err
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		p := page{name: strings.TrimPrefix(path, "../")}
+		for _, line := range strings.Split(string(data), "\n") {
+			if comment, ok := strings.CutPrefix(strings.TrimSpace(line), "#"); ok { // whole-line comments: prose
+				p.code = append(p.code, comment)
+			}
+		}
+		problems, m := pathProblems(p, tops)
+		out, n = append(out, problems...), n+m
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out, n
 }
