@@ -14,6 +14,17 @@ const (
 	metricsPort = 9742
 )
 
+// runtime is the container runtime whose CRI socket reconcile asks.
+type runtime struct {
+	socket string // CRI_SOCKET, which --cri-socket names
+	dir    string // the socket's directory, mounted at its host path
+}
+
+var (
+	containerd = runtime{"/run/containerd/containerd.sock", "/run/containerd"}
+	crio       = runtime{"/run/crio/crio.sock", "/run/crio"}
+)
+
 // overlay is what one platform's overlay must give every node.
 type overlay struct {
 	dir       string
@@ -62,8 +73,15 @@ func TestBase(t *testing.T) {
 	}
 }
 
-// checkPod checks the pod template against o.
+// checkPod checks the pod template against o, with containerd as the
+// runtime.
 func checkPod(t *testing.T, s corev1.PodSpec, o overlay) {
+	t.Helper()
+	checkPodOn(t, s, o, containerd)
+}
+
+// checkPodOn checks the pod template against o, with rt as the runtime.
+func checkPodOn(t *testing.T, s corev1.PodSpec, o overlay, rt runtime) {
 	t.Helper()
 	if !s.HostNetwork || s.HostPID || s.AutomountServiceAccountToken == nil || *s.AutomountServiceAccountToken || s.ServiceAccountName != "" ||
 		s.PriorityClassName != "system-node-critical" {
@@ -81,7 +99,7 @@ func checkPod(t *testing.T, s corev1.PodSpec, o overlay) {
 	}
 	wantReconcile := map[string]string{
 		"--cni-conf-dir": "/etc/cni/net.d", "--conflist": "auto", "--ensure-entry": "true", "--set": o.set,
-		"--cri-socket": "/run/containerd/containerd.sock", "--cni-bin-dir": "/opt/cni/bin", "--ipam-dirs-under": "/var/lib/cni", "--interval": "5m",
+		"--cri-socket": "$(CRI_SOCKET)", "--cni-bin-dir": "/opt/cni/bin", "--ipam-dirs-under": "/var/lib/cni", "--interval": "5m",
 		"--metrics-bind-address": "$(METRICS_BIND_ADDRESS)", "--node-addresses": "$(HOST_IPS)",
 	}
 	if o.after != "" {
@@ -91,20 +109,23 @@ func checkPod(t *testing.T, s corev1.PodSpec, o overlay) {
 	checkArgs(t, reconcile, "reconcile", wantReconcile)
 	checkHostIPs(t, install)
 	checkHostIPs(t, reconcile)
+	if got := envValue(reconcile, "CRI_SOCKET"); got != rt.socket {
+		t.Errorf("reconcile: CRI_SOCKET %q, want %q", got, rt.socket)
+	}
 	checkContainer(t, install, nil, map[string]string{"cni-bin": "/host/opt/cni/bin rw", "cni-conf": "/host/etc/cni/net.d rw"})
 	checkContainer(t, reconcile, []corev1.Capability{"NET_ADMIN", "SYS_ADMIN"}, map[string]string{
 		"cni-bin": "/opt/cni/bin ro", "cni-conf": "/etc/cni/net.d rw", "cni-state": "/var/lib/cni rw",
-		"netns": "/var/run/netns ro HostToContainer", "cri-socket-dir": "/run/containerd ro",
-		"pod-resources": "/var/lib/kubelet/pod-resources ro", "bpffs": "/sys/fs/bpf rw HostToContainer",
-		"device-info": "/run/k8s.cni.cncf.io rw",
+		"netns": "/var/run/netns ro HostToContainer", "cri-socket-dir": rt.dir + " ro",
+		"bpffs": "/sys/fs/bpf rw HostToContainer", "device-info": "/run/k8s.cni.cncf.io rw",
 	})
-	checkVolumes(t, s.Volumes)
+	checkVolumes(t, s.Volumes, rt)
 	checkProbe(t, reconcile, "127.0.0.1")
 }
 
 // checkArgs: the container runs the image's rdma-chain-ops with exactly
-// the flags of want, and every path it is given lies under one of its
-// mounts, at the path the host uses.
+// the flags of want, and every path it is given, directly or through a
+// $(VAR) of its env, lies under one of its mounts, at the path the host
+// uses.
 func checkArgs(t *testing.T, c corev1.Container, sub string, want map[string]string) {
 	t.Helper()
 	if !slices.Equal(c.Command, []string{"/rdma-chain-ops", sub}) || c.Image != image || c.ImagePullPolicy != corev1.PullIfNotPresent {
@@ -115,6 +136,9 @@ func checkArgs(t *testing.T, c corev1.Container, sub string, want map[string]str
 		t.Errorf("%s: flags\n%v, want\n%v", c.Name, got, want)
 	}
 	for flag, v := range got {
+		if name, ok := strings.CutPrefix(v, "$("); ok && strings.HasSuffix(name, ")") {
+			v = envValue(c, strings.TrimSuffix(name, ")"))
+		}
 		if !strings.HasPrefix(v, "/") || flag == "--binaries-from" { // the image's root
 			continue
 		}
@@ -124,6 +148,17 @@ func checkArgs(t *testing.T, c corev1.Container, sub string, want map[string]str
 			t.Errorf("%s: %s %s is not under a mount", c.Name, flag, v)
 		}
 	}
+}
+
+// envValue is the literal value of c's env variable name ("" when it has
+// none, or only a valueFrom).
+func envValue(c corev1.Container, name string) string {
+	for _, e := range c.Env {
+		if e.Name == name {
+			return e.Value
+		}
+	}
+	return ""
 }
 
 // checkHostIPs: $(HOST_IPS), which --node-addresses names, is the downward
@@ -174,15 +209,16 @@ func checkContainer(t *testing.T, c corev1.Container, add []corev1.Capability, m
 }
 
 // checkVolumes: the host paths, each at its host path. The CRI socket is
-// mounted by its directory: a restarted runtime's new socket is seen, and a
-// socket not there yet is not made a directory by the kubelet.
-func checkVolumes(t *testing.T, vols []corev1.Volume) {
+// mounted by its directory (rt's): a restarted runtime's new socket is
+// seen, and a socket not there yet is not made a directory by the kubelet.
+// No kubelet pod-resources socket: nothing in the pod asks kubelet.
+func checkVolumes(t *testing.T, vols []corev1.Volume, rt runtime) {
 	t.Helper()
 	want := map[string]string{
 		"cni-bin": "/opt/cni/bin DirectoryOrCreate", "cni-conf": "/etc/cni/net.d DirectoryOrCreate",
 		"cni-state": "/var/lib/cni DirectoryOrCreate", "netns": "/var/run/netns DirectoryOrCreate",
-		"cri-socket-dir": "/run/containerd Directory", "pod-resources": "/var/lib/kubelet/pod-resources DirectoryOrCreate",
-		"bpffs": "/sys/fs/bpf Directory", "device-info": "/run/k8s.cni.cncf.io DirectoryOrCreate",
+		"cri-socket-dir": rt.dir + " Directory", "bpffs": "/sys/fs/bpf Directory",
+		"device-info": "/run/k8s.cni.cncf.io DirectoryOrCreate",
 	}
 	got := map[string]string{}
 	for _, v := range vols {

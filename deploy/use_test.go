@@ -55,7 +55,7 @@ func TestMonitoring(t *testing.T) {
 			plain := render(t, mem, "/deploy/"+o.dir)
 			r := userKustomization(t, mem, "resources: [../deploy/"+o.dir+"]\ncomponents: [../deploy/monitoring]\n")
 			c := r.ds.Spec.Template.Spec.Containers[0]
-			if len(c.Env) != 3 || c.Env[0].Name != "NODE_IP" || c.Env[0].ValueFrom == nil || c.Env[0].ValueFrom.FieldRef == nil ||
+			if len(c.Env) != 4 || c.Env[0].Name != "NODE_IP" || c.Env[0].ValueFrom == nil || c.Env[0].ValueFrom.FieldRef == nil ||
 				c.Env[0].ValueFrom.FieldRef.FieldPath != "status.hostIP" {
 				t.Fatalf("env %+v", c.Env)
 			}
