@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
@@ -146,6 +147,8 @@ type world struct {
 	hooked     map[uint64]bool            // netns inodes listed in the SMC socket hook
 	gids       map[string][2]int          // RDMA device -> free rows and size of port 1's GID table
 	bootIDPath string                     // Env.BootIDPath ("": the kernel's)
+	stuck      map[string]bool            // RDMA devices a live netns without a path keeps
+	returnWait time.Duration              // how long ReturnToHost waits for a stuck device
 	stdout     syncBuffer
 	stderr     syncBuffer
 }
@@ -213,7 +216,17 @@ func (w *world) FreeGIDs(dev string, port, want int) (free, size int, err error)
 }
 func (w *world) MoveToNetns(dev string, _ int) error { return w.record("MoveToNetns %s", dev) }
 func (w *world) ReturnToHost(dev, nsPath string) error {
-	return w.record("ReturnToHost %s %s", dev, nsPath)
+	if err := w.record("ReturnToHost %s %s", dev, nsPath); err != nil {
+		return err
+	}
+	w.mu.Lock()
+	stuck, wait := w.stuck[dev], w.returnWait
+	w.mu.Unlock()
+	if stuck {
+		time.Sleep(wait) // as rdma.System.ReturnToHost polls for it
+		return fmt.Errorf("RDMA device %s not back on the host within %v", dev, wait)
+	}
+	return nil
 }
 
 func (w *world) InNetns(dev, nsPath string) (bool, error) {

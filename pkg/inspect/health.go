@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
@@ -25,7 +26,11 @@ func (in *inspector) attachment(dir string, rec *state.Record) Attachment {
 	if rec.SMC != nil {
 		a.SMCR = fmt.Sprintf("pnetid %s: %s port %d, pod %s", rec.SMC.PnetID, rec.SMC.Device, rec.SMC.IBPort, rec.SMC.PodIfName)
 	}
-	a.Problems = in.checkRecord(rec)
+	if !rec.StrandedAt.IsZero() {
+		a.Problems = append(a.Problems, "stranded since "+rec.StrandedAt.UTC().Format(time.RFC3339)+
+			": its netns path is gone while the kernel keeps its RDMA device (a process holds the netns); the device stays held")
+	}
+	a.Problems = append(a.Problems, in.checkRecord(rec)...)
 	a.Healthy = len(a.Problems) == 0
 	return a
 }

@@ -171,6 +171,11 @@ type Record struct {
 	// (kubelet's pod-resources at ADD), each with the RDMA device it named.
 	Claims    []Claim   `json:"claims,omitempty"`
 	CreatedAt time.Time `json:"createdAt"`
+	// StrandedAt is when an ADD first found the attachment's pod netns
+	// gone while the kernel had not given its moved RDMA device back (a
+	// process still holds the netns): ADDs leave it held from then on,
+	// and the reconcile daemon gives it back once the kernel does.
+	StrandedAt time.Time `json:"strandedAt,omitzero"`
 }
 
 // Claim is one device of a pod's DRA ResourceClaim and the node's RDMA
