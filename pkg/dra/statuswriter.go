@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net/http"
 	"os"
 	"reflect"
 	"time"
@@ -52,6 +53,7 @@ type StatusWriter struct {
 	dirty      bool                        // the last pass left something unwritten
 	passes     int                         // since the last full pass
 	written    map[claimRef][]deviceStatus // what the API holds of this driver's entries
+	refused    map[claimRef][]deviceStatus // entries the API refused for good: not written again as they are
 	since      map[string]metav1.Time      // when each entry's Ready condition took its status
 	outcomeErr string                      // the outcome log's last read error, said once
 }
@@ -104,9 +106,10 @@ func (w *StatusWriter) Sync(ctx context.Context) error {
 		}
 		withFailures(want, failures)
 	}
+	w.dropRefused(want)
 	var errs []error
 	for ref, devs := range want {
-		if !reflect.DeepEqual(w.written[ref], devs) {
+		if _, refused := w.refused[ref]; !refused && !reflect.DeepEqual(w.written[ref], devs) {
 			errs = append(errs, w.apply(ctx, ref, devs))
 		}
 	}
@@ -118,6 +121,19 @@ func (w *StatusWriter) Sync(ctx context.Context) error {
 	err = errors.Join(errs...)
 	w.dirty = err != nil
 	return err
+}
+
+// dropRefused forgets the refusals of claims whose entries are no longer
+// those the API refused: the new entries are written.
+func (w *StatusWriter) dropRefused(want map[claimRef][]deviceStatus) {
+	for ref, devs := range w.refused {
+		if !reflect.DeepEqual(want[ref], devs) {
+			delete(w.refused, ref)
+			if _, ok := w.written[ref]; !ok {
+				w.forget(ref)
+			}
+		}
+	}
 }
 
 // failedADDs reads the outcome log for the pods whose last ADD failed; an
@@ -149,6 +165,7 @@ func (w *StatusWriter) seed(ctx context.Context) error {
 		return fmt.Errorf("list ResourceClaims: %w", err)
 	}
 	w.written, w.since = map[claimRef][]deviceStatus{}, map[string]metav1.Time{}
+	w.refused = map[claimRef][]deviceStatus{}
 	for _, c := range list.Items {
 		for _, d := range c.Status.Devices {
 			if d.Driver == DriverName && d.Pool == w.Pool {
@@ -162,8 +179,12 @@ func (w *StatusWriter) seed(ctx context.Context) error {
 
 // apply writes devs as this driver's entries of claim ref, by server-side
 // apply: entries of the field manager that devs lacks are removed, those of
-// other drivers are untouched. A claim that is gone needs nothing.
+// other drivers are untouched. A refusal that is final (finalRefusal) is
+// said once and kept: the same entries are not written again, and a
+// refused clearing has nothing left to clear. Other errors are returned,
+// and the write is tried again.
 func (w *StatusWriter) apply(ctx context.Context, ref claimRef, devs []deviceStatus) error {
+	log := w.Log.With("claim", ref)
 	st := resourceac.ResourceClaimStatus()
 	for _, d := range devs {
 		st.WithDevices(w.entry(ref, d))
@@ -172,26 +193,57 @@ func (w *StatusWriter) apply(ctx context.Context, ref claimRef, devs []deviceSta
 	_, err := w.Client.ResourceV1().ResourceClaims(ref.Namespace).ApplyStatus(ctx, claim,
 		metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
 	switch {
-	case apierrors.IsNotFound(err):
-		w.Log.Debug("claim gone: no status to write", "claim", ref)
-	case apierrors.IsInvalid(err):
-		// The claim no longer allocates the recorded device (allocated
-		// anew under the same name): not retried until the records change.
-		w.Log.Warn("claim refuses the status of its recorded device", "claim", ref, "error", err)
-	case err != nil:
+	case err != nil && !finalRefusal(err):
 		return fmt.Errorf("claim %s: write status.devices: %w", ref, err)
+	case apierrors.IsNotFound(err):
+		log.Debug("claim gone: no status to write")
+	case err != nil:
+		// The claim is no longer this node's, or no longer allocates the
+		// recorded device (deallocated, allocated anew under the same name).
+		log.Warn("the API server refuses the claim's status: not written again until the entries change",
+			"reason", apierrors.ReasonForError(err), "code", statusCode(err), "clearing", len(devs) == 0, "error", err)
 	case len(devs) == 0:
-		w.Log.Info("cleared claim status", "claim", ref)
+		log.Info("cleared claim status")
 	default:
-		w.Log.Info("wrote claim status", "claim", ref, "devices", len(devs), "interface", devs[0].IfName, "ready", devs[0].Ready)
+		log.Info("wrote claim status", "devices", len(devs), "interface", devs[0].IfName, "ready", devs[0].Ready)
 	}
-	if len(devs) == 0 {
+	switch {
+	case len(devs) == 0:
 		delete(w.written, ref)
 		w.forget(ref)
-	} else {
+	case err != nil:
+		w.refused[ref] = devs
+	default:
 		w.written[ref] = devs
 	}
 	return nil
+}
+
+// finalRefusal reports whether err, the API server's answer to a status
+// write, is final for the entries written: a request error (4xx) about the
+// claim (forbidden once the claim is allocated to another node, not found,
+// a conflict with a claim deleted or allocated anew, invalid entries)
+// stays the same however often the same write is sent. Errors of the
+// server or of the way to it (5xx, timeouts, throttling, no answer at all)
+// and a refused credential, which is renewed, are transient.
+func finalRefusal(err error) bool {
+	code := statusCode(err)
+	switch {
+	case code == 0: // no status: the request did not get an answer
+		return false
+	case code == http.StatusUnauthorized, code == http.StatusRequestTimeout, code == http.StatusTooManyRequests:
+		return false
+	}
+	return code >= 400 && code < 500
+}
+
+// statusCode is the HTTP status of an API error; 0 when err is none.
+func statusCode(err error) int32 {
+	var s apierrors.APIStatus
+	if !errors.As(err, &s) {
+		return 0
+	}
+	return s.Status().Code
 }
 
 // entry is the apply configuration of one status.devices entry; its Ready
