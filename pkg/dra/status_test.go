@@ -65,12 +65,13 @@ type statusEnv struct {
 	client *fake.Clientset
 	recs   []*state.Record
 	recErr error
+	clock  time.Time // the writer's Now
 	w      *StatusWriter
 }
 
 func newStatusEnv(t *testing.T, claims ...*resourceapi.ResourceClaim) *statusEnv {
 	t.Helper()
-	e := &statusEnv{client: fake.NewClientset()}
+	e := &statusEnv{client: fake.NewClientset(), clock: t0}
 	for _, c := range claims {
 		if _, err := e.client.ResourceV1().ResourceClaims(c.Namespace).Create(context.Background(), c, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -83,7 +84,7 @@ func newStatusEnv(t *testing.T, claims ...*resourceapi.ResourceClaim) *statusEnv
 // writer is a fresh writer on e's client and records, as after a restart.
 func (e *statusEnv) writer() *StatusWriter {
 	return &StatusWriter{Client: e.client, Pool: testPool, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Records: func() ([]*state.Record, error) { return e.recs, e.recErr }, Now: func() time.Time { return t0 }}
+		Records: func() ([]*state.Record, error) { return e.recs, e.recErr }, Now: func() time.Time { return e.clock }}
 }
 
 func (e *statusEnv) sync(t *testing.T) {
@@ -227,7 +228,8 @@ func TestStatusRetriedAfterAPIError(t *testing.T) {
 	if err := e.w.Sync(context.Background()); err == nil {
 		t.Fatal("an API error synced")
 	}
-	e.sync(t) // no change in the records: retried all the same
+	e.clock = e.clock.Add(time.Hour) // past the back-off
+	e.sync(t)                        // no change in the records: retried all the same
 	if got := e.entries(t, "team", "c1"); len(got) != 2 {
 		t.Fatalf("entries %v: not retried", got)
 	}
@@ -357,6 +359,7 @@ func TestStatusRefusedWrite(t *testing.T) {
 				if err := e.w.Sync(context.Background()); err != nil {
 					errs = append(errs, err)
 				}
+				e.clock = e.clock.Add(time.Hour) // past the back-off
 			}
 			want := 1
 			if !tc.final {

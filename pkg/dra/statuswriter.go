@@ -11,11 +11,15 @@ import (
 	"reflect"
 	"time"
 
+	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	metaac "k8s.io/client-go/applyconfigurations/meta/v1"
 	resourceac "k8s.io/client-go/applyconfigurations/resource/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/pager"
 
 	"github.com/rdma-chain/rdma-chain/pkg/outcome"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
@@ -56,7 +60,18 @@ type StatusWriter struct {
 	refused    map[claimRef][]deviceStatus // entries the API refused for good: not written again as they are
 	since      map[string]metav1.Time      // when each entry's Ready condition took its status
 	outcomeErr string                      // the outcome log's last read error, said once
+	backoff    *wait.Backoff               // since the last failed pass; nil after a pass that synced
+	retryAt    time.Time                   // no pass before, after a failed one
 }
+
+// retryBackoff spaces the passes after a failed one (the API server
+// unreachable or overloaded, the records unreadable): growing, capped,
+// and jittered, so that the drivers of many nodes do not retry together.
+var retryBackoff = wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.5, Steps: 16, Cap: 5 * time.Minute}
+
+// claimPageSize is how many claims one list request asks for: a list
+// reads the cluster's claims a page at a time, never all in one answer.
+const claimPageSize = 500
 
 // Run syncs every interval until ctx ends.
 func (w *StatusWriter) Run(ctx context.Context, interval time.Duration) {
@@ -64,7 +79,7 @@ func (w *StatusWriter) Run(ctx context.Context, interval time.Duration) {
 	defer t.Stop()
 	for {
 		if err := w.Sync(ctx); err != nil {
-			w.Log.Warn("claim status not synced: retried next pass", "error", err)
+			w.Log.Warn("claim status not synced: retried after a back-off", "retry_at", w.retryAt, "error", err)
 		}
 		select {
 		case <-ctx.Done():
@@ -78,8 +93,27 @@ func (w *StatusWriter) Run(ctx context.Context, interval time.Duration) {
 // records: writes what changed, and clears the entries of claims no record
 // names any more. The first pass reads the entries the API holds (this
 // driver's, of its pool), so that a claim whose pod went while the driver
-// was down is cleared too.
+// was down is cleared too. After a failed pass, the passes until the
+// back-off's next step (retryBackoff) do nothing.
 func (w *StatusWriter) Sync(ctx context.Context) error {
+	if w.now().Before(w.retryAt) {
+		return nil
+	}
+	err := w.sync(ctx)
+	if err == nil {
+		w.backoff, w.retryAt = nil, time.Time{}
+		return nil
+	}
+	if w.backoff == nil {
+		b := retryBackoff
+		w.backoff = &b
+	}
+	w.retryAt = w.now().Add(w.backoff.Step())
+	return err
+}
+
+// sync is one pass of Sync.
+func (w *StatusWriter) sync(ctx context.Context) error {
 	changed := w.Changed == nil || w.Changed()
 	w.passes++
 	if w.seeded && !w.dirty && !changed && w.passes < resyncEvery {
@@ -158,23 +192,55 @@ func (w *StatusWriter) failedADDs(recs []*state.Record) map[podRef]outcome.Entry
 // every one.
 var seededStatus = []deviceStatus{{Pool: "(read at start)"}}
 
-// seed reads which claims hold an entry of this driver and pool.
+// seed reads which claims hold an entry of this driver and pool, a page
+// of the cluster's claims at a time: what is kept is this node's claims
+// only.
 func (w *StatusWriter) seed(ctx context.Context) error {
-	list, err := w.Client.ResourceV1().ResourceClaims(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return fmt.Errorf("list ResourceClaims: %w", err)
-	}
-	w.written, w.since = map[claimRef][]deviceStatus{}, map[string]metav1.Time{}
-	w.refused = map[claimRef][]deviceStatus{}
-	for _, c := range list.Items {
+	written := map[claimRef][]deviceStatus{}
+	err := w.eachClaim(ctx, metav1.NamespaceAll, func(c *resourceapi.ResourceClaim) {
 		for _, d := range c.Status.Devices {
 			if d.Driver == DriverName && d.Pool == w.Pool {
-				w.written[claimRef{Namespace: c.Namespace, Name: c.Name}] = seededStatus
+				written[claimRef{Namespace: c.Namespace, Name: c.Name}] = seededStatus
 			}
 		}
+	})
+	if err != nil {
+		return err
 	}
+	w.written, w.since = written, map[string]metav1.Time{}
+	w.refused = map[claimRef][]deviceStatus{}
 	w.seeded = true
 	return nil
+}
+
+// eachClaim calls fn with each ResourceClaim of namespace ns (all: every
+// namespace), listed claimPageSize at a time. A continuation the API
+// server no longer holds fails the list rather than reading every claim
+// in one answer; the pass is retried.
+func (w *StatusWriter) eachClaim(ctx context.Context, ns string, fn func(*resourceapi.ResourceClaim)) error {
+	p := pager.New(pager.SimplePageFunc(func(opts metav1.ListOptions) (runtime.Object, error) {
+		return w.Client.ResourceV1().ResourceClaims(ns).List(ctx, opts)
+	}))
+	p.PageSize, p.PageBufferSize, p.FullListIfExpired = claimPageSize, 0, false
+	err := p.EachListItem(ctx, metav1.ListOptions{Limit: claimPageSize}, func(obj runtime.Object) error {
+		c, ok := obj.(*resourceapi.ResourceClaim)
+		if !ok {
+			return fmt.Errorf("a list of ResourceClaims holds a %T", obj)
+		}
+		fn(c)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("list ResourceClaims %s: %w", orAll(ns), err)
+	}
+	return nil
+}
+
+func orAll(ns string) string {
+	if ns == metav1.NamespaceAll {
+		return "of every namespace"
+	}
+	return "of " + ns
 }
 
 // apply writes devs as this driver's entries of claim ref, by server-side
