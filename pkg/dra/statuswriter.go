@@ -294,10 +294,10 @@ func (w *StatusWriter) apply(ctx context.Context, ref claimRef, devs []deviceSta
 // and a refused credential, which is renewed, are transient.
 func finalRefusal(err error) bool {
 	code := statusCode(err)
-	switch {
-	case code == 0: // no status: the request did not get an answer
+	switch code {
+	case 0: // no status: the request did not get an answer
 		return false
-	case code == http.StatusUnauthorized, code == http.StatusRequestTimeout, code == http.StatusTooManyRequests:
+	case http.StatusUnauthorized, http.StatusRequestTimeout, http.StatusTooManyRequests:
 		return false
 	}
 	return code >= 400 && code < 500

@@ -51,11 +51,11 @@ func TestStatusSeedPaged(t *testing.T) {
 	seeded := map[string]bool{}
 	for i := range claims {
 		c := allocatedClaim("team", fmt.Sprintf("c%d", i), "mlx5-0")
-		switch {
-		case i%100 == 0: // an entry of this driver and pool
+		switch i % 100 {
+		case 0: // an entry of this driver and pool
 			c.Status.Devices = append(c.Status.Devices, resourceapi.AllocatedDeviceStatus{Driver: DriverName, Pool: testPool, Device: "mlx5-0"})
 			seeded[c.Name] = true
-		case i%100 == 1: // of this driver on another node
+		case 1: // of this driver on another node
 			c.Status.Devices = append(c.Status.Devices, resourceapi.AllocatedDeviceStatus{Driver: DriverName, Pool: "node2", Device: "mlx5-0"})
 		}
 		p.items = append(p.items, *c)
