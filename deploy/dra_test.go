@@ -117,9 +117,16 @@ func checkDRAPod(t *testing.T, ds appsv1.DaemonSet, node corev1.PodSpec) {
 		t.Errorf("env %+v", c.Env)
 	}
 	checkContainer(t, c, nil, map[string]string{
-		"plugins": "/var/lib/kubelet/plugins rw", "plugins-registry": "/var/lib/kubelet/plugins_registry rw",
+		"plugin": "/var/lib/kubelet/plugins/" + draDriver + " rw", "plugins-registry": "/var/lib/kubelet/plugins_registry rw",
 		"cdi": "/var/run/cdi rw", "cni-state": "/var/lib/cni ro", "cni-conf": "/etc/cni/net.d ro",
 	})
+	// Of kubelet's plugins directory, the driver's own only: the other
+	// drivers' and CSI plugins' sockets stay out of its reach.
+	for _, m := range c.VolumeMounts {
+		if p := strings.TrimSuffix(m.MountPath, "/"); p == "/var/lib/kubelet" || p == "/var/lib/kubelet/plugins" {
+			t.Errorf("mount %s at %s: all of kubelet's plugins, want plugins/%s only", m.Name, m.MountPath, draDriver)
+		}
+	}
 	hostPaths := map[string]string{}
 	for _, v := range s.Volumes {
 		if v.HostPath == nil {

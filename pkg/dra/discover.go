@@ -2,7 +2,9 @@ package dra
 
 import (
 	"fmt"
+	"log/slog"
 	"net/netip"
+	"time"
 
 	"k8s.io/dynamic-resource-allocation/deviceattribute"
 
@@ -33,7 +35,15 @@ type Discoverer struct {
 	// node's own traffic to what they carry (netdev.NodeUplinks); nil
 	// publishes them.
 	Uplinks func(nodeAddrs []netip.Addr) (map[string]string, error)
-	last    map[string]NIC
+	// OfferGrace is how long the last offer with an rdma-chain entry
+	// stands in for reads without any (Discoverer.offer); 0 keeps none.
+	OfferGrace time.Duration
+	Now        func() time.Time // nil: time.Now
+	Log        *slog.Logger     // nil: not logged
+
+	last        map[string]NIC
+	lastOffer   Offer      // the last offer read with an entry
+	offerLostAt *time.Time // when the entries went, while they are gone
 }
 
 func (d *Discoverer) sysRoot() string {
@@ -60,10 +70,7 @@ func (d *Discoverer) Discover() (*Node, error) {
 		n := d.facts(dev)
 		seen[n.Name] = n
 	}
-	offer := Offer{All: true}
-	if d.Offer != nil {
-		offer = d.Offer()
-	}
+	offer := d.offer()
 	if mode == rdma.ModeExclusive {
 		d.addHeld(seen)
 		if d.Uplinks != nil {

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/rdma-chain/rdma-chain/pkg/outcome"
@@ -76,17 +75,12 @@ func parsePod(s string) (podRef, bool) {
 // (by name, and by UID when the runtime gave the plugin one, so that a
 // new pod of the same name is not shown its predecessor's failure):
 // Ready False, reason AttachFailed, with the plugin's error. The claims
-// are listed from the API server's cache per namespace, those of the
+// are listed per namespace, a page at a time, those of the
 // newest failures first, at most maxFailedNamespaces.
 func (w *StatusWriter) failureStatuses(ctx context.Context, failed map[podRef]outcome.Entry) (map[claimRef][]deviceStatus, error) {
 	out := map[claimRef][]deviceStatus{}
 	for _, ns := range newestNamespaces(failed) {
-		list, err := w.Client.ResourceV1().ResourceClaims(ns).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
-		if err != nil {
-			return nil, fmt.Errorf("list ResourceClaims of %s: %w", ns, err)
-		}
-		for i := range list.Items {
-			c := &list.Items[i]
+		err := w.eachClaim(ctx, ns, func(c *resourceapi.ResourceClaim) {
 			for _, r := range reservingPods(c) {
 				e, ok := failed[podRef{Namespace: ns, Name: r.Name}]
 				if !ok || (e.PodUID != "" && e.PodUID != string(r.UID)) {
@@ -95,6 +89,9 @@ func (w *StatusWriter) failureStatuses(ctx context.Context, failed map[podRef]ou
 				ref := claimRef{Namespace: ns, Name: c.Name}
 				out[ref] = append(out[ref], w.failedDevices(c, e)...)
 			}
+		})
+		if err != nil {
+			return nil, err
 		}
 	}
 	return out, nil

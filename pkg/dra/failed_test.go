@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -179,6 +180,7 @@ func TestStatusOfFailedADDListFails(t *testing.T) {
 	if err := e.w.Sync(context.Background()); err == nil {
 		t.Fatal("synced without the claims")
 	}
+	e.clock = e.clock.Add(time.Hour) // past the back-off
 	if c := readyOf(t, e.entries(t, "team", "c1")[DriverName+"/mlx5-0"]); c.Reason != ReasonAttachFailed {
 		t.Fatalf("after a failed list: %+v", c)
 	}

@@ -2,9 +2,11 @@ package dra
 
 import (
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/rdma-chain/rdma-chain/pkg/config"
 	"github.com/rdma-chain/rdma-chain/pkg/conflist"
@@ -24,6 +26,7 @@ type Offer struct {
 	// plugin never moves a netdev holding one, nor one carrying the node's
 	// default route, so such a device is not published then.
 	NodeAddrs []netip.Addr
+	Entries   int // the rdma-chain entries read: none, and nothing is offered
 }
 
 func (o Offer) offers(dev rdma.Device) bool {
@@ -47,6 +50,7 @@ func OfferOfConfDir(dir string) Offer {
 			continue // Discover parsed it: not reached
 		}
 		paths = append(paths, n.Path)
+		o.Entries++
 		o.All = o.All || len(conf.Devices) == 0
 		for _, d := range conf.Devices {
 			o.Names[d] = true
@@ -84,4 +88,52 @@ func withoutUnoffered(seen map[string]NIC, offer Offer, skipped map[string]strin
 			skipped[name] = "not in the devices list of " + offer.From
 		}
 	}
+}
+
+// offer reads the offer. One without any rdma-chain entry, within
+// OfferGrace of the last read that had one, is that last read's instead:
+// a conflist rewritten in place, or the node component putting its entry
+// back, would otherwise empty the slice, and the scheduler would allocate
+// nothing of the node meanwhile. Past the grace the loss is published.
+func (d *Discoverer) offer() Offer {
+	if d.Offer == nil {
+		return Offer{All: true}
+	}
+	o, now := d.Offer(), d.now()
+	if o.Entries > 0 || d.OfferGrace <= 0 {
+		if d.offerLostAt != nil && o.Entries > 0 {
+			d.log().Info("the rdma-chain entries are back", "offer", o.From)
+		}
+		d.lastOffer, d.offerLostAt = o, nil
+		return o
+	}
+	if d.lastOffer.Entries == 0 {
+		return o // never had one: nothing to keep
+	}
+	if d.offerLostAt == nil {
+		d.offerLostAt = &now
+		d.log().Warn("no rdma-chain entry in the conflists: the last offer stays published for the grace period",
+			"why", o.From, "kept", d.lastOffer.From, "grace", d.OfferGrace)
+	}
+	if now.Sub(*d.offerLostAt) < d.OfferGrace {
+		return d.lastOffer
+	}
+	d.log().Warn("no rdma-chain entry in the conflists past the grace period: their devices are no longer published",
+		"why", o.From, "since", d.offerLostAt.UTC())
+	d.lastOffer = Offer{}
+	return o
+}
+
+func (d *Discoverer) now() time.Time {
+	if d.Now == nil {
+		return time.Now()
+	}
+	return d.Now()
+}
+
+func (d *Discoverer) log() *slog.Logger {
+	if d.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return d.Log
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 )
@@ -178,5 +179,65 @@ func TestOfferNodeAddresses(t *testing.T) {
 	want := []netip.Addr{netip.MustParseAddr("192.168.50.12"), netip.MustParseAddr("fd00::12"), netip.MustParseAddr("10.0.0.12")}
 	if !slices.Equal(got, want) {
 		t.Errorf("NodeAddrs %v, want %v", got, want)
+	}
+}
+
+// TestDiscoverKeepsOfferOnLoss: a read of the conflists without an
+// rdma-chain entry within the grace period of the last one with an entry
+// publishes that one's devices; past it, none. An entry back, or a
+// changed one, is published at once.
+func TestDiscoverKeepsOfferOnLoss(t *testing.T) {
+	const grace = time.Minute
+	entry := func(devices string) string {
+		return `{"cniVersion":"1.0.0","name":"net","plugins":[{"type":"ptp","ipam":{"type":"host-local","subnet":"10.1.0.0/24"}},` +
+			`{"type":"rdma-chain","devices":[` + devices + `]}]}`
+	}
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "10-net.conflist")
+	s := testSysfs(t)
+	now := t0
+	d := &Discoverer{System: &rdma.System{SysRoot: s.root, NL: sysfsOnlyNL{mode: "shared"}}, SysRoot: s.root,
+		Offer: func() Offer { return OfferOfConfDir(dir) }, OfferGrace: grace, Now: func() time.Time { return now }}
+	for _, step := range []struct {
+		name string
+		conf string // "" removes the conflist; "-" writes one without an rdma-chain entry
+		at   time.Duration
+		want []string
+	}{
+		{"no entry yet", "", 0, nil},
+		{"an entry", `"mlx5_0"`, time.Second, []string{"mlx5-0"}},
+		{"the conflist gone", "", 2 * time.Second, []string{"mlx5-0"}},
+		{"rewritten without the entry", "-", 30 * time.Second, []string{"mlx5-0"}},
+		{"still gone at the end of the grace", "", 2*time.Second + grace - time.Nanosecond, []string{"mlx5-0"}},
+		{"past the grace", "", 2*time.Second + grace, nil},
+		{"still gone", "", 10 * time.Minute, nil},
+		{"back, another device", `"rxe0"`, 11 * time.Minute, []string{"rxe0"}},
+		{"a changed entry: at once", `"mlx5_0","rxe0"`, 12 * time.Minute, []string{"mlx5-0", "rxe0"}},
+		{"gone again: a new grace", "", 13 * time.Minute, []string{"mlx5-0", "rxe0"}},
+		{"within it", "", 13*time.Minute + grace/2, []string{"mlx5-0", "rxe0"}},
+		{"past it", "", 14 * time.Minute, nil},
+	} {
+		switch step.conf {
+		case "":
+			if err := os.RemoveAll(conf); err != nil {
+				t.Fatal(err)
+			}
+		case "-":
+			if err := os.WriteFile(conf, []byte(`{"cniVersion":"1.0.0","name":"net","plugins":[{"type":"ptp"}]}`), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		default:
+			if err := os.WriteFile(conf, []byte(entry(step.conf)), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		now = t0.Add(step.at)
+		node, err := d.Discover()
+		if err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		if got := publishedNames(node); !reflect.DeepEqual(got, step.want) {
+			t.Fatalf("%s: published %v, want %v (skipped %v)", step.name, got, step.want, node.Skipped)
+		}
 	}
 }

@@ -46,7 +46,8 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	store := state.New(cfg.CNIDataDir)
 	disc := &Discoverer{System: sys, SysRoot: cfg.SysRoot, Records: store.List,
-		Offer: func() Offer { return OfferOfConfDir(cfg.CNIConfDir) }, Uplinks: netdev.NodeUplinks}
+		Offer: func() Offer { return OfferOfConfDir(cfg.CNIConfDir) }, OfferGrace: offerGrace,
+		Uplinks: netdev.NodeUplinks, Log: cfg.Log}
 	node, err := disc.Discover()
 	if err != nil {
 		return err
@@ -113,6 +114,10 @@ func startStatusWriter(ctx context.Context, cfg Config, store *state.Store) (sto
 	go func() { defer close(done); w.Run(wctx, cfg.StatusInterval) }()
 	return func() { cancel(); <-done }
 }
+
+// offerGrace is how long the devices of the last rdma-chain entries read
+// stay published while the conflists have none.
+const offerGrace = 2 * time.Minute
 
 // Why the node's devices were read before a publish.
 const (

@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"os"
 	"reflect"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +17,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -61,12 +65,13 @@ type statusEnv struct {
 	client *fake.Clientset
 	recs   []*state.Record
 	recErr error
+	clock  time.Time // the writer's Now
 	w      *StatusWriter
 }
 
 func newStatusEnv(t *testing.T, claims ...*resourceapi.ResourceClaim) *statusEnv {
 	t.Helper()
-	e := &statusEnv{client: fake.NewClientset()}
+	e := &statusEnv{client: fake.NewClientset(), clock: t0}
 	for _, c := range claims {
 		if _, err := e.client.ResourceV1().ResourceClaims(c.Namespace).Create(context.Background(), c, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -79,7 +84,7 @@ func newStatusEnv(t *testing.T, claims ...*resourceapi.ResourceClaim) *statusEnv
 // writer is a fresh writer on e's client and records, as after a restart.
 func (e *statusEnv) writer() *StatusWriter {
 	return &StatusWriter{Client: e.client, Pool: testPool, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Records: func() ([]*state.Record, error) { return e.recs, e.recErr }, Now: func() time.Time { return t0 }}
+		Records: func() ([]*state.Record, error) { return e.recs, e.recErr }, Now: func() time.Time { return e.clock }}
 }
 
 func (e *statusEnv) sync(t *testing.T) {
@@ -223,7 +228,8 @@ func TestStatusRetriedAfterAPIError(t *testing.T) {
 	if err := e.w.Sync(context.Background()); err == nil {
 		t.Fatal("an API error synced")
 	}
-	e.sync(t) // no change in the records: retried all the same
+	e.clock = e.clock.Add(time.Hour) // past the back-off
+	e.sync(t)                        // no change in the records: retried all the same
 	if got := e.entries(t, "team", "c1"); len(got) != 2 {
 		t.Fatalf("entries %v: not retried", got)
 	}
@@ -297,5 +303,93 @@ func TestModTimeChanged(t *testing.T) {
 		if got := changed(); got != step.want {
 			t.Fatalf("%s: changed %v, want %v", step.name, got, step.want)
 		}
+	}
+}
+
+// lockedBuffer collects a writer's log.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func TestStatusRefusedWrite(t *testing.T) {
+	claims := schema.GroupResource{Group: resourceapi.GroupName, Resource: "resourceclaims"}
+	for _, tc := range []struct {
+		name  string
+		err   error
+		final bool
+	}{
+		{"forbidden: allocated to another node", apierrors.NewForbidden(claims, "c1", errors.New("associated-node")), true},
+		{"not found", apierrors.NewNotFound(claims, "c1"), true},
+		{"conflict: a claim allocated anew", apierrors.NewConflict(claims, "c1", errors.New("uid differs")), true},
+		{"invalid: device no longer allocated", apierrors.NewInvalid(schema.GroupKind{Group: resourceapi.GroupName, Kind: "ResourceClaim"}, "c1",
+			field.ErrorList{field.Invalid(field.NewPath("status", "devices"), "mlx5-0", "not allocated")}), true},
+		{"gone", apierrors.NewResourceExpired("gone"), true},
+		{"unavailable", apierrors.NewServiceUnavailable("down"), false},
+		{"internal error", apierrors.NewInternalError(errors.New("etcd")), false},
+		{"timeout", apierrors.NewTimeoutError("slow", 1), false},
+		{"server timeout", apierrors.NewServerTimeout(claims, "patch", 1), false},
+		{"throttled", apierrors.NewTooManyRequests("later", 1), false},
+		{"unauthorized: a token being renewed", apierrors.NewUnauthorized("expired"), false},
+		{"no answer", fmt.Errorf("dial: %w", errors.New("connection refused")), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newStatusEnv(t, allocatedClaim("team", "c1", "mlx5-0"))
+			var logs lockedBuffer
+			e.w.Log = slog.New(slog.NewTextHandler(&logs, nil))
+			e.recs = []*state.Record{record("ctr1", "team", "a", "c1", "mlx5_0", "mlx5-0", state.StepPlanned, t0)}
+			e.client.PrependReactor("patch", "resourceclaims", func(a k8stesting.Action) (bool, runtime.Object, error) {
+				return true, nil, tc.err
+			})
+			const passes = 5
+			var errs []error
+			for range passes {
+				if err := e.w.Sync(context.Background()); err != nil {
+					errs = append(errs, err)
+				}
+				e.clock = e.clock.Add(time.Hour) // past the back-off
+			}
+			want := 1
+			if !tc.final {
+				want = passes
+			}
+			if n := e.applies(); n != want {
+				t.Fatalf("%d writes over %d passes, want %d (errors: %v)", n, passes, want, errs)
+			}
+			if (len(errs) == 0) != tc.final {
+				t.Fatalf("Sync errors %v, want some: %v", errs, !tc.final)
+			}
+			if tc.final && tc.err != nil && !apierrors.IsNotFound(tc.err) {
+				said := strings.Count(logs.String(), "the API server refuses the claim's status")
+				if said != 1 || !strings.Contains(logs.String(), "claim=team/c1") ||
+					!strings.Contains(logs.String(), "reason="+string(apierrors.ReasonForError(tc.err))) {
+					t.Fatalf("refusal said %d times, want once with the claim and reason:\n%s", said, logs.String())
+				}
+			}
+			if !tc.final {
+				return
+			}
+			e.recs[0].Links[0].Step = state.StepDone // the entries change: written again, once
+			for range passes {
+				if err := e.w.Sync(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if n := e.applies(); n != 2 {
+				t.Fatalf("%d writes after the entries changed, want 2", n)
+			}
+		})
 	}
 }

@@ -6,15 +6,20 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net/http"
 	"os"
 	"reflect"
 	"time"
 
+	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	metaac "k8s.io/client-go/applyconfigurations/meta/v1"
 	resourceac "k8s.io/client-go/applyconfigurations/resource/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/pager"
 
 	"github.com/rdma-chain/rdma-chain/pkg/outcome"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
@@ -52,9 +57,21 @@ type StatusWriter struct {
 	dirty      bool                        // the last pass left something unwritten
 	passes     int                         // since the last full pass
 	written    map[claimRef][]deviceStatus // what the API holds of this driver's entries
+	refused    map[claimRef][]deviceStatus // entries the API refused for good: not written again as they are
 	since      map[string]metav1.Time      // when each entry's Ready condition took its status
 	outcomeErr string                      // the outcome log's last read error, said once
+	backoff    *wait.Backoff               // since the last failed pass; nil after a pass that synced
+	retryAt    time.Time                   // no pass before, after a failed one
 }
+
+// retryBackoff spaces the passes after a failed one (the API server
+// unreachable or overloaded, the records unreadable): growing, capped,
+// and jittered, so that the drivers of many nodes do not retry together.
+var retryBackoff = wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.5, Steps: 16, Cap: 5 * time.Minute}
+
+// claimPageSize is how many claims one list request asks for: a list
+// reads the cluster's claims a page at a time, never all in one answer.
+const claimPageSize = 500
 
 // Run syncs every interval until ctx ends.
 func (w *StatusWriter) Run(ctx context.Context, interval time.Duration) {
@@ -62,7 +79,7 @@ func (w *StatusWriter) Run(ctx context.Context, interval time.Duration) {
 	defer t.Stop()
 	for {
 		if err := w.Sync(ctx); err != nil {
-			w.Log.Warn("claim status not synced: retried next pass", "error", err)
+			w.Log.Warn("claim status not synced: retried after a back-off", "retry_at", w.retryAt, "error", err)
 		}
 		select {
 		case <-ctx.Done():
@@ -76,8 +93,27 @@ func (w *StatusWriter) Run(ctx context.Context, interval time.Duration) {
 // records: writes what changed, and clears the entries of claims no record
 // names any more. The first pass reads the entries the API holds (this
 // driver's, of its pool), so that a claim whose pod went while the driver
-// was down is cleared too.
+// was down is cleared too. After a failed pass, the passes until the
+// back-off's next step (retryBackoff) do nothing.
 func (w *StatusWriter) Sync(ctx context.Context) error {
+	if w.now().Before(w.retryAt) {
+		return nil
+	}
+	err := w.sync(ctx)
+	if err == nil {
+		w.backoff, w.retryAt = nil, time.Time{}
+		return nil
+	}
+	if w.backoff == nil {
+		b := retryBackoff
+		w.backoff = &b
+	}
+	w.retryAt = w.now().Add(w.backoff.Step())
+	return err
+}
+
+// sync is one pass of Sync.
+func (w *StatusWriter) sync(ctx context.Context) error {
 	changed := w.Changed == nil || w.Changed()
 	w.passes++
 	if w.seeded && !w.dirty && !changed && w.passes < resyncEvery {
@@ -104,9 +140,10 @@ func (w *StatusWriter) Sync(ctx context.Context) error {
 		}
 		withFailures(want, failures)
 	}
+	w.dropRefused(want)
 	var errs []error
 	for ref, devs := range want {
-		if !reflect.DeepEqual(w.written[ref], devs) {
+		if _, refused := w.refused[ref]; !refused && !reflect.DeepEqual(w.written[ref], devs) {
 			errs = append(errs, w.apply(ctx, ref, devs))
 		}
 	}
@@ -118,6 +155,19 @@ func (w *StatusWriter) Sync(ctx context.Context) error {
 	err = errors.Join(errs...)
 	w.dirty = err != nil
 	return err
+}
+
+// dropRefused forgets the refusals of claims whose entries are no longer
+// those the API refused: the new entries are written.
+func (w *StatusWriter) dropRefused(want map[claimRef][]deviceStatus) {
+	for ref, devs := range w.refused {
+		if !reflect.DeepEqual(want[ref], devs) {
+			delete(w.refused, ref)
+			if _, ok := w.written[ref]; !ok {
+				w.forget(ref)
+			}
+		}
+	}
 }
 
 // failedADDs reads the outcome log for the pods whose last ADD failed; an
@@ -142,28 +192,65 @@ func (w *StatusWriter) failedADDs(recs []*state.Record) map[podRef]outcome.Entry
 // every one.
 var seededStatus = []deviceStatus{{Pool: "(read at start)"}}
 
-// seed reads which claims hold an entry of this driver and pool.
+// seed reads which claims hold an entry of this driver and pool, a page
+// of the cluster's claims at a time: what is kept is this node's claims
+// only.
 func (w *StatusWriter) seed(ctx context.Context) error {
-	list, err := w.Client.ResourceV1().ResourceClaims(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return fmt.Errorf("list ResourceClaims: %w", err)
-	}
-	w.written, w.since = map[claimRef][]deviceStatus{}, map[string]metav1.Time{}
-	for _, c := range list.Items {
+	written := map[claimRef][]deviceStatus{}
+	err := w.eachClaim(ctx, metav1.NamespaceAll, func(c *resourceapi.ResourceClaim) {
 		for _, d := range c.Status.Devices {
 			if d.Driver == DriverName && d.Pool == w.Pool {
-				w.written[claimRef{Namespace: c.Namespace, Name: c.Name}] = seededStatus
+				written[claimRef{Namespace: c.Namespace, Name: c.Name}] = seededStatus
 			}
 		}
+	})
+	if err != nil {
+		return err
 	}
+	w.written, w.since = written, map[string]metav1.Time{}
+	w.refused = map[claimRef][]deviceStatus{}
 	w.seeded = true
 	return nil
 }
 
+// eachClaim calls fn with each ResourceClaim of namespace ns (all: every
+// namespace), listed claimPageSize at a time. A continuation the API
+// server no longer holds fails the list rather than reading every claim
+// in one answer; the pass is retried.
+func (w *StatusWriter) eachClaim(ctx context.Context, ns string, fn func(*resourceapi.ResourceClaim)) error {
+	p := pager.New(pager.SimplePageFunc(func(opts metav1.ListOptions) (runtime.Object, error) {
+		return w.Client.ResourceV1().ResourceClaims(ns).List(ctx, opts)
+	}))
+	p.PageSize, p.PageBufferSize, p.FullListIfExpired = claimPageSize, 0, false
+	err := p.EachListItem(ctx, metav1.ListOptions{Limit: claimPageSize}, func(obj runtime.Object) error {
+		c, ok := obj.(*resourceapi.ResourceClaim)
+		if !ok {
+			return fmt.Errorf("a list of ResourceClaims holds a %T", obj)
+		}
+		fn(c)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("list ResourceClaims %s: %w", orAll(ns), err)
+	}
+	return nil
+}
+
+func orAll(ns string) string {
+	if ns == metav1.NamespaceAll {
+		return "of every namespace"
+	}
+	return "of " + ns
+}
+
 // apply writes devs as this driver's entries of claim ref, by server-side
 // apply: entries of the field manager that devs lacks are removed, those of
-// other drivers are untouched. A claim that is gone needs nothing.
+// other drivers are untouched. A refusal that is final (finalRefusal) is
+// said once and kept: the same entries are not written again, and a
+// refused clearing has nothing left to clear. Other errors are returned,
+// and the write is tried again.
 func (w *StatusWriter) apply(ctx context.Context, ref claimRef, devs []deviceStatus) error {
+	log := w.Log.With("claim", ref)
 	st := resourceac.ResourceClaimStatus()
 	for _, d := range devs {
 		st.WithDevices(w.entry(ref, d))
@@ -172,26 +259,57 @@ func (w *StatusWriter) apply(ctx context.Context, ref claimRef, devs []deviceSta
 	_, err := w.Client.ResourceV1().ResourceClaims(ref.Namespace).ApplyStatus(ctx, claim,
 		metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
 	switch {
-	case apierrors.IsNotFound(err):
-		w.Log.Debug("claim gone: no status to write", "claim", ref)
-	case apierrors.IsInvalid(err):
-		// The claim no longer allocates the recorded device (allocated
-		// anew under the same name): not retried until the records change.
-		w.Log.Warn("claim refuses the status of its recorded device", "claim", ref, "error", err)
-	case err != nil:
+	case err != nil && !finalRefusal(err):
 		return fmt.Errorf("claim %s: write status.devices: %w", ref, err)
+	case apierrors.IsNotFound(err):
+		log.Debug("claim gone: no status to write")
+	case err != nil:
+		// The claim is no longer this node's, or no longer allocates the
+		// recorded device (deallocated, allocated anew under the same name).
+		log.Warn("the API server refuses the claim's status: not written again until the entries change",
+			"reason", apierrors.ReasonForError(err), "code", statusCode(err), "clearing", len(devs) == 0, "error", err)
 	case len(devs) == 0:
-		w.Log.Info("cleared claim status", "claim", ref)
+		log.Info("cleared claim status")
 	default:
-		w.Log.Info("wrote claim status", "claim", ref, "devices", len(devs), "interface", devs[0].IfName, "ready", devs[0].Ready)
+		log.Info("wrote claim status", "devices", len(devs), "interface", devs[0].IfName, "ready", devs[0].Ready)
 	}
-	if len(devs) == 0 {
+	switch {
+	case len(devs) == 0:
 		delete(w.written, ref)
 		w.forget(ref)
-	} else {
+	case err != nil:
+		w.refused[ref] = devs
+	default:
 		w.written[ref] = devs
 	}
 	return nil
+}
+
+// finalRefusal reports whether err, the API server's answer to a status
+// write, is final for the entries written: a request error (4xx) about the
+// claim (forbidden once the claim is allocated to another node, not found,
+// a conflict with a claim deleted or allocated anew, invalid entries)
+// stays the same however often the same write is sent. Errors of the
+// server or of the way to it (5xx, timeouts, throttling, no answer at all)
+// and a refused credential, which is renewed, are transient.
+func finalRefusal(err error) bool {
+	code := statusCode(err)
+	switch code {
+	case 0: // no status: the request did not get an answer
+		return false
+	case http.StatusUnauthorized, http.StatusRequestTimeout, http.StatusTooManyRequests:
+		return false
+	}
+	return code >= 400 && code < 500
+}
+
+// statusCode is the HTTP status of an API error; 0 when err is none.
+func statusCode(err error) int32 {
+	var s apierrors.APIStatus
+	if !errors.As(err, &s) {
+		return 0
+	}
+	return s.Status().Code
 }
 
 // entry is the apply configuration of one status.devices entry; its Ready
