@@ -35,6 +35,12 @@ const (
 	ReasonEarlierBoot = "earlier_boot" // made in an earlier boot: the pod died in the reboot
 )
 
+// Values of the reason label of attachments kept unverified.
+const (
+	UnverifiedNetnsUnseen     = "netns_unseen"     // the netns path names no netns in reconcile's mount view
+	UnverifiedNetnsUnreadable = "netns_unreadable" // the netns path, or its identity, cannot be read
+)
+
 // Reconcile are what reconcile itself counts. They exist (and are
 // counted) whether or not metrics are served.
 type Reconcile struct {
@@ -50,6 +56,9 @@ type Reconcile struct {
 	ConflistRestores prometheus.Counter
 	// CRIFailures counts the passes that could not list the sandboxes.
 	CRIFailures prometheus.Counter
+	// Unverified counts the attachments kept because CRI lists them and
+	// their netns cannot be read, once per attachment and reason.
+	Unverified *prometheus.CounterVec
 }
 
 func NewReconcile() *Reconcile {
@@ -79,12 +88,15 @@ func NewReconcile() *Reconcile {
 			Help: "Times reconcile --ensure-entry put the rdma-chain entry back into a conflist that had lost it (an agent rewrote the file)."}),
 		CRIFailures: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "cri_failures_total",
 			Help: "Reconcile passes that could not list the pod sandboxes through CRI (nothing was released in them)."}),
+		Unverified: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "reconcile_unverified_total",
+			Help: "Attachments kept although reconcile could not read their netns while CRI lists their sandbox, counted once per attachment, by network and reason (netns_unseen, netns_unreadable)."},
+			[]string{"network", "reason"}),
 	}
 }
 
 // Collectors are the counters, to register.
 func (m *Reconcile) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.Passes, m.Releases, m.ReleaseFailures, m.Repairs, m.RepairFailures, m.RepairSeconds, m.Events, m.Watching, m.ConflistRestores, m.CRIFailures}
+	return []prometheus.Collector{m.Passes, m.Releases, m.ReleaseFailures, m.Repairs, m.RepairFailures, m.RepairSeconds, m.Events, m.Watching, m.ConflistRestores, m.CRIFailures, m.Unverified}
 }
 
 // Options are reconcile's metrics flags.

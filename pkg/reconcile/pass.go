@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/rdma-chain/rdma-chain/pkg/conflist"
 	"github.com/rdma-chain/rdma-chain/pkg/metrics"
+	"github.com/rdma-chain/rdma-chain/pkg/netnsid"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
@@ -26,6 +28,7 @@ func (r *reconciler) pass(ctx context.Context) int {
 		return 1
 	}
 	problems, released, kept := 0, 0, 0
+	listed := map[state.Key]bool{}
 	reason := metrics.ReasonNetnsGone
 	if live != nil {
 		reason = metrics.ReasonSandboxGone
@@ -59,7 +62,10 @@ func (r *reconciler) pass(ctx context.Context) int {
 					continue
 				}
 				if live != nil {
-					why, recReason = r.goneWhileListed(rec), metrics.ReasonNetnsGone
+					listed[rec.Key()] = true
+					why, p = r.goneWhileListed(rec)
+					problems += p
+					recReason = metrics.ReasonNetnsGone
 				}
 			}
 			if why == "" {
@@ -73,6 +79,7 @@ func (r *reconciler) pass(ctx context.Context) int {
 			}
 		}
 	}
+	r.forgetUnseen(listed)
 	r.log.Info("pass done", "released", released, "kept", kept, "problems", problems, "liveness", r.liveness())
 	return problems
 }
@@ -154,22 +161,64 @@ func (r *reconciler) ipamVisible(n conflist.Network) bool {
 }
 
 // goneWhileListed says why an attachment whose sandbox CRI still lists is
-// released anyway: its netns is gone (path, inode and cookie), as when the
-// pod died while kubelet or the runtime was down. Nothing of it can serve
-// the pod any more, and what it holds must not wait for a DEL that may
-// come late or never: its IPAM lease, and its netns inode listed in the
-// node-wide SMC socket hook, where a later pod's netns that reuses the
-// inode would have its TCP sockets made SMC. The runtime's DEL, when it
-// comes, finds no record and succeeds. "" keeps it (also when the netns
-// cannot be read: CRI says the pod lives).
-func (r *reconciler) goneWhileListed(rec *state.Record) string {
-	if rec.NetNS == "" {
-		return ""
+// released anyway: its netns path opens on another netns than ADD
+// recorded (another inode, or the same inode with another cookie), as when
+// the pod died while kubelet or the runtime was down and the path was
+// pinned again. Nothing of it can serve the pod any more, and what it
+// holds must not wait for a DEL that may come late or never: its IPAM
+// lease, and its netns inode listed in the node-wide SMC socket hook. The
+// runtime's DEL, when it comes, finds no record and succeeds.
+//
+// Only that proof releases: this process's mount view is not the
+// runtime's (a netns kept under the runtime's own state directory, a
+// /proc/PID/ns/net path, a mount without propagation that shows a new pin
+// as an empty file), so a path that names no netns here keeps the
+// attachment, counted as a problem of every pass and said once (see
+// unseen). "" keeps it.
+func (r *reconciler) goneWhileListed(rec *state.Record) (string, int) {
+	replaced, err := r.node.NetnsReplaced(rec)
+	if err != nil {
+		r.unseen(rec, err)
+		return "", 1
 	}
-	if gone, err := r.node.NetnsGone(rec); err != nil || !gone {
-		return ""
+	r.forgetOne(rec.Key())
+	if !replaced {
+		return "", 0
 	}
-	return "netns " + rec.NetNS + " is gone while CRI still lists the sandbox"
+	return "netns " + rec.NetNS + " names another netns while CRI still lists the sandbox", 0
+}
+
+// unseen says, once per attachment and reason, that an attachment CRI
+// lists is kept because nothing here proves its pod dead, and counts it.
+func (r *reconciler) unseen(rec *state.Record, err error) {
+	reason := metrics.UnverifiedNetnsUnreadable
+	if errors.Is(err, netnsid.ErrGone) {
+		reason = metrics.UnverifiedNetnsUnseen
+	}
+	if r.unverified == nil {
+		r.unverified = map[state.Key]string{}
+	}
+	if r.unverified[rec.Key()] == reason {
+		return
+	}
+	r.unverified[rec.Key()] = reason
+	r.metrics.Unverified.WithLabelValues(rec.Network, reason).Inc()
+	r.log.Warn("kept an attachment CRI lists: its netns cannot be read here, and nothing proves its pod dead "+
+		"(said once; counted as a problem of every pass while it lasts)",
+		"attachment", describeRec(rec), "netns", rec.NetNS, "reason", reason, "error", err)
+}
+
+// forgetOne forgets that key's netns could not be read.
+func (r *reconciler) forgetOne(key state.Key) { delete(r.unverified, key) }
+
+// forgetUnseen forgets the attachments no longer kept unverified because
+// CRI no longer lists them or their record is gone.
+func (r *reconciler) forgetUnseen(listed map[state.Key]bool) {
+	for key := range r.unverified {
+		if !listed[key] {
+			delete(r.unverified, key)
+		}
+	}
 }
 
 // release runs the plugin's own DEL for the attachment, as the runtime

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -21,6 +22,7 @@ import (
 	"github.com/rdma-chain/rdma-chain/pkg/conflist"
 	"github.com/rdma-chain/rdma-chain/pkg/cri"
 	"github.com/rdma-chain/rdma-chain/pkg/metrics"
+	"github.com/rdma-chain/rdma-chain/pkg/netnsid"
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
@@ -34,6 +36,8 @@ type fakeNode struct {
 	sandboxes []cri.Sandbox
 	criErr    error
 	gone      map[string]bool
+	// ids are the netns paths that name another netns than recorded.
+	ids       map[string]netnsid.ID
 	delErr    map[string]error
 	deleted   []string
 	stdins    []string
@@ -48,7 +52,7 @@ type fakeNode struct {
 }
 
 func newFakeNode(t *testing.T, recs ...*state.Record) *fakeNode {
-	n := &fakeNode{dir: t.TempDir(), gone: map[string]bool{}, delErr: map[string]error{}}
+	n := &fakeNode{dir: t.TempDir(), gone: map[string]bool{}, ids: map[string]netnsid.ID{}, delErr: map[string]error{}}
 	for _, r := range recs {
 		if err := state.New(n.dir).Put(r); err != nil {
 			t.Fatal(err)
@@ -58,7 +62,7 @@ func newFakeNode(t *testing.T, recs ...*state.Record) *fakeNode {
 }
 
 func rec(network, cid, netns string, age time.Duration) *state.Record {
-	return &state.Record{Network: network, ContainerID: cid, IfName: "eth0", NetNS: netns, Mode: rdma.ModeShared,
+	return &state.Record{Network: network, ContainerID: cid, IfName: "eth0", NetNS: netns, NetNSIno: recordedNetns.Inode, NetNSCookie: recordedNetns.Cookie, Mode: rdma.ModeShared,
 		Pod:   state.Pod{Namespace: "default", Name: "pod-" + cid, UID: "uid-" + cid},
 		Links: []state.Link{{Device: "rxe0", Kind: state.LinkIPVlan, Step: state.StepDone}}, CreatedAt: now.Add(-age)}
 }
@@ -76,10 +80,32 @@ func (n *fakeNode) Sandboxes(context.Context, string) ([]cri.Sandbox, error) {
 }
 
 func (n *fakeNode) NetnsGone(r *state.Record) (bool, error) {
-	if r.NetNS == "/run/netns/broken" {
-		return false, errors.New("permission denied")
+	return r.NetnsGone(n.idOf)
+}
+
+// recordedNetns is the netns identity ADD recorded in every fake record.
+var recordedNetns = netnsid.ID{Inode: 4026532000, Cookie: 7}
+
+func (n *fakeNode) NetnsReplaced(r *state.Record) (bool, error) {
+	return r.NetnsReplaced(n.idOf)
+}
+
+// idOf identifies the netns at path: a /run/netns path names the recorded
+// netns (another in n.ids, none in n.gone, an unreadable one when broken),
+// any other path is read from the kernel.
+func (n *fakeNode) idOf(path string) (netnsid.ID, error) {
+	if id, ok := n.ids[path]; ok {
+		return id, nil
 	}
-	return n.gone[r.NetNS], nil
+	switch {
+	case path == "/run/netns/broken":
+		return netnsid.ID{}, errors.New("permission denied")
+	case n.gone[path]:
+		return netnsid.ID{}, fmt.Errorf("open netns %s: %w", path, netnsid.ErrGone)
+	case strings.HasPrefix(path, "/run/netns/"):
+		return recordedNetns, nil
+	}
+	return netnsid.Of(path)
 }
 
 func (n *fakeNode) Del(a *skel.CmdArgs) error {
@@ -315,33 +341,77 @@ func TestPassRepairsWhatCRIStillLists(t *testing.T) {
 	}
 }
 
-// TestPassReleasesListedSandboxWithGoneNetns: a sandbox CRI still lists
-// whose netns is gone (the pod died while kubelet was down) is released
-// with reason netns_gone; one whose netns lives, or cannot be read, is
-// kept.
-func TestPassReleasesListedSandboxWithGoneNetns(t *testing.T) {
+// TestPassReleasesListedSandboxWithReplacedNetns: a sandbox CRI still
+// lists is released only on proof that its pod died (its netns path opens
+// on another netns than recorded: another inode, or the same inode with
+// another cookie), with reason netns_gone. One whose path names no netns
+// here (a plain file on tmpfs, as a mount without propagation shows a new
+// pin; nothing at all) or cannot be read is kept, a problem of every pass,
+// said and counted once.
+func TestPassReleasesListedSandboxWithReplacedNetns(t *testing.T) {
+	plain := filepath.Join(tmpfsDir(t), "cni-plain")
+	if err := os.WriteFile(plain, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	n := newFakeNode(t,
-		rec("rdmanet", "dead", "/run/netns/dead", time.Hour),
+		rec("rdmanet", "replaced", "/run/netns/replaced", time.Hour),
+		rec("rdmanet", "reused-inode", "/run/netns/reused-inode", time.Hour),
 		rec("rdmanet", "live", "/run/netns/live", time.Hour),
+		rec("rdmanet", "plain-file", plain, time.Hour),
+		rec("rdmanet", "missing", "/run/netns/missing", time.Hour),
 		rec("rdmanet", "unreadable", "/run/netns/broken", time.Hour),
 		rec("rdmanet", "nonetns", "", time.Hour),
 	)
-	n.gone["/run/netns/dead"] = true
-	n.sandboxes = []cri.Sandbox{{ID: "dead"}, {ID: "live"}, {ID: "unreadable"}, {ID: "nonetns"}}
-	r := n.reconciler("/run/cri.sock")
-	if problems := r.pass(context.Background()); problems != 0 {
-		t.Errorf("problems %d\n%s", problems, n.out.String())
+	n.ids["/run/netns/replaced"] = netnsid.ID{Inode: recordedNetns.Inode + 1, Cookie: 9}
+	n.ids["/run/netns/reused-inode"] = netnsid.ID{Inode: recordedNetns.Inode, Cookie: recordedNetns.Cookie + 1}
+	n.gone["/run/netns/missing"] = true
+	for _, id := range []string{"replaced", "reused-inode", "live", "plain-file", "missing", "unreadable", "nonetns"} {
+		n.sandboxes = append(n.sandboxes, cri.Sandbox{ID: id})
 	}
-	if want := []string{"dead"}; !slices.Equal(n.deleted, want) {
+	r := n.reconciler("/run/cri.sock")
+	for pass := 1; pass <= 2; pass++ {
+		if problems := r.pass(context.Background()); problems != 3 {
+			t.Errorf("pass %d: problems %d, want 3 (plain file, missing, unreadable)\n%s", pass, problems, n.out.String())
+		}
+	}
+	slices.Sort(n.deleted)
+	if want := []string{"replaced", "reused-inode"}; !slices.Equal(n.deleted, want) {
 		t.Errorf("released %v, want %v\n%s", n.deleted, want, n.out.String())
 	}
-	if testutil.ToFloat64(r.metrics.Releases.WithLabelValues("rdmanet", metrics.ReasonNetnsGone)) != 1 {
-		t.Errorf("not counted as a netns_gone release")
+	if got := testutil.ToFloat64(r.metrics.Releases.WithLabelValues("rdmanet", metrics.ReasonNetnsGone)); got != 2 {
+		t.Errorf("%v netns_gone releases, want 2", got)
 	}
-	if !strings.Contains(n.out.String(), `msg="released an attachment" attachment="rdmanet/dead/eth0 (pod default/pod-dead, shared, ipvlan rxe0)" why="netns /run/netns/dead is gone while CRI still lists the sandbox"`) ||
-		!strings.Contains(n.out.String(), `msg="pass done" released=1 kept=3 problems=0`) {
-		t.Errorf("output:\n%s", n.out.String())
+	for reason, want := range map[string]float64{metrics.UnverifiedNetnsUnseen: 2, metrics.UnverifiedNetnsUnreadable: 1} {
+		if got := testutil.ToFloat64(r.metrics.Unverified.WithLabelValues("rdmanet", reason)); got != want {
+			t.Errorf("unverified %s = %v, want %v (once per attachment)", reason, got, want)
+		}
 	}
+	out := n.out.String()
+	if got := strings.Count(out, `msg="kept an attachment CRI lists`); got != 3 {
+		t.Errorf("said %d times that an attachment is kept unverified, want 3 (once each)\n%s", got, out)
+	}
+	for _, want := range []string{
+		`msg="released an attachment" attachment="rdmanet/replaced/eth0 (pod default/pod-replaced, shared, ipvlan rxe0)" why="netns /run/netns/replaced names another netns while CRI still lists the sandbox"`,
+		`attachment="rdmanet/plain-file/eth0 (pod default/pod-plain-file, shared, ipvlan rxe0)" netns=` + plain + ` reason=netns_unseen`,
+		`attachment="rdmanet/unreadable/eth0 (pod default/pod-unreadable, shared, ipvlan rxe0)" netns=/run/netns/broken reason=netns_unreadable error="permission denied"`,
+		`msg="pass done" released=0 kept=5 problems=3`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// tmpfsDir is a directory on tmpfs (/dev/shm), where a runtime's netns
+// pins live, or the test's own when the machine has none.
+func tmpfsDir(t *testing.T) string {
+	dir, err := os.MkdirTemp("/dev/shm", "reconcile-")
+	if err != nil {
+		t.Logf("no /dev/shm (%v): the plain file is on the test's own directory", err)
+		return t.TempDir()
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
 }
 
 // TestPassIPAMOutsideWhatItSees: with IPAMDirsUnder, a network whose

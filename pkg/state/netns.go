@@ -2,6 +2,7 @@ package state
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/rdma-chain/rdma-chain/pkg/netnsid"
 )
@@ -28,6 +29,37 @@ func (r *Record) NetnsGone(idOf func(path string) (netnsid.ID, error)) (bool, er
 	case r.NetNSCookie == 0:
 		return false, nil
 	case err != nil:
+		return false, err
+	}
+	return id.Cookie != r.NetNSCookie, nil
+}
+
+// ErrNoNetnsIdentity reports a record without the netns inode ADD
+// records: nothing can prove its netns replaced.
+var ErrNoNetnsIdentity = errors.New("no netns identity recorded")
+
+// NetnsReplaced reports whether the record's netns path now names another
+// netns than ADD recorded (another inode, or the same inode with another
+// cookie): positive proof, in any mount view, that the path no longer
+// names the pod's netns. A path that names no netns here is an error
+// wrapping netnsid.ErrGone, not proof: a mount this process lacks, or one
+// without propagation that shows a new pin as an empty file, looks the
+// same as a deleted pin. A record without a netns is not replaced; one
+// without its identity is an error wrapping ErrNoNetnsIdentity.
+func (r *Record) NetnsReplaced(idOf func(path string) (netnsid.ID, error)) (bool, error) {
+	if r.NetNS == "" {
+		return false, nil
+	}
+	if r.NetNSIno == 0 {
+		return false, fmt.Errorf("netns %s: %w", r.NetNS, ErrNoNetnsIdentity)
+	}
+	id, err := idOf(r.NetNS)
+	switch {
+	case id.Inode == 0:
+		return false, err
+	case id.Inode != r.NetNSIno:
+		return true, nil
+	case r.NetNSCookie == 0 || err != nil:
 		return false, err
 	}
 	return id.Cookie != r.NetNSCookie, nil
