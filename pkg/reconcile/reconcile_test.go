@@ -37,10 +37,10 @@ type fakeNode struct {
 	criErr    error
 	gone      map[string]bool
 	// ids are the netns paths that name another netns than recorded.
-	ids       map[string]netnsid.ID
-	delErr    map[string]error
-	deleted   []string
-	stdins    []string
+	ids     map[string]netnsid.ID
+	delErr  map[string]error
+	deleted []string
+	stdins  []string
 	// stranded names the containers whose pods died and whose devices are
 	// back; read under the reconciler's mu.
 	stranded []string
