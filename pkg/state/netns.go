@@ -2,7 +2,6 @@ package state
 
 import (
 	"errors"
-	"fmt"
 
 	"github.com/rdma-chain/rdma-chain/pkg/netnsid"
 )
@@ -34,29 +33,24 @@ func (r *Record) NetnsGone(idOf func(path string) (netnsid.ID, error)) (bool, er
 	return id.Cookie != r.NetNSCookie, nil
 }
 
-// ErrNoNetnsIdentity reports a record without the netns inode ADD
-// records: nothing can prove its netns replaced.
-var ErrNoNetnsIdentity = errors.New("no netns identity recorded")
-
 // NetnsReplaced reports whether the record's netns path now names another
 // netns than ADD recorded (another inode, or the same inode with another
 // cookie): positive proof, in any mount view, that the path no longer
 // names the pod's netns. A path that names no netns here is an error
 // wrapping netnsid.ErrGone, not proof: a mount this process lacks, or one
 // without propagation that shows a new pin as an empty file, looks the
-// same as a deleted pin. A record without a netns is not replaced; one
-// without its identity is an error wrapping ErrNoNetnsIdentity.
+// same as a deleted pin. A record without a netns is not replaced, nor is
+// one without its identity whose path names a netns (nothing to compare).
 func (r *Record) NetnsReplaced(idOf func(path string) (netnsid.ID, error)) (bool, error) {
 	if r.NetNS == "" {
 		return false, nil
-	}
-	if r.NetNSIno == 0 {
-		return false, fmt.Errorf("netns %s: %w", r.NetNS, ErrNoNetnsIdentity)
 	}
 	id, err := idOf(r.NetNS)
 	switch {
 	case id.Inode == 0:
 		return false, err
+	case r.NetNSIno == 0:
+		return false, nil
 	case id.Inode != r.NetNSIno:
 		return true, nil
 	case r.NetNSCookie == 0 || err != nil:

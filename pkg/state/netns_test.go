@@ -74,7 +74,8 @@ func TestRecordNetnsReplaced(t *testing.T) {
 		{name: "another inode, cookie unreadable", ino: 10, cookie: 7, id: netnsid.ID{Inode: 11}, err: errPerm, want: true},
 		{name: "same inode, cookie unreadable", ino: 10, cookie: 7, id: netnsid.ID{Inode: 10}, err: errPerm, wantErr: errPerm},
 		{name: "nothing readable", ino: 10, cookie: 7, err: errPerm, wantErr: errPerm},
-		{name: "record without identity", id: netnsid.ID{Inode: 11, Cookie: 9}, wantErr: ErrNoNetnsIdentity},
+		{name: "record without identity", id: netnsid.ID{Inode: 11, Cookie: 9}},
+		{name: "record without identity, path names no netns here", err: fmt.Errorf("open: %w", netnsid.ErrGone), wantErr: netnsid.ErrGone},
 		{name: "record with inode only", ino: 10, id: netnsid.ID{Inode: 10, Cookie: 9}},
 	}
 	for _, tt := range tests {
