@@ -30,9 +30,10 @@ const (
 
 // Values of the reason label of releases.
 const (
-	ReasonSandboxGone = "sandbox_gone" // CRI no longer lists the sandbox
-	ReasonNetnsGone   = "netns_gone"   // the recorded netns path names no netns
-	ReasonEarlierBoot = "earlier_boot" // made in an earlier boot: the pod died in the reboot
+	ReasonSandboxGone     = "sandbox_gone"      // CRI no longer lists the sandbox
+	ReasonNetnsGone       = "netns_gone"        // the recorded netns path names no netns, or another one
+	ReasonEarlierBoot     = "earlier_boot"      // made in an earlier boot: the pod died in the reboot
+	ReasonSandboxNotReady = "sandbox_not_ready" // CRI lists the sandbox not ready, and its netns path names no netns
 )
 
 // Values of the reason label of attachments kept unverified.
@@ -67,7 +68,7 @@ func NewReconcile() *Reconcile {
 		Passes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "reconcile_passes_total",
 			Help: "Reconcile passes run, by what triggered them (interval: the timer; event: a link or RDMA event)."}, []string{"trigger"}),
 		Releases: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "reconcile_releases_total",
-			Help: "Attachments released through the plugin's DEL because their pod is gone, by network and reason (sandbox_gone, netns_gone, earlier_boot)."},
+			Help: "Attachments released through the plugin's DEL because their pod is gone, by network and reason (sandbox_gone, netns_gone, sandbox_not_ready, earlier_boot)."},
 			[]string{"network", "reason"}),
 		ReleaseFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "reconcile_release_failures_total",
 			Help: "Releases whose DEL failed (the attachment is kept and retried next pass), by network."}, []string{"network"}),

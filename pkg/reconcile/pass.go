@@ -11,6 +11,7 @@ import (
 	"github.com/containernetworking/cni/pkg/skel"
 
 	"github.com/rdma-chain/rdma-chain/pkg/conflist"
+	"github.com/rdma-chain/rdma-chain/pkg/cri"
 	"github.com/rdma-chain/rdma-chain/pkg/metrics"
 	"github.com/rdma-chain/rdma-chain/pkg/netnsid"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
@@ -61,11 +62,10 @@ func (r *reconciler) pass(ctx context.Context) int {
 					}
 					continue
 				}
-				if live != nil {
+				if sandboxState, ok := live[rec.ContainerID]; ok {
 					listed[rec.Key()] = true
-					why, p = r.goneWhileListed(rec)
+					why, recReason, p = r.goneWhileListed(rec, sandboxState)
 					problems += p
-					recReason = metrics.ReasonNetnsGone
 				}
 			}
 			if why == "" {
@@ -91,9 +91,9 @@ func (r *reconciler) liveness() string {
 	return "netns"
 }
 
-// liveSandboxes is the set of sandbox IDs the runtime lists, or nil
-// without a CRI socket.
-func (r *reconciler) liveSandboxes(ctx context.Context) (map[string]bool, error) {
+// liveSandboxes is the state (cri.StateReady, cri.StateNotReady) of every
+// sandbox the runtime lists, by ID, or nil without a CRI socket.
+func (r *reconciler) liveSandboxes(ctx context.Context) (map[string]int32, error) {
 	if r.criSocket == "" {
 		return nil, nil
 	}
@@ -109,18 +109,18 @@ func (r *reconciler) liveSandboxes(ctx context.Context) (map[string]bool, error)
 		// own pod: an empty list means the wrong runtime, not a clean node.
 		return nil, fmt.Errorf("the runtime at %s lists no pod sandbox at all (is it the runtime that runs this network?)", r.criSocket)
 	}
-	live := make(map[string]bool, len(list))
+	live := make(map[string]int32, len(list))
 	for _, s := range list {
-		live[s.ID] = true
+		live[s.ID] = s.State
 	}
 	return live, nil
 }
 
 // stale says why rec's pod is gone, or "" to keep it, and counts a problem
 // when it cannot tell.
-func (r *reconciler) stale(rec *state.Record, live map[string]bool) (string, int) {
+func (r *reconciler) stale(rec *state.Record, live map[string]int32) (string, int) {
 	if live != nil {
-		if live[rec.ContainerID] {
+		if _, listed := live[rec.ContainerID]; listed {
 			return "", 0
 		}
 		if age := r.node.Now().Sub(rec.CreatedAt); age < r.minAge {
@@ -161,31 +161,46 @@ func (r *reconciler) ipamVisible(n conflist.Network) bool {
 }
 
 // goneWhileListed says why an attachment whose sandbox CRI still lists is
-// released anyway: its netns path opens on another netns than ADD
+// released anyway, with the release's reason label, and counts a problem
+// when it cannot tell. Nothing of such a pod can serve it any more, and
+// what it holds must not wait for a DEL that may come late or never: its
+// IPAM lease, and its netns inode listed in the node-wide SMC socket hook.
+// The runtime's DEL, when it comes, finds no record and succeeds.
+//
+// Two proofs release. The netns path opens on another netns than ADD
 // recorded (another inode, or the same inode with another cookie), as when
 // the pod died while kubelet or the runtime was down and the path was
-// pinned again. Nothing of it can serve the pod any more, and what it
-// holds must not wait for a DEL that may come late or never: its IPAM
-// lease, and its netns inode listed in the node-wide SMC socket hook. The
-// runtime's DEL, when it comes, finds no record and succeeds.
+// pinned again: reason netns_gone. Or the runtime itself says the sandbox
+// is not ready (its pause is dead; kubelet makes a new sandbox) and the
+// path names no netns here: reason sandbox_not_ready. An attachment
+// younger than the minimum age is kept then, as its sandbox may still be
+// starting.
 //
-// Only that proof releases: this process's mount view is not the
-// runtime's (a netns kept under the runtime's own state directory, a
-// /proc/PID/ns/net path, a mount without propagation that shows a new pin
-// as an empty file), so a path that names no netns here keeps the
-// attachment, counted as a problem of every pass and said once (see
-// unseen). "" keeps it.
-func (r *reconciler) goneWhileListed(rec *state.Record) (string, int) {
+// A path that names no netns here is no proof while the runtime says the
+// sandbox is ready: this process's mount view is not the runtime's (a
+// netns kept under the runtime's own state directory, a /proc/PID/ns/net
+// path, a mount without propagation that shows a new pin as an empty
+// file). It keeps the attachment, counted as a problem of every pass and
+// said once (see unseen), as does a path that cannot be read. "" keeps it.
+func (r *reconciler) goneWhileListed(rec *state.Record, sandboxState int32) (why, reason string, problems int) {
 	replaced, err := r.node.NetnsReplaced(rec)
-	if err != nil {
-		r.unseen(rec, err)
-		return "", 1
+	switch {
+	case err == nil:
+		r.forgetOne(rec.Key())
+		if replaced {
+			return "netns " + rec.NetNS + " names another netns while CRI still lists the sandbox", metrics.ReasonNetnsGone, 0
+		}
+		return "", "", 0
+	case sandboxState == cri.StateNotReady && errors.Is(err, netnsid.ErrGone):
+		if age := r.node.Now().Sub(rec.CreatedAt); age < r.minAge {
+			r.log.Info("kept an attachment CRI lists not ready: too young", "attachment", describeRec(rec), "age", age.Round(time.Second))
+			return "", "", 0
+		}
+		r.forgetOne(rec.Key())
+		return "netns " + rec.NetNS + " is gone while CRI still lists the sandbox, not ready", metrics.ReasonSandboxNotReady, 0
 	}
-	r.forgetOne(rec.Key())
-	if !replaced {
-		return "", 0
-	}
-	return "netns " + rec.NetNS + " names another netns while CRI still lists the sandbox", 0
+	r.unseen(rec, err)
+	return "", "", 1
 }
 
 // unseen says, once per attachment and reason, that an attachment CRI

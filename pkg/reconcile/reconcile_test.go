@@ -644,3 +644,68 @@ func TestCRILossIsVisible(t *testing.T) {
 		t.Errorf("without CRI: %v", err)
 	}
 }
+
+// TestPassListedSandboxState: while CRI lists the sandbox, a netns path
+// that names no netns here releases the attachment only when CRI says the
+// sandbox is not ready (its pause is dead), with reason
+// sandbox_not_ready; a ready sandbox's is kept, a problem said once. A
+// not-ready sandbox whose path opens on the recorded netns (a sandbox
+// restarting), or whose attachment is younger than the minimum age, or
+// whose netns cannot be read, is kept.
+func TestPassListedSandboxState(t *testing.T) {
+	plain := filepath.Join(tmpfsDir(t), "cni-plain")
+	if err := os.WriteFile(plain, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name     string
+		state    int32
+		netns    string
+		age      time.Duration
+		release  string // reason label; "": kept
+		problems int
+		want     string // in the output
+	}{
+		{name: "ready, plain file", state: cri.StateReady, netns: plain, age: time.Hour, problems: 1,
+			want: `reason=netns_unseen`},
+		{name: "ready, path gone", state: cri.StateReady, netns: "/run/netns/missing", age: time.Hour, problems: 1,
+			want: `reason=netns_unseen`},
+		{name: "not ready, path gone", state: cri.StateNotReady, netns: "/run/netns/missing", age: time.Hour,
+			release: metrics.ReasonSandboxNotReady,
+			want:    `why="netns /run/netns/missing is gone while CRI still lists the sandbox, not ready"`},
+		{name: "not ready, plain file", state: cri.StateNotReady, netns: plain, age: time.Hour,
+			release: metrics.ReasonSandboxNotReady, want: `msg="released an attachment"`},
+		{name: "not ready, path opens on the recorded netns", state: cri.StateNotReady, netns: "/run/netns/live", age: time.Hour,
+			want: `msg="pass done" released=0 kept=1 problems=0`},
+		{name: "not ready, path gone, young", state: cri.StateNotReady, netns: "/run/netns/missing", age: 10 * time.Second,
+			want: `msg="kept an attachment CRI lists not ready: too young"`},
+		{name: "not ready, unreadable", state: cri.StateNotReady, netns: "/run/netns/broken", age: time.Hour, problems: 1,
+			want: `reason=netns_unreadable`},
+		{name: "not ready, path names another netns", state: cri.StateNotReady, netns: "/run/netns/replaced", age: time.Hour,
+			release: metrics.ReasonNetnsGone, want: `names another netns while CRI still lists the sandbox`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			n := newFakeNode(t, rec("rdmanet", "pod", tt.netns, tt.age))
+			n.gone["/run/netns/missing"] = true
+			n.ids["/run/netns/replaced"] = netnsid.ID{Inode: recordedNetns.Inode + 1, Cookie: 9}
+			n.sandboxes = []cri.Sandbox{{ID: "pod", State: tt.state}, {ID: "other"}}
+			r := n.reconciler("/run/cri.sock")
+			if problems := r.pass(context.Background()); problems != tt.problems {
+				t.Errorf("problems %d, want %d", problems, tt.problems)
+			}
+			if released := len(n.deleted) == 1; released != (tt.release != "") {
+				t.Errorf("released %v, want a release with reason %q", n.deleted, tt.release)
+			}
+			if tt.release != "" && testutil.ToFloat64(r.metrics.Releases.WithLabelValues("rdmanet", tt.release)) != 1 {
+				t.Errorf("not counted as a %s release", tt.release)
+			}
+			if !strings.Contains(n.out.String(), tt.want) {
+				t.Errorf("output lacks %q", tt.want)
+			}
+			if t.Failed() {
+				t.Logf("output:\n%s", n.out.String())
+			}
+		})
+	}
+}
