@@ -10,6 +10,7 @@ import (
 
 	"github.com/containernetworking/cni/pkg/skel"
 
+	"github.com/rdma-chain/rdma-chain/pkg/chain"
 	"github.com/rdma-chain/rdma-chain/pkg/conflist"
 	"github.com/rdma-chain/rdma-chain/pkg/cri"
 	"github.com/rdma-chain/rdma-chain/pkg/metrics"
@@ -174,7 +175,9 @@ func (r *reconciler) ipamVisible(n conflist.Network) bool {
 // is not ready (its pause is dead; kubelet makes a new sandbox) and the
 // path names no netns here: reason sandbox_not_ready. An attachment
 // younger than the minimum age is kept then, as its sandbox may still be
-// starting.
+// starting, and so is an exclusive-mode one that holds a device: the
+// repair (Stranded) releases it once the kernel shows the device back,
+// which the netns's death alone does not yet prove.
 //
 // A path that names no netns here is no proof while the runtime says the
 // sandbox is ready: this process's mount view is not the runtime's (a
@@ -191,7 +194,7 @@ func (r *reconciler) goneWhileListed(rec *state.Record, sandboxState int32) (why
 			return "netns " + rec.NetNS + " names another netns while CRI still lists the sandbox", metrics.ReasonNetnsGone, 0
 		}
 		return "", "", 0
-	case sandboxState == cri.StateNotReady && errors.Is(err, netnsid.ErrGone):
+	case sandboxState == cri.StateNotReady && errors.Is(err, netnsid.ErrGone) && !chain.HoldsDevice(rec):
 		if age := r.node.Now().Sub(rec.CreatedAt); age < r.minAge {
 			r.log.Info("kept an attachment CRI lists not ready: too young", "attachment", describeRec(rec), "age", age.Round(time.Second))
 			return "", "", 0

@@ -651,7 +651,9 @@ func TestCRILossIsVisible(t *testing.T) {
 // sandbox_not_ready; a ready sandbox's is kept, a problem said once. A
 // not-ready sandbox whose path opens on the recorded netns (a sandbox
 // restarting), or whose attachment is younger than the minimum age, or
-// whose netns cannot be read, is kept.
+// whose netns cannot be read, is kept. So is an exclusive-mode one that
+// holds a device until the kernel shows it back, when the repair releases
+// it.
 func TestPassListedSandboxState(t *testing.T) {
 	plain := filepath.Join(tmpfsDir(t), "cni-plain")
 	if err := os.WriteFile(plain, nil, 0o600); err != nil {
@@ -664,7 +666,10 @@ func TestPassListedSandboxState(t *testing.T) {
 		age      time.Duration
 		release  string // reason label; "": kept
 		problems int
-		want     string // in the output
+		// exclusive: the record holds a moved device, back on the node
+		// when stranded.
+		exclusive, stranded bool
+		want                string // in the output
 	}{
 		{name: "ready, plain file", state: cri.StateReady, netns: plain, age: time.Hour, problems: 1,
 			want: `reason=netns_unseen`},
@@ -683,21 +688,33 @@ func TestPassListedSandboxState(t *testing.T) {
 			want: `reason=netns_unreadable`},
 		{name: "not ready, path names another netns", state: cri.StateNotReady, netns: "/run/netns/replaced", age: time.Hour,
 			release: metrics.ReasonNetnsGone, want: `names another netns while CRI still lists the sandbox`},
+		{name: "not ready, path gone, exclusive, device not back", state: cri.StateNotReady, netns: "/run/netns/missing", age: time.Hour,
+			exclusive: true, problems: 1, want: `reason=netns_unseen`},
+		{name: "not ready, path gone, exclusive, device back", state: cri.StateNotReady, netns: "/run/netns/missing", age: time.Hour,
+			exclusive: true, stranded: true, want: `msg="repaired an attachment"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			n := newFakeNode(t, rec("rdmanet", "pod", tt.netns, tt.age))
+			r := rec("rdmanet", "pod", tt.netns, tt.age)
+			if tt.exclusive {
+				r.Mode = "exclusive"
+				r.Links = []state.Link{{Device: "simrdma0", Kind: state.LinkMoved, Step: state.StepDone, RDMAMoved: true}}
+			}
+			n := newFakeNode(t, r)
+			if tt.stranded {
+				n.stranded = []string{"pod"}
+			}
 			n.gone["/run/netns/missing"] = true
 			n.ids["/run/netns/replaced"] = netnsid.ID{Inode: recordedNetns.Inode + 1, Cookie: 9}
 			n.sandboxes = []cri.Sandbox{{ID: "pod", State: tt.state}, {ID: "other"}}
-			r := n.reconciler("/run/cri.sock")
-			if problems := r.pass(context.Background()); problems != tt.problems {
+			rc := n.reconciler("/run/cri.sock")
+			if problems := rc.pass(context.Background()); problems != tt.problems {
 				t.Errorf("problems %d, want %d", problems, tt.problems)
 			}
-			if released := len(n.deleted) == 1; released != (tt.release != "") {
-				t.Errorf("released %v, want a release with reason %q", n.deleted, tt.release)
+			if deleted := len(n.deleted) == 1; deleted != (tt.release != "" || tt.stranded) {
+				t.Errorf("released %v, want a release with reason %q (stranded %v)", n.deleted, tt.release, tt.stranded)
 			}
-			if tt.release != "" && testutil.ToFloat64(r.metrics.Releases.WithLabelValues("rdmanet", tt.release)) != 1 {
+			if tt.release != "" && testutil.ToFloat64(rc.metrics.Releases.WithLabelValues("rdmanet", tt.release)) != 1 {
 				t.Errorf("not counted as a %s release", tt.release)
 			}
 			if !strings.Contains(n.out.String(), tt.want) {
