@@ -60,8 +60,17 @@ func hasLink(t *testing.T, n ns.NetNS, name string) bool {
 	return slices.Contains(netnstest.Names(t, n), name)
 }
 
-// serveCRI serves ListPodSandbox with the given sandbox IDs.
+// serveCRI serves ListPodSandbox with the given sandbox IDs, all ready.
 func serveCRI(t *testing.T, ids ...string) string {
+	states := map[string]runtimeapi.PodSandboxState{}
+	for _, id := range ids {
+		states[id] = runtimeapi.PodSandboxState_SANDBOX_READY
+	}
+	return serveCRIStates(t, states)
+}
+
+// serveCRIStates serves ListPodSandbox with the given sandboxes, by ID.
+func serveCRIStates(t *testing.T, states map[string]runtimeapi.PodSandboxState) string {
 	sock := filepath.Join(t.TempDir(), "cri.sock")
 	l, err := net.Listen("unix", sock)
 	if err != nil {
@@ -69,8 +78,8 @@ func serveCRI(t *testing.T, ids ...string) string {
 	}
 	srv := grpc.NewServer()
 	f := &criServer{}
-	for _, id := range ids {
-		f.items = append(f.items, &runtimeapi.PodSandbox{Id: id, Metadata: &runtimeapi.PodSandboxMetadata{Name: "pod-" + id, Namespace: "default"}})
+	for id, st := range states {
+		f.items = append(f.items, &runtimeapi.PodSandbox{Id: id, State: st, Metadata: &runtimeapi.PodSandboxMetadata{Name: "pod-" + id, Namespace: "default"}})
 	}
 	runtimeapi.RegisterRuntimeServiceServer(srv, f)
 	go func() { _ = srv.Serve(l) }()
@@ -145,6 +154,44 @@ func TestReconcileCRIGone(t *testing.T) {
 	}
 	if !hasLink(t, listed, "rdma0") || !hasLink(t, young, "rdma0") {
 		t.Error("a kept pod lost its child")
+	}
+}
+
+// TestReconcileCRINotReady: with CRI, a listed sandbox whose netns pin was
+// deleted is released through the plugin's real DEL when the runtime says
+// it is not ready; a ready one is kept, a problem, as is its lease; a not
+// ready one whose netns lives is kept with its child.
+func TestReconcileCRINotReady(t *testing.T) {
+	testenv.Privileged(t)
+	node := newNodeNS(t)
+	dir := t.TempDir()
+	netnstest.Delete(podWithChild(t, node, dir, "ready1", time.Hour))
+	netnstest.Delete(podWithChild(t, node, dir, "dead2", time.Hour))
+	restarting := podWithChild(t, node, dir, "restarting3", time.Hour)
+	sock := serveCRIStates(t, map[string]runtimeapi.PodSandboxState{
+		"ready1":      runtimeapi.PodSandboxState_SANDBOX_READY,
+		"dead2":       runtimeapi.PodSandboxState_SANDBOX_NOTREADY,
+		"restarting3": runtimeapi.PodSandboxState_SANDBOX_NOTREADY,
+	})
+	code, out := reconcileIn(t, node, "--net-name", "rdmanet", "--data-dir", dir, "--cri-socket", sock, "--once")
+	if code != ExitProblems ||
+		!strings.Contains(out, `msg="released an attachment" attachment="rdmanet/dead2/eth0 (pod default/pod-dead2, shared, macvlan rxe0 as rdma0)" why="netns `) ||
+		!strings.Contains(out, `is gone while CRI still lists the sandbox, not ready"`) ||
+		!strings.Contains(out, `attachment="rdmanet/ready1/eth0 (pod default/pod-ready1, shared, macvlan rxe0 as rdma0)"`) ||
+		!strings.Contains(out, `msg="pass done" released=1 kept=2 problems=1`) {
+		t.Fatalf("code %d\n%s", code, out)
+	}
+	recs, err := state.New(dir).List()
+	ids := []string{}
+	for _, r := range recs {
+		ids = append(ids, r.ContainerID)
+	}
+	slices.Sort(ids)
+	if err != nil || !slices.Equal(ids, []string{"ready1", "restarting3"}) {
+		t.Errorf("records left %v %v", ids, err)
+	}
+	if !hasLink(t, restarting, "rdma0") {
+		t.Error("the not-ready sandbox whose netns lives lost its child")
 	}
 }
 

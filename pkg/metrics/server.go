@@ -30,9 +30,16 @@ const (
 
 // Values of the reason label of releases.
 const (
-	ReasonSandboxGone = "sandbox_gone" // CRI no longer lists the sandbox
-	ReasonNetnsGone   = "netns_gone"   // the recorded netns path names no netns
-	ReasonEarlierBoot = "earlier_boot" // made in an earlier boot: the pod died in the reboot
+	ReasonSandboxGone     = "sandbox_gone"      // CRI no longer lists the sandbox
+	ReasonNetnsGone       = "netns_gone"        // the recorded netns path names no netns, or another one
+	ReasonEarlierBoot     = "earlier_boot"      // made in an earlier boot: the pod died in the reboot
+	ReasonSandboxNotReady = "sandbox_not_ready" // CRI lists the sandbox not ready, and its netns path names no netns
+)
+
+// Values of the reason label of attachments kept unverified.
+const (
+	UnverifiedNetnsUnseen     = "netns_unseen"     // the netns path names no netns in reconcile's mount view
+	UnverifiedNetnsUnreadable = "netns_unreadable" // the netns path, or its identity, cannot be read
 )
 
 // Reconcile are what reconcile itself counts. They exist (and are
@@ -50,6 +57,9 @@ type Reconcile struct {
 	ConflistRestores prometheus.Counter
 	// CRIFailures counts the passes that could not list the sandboxes.
 	CRIFailures prometheus.Counter
+	// Unverified counts the attachments kept because CRI lists them and
+	// their netns cannot be read, once per attachment and reason.
+	Unverified *prometheus.CounterVec
 }
 
 func NewReconcile() *Reconcile {
@@ -58,7 +68,7 @@ func NewReconcile() *Reconcile {
 		Passes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "reconcile_passes_total",
 			Help: "Reconcile passes run, by what triggered them (interval: the timer; event: a link or RDMA event)."}, []string{"trigger"}),
 		Releases: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "reconcile_releases_total",
-			Help: "Attachments released through the plugin's DEL because their pod is gone, by network and reason (sandbox_gone, netns_gone, earlier_boot)."},
+			Help: "Attachments released through the plugin's DEL because their pod is gone, by network and reason (sandbox_gone, netns_gone, sandbox_not_ready, earlier_boot)."},
 			[]string{"network", "reason"}),
 		ReleaseFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "reconcile_release_failures_total",
 			Help: "Releases whose DEL failed (the attachment is kept and retried next pass), by network."}, []string{"network"}),
@@ -79,12 +89,15 @@ func NewReconcile() *Reconcile {
 			Help: "Times reconcile --ensure-entry put the rdma-chain entry back into a conflist that had lost it (an agent rewrote the file)."}),
 		CRIFailures: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "cri_failures_total",
 			Help: "Reconcile passes that could not list the pod sandboxes through CRI (nothing was released in them)."}),
+		Unverified: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "reconcile_unverified_total",
+			Help: "Attachments kept although reconcile could not read their netns while CRI lists their sandbox, counted once per attachment, by network and reason (netns_unseen, netns_unreadable)."},
+			[]string{"network", "reason"}),
 	}
 }
 
 // Collectors are the counters, to register.
 func (m *Reconcile) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.Passes, m.Releases, m.ReleaseFailures, m.Repairs, m.RepairFailures, m.RepairSeconds, m.Events, m.Watching, m.ConflistRestores, m.CRIFailures}
+	return []prometheus.Collector{m.Passes, m.Releases, m.ReleaseFailures, m.Repairs, m.RepairFailures, m.RepairSeconds, m.Events, m.Watching, m.ConflistRestores, m.CRIFailures, m.Unverified}
 }
 
 // Options are reconcile's metrics flags.

@@ -36,6 +36,10 @@ func (kernelNode) Sandboxes(ctx context.Context, criSocket string) ([]cri.Sandbo
 
 func (k kernelNode) NetnsGone(rec *state.Record) (bool, error) { return rec.NetnsGone(k.env.Netns.ID) }
 
+func (k kernelNode) NetnsReplaced(rec *state.Record) (bool, error) {
+	return rec.NetnsReplaced(k.env.Netns.ID)
+}
+
 func (k kernelNode) Del(args *skel.CmdArgs) error { return k.plugin.Del(args) }
 
 func (kernelNode) Now() time.Time { return time.Now() }

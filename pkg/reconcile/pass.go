@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -9,8 +10,11 @@ import (
 
 	"github.com/containernetworking/cni/pkg/skel"
 
+	"github.com/rdma-chain/rdma-chain/pkg/chain"
 	"github.com/rdma-chain/rdma-chain/pkg/conflist"
+	"github.com/rdma-chain/rdma-chain/pkg/cri"
 	"github.com/rdma-chain/rdma-chain/pkg/metrics"
+	"github.com/rdma-chain/rdma-chain/pkg/netnsid"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
@@ -26,6 +30,7 @@ func (r *reconciler) pass(ctx context.Context) int {
 		return 1
 	}
 	problems, released, kept := 0, 0, 0
+	listed := map[state.Key]bool{}
 	reason := metrics.ReasonNetnsGone
 	if live != nil {
 		reason = metrics.ReasonSandboxGone
@@ -58,8 +63,10 @@ func (r *reconciler) pass(ctx context.Context) int {
 					}
 					continue
 				}
-				if live != nil {
-					why, recReason = r.goneWhileListed(rec), metrics.ReasonNetnsGone
+				if sandboxState, ok := live[rec.ContainerID]; ok {
+					listed[rec.Key()] = true
+					why, recReason, p = r.goneWhileListed(rec, sandboxState)
+					problems += p
 				}
 			}
 			if why == "" {
@@ -73,6 +80,7 @@ func (r *reconciler) pass(ctx context.Context) int {
 			}
 		}
 	}
+	r.forgetUnseen(listed)
 	r.log.Info("pass done", "released", released, "kept", kept, "problems", problems, "liveness", r.liveness())
 	return problems
 }
@@ -84,9 +92,9 @@ func (r *reconciler) liveness() string {
 	return "netns"
 }
 
-// liveSandboxes is the set of sandbox IDs the runtime lists, or nil
-// without a CRI socket.
-func (r *reconciler) liveSandboxes(ctx context.Context) (map[string]bool, error) {
+// liveSandboxes is the state (cri.StateReady, cri.StateNotReady) of every
+// sandbox the runtime lists, by ID, or nil without a CRI socket.
+func (r *reconciler) liveSandboxes(ctx context.Context) (map[string]int32, error) {
 	if r.criSocket == "" {
 		return nil, nil
 	}
@@ -102,18 +110,18 @@ func (r *reconciler) liveSandboxes(ctx context.Context) (map[string]bool, error)
 		// own pod: an empty list means the wrong runtime, not a clean node.
 		return nil, fmt.Errorf("the runtime at %s lists no pod sandbox at all (is it the runtime that runs this network?)", r.criSocket)
 	}
-	live := make(map[string]bool, len(list))
+	live := make(map[string]int32, len(list))
 	for _, s := range list {
-		live[s.ID] = true
+		live[s.ID] = s.State
 	}
 	return live, nil
 }
 
 // stale says why rec's pod is gone, or "" to keep it, and counts a problem
 // when it cannot tell.
-func (r *reconciler) stale(rec *state.Record, live map[string]bool) (string, int) {
+func (r *reconciler) stale(rec *state.Record, live map[string]int32) (string, int) {
 	if live != nil {
-		if live[rec.ContainerID] {
+		if _, listed := live[rec.ContainerID]; listed {
 			return "", 0
 		}
 		if age := r.node.Now().Sub(rec.CreatedAt); age < r.minAge {
@@ -154,22 +162,81 @@ func (r *reconciler) ipamVisible(n conflist.Network) bool {
 }
 
 // goneWhileListed says why an attachment whose sandbox CRI still lists is
-// released anyway: its netns is gone (path, inode and cookie), as when the
-// pod died while kubelet or the runtime was down. Nothing of it can serve
-// the pod any more, and what it holds must not wait for a DEL that may
-// come late or never: its IPAM lease, and its netns inode listed in the
-// node-wide SMC socket hook, where a later pod's netns that reuses the
-// inode would have its TCP sockets made SMC. The runtime's DEL, when it
-// comes, finds no record and succeeds. "" keeps it (also when the netns
-// cannot be read: CRI says the pod lives).
-func (r *reconciler) goneWhileListed(rec *state.Record) string {
-	if rec.NetNS == "" {
-		return ""
+// released anyway, with the release's reason label, and counts a problem
+// when it cannot tell. Nothing of such a pod can serve it any more, and
+// what it holds must not wait for a DEL that may come late or never: its
+// IPAM lease, and its netns inode listed in the node-wide SMC socket hook.
+// The runtime's DEL, when it comes, finds no record and succeeds.
+//
+// Two proofs release. The netns path opens on another netns than ADD
+// recorded (another inode, or the same inode with another cookie), as when
+// the pod died while kubelet or the runtime was down and the path was
+// pinned again: reason netns_gone. Or the runtime itself says the sandbox
+// is not ready (its pause is dead; kubelet makes a new sandbox) and the
+// path names no netns here: reason sandbox_not_ready. An attachment
+// younger than the minimum age is kept then, as its sandbox may still be
+// starting, and so is an exclusive-mode one that holds a device: the
+// repair (Stranded) releases it once the kernel shows the device back,
+// which the netns's death alone does not yet prove.
+//
+// A path that names no netns here is no proof while the runtime says the
+// sandbox is ready: this process's mount view is not the runtime's (a
+// netns kept under the runtime's own state directory, a /proc/PID/ns/net
+// path, a mount without propagation that shows a new pin as an empty
+// file). It keeps the attachment, counted as a problem of every pass and
+// said once (see unseen), as does a path that cannot be read. "" keeps it.
+func (r *reconciler) goneWhileListed(rec *state.Record, sandboxState int32) (why, reason string, problems int) {
+	replaced, err := r.node.NetnsReplaced(rec)
+	switch {
+	case err == nil:
+		r.forgetOne(rec.Key())
+		if replaced {
+			return "netns " + rec.NetNS + " names another netns while CRI still lists the sandbox", metrics.ReasonNetnsGone, 0
+		}
+		return "", "", 0
+	case sandboxState == cri.StateNotReady && errors.Is(err, netnsid.ErrGone) && !chain.HoldsDevice(rec):
+		if age := r.node.Now().Sub(rec.CreatedAt); age < r.minAge {
+			r.log.Info("kept an attachment CRI lists not ready: too young", "attachment", describeRec(rec), "age", age.Round(time.Second))
+			return "", "", 0
+		}
+		r.forgetOne(rec.Key())
+		return "netns " + rec.NetNS + " is gone while CRI still lists the sandbox, not ready", metrics.ReasonSandboxNotReady, 0
 	}
-	if gone, err := r.node.NetnsGone(rec); err != nil || !gone {
-		return ""
+	r.unseen(rec, err)
+	return "", "", 1
+}
+
+// unseen says, once per attachment and reason, that an attachment CRI
+// lists is kept because nothing here proves its pod dead, and counts it.
+func (r *reconciler) unseen(rec *state.Record, err error) {
+	reason := metrics.UnverifiedNetnsUnreadable
+	if errors.Is(err, netnsid.ErrGone) {
+		reason = metrics.UnverifiedNetnsUnseen
 	}
-	return "netns " + rec.NetNS + " is gone while CRI still lists the sandbox"
+	if r.unverified == nil {
+		r.unverified = map[state.Key]string{}
+	}
+	if r.unverified[rec.Key()] == reason {
+		return
+	}
+	r.unverified[rec.Key()] = reason
+	r.metrics.Unverified.WithLabelValues(rec.Network, reason).Inc()
+	r.log.Warn("kept an attachment CRI lists: its netns cannot be read here, and nothing proves its pod dead "+
+		"(said once; counted as a problem of every pass while it lasts)",
+		"attachment", describeRec(rec), "netns", rec.NetNS, "reason", reason, "error", err)
+}
+
+// forgetOne forgets that key's netns could not be read.
+func (r *reconciler) forgetOne(key state.Key) { delete(r.unverified, key) }
+
+// forgetUnseen forgets the attachments no longer kept unverified because
+// CRI no longer lists them or their record is gone.
+func (r *reconciler) forgetUnseen(listed map[state.Key]bool) {
+	for key := range r.unverified {
+		if !listed[key] {
+			delete(r.unverified, key)
+		}
+	}
 }
 
 // release runs the plugin's own DEL for the attachment, as the runtime

@@ -84,6 +84,8 @@ type node interface {
 	Sandboxes(ctx context.Context, criSocket string) ([]cri.Sandbox, error)
 	// NetnsGone is state.Record.NetnsGone on the node.
 	NetnsGone(rec *state.Record) (bool, error)
+	// NetnsReplaced is state.Record.NetnsReplaced on the node.
+	NetnsReplaced(rec *state.Record) (bool, error)
 	Del(args *skel.CmdArgs) error
 	Now() time.Time
 	// Stranded says why rec is an exclusive-mode attachment whose pod
@@ -123,6 +125,9 @@ type reconciler struct {
 	// bootIDPath is the file the kernel's boot id is read from ("":
 	// state.BootIDFile).
 	bootIDPath string
+	// unverified are the attachments CRI lists whose netns this process
+	// cannot read, with the reason already said; the passes' alone.
+	unverified map[state.Key]string
 }
 
 // Run reconciles as o says, logging to out (slog's text lines, as the

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -21,6 +22,7 @@ import (
 	"github.com/rdma-chain/rdma-chain/pkg/conflist"
 	"github.com/rdma-chain/rdma-chain/pkg/cri"
 	"github.com/rdma-chain/rdma-chain/pkg/metrics"
+	"github.com/rdma-chain/rdma-chain/pkg/netnsid"
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
@@ -34,9 +36,11 @@ type fakeNode struct {
 	sandboxes []cri.Sandbox
 	criErr    error
 	gone      map[string]bool
-	delErr    map[string]error
-	deleted   []string
-	stdins    []string
+	// ids are the netns paths that name another netns than recorded.
+	ids     map[string]netnsid.ID
+	delErr  map[string]error
+	deleted []string
+	stdins  []string
 	// stranded names the containers whose pods died and whose devices are
 	// back; read under the reconciler's mu.
 	stranded []string
@@ -48,7 +52,7 @@ type fakeNode struct {
 }
 
 func newFakeNode(t *testing.T, recs ...*state.Record) *fakeNode {
-	n := &fakeNode{dir: t.TempDir(), gone: map[string]bool{}, delErr: map[string]error{}}
+	n := &fakeNode{dir: t.TempDir(), gone: map[string]bool{}, ids: map[string]netnsid.ID{}, delErr: map[string]error{}}
 	for _, r := range recs {
 		if err := state.New(n.dir).Put(r); err != nil {
 			t.Fatal(err)
@@ -58,7 +62,7 @@ func newFakeNode(t *testing.T, recs ...*state.Record) *fakeNode {
 }
 
 func rec(network, cid, netns string, age time.Duration) *state.Record {
-	return &state.Record{Network: network, ContainerID: cid, IfName: "eth0", NetNS: netns, Mode: rdma.ModeShared,
+	return &state.Record{Network: network, ContainerID: cid, IfName: "eth0", NetNS: netns, NetNSIno: recordedNetns.Inode, NetNSCookie: recordedNetns.Cookie, Mode: rdma.ModeShared,
 		Pod:   state.Pod{Namespace: "default", Name: "pod-" + cid, UID: "uid-" + cid},
 		Links: []state.Link{{Device: "rxe0", Kind: state.LinkIPVlan, Step: state.StepDone}}, CreatedAt: now.Add(-age)}
 }
@@ -76,10 +80,32 @@ func (n *fakeNode) Sandboxes(context.Context, string) ([]cri.Sandbox, error) {
 }
 
 func (n *fakeNode) NetnsGone(r *state.Record) (bool, error) {
-	if r.NetNS == "/run/netns/broken" {
-		return false, errors.New("permission denied")
+	return r.NetnsGone(n.idOf)
+}
+
+// recordedNetns is the netns identity ADD recorded in every fake record.
+var recordedNetns = netnsid.ID{Inode: 4026532000, Cookie: 7}
+
+func (n *fakeNode) NetnsReplaced(r *state.Record) (bool, error) {
+	return r.NetnsReplaced(n.idOf)
+}
+
+// idOf identifies the netns at path: a /run/netns path names the recorded
+// netns (another in n.ids, none in n.gone, an unreadable one when broken),
+// any other path is read from the kernel.
+func (n *fakeNode) idOf(path string) (netnsid.ID, error) {
+	if id, ok := n.ids[path]; ok {
+		return id, nil
 	}
-	return n.gone[r.NetNS], nil
+	switch {
+	case path == "/run/netns/broken":
+		return netnsid.ID{}, errors.New("permission denied")
+	case n.gone[path]:
+		return netnsid.ID{}, fmt.Errorf("open netns %s: %w", path, netnsid.ErrGone)
+	case strings.HasPrefix(path, "/run/netns/"):
+		return recordedNetns, nil
+	}
+	return netnsid.Of(path)
 }
 
 func (n *fakeNode) Del(a *skel.CmdArgs) error {
@@ -311,35 +337,6 @@ func TestPassRepairsWhatCRIStillLists(t *testing.T) {
 		t.Errorf("not counted as an interval repair")
 	}
 	if !strings.Contains(n.out.String(), `msg="pass done" released=1 kept=1 problems=0`) {
-		t.Errorf("output:\n%s", n.out.String())
-	}
-}
-
-// TestPassReleasesListedSandboxWithGoneNetns: a sandbox CRI still lists
-// whose netns is gone (the pod died while kubelet was down) is released
-// with reason netns_gone; one whose netns lives, or cannot be read, is
-// kept.
-func TestPassReleasesListedSandboxWithGoneNetns(t *testing.T) {
-	n := newFakeNode(t,
-		rec("rdmanet", "dead", "/run/netns/dead", time.Hour),
-		rec("rdmanet", "live", "/run/netns/live", time.Hour),
-		rec("rdmanet", "unreadable", "/run/netns/broken", time.Hour),
-		rec("rdmanet", "nonetns", "", time.Hour),
-	)
-	n.gone["/run/netns/dead"] = true
-	n.sandboxes = []cri.Sandbox{{ID: "dead"}, {ID: "live"}, {ID: "unreadable"}, {ID: "nonetns"}}
-	r := n.reconciler("/run/cri.sock")
-	if problems := r.pass(context.Background()); problems != 0 {
-		t.Errorf("problems %d\n%s", problems, n.out.String())
-	}
-	if want := []string{"dead"}; !slices.Equal(n.deleted, want) {
-		t.Errorf("released %v, want %v\n%s", n.deleted, want, n.out.String())
-	}
-	if testutil.ToFloat64(r.metrics.Releases.WithLabelValues("rdmanet", metrics.ReasonNetnsGone)) != 1 {
-		t.Errorf("not counted as a netns_gone release")
-	}
-	if !strings.Contains(n.out.String(), `msg="released an attachment" attachment="rdmanet/dead/eth0 (pod default/pod-dead, shared, ipvlan rxe0)" why="netns /run/netns/dead is gone while CRI still lists the sandbox"`) ||
-		!strings.Contains(n.out.String(), `msg="pass done" released=1 kept=3 problems=0`) {
 		t.Errorf("output:\n%s", n.out.String())
 	}
 }

@@ -32,3 +32,29 @@ func (r *Record) NetnsGone(idOf func(path string) (netnsid.ID, error)) (bool, er
 	}
 	return id.Cookie != r.NetNSCookie, nil
 }
+
+// NetnsReplaced reports whether the record's netns path now names another
+// netns than ADD recorded (another inode, or the same inode with another
+// cookie): positive proof, in any mount view, that the path no longer
+// names the pod's netns. A path that names no netns here is an error
+// wrapping netnsid.ErrGone, not proof: a mount this process lacks, or one
+// without propagation that shows a new pin as an empty file, looks the
+// same as a deleted pin. A record without a netns is not replaced, nor is
+// one without its identity whose path names a netns (nothing to compare).
+func (r *Record) NetnsReplaced(idOf func(path string) (netnsid.ID, error)) (bool, error) {
+	if r.NetNS == "" {
+		return false, nil
+	}
+	id, err := idOf(r.NetNS)
+	switch {
+	case id.Inode == 0:
+		return false, err
+	case r.NetNSIno == 0:
+		return false, nil
+	case id.Inode != r.NetNSIno:
+		return true, nil
+	case r.NetNSCookie == 0 || err != nil:
+		return false, err
+	}
+	return id.Cookie != r.NetNSCookie, nil
+}
