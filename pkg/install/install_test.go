@@ -67,4 +67,3 @@ func TestEnsureEntryKeepsAgentWrite(t *testing.T) {
 		})
 	}
 }
-
