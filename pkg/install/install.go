@@ -47,7 +47,7 @@ func Run(o Options, out io.Writer) error {
 	if o.Conflist == "" {
 		return nil
 	}
-	path, err := waitConflist(o.Conflist, o.ConfDir, o.Wait)
+	path, err := waitConflist(o.Conflist, o.ConfDir, o.Wait, out)
 	if err != nil {
 		return err
 	}
@@ -78,10 +78,13 @@ func Run(o Options, out io.Writer) error {
 }
 
 // waitConflist resolves --conflist (a path, or conflist.Auto for the
-// primary's conflist in confDir) and waits up to d for it.
-func waitConflist(path, confDir string, d time.Duration) (string, error) {
+// primary's conflist in confDir) and waits up to d for it, saying on out
+// why it waits when the first file is a Multus file it refuses.
+func waitConflist(path, confDir string, d time.Duration, out io.Writer) (string, error) {
 	if path == conflist.Auto {
-		return conflist.WaitPrimary(confDir, d)
+		return conflist.WaitPrimary(confDir, d, func(err error) {
+			say(out, "waiting up to %v for the conf dir to change: %v\n", d, err)
+		})
 	}
 	return path, conflist.WaitFor(path, d)
 }

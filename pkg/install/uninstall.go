@@ -73,7 +73,7 @@ func Uninstall(ctx context.Context, o UninstallOptions, out io.Writer) error {
 // drainEntry drains the conflist's entry and takes it out once no pod
 // holds an attachment. It reports whether the binaries may go.
 func drainEntry(ctx context.Context, o UninstallOptions, out io.Writer) (bool, error) {
-	path, err := waitConflist(o.Conflist, o.ConfDir, 0)
+	path, err := waitConflist(o.Conflist, o.ConfDir, 0, io.Discard)
 	if err != nil {
 		return false, err
 	}
