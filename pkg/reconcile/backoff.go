@@ -25,6 +25,7 @@ type restoreBackoff struct {
 	// due receives a check when a wait is over: no change of the conf dir
 	// may come to trigger one.
 	due   chan<- struct{}
+	now   func() time.Time
 	mu    sync.Mutex
 	files map[string]*restorePace
 }
@@ -38,7 +39,7 @@ type restorePace struct {
 }
 
 func newRestoreBackoff(due chan<- struct{}) *restoreBackoff {
-	return &restoreBackoff{quiet: restoreQuiet, min: restoreWaitMin, max: restoreWaitMax, due: due, files: map[string]*restorePace{}}
+	return &restoreBackoff{quiet: restoreQuiet, min: restoreWaitMin, max: restoreWaitMax, due: due, now: time.Now, files: map[string]*restorePace{}}
 }
 
 // allowed reports whether the entry may go back into path now.
@@ -46,7 +47,7 @@ func (b *restoreBackoff) allowed(path string) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	p := b.files[path]
-	return p == nil || !time.Now().Before(p.next)
+	return p == nil || !b.now().Before(p.next)
 }
 
 // restored records a restore of path now and returns how long the next
@@ -54,7 +55,7 @@ func (b *restoreBackoff) allowed(path string) bool {
 func (b *restoreBackoff) restored(path string) time.Duration {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	now := time.Now()
+	now := b.now()
 	p := b.files[path]
 	if p == nil {
 		p = &restorePace{}
