@@ -55,9 +55,23 @@ func ReadNoFollow(path string) ([]byte, os.FileInfo, error) {
 	return buf.Bytes(), st, nil
 }
 
+// ErrChanged: the file no longer holds what it held when it was read, so
+// nothing was written over it.
+var ErrChanged = errors.New("changed since it was read")
+
 // WriteAtomic replaces path with data through a synced temp file in the
 // same directory, keeping the original's mode and owner.
 func WriteAtomic(path string, data []byte, orig os.FileInfo) error {
+	return ReplaceIfUnchanged(path, nil, data, orig)
+}
+
+// ReplaceIfUnchanged is WriteAtomic that renames over path only while it
+// still holds was (nil: whatever it holds): the file is read again once the
+// temp file is synced, right before the rename, and ErrChanged is returned
+// with nothing written when another writer (the primary's agent) replaced
+// or rewrote it since was was read, so that its write is never replaced by
+// an edit of an older version.
+func ReplaceIfUnchanged(path string, was, data []byte, orig os.FileInfo) error {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, ".rdma-chain-install-*.tmp")
 	if err != nil {
@@ -75,7 +89,10 @@ func WriteAtomic(path string, data []byte, orig os.FileInfo) error {
 	if err == nil {
 		err = f.Sync()
 	}
-	if err = errors.Join(err, f.Close()); err == nil {
+	if err = errors.Join(err, f.Close()); err == nil && was != nil {
+		err = unchanged(path, was)
+	}
+	if err == nil {
 		err = renameOverRegular(f.Name(), path)
 	}
 	if err != nil {
@@ -83,6 +100,18 @@ func WriteAtomic(path string, data []byte, orig os.FileInfo) error {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return syncDir(dir)
+}
+
+// unchanged reads path again and compares it with was.
+func unchanged(path string, was []byte) error {
+	now, _, err := ReadNoFollow(path)
+	if err != nil {
+		return err
+	}
+	if !bytes.Equal(now, was) {
+		return ErrChanged
+	}
+	return nil
 }
 
 // renameOverRegular renames tmp to path unless path became a symlink.

@@ -20,7 +20,8 @@ var ErrNoConflist = errors.New("no conflist")
 // CRI-O and Multus's auto mode choose it: the lexically first file named
 // *.conf, *.conflist or *.json. When that file is a symlink or not a
 // regular file it is refused, never followed or skipped: the runtime
-// would use it. ErrNoConflist when there is none.
+// would use it. When it is Multus's, the primary network is what Multus
+// delegates to (throughMultus). ErrNoConflist when there is none.
 func Primary(dir string) (string, error) {
 	files, err := libcni.ConfFiles(dir, []string{".conf", ".conflist", ".json"})
 	if err != nil {
@@ -39,17 +40,30 @@ func Primary(dir string) (string, error) {
 	case !st.Mode().IsRegular():
 		return "", fmt.Errorf("refusing %s, the first conflist of %s: not a regular file", first, filepath.Clean(dir))
 	}
-	return first, nil
+	data, _, err := ReadNoFollow(first)
+	if err != nil {
+		return first, nil // reading it again says what is wrong
+	}
+	return throughMultus(dir, first, data)
 }
 
 // WaitPrimary polls for dir's primary conflist for at most d (the primary
-// plugin's agent writes it once it runs).
-func WaitPrimary(dir string, d time.Duration) (string, error) {
+// plugin's agent writes it once it runs). A Multus file it refuses is
+// waited out too, so that an init container that cannot go on stays
+// rather than restarts at once; refused reports it once, as soon as it is
+// seen (nil: not reported).
+func WaitPrimary(dir string, d time.Duration, refused func(error)) (string, error) {
 	deadline := time.Now().Add(d)
+	reported := false
 	for {
 		p, err := Primary(dir)
-		if !errors.Is(err, ErrNoConflist) || !time.Now().Before(deadline) {
-			if err != nil && d > 0 && errors.Is(err, ErrNoConflist) {
+		if errors.Is(err, ErrMultus) && !reported && refused != nil && time.Now().Before(deadline) {
+			refused(err)
+			reported = true
+		}
+		waiting := errors.Is(err, ErrNoConflist) || errors.Is(err, ErrMultus)
+		if !waiting || !time.Now().Before(deadline) {
+			if err != nil && d > 0 && waiting {
 				return "", fmt.Errorf("%w after %v", err, d)
 			}
 			return p, err

@@ -74,10 +74,10 @@ func TestWaitPrimary(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 		write(t, dir, "10-calico.conflist", primaryList)
 	}()
-	if got, err := WaitPrimary(dir, 10*time.Second); err != nil || got != filepath.Join(dir, "10-calico.conflist") {
+	if got, err := WaitPrimary(dir, 10*time.Second, nil); err != nil || got != filepath.Join(dir, "10-calico.conflist") {
 		t.Errorf("WaitPrimary = %q, %v", got, err)
 	}
-	if _, err := WaitPrimary(t.TempDir(), 1200*time.Millisecond); !errors.Is(err, ErrNoConflist) || !strings.Contains(err.Error(), "after 1.2s") {
+	if _, err := WaitPrimary(t.TempDir(), 1200*time.Millisecond, nil); !errors.Is(err, ErrNoConflist) || !strings.Contains(err.Error(), "after 1.2s") {
 		t.Errorf("nothing written: %v", err)
 	}
 }

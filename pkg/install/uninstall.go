@@ -73,7 +73,7 @@ func Uninstall(ctx context.Context, o UninstallOptions, out io.Writer) error {
 // drainEntry drains the conflist's entry and takes it out once no pod
 // holds an attachment. It reports whether the binaries may go.
 func drainEntry(ctx context.Context, o UninstallOptions, out io.Writer) (bool, error) {
-	path, err := waitConflist(o.Conflist, o.ConfDir, 0)
+	path, err := waitConflist(o.Conflist, o.ConfDir, 0, io.Discard)
 	if err != nil {
 		return false, err
 	}
@@ -129,22 +129,21 @@ func drainEntry(ctx context.Context, o UninstallOptions, out io.Writer) (bool, e
 // setDrain sets "drain": true in the entry, so that no new pod gets an
 // attachment while the recorded ones are still given back by their DEL.
 func setDrain(path string, out io.Writer) error {
-	data, st, err := conflist.ReadNoFollow(path)
-	if err != nil {
+	written, err := editFile(path, func(data []byte) ([]byte, error) {
+		result, what, err := conflist.Upsert(data, "", []byte(`{"drain":true}`))
+		if err != nil || what == "" {
+			return nil, wrapPath(path, err)
+		}
+		return result, nil
+	})
+	switch {
+	case err != nil:
 		return err
-	}
-	result, what, err := conflist.Upsert(data, "", []byte(`{"drain":true}`))
-	if err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	if what == "" {
+	case written:
+		say(out, "%s: rdma-chain entry draining: new pods pass through\n", path)
+	default:
 		say(out, "%s: rdma-chain entry already draining\n", path)
-		return nil
 	}
-	if err := conflist.WriteAtomic(path, result, st); err != nil {
-		return err
-	}
-	say(out, "%s: rdma-chain entry draining: new pods pass through\n", path)
 	return nil
 }
 
@@ -208,23 +207,30 @@ func describe(r *state.Record) string {
 }
 
 func removeEntry(path string, out io.Writer) error {
-	data, st, err := conflist.ReadNoFollow(path)
-	if err != nil {
+	written, err := editFile(path, func(data []byte) ([]byte, error) {
+		result, had, err := conflist.Remove(data)
+		if err != nil || !had {
+			return nil, wrapPath(path, err)
+		}
+		return result, nil
+	})
+	switch {
+	case err != nil:
 		return err
-	}
-	result, had, err := conflist.Remove(data)
-	if err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	if !had {
+	case written:
+		say(out, "%s: rdma-chain entry removed\n", path)
+	default:
 		say(out, "%s: no rdma-chain entry\n", path)
+	}
+	return nil
+}
+
+// wrapPath names the conflist in err (nil: nil).
+func wrapPath(path string, err error) error {
+	if err == nil {
 		return nil
 	}
-	if err := conflist.WriteAtomic(path, result, st); err != nil {
-		return err
-	}
-	say(out, "%s: rdma-chain entry removed\n", path)
-	return nil
+	return fmt.Errorf("%s: %w", path, err)
 }
 
 // removeBinaries unlinks PluginBinaries from dir, the plugin before the

@@ -55,6 +55,9 @@ type Reconcile struct {
 	Watching        *prometheus.GaugeVec
 	// ConflistRestores counts the entries --ensure-entry put back.
 	ConflistRestores prometheus.Counter
+	// ConflistRestoreBackoffs counts the restores that start a longer wait
+	// before the next one (an agent keeps rewriting the conflist).
+	ConflistRestoreBackoffs prometheus.Counter
 	// CRIFailures counts the passes that could not list the sandboxes.
 	CRIFailures prometheus.Counter
 	// Unverified counts the attachments kept because CRI lists them and
@@ -87,6 +90,8 @@ func NewReconcile() *Reconcile {
 			[]string{"source"}),
 		ConflistRestores: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "conflist_restores_total",
 			Help: "Times reconcile --ensure-entry put the rdma-chain entry back into a conflist that had lost it (an agent rewrote the file)."}),
+		ConflistRestoreBackoffs: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "conflist_restore_backoffs_total",
+			Help: "Times reconcile --ensure-entry put the rdma-chain entry back soon after the previous restore of the conflist and waits longer before the next (an agent keeps rewriting the file without it)."}),
 		CRIFailures: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "cri_failures_total",
 			Help: "Reconcile passes that could not list the pod sandboxes through CRI (nothing was released in them)."}),
 		Unverified: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "reconcile_unverified_total",
@@ -97,7 +102,7 @@ func NewReconcile() *Reconcile {
 
 // Collectors are the counters, to register.
 func (m *Reconcile) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.Passes, m.Releases, m.ReleaseFailures, m.Repairs, m.RepairFailures, m.RepairSeconds, m.Events, m.Watching, m.ConflistRestores, m.CRIFailures, m.Unverified}
+	return []prometheus.Collector{m.Passes, m.Releases, m.ReleaseFailures, m.Repairs, m.RepairFailures, m.RepairSeconds, m.Events, m.Watching, m.ConflistRestores, m.ConflistRestoreBackoffs, m.CRIFailures, m.Unverified}
 }
 
 // Options are reconcile's metrics flags.

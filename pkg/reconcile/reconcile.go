@@ -137,7 +137,8 @@ type reconciler struct {
 func Run(ctx context.Context, o Options, out io.Writer) error {
 	m := metrics.NewReconcile()
 	log := slog.New(slog.NewTextHandler(out, nil))
-	load := o.loader(m, log)
+	confChanged := make(chan struct{}, 1)
+	load := o.loader(m, log, newRestoreBackoff(confChanged))
 	nets, err := load()
 	if err != nil {
 		return err
@@ -162,9 +163,8 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 			return err
 		}
 	}
-	var confChanged <-chan struct{}
 	if o.EnsureEntry {
-		confChanged = watchConfDirs(ctx, conflistDirs(o.Conflists, o.ConfDir), log)
+		watchConfDirs(ctx, conflistDirs(o.Conflists, o.ConfDir), confChanged, log)
 	}
 	r.loop(ctx, o.Interval, confChanged)
 	return nil
@@ -172,8 +172,8 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 
 // loader returns what reads the networks before each pass: the conflists
 // named (their entries put back first with EnsureEntry), or those of
-// ConfDir with an entry, or NetName's.
-func (o Options) loader(m *metrics.Reconcile, log *slog.Logger) func() ([]conflist.Network, error) {
+// ConfDir with an entry, or NetName's; backoff paces the entries put back.
+func (o Options) loader(m *metrics.Reconcile, log *slog.Logger, backoff *restoreBackoff) func() ([]conflist.Network, error) {
 	return func() ([]conflist.Network, error) {
 		if len(o.Networks) > 0 {
 			return o.Networks, nil
@@ -183,7 +183,7 @@ func (o Options) loader(m *metrics.Reconcile, log *slog.Logger) func() ([]confli
 			return nil, err
 		}
 		if o.EnsureEntry {
-			ensureEntries(paths, o, m, log)
+			ensureEntries(paths, o, m, backoff, log)
 		}
 		if len(paths) == 0 && o.NetName == "" {
 			nets, skipped, err := conflist.Discover(o.ConfDir)
@@ -215,10 +215,15 @@ func resolveConflists(paths []string, confDir string) ([]string, error) {
 
 // ensureEntries puts the rdma-chain entry back into each conflist that
 // lost it (a primary's agent rewrote the file on restart), logs and counts
-// it. A conflist it cannot read or fix is logged; loading it then says
-// what is wrong.
-func ensureEntries(paths []string, o Options, m *metrics.Reconcile, log *slog.Logger) {
+// it. A conflist whose agent keeps rewriting it without the entry gets it
+// back only as backoff allows, each longer wait logged and counted. A
+// conflist it cannot read or fix is logged; loading it then says what is
+// wrong.
+func ensureEntries(paths []string, o Options, m *metrics.Reconcile, backoff *restoreBackoff, log *slog.Logger) {
 	for _, p := range paths {
+		if !backoff.allowed(p) {
+			continue // a check is due on its own once the wait is over
+		}
 		restored, err := install.EnsureEntry(p, o.After, o.Set)
 		switch {
 		case err != nil:
@@ -226,6 +231,11 @@ func ensureEntries(paths []string, o Options, m *metrics.Reconcile, log *slog.Lo
 		case restored:
 			m.ConflistRestores.Inc()
 			log.Info("put the rdma-chain entry back: another agent had rewritten the conflist without it", "conflist", p)
+			if wait := backoff.restored(p); wait > 0 {
+				m.ConflistRestoreBackoffs.Inc()
+				log.Warn("another agent keeps rewriting the conflist without the rdma-chain entry: the next restore waits",
+					"conflist", p, "wait", wait)
+			}
 		}
 	}
 }

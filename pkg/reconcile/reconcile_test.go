@@ -433,7 +433,7 @@ func TestEnsureEntryAfterAgentRewrite(t *testing.T) {
 	m := metrics.NewReconcile()
 	o := Options{Conflists: []string{conflist.Auto}, ConfDir: dir, EnsureEntry: true, After: "calico",
 		Set: []byte(`{"mode":"shared","dataDir":"` + filepath.Join(dir, "state") + `"}`)}
-	load := o.loader(m, slog.New(slog.NewTextHandler(&out, nil)))
+	load := o.loader(m, slog.New(slog.NewTextHandler(&out, nil)), newRestoreBackoff(make(chan struct{}, 1)))
 	for pass, rewritten := range []bool{true, false, true} {
 		if rewritten && pass > 0 {
 			rewrite()
@@ -475,7 +475,8 @@ func TestEnsureEntryOnConfDirChange(t *testing.T) {
 	var loadOut bytes.Buffer
 	o := Options{Conflists: []string{conflist.Auto}, ConfDir: dir, EnsureEntry: true, After: "calico",
 		Set: []byte(`{"mode":"shared","dataDir":"` + filepath.Join(dir, "state") + `"}`)}
-	load := o.loader(r.metrics, slog.New(slog.NewTextHandler(&loadOut, nil)))
+	changed := make(chan struct{}, 1)
+	load := o.loader(r.metrics, slog.New(slog.NewTextHandler(&loadOut, nil)), newRestoreBackoff(changed))
 	r.reload = func() error {
 		nets, err := load()
 		if err == nil {
@@ -484,7 +485,7 @@ func TestEnsureEntryOnConfDirChange(t *testing.T) {
 		return err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	changed := watchConfDirs(ctx, conflistDirs(o.Conflists, o.ConfDir), slog.New(slog.DiscardHandler))
+	watchConfDirs(ctx, conflistDirs(o.Conflists, o.ConfDir), changed, slog.New(slog.DiscardHandler))
 	done := make(chan struct{})
 	go func() { r.loop(ctx, time.Hour, changed); close(done) }()
 	defer func() { cancel(); <-done }()
@@ -530,7 +531,7 @@ func TestEnsureEntryOnConfDirChange(t *testing.T) {
 func TestEnsureEntryNeedsAConflist(t *testing.T) {
 	dir := t.TempDir()
 	o := Options{Conflists: []string{conflist.Auto}, ConfDir: dir, EnsureEntry: true}
-	if _, err := o.loader(metrics.NewReconcile(), slog.New(slog.DiscardHandler))(); !errors.Is(err, conflist.ErrNoConflist) {
+	if _, err := o.loader(metrics.NewReconcile(), slog.New(slog.DiscardHandler), newRestoreBackoff(nil))(); !errors.Is(err, conflist.ErrNoConflist) {
 		t.Errorf("load without a conflist: %v", err)
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
