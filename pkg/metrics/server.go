@@ -60,6 +60,10 @@ type Reconcile struct {
 	ConflistRestoreBackoffs prometheus.Counter
 	// CRIFailures counts the passes that could not list the sandboxes.
 	CRIFailures prometheus.Counter
+	// Stranded is, per network, the exclusive-mode attachments an ADD
+	// found with their pod netns gone while the kernel kept their RDMA
+	// device (record's strandedAt), as the last pass read them.
+	Stranded *prometheus.GaugeVec
 	// Unverified counts the attachments kept because CRI lists them and
 	// their netns cannot be read, once per attachment and reason.
 	Unverified *prometheus.CounterVec
@@ -94,6 +98,9 @@ func NewReconcile() *Reconcile {
 			Help: "Times reconcile --ensure-entry put the rdma-chain entry back soon after the previous restore of the conflist and waits longer before the next (an agent keeps rewriting the file without it)."}),
 		CRIFailures: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "cri_failures_total",
 			Help: "Reconcile passes that could not list the pod sandboxes through CRI (nothing was released in them)."}),
+		Stranded: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "stranded_attachments",
+			Help: "Exclusive-mode attachments whose pod netns path is gone while the kernel keeps their RDMA device (a process holds the netns): the device stays held; as the last pass read the records, by network."},
+			[]string{"network"}),
 		Unverified: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "reconcile_unverified_total",
 			Help: "Attachments kept although reconcile could not read their netns while CRI lists their sandbox, counted once per attachment, by network and reason (netns_unseen, netns_unreadable)."},
 			[]string{"network", "reason"}),
@@ -102,7 +109,7 @@ func NewReconcile() *Reconcile {
 
 // Collectors are the counters, to register.
 func (m *Reconcile) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.Passes, m.Releases, m.ReleaseFailures, m.Repairs, m.RepairFailures, m.RepairSeconds, m.Events, m.Watching, m.ConflistRestores, m.ConflistRestoreBackoffs, m.CRIFailures, m.Unverified}
+	return []prometheus.Collector{m.Passes, m.Releases, m.ReleaseFailures, m.Repairs, m.RepairFailures, m.RepairSeconds, m.Events, m.Watching, m.ConflistRestores, m.ConflistRestoreBackoffs, m.CRIFailures, m.Stranded, m.Unverified}
 }
 
 // Options are reconcile's metrics flags.

@@ -46,6 +46,7 @@ func (r *reconciler) pass(ctx context.Context) int {
 			r.log.Error("cannot list the attachments", "dataDir", n.DataDir, "error", err)
 			problems++
 		}
+		r.countStranded(n.Name, recs)
 		for _, rec := range recs {
 			if rec.Network != n.Name {
 				continue
@@ -83,6 +84,19 @@ func (r *reconciler) pass(ctx context.Context) int {
 	r.forgetUnseen(listed)
 	r.log.Info("pass done", "released", released, "kept", kept, "problems", problems, "liveness", r.liveness())
 	return problems
+}
+
+// countStranded sets the stranded gauge of network to the records of it
+// an ADD marked stranded (state.Record.StrandedAt) that still hold a
+// device.
+func (r *reconciler) countStranded(network string, recs []*state.Record) {
+	n := 0
+	for _, rec := range recs {
+		if rec.Network == network && !rec.StrandedAt.IsZero() && chain.HoldsDevice(rec) {
+			n++
+		}
+	}
+	r.metrics.Stranded.WithLabelValues(network).Set(float64(n))
 }
 
 func (r *reconciler) liveness() string {

@@ -14,6 +14,7 @@ import (
 	"github.com/rdma-chain/rdma-chain/pkg/cri"
 	"github.com/rdma-chain/rdma-chain/pkg/metrics"
 	"github.com/rdma-chain/rdma-chain/pkg/netnsid"
+	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
@@ -169,5 +170,39 @@ func TestPassListedSandboxState(t *testing.T) {
 				t.Logf("output:\n%s", n.out.String())
 			}
 		})
+	}
+}
+
+// Each pass sets the stranded gauge to the exclusive-mode attachments an
+// ADD marked stranded that still hold a device, and to 0 once none is.
+func TestPassCountsStranded(t *testing.T) {
+	exclusive := func(cid string, stranded bool) *state.Record {
+		r := rec("rdmanet", cid, "/run/netns/"+cid, time.Hour)
+		r.Mode = rdma.ModeExclusive
+		r.Links = []state.Link{{Device: "mlx5_" + cid, Kind: state.LinkMoved, Step: state.StepDone}}
+		if stranded {
+			r.StrandedAt = now.Add(-time.Minute)
+		}
+		return r
+	}
+	released := exclusive("released", true)
+	released.Links[0].Step = state.StepReleased
+	n := newFakeNode(t, exclusive("a", true), exclusive("b", true), exclusive("c", false), released)
+	for _, id := range []string{"a", "b", "c", "released"} {
+		n.sandboxes = append(n.sandboxes, cri.Sandbox{ID: id})
+	}
+	r := n.reconciler("/run/cri.sock")
+	r.pass(context.Background())
+	if got := testutil.ToFloat64(r.metrics.Stranded.WithLabelValues("rdmanet")); got != 2 {
+		t.Errorf("stranded gauge %v, want 2 (a and b)\n%s", got, n.out.String())
+	}
+	for _, f := range []string{"a", "b"} {
+		if err := state.New(n.dir).Delete(state.Key{Network: "rdmanet", ContainerID: f, IfName: "eth0"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.pass(context.Background())
+	if got := testutil.ToFloat64(r.metrics.Stranded.WithLabelValues("rdmanet")); got != 0 {
+		t.Errorf("stranded gauge %v after their records went, want 0", got)
 	}
 }
