@@ -1,7 +1,6 @@
 package chain
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -16,6 +15,7 @@ import (
 	types100 "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/plugins/pkg/ns"
 
+	"github.com/rdma-chain/rdma-chain/internal/testonly/syncbuf"
 	"github.com/rdma-chain/rdma-chain/pkg/addr"
 	"github.com/rdma-chain/rdma-chain/pkg/netdev"
 	"github.com/rdma-chain/rdma-chain/pkg/netnsid"
@@ -149,36 +149,8 @@ type world struct {
 	bootIDPath string                     // Env.BootIDPath ("": the kernel's)
 	stuck      map[string]bool            // RDMA devices a live netns without a path keeps
 	returnWait time.Duration              // how long ReturnToHost waits for a stuck device
-	stdout     syncBuffer
-	stderr     syncBuffer
-}
-
-// syncBuffer is a bytes.Buffer that concurrent plugin calls may share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func (s *syncBuffer) Bytes() []byte { return []byte(s.String()) }
-
-func (s *syncBuffer) Len() int { return len(s.String()) }
-
-func (s *syncBuffer) Reset() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.b.Reset()
+	stdout     syncbuf.Buffer
+	stderr     syncbuf.Buffer
 }
 
 func (w *world) record(format string, args ...any) error {

@@ -9,7 +9,6 @@ import (
 	"os"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/rdma-chain/rdma-chain/internal/testonly/syncbuf"
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
@@ -306,24 +306,6 @@ func TestModTimeChanged(t *testing.T) {
 	}
 }
 
-// lockedBuffer collects a writer's log.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 func TestStatusRefusedWrite(t *testing.T) {
 	claims := schema.GroupResource{Group: resourceapi.GroupName, Resource: "resourceclaims"}
 	for _, tc := range []struct {
@@ -347,7 +329,7 @@ func TestStatusRefusedWrite(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newStatusEnv(t, allocatedClaim("team", "c1", "mlx5-0"))
-			var logs lockedBuffer
+			var logs syncbuf.Buffer
 			e.w.Log = slog.New(slog.NewTextHandler(&logs, nil))
 			e.recs = []*state.Record{record("ctr1", "team", "a", "c1", "mlx5_0", "mlx5-0", state.StepPlanned, t0)}
 			e.client.PrependReactor("patch", "resourceclaims", func(a k8stesting.Action) (bool, runtime.Object, error) {

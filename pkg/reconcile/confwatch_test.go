@@ -1,7 +1,6 @@
 package reconcile
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"golang.org/x/sys/unix"
 
+	"github.com/rdma-chain/rdma-chain/internal/testonly/syncbuf"
 	"github.com/rdma-chain/rdma-chain/pkg/conflist"
 )
 
@@ -94,25 +93,8 @@ func TestEnsureEntryAgentRewritesConstantly(t *testing.T) {
 		}
 	}
 	write(0)
-	n := newFakeNode(t)
-	r := n.reconciler("")
-	var loadOut lockedBuffer
-	o := Options{Conflists: []string{conflist.Auto}, ConfDir: dir, EnsureEntry: true, After: "calico",
-		Set: []byte(`{"mode":"shared","dataDir":"` + filepath.Join(dir, "state") + `"}`)}
-	changed := make(chan struct{}, 1)
-	load := o.loader(r.metrics, slog.New(slog.NewTextHandler(&loadOut, nil)), newRestoreBackoff(changed))
-	r.reload = func() error {
-		nets, err := load()
-		if err == nil {
-			r.setNetworks(nets)
-		}
-		return err
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	watchConfDirs(ctx, conflistDirs(o.Conflists, o.ConfDir), changed, slog.New(slog.DiscardHandler))
-	done := make(chan struct{})
-	go func() { r.loop(ctx, time.Hour, changed); close(done) }()
-	defer func() { cancel(); <-done }()
+	var loadOut syncbuf.Buffer
+	r, _ := runEnsuringLoop(t, dir, &loadOut)
 
 	cpuBefore := cpuTime(t)
 	writes, lost, entryBack := 1, 0, 0
@@ -191,22 +173,4 @@ func cpuTime(t *testing.T) time.Duration {
 		t.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// lockedBuffer is a log written by the loop and read by the test.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

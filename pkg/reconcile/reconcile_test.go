@@ -5,12 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/common/expfmt"
 
+	"github.com/rdma-chain/rdma-chain/internal/testonly/syncbuf"
 	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 	"github.com/rdma-chain/rdma-chain/pkg/conflist"
 	"github.com/rdma-chain/rdma-chain/pkg/cri"
@@ -470,25 +473,8 @@ func TestEnsureEntryOnConfDirChange(t *testing.T) {
 	if err := os.WriteFile(path, agent, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	n := newFakeNode(t)
-	r := n.reconciler("")
-	var loadOut bytes.Buffer
-	o := Options{Conflists: []string{conflist.Auto}, ConfDir: dir, EnsureEntry: true, After: "calico",
-		Set: []byte(`{"mode":"shared","dataDir":"` + filepath.Join(dir, "state") + `"}`)}
-	changed := make(chan struct{}, 1)
-	load := o.loader(r.metrics, slog.New(slog.NewTextHandler(&loadOut, nil)), newRestoreBackoff(changed))
-	r.reload = func() error {
-		nets, err := load()
-		if err == nil {
-			r.setNetworks(nets)
-		}
-		return err
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	watchConfDirs(ctx, conflistDirs(o.Conflists, o.ConfDir), changed, slog.New(slog.DiscardHandler))
-	done := make(chan struct{})
-	go func() { r.loop(ctx, time.Hour, changed); close(done) }()
-	defer func() { cancel(); <-done }()
+	var loadOut syncbuf.Buffer
+	r, stop := runEnsuringLoop(t, dir, &loadOut)
 	waitRestores := func(want float64) {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)
@@ -519,8 +505,7 @@ func TestEnsureEntryOnConfDirChange(t *testing.T) {
 		}
 		waitRestores(float64(i + 2))
 	}
-	cancel()
-	<-done
+	stop()
 	if got := testutil.ToFloat64(r.metrics.ConflistRestores); got != 3 {
 		t.Errorf("restores %v after the plugin's own writes, want 3\n%s", got, loadOut.String())
 	}
@@ -571,4 +556,31 @@ func TestCRILossIsVisible(t *testing.T) {
 	if err := (&criHealth{lastErr: errors.New("x")}).healthy("", now); err != nil {
 		t.Errorf("without CRI: %v", err)
 	}
+}
+
+// runEnsuringLoop runs reconcile's loop over a fake node with --conflist
+// auto and --ensure-entry on the conf dir dir, watching it, until stop or
+// the test's end; the loader logs to loadOut.
+func runEnsuringLoop(t *testing.T, dir string, loadOut io.Writer) (r *reconciler, stop func()) {
+	t.Helper()
+	n := newFakeNode(t)
+	r = n.reconciler("")
+	o := Options{Conflists: []string{conflist.Auto}, ConfDir: dir, EnsureEntry: true, After: "calico",
+		Set: []byte(`{"mode":"shared","dataDir":"` + filepath.Join(dir, "state") + `"}`)}
+	changed := make(chan struct{}, 1)
+	load := o.loader(r.metrics, slog.New(slog.NewTextHandler(loadOut, nil)), newRestoreBackoff(changed))
+	r.reload = func() error {
+		nets, err := load()
+		if err == nil {
+			r.setNetworks(nets)
+		}
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	watchConfDirs(ctx, conflistDirs(o.Conflists, o.ConfDir), changed, slog.New(slog.DiscardHandler))
+	done := make(chan struct{})
+	go func() { r.loop(ctx, time.Hour, changed); close(done) }()
+	stop = sync.OnceFunc(func() { cancel(); <-done })
+	t.Cleanup(stop)
+	return r, stop
 }
