@@ -25,7 +25,7 @@ func (p *Plugin) bootID(c *call) string {
 // still held stay, marked released.
 func forgetEarlierBoot(c *call, rec *state.Record) {
 	c.log.Info("attachment of an earlier boot: its kernel state died with that boot, only its leases and files are given back",
-		"container", rec.ContainerID, "ifname", rec.IfName, "bootId", rec.BootID)
+		"holder", rec.ContainerID, "ifname", rec.IfName, "bootId", rec.BootID)
 	rec.SMC = nil
 	if rec.DeviceInfo != nil {
 		removeDeviceInfo(c, rec.DeviceInfo)

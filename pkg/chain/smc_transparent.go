@@ -81,7 +81,7 @@ func (p *Plugin) releaseTransparent(c *call, rec *state.Record) error {
 	}
 	if holder != nil {
 		c.log.Info("SMC-R: the netns inode stays listed in the SMC socket hook: another live attachment lists it",
-			"container", rec.ContainerID, "netnsIno", rec.NetNSIno, "holder", holder.ContainerID, "holderNetns", holder.NetNS)
+			"record", rec.ContainerID, "netnsIno", rec.NetNSIno, "holder", holder.ContainerID, "holderNetns", holder.NetNS)
 	} else if err := p.env.SMC.HookRemove(c.conf.SMCR.BPFFSDir, rec.NetNSIno); err != nil {
 		return fmt.Errorf("unlist netns %s from the SMC socket hook: %w", rec.NetNS, err)
 	}

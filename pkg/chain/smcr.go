@@ -156,7 +156,7 @@ func (p *Plugin) releaseHostPnet(c *call, rec *state.Record) error {
 	}
 	if rec.BootOf(p.bootID(c)) == state.BootUnknown && p.netnsGone(c, rec) {
 		c.log.Info("SMC-R: the init_net pnet entry is left: the attachment may be of an earlier boot",
-			"container", rec.ContainerID, "device", rec.SMC.Device)
+			"holder", rec.ContainerID, "device", rec.SMC.Device)
 		rec.SMC.HostEntry, rec.SMC.HostOwned = false, false
 		return nil
 	}

@@ -81,17 +81,21 @@ func multusPlugin(top *Node) *Node {
 	return nil
 }
 
-// clusterNetworkFile is the file Multus's clusterNetwork names when it is
-// a regular file of dir (an absolute path: Multus loads it at each ADD);
-// a name (a NetworkAttachmentDefinition or a network of Multus's own
-// confDir), a directory or a path elsewhere is refused.
+// clusterNetworkFile is the file of dir that Multus's clusterNetwork
+// names (an absolute path: Multus loads it at each ADD), when it is a
+// regular file. Multus and this process may see the conf dir at different
+// paths (the DaemonSet's install sees the node's /etc/cni/net.d as
+// /host/etc/cni/net.d, its reconcile as /etc/cni/net.d): the path's folder
+// counts as dir when one ends with the other (sameDirSeen). A name (a
+// NetworkAttachmentDefinition or a network of Multus's own confDir), a
+// directory or a path elsewhere is refused.
 func clusterNetworkFile(dir, first, cn string, refuse func(string, ...any) error) (string, error) {
 	if !filepath.IsAbs(cn) {
 		return "", refuse("whose clusterNetwork %q is not a file path (a NetworkAttachmentDefinition, or a network of Multus's confDir)", cn)
 	}
-	p := filepath.Clean(cn)
-	if filepath.Dir(p) != filepath.Clean(dir) || p == filepath.Clean(first) {
-		return "", refuse("whose clusterNetwork %s is not another file of this directory as this process sees it", p)
+	p := filepath.Join(dir, filepath.Base(cn))
+	if !sameDirSeen(filepath.Dir(filepath.Clean(cn)), dir) || p == filepath.Clean(first) {
+		return "", refuse("whose clusterNetwork %s is not another file of this directory (%s)", filepath.Clean(cn), dir)
 	}
 	st, err := os.Lstat(p)
 	switch {
@@ -130,4 +134,18 @@ func filesOfNetwork(dir, first, name string) []string {
 		}
 	}
 	return found
+}
+
+// sameDirSeen reports whether the absolute folders a and b are one folder
+// seen from two mount namespaces: equal, or one ends with the other, of
+// two or more names (/host/etc/cni/net.d and /etc/cni/net.d).
+func sameDirSeen(a, b string) bool {
+	a, b = filepath.Clean(a), filepath.Clean(b)
+	if len(a) < len(b) {
+		a, b = b, a
+	}
+	if a == b {
+		return true
+	}
+	return strings.Count(b, "/") >= 2 && strings.HasSuffix(a, b) // b starts at a name
 }

@@ -2,6 +2,7 @@ package conflist
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -47,8 +48,8 @@ func TestPrimaryThroughMultus(t *testing.T) {
 			"DIR/10-calico.conflist holds", "give --conflist"}},
 		{name: "thick copy", first: multusThickCopy, wantErr: []string{`(type "multus-shim")`, "is a copy inside it", "give --conflist"}},
 		{name: "thick clusterNetwork here", first: multusThickCluster, cn: "DIR/10-calico.conflist", want: "10-calico.conflist"},
-		{name: "thick clusterNetwork elsewhere", first: multusThickCluster, cn: "/host/etc/cni/net.d/10-calico.conflist",
-			wantErr: []string{"clusterNetwork /host/etc/cni/net.d/10-calico.conflist is not another file of this directory", "give --conflist"}},
+		{name: "thick clusterNetwork elsewhere", first: multusThickCluster, cn: "/opt/cni/net.d/10-calico.conflist",
+			wantErr: []string{"clusterNetwork /opt/cni/net.d/10-calico.conflist is not another file of this directory", "give --conflist"}},
 		{name: "thick clusterNetwork by name", first: multusThickCluster, cn: "k8s-pod-network",
 			wantErr: []string{`clusterNetwork "k8s-pod-network" is not a file path`, "give --conflist"}},
 		{name: "thick clusterNetwork symlink", first: multusThickCluster, cn: "DIR/10-calico.conflist", link: true,
@@ -106,5 +107,46 @@ func TestWaitPrimaryMultus(t *testing.T) {
 	}
 	if len(reported) != 1 || !errors.Is(reported[0], ErrMultus) {
 		t.Errorf("reported %v, want the refusal once", reported)
+	}
+}
+
+// The DaemonSet's install sees the node's conf dir as /host/etc/cni/net.d,
+// its reconcile as /etc/cni/net.d, and Multus writes clusterNetwork as it
+// sees it: each spelling names the same file for both.
+func TestSameDirSeen(t *testing.T) {
+	for _, tt := range []struct {
+		a, b string
+		want bool
+	}{
+		{"/etc/cni/net.d", "/etc/cni/net.d", true},
+		{"/host/etc/cni/net.d", "/etc/cni/net.d", true},
+		{"/etc/cni/net.d", "/host/etc/cni/net.d/", true},
+		{"/host/etc/cni/net.d", "/host/etc/cni/net.d", true},
+		{"/opt/cni/net.d", "/etc/cni/net.d", false},
+		{"/host/xetc/cni/net.d", "/etc/cni/net.d", false}, // not at a name's start
+		{"/etc/cni/net.d", "/net.d", false},               // one name is too little
+		{"/", "/etc", false},
+	} {
+		if got := sameDirSeen(tt.a, tt.b); got != tt.want {
+			t.Errorf("sameDirSeen(%q, %q) = %v, want %v", tt.a, tt.b, got, tt.want)
+		}
+	}
+}
+
+// A clusterNetwork spelled as install's view names the file reconcile sees
+// in its own, and the other way round.
+func TestClusterNetworkAcrossViews(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "host", "etc", "cni", "net.d")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write(t, dir, "10-calico.conflist", calicoList)
+	refuse := func(f string, a ...any) error { return fmt.Errorf(f, a...) }
+	for _, cn := range []string{"/etc/cni/net.d/10-calico.conflist", filepath.Join(dir, "10-calico.conflist")} {
+		got, err := clusterNetworkFile(dir, filepath.Join(dir, "00-multus.conf"), cn, refuse)
+		if err != nil || got != filepath.Join(dir, "10-calico.conflist") {
+			t.Errorf("clusterNetwork %s: %q, %v; want %s", cn, got, err, filepath.Join(dir, "10-calico.conflist"))
+		}
 	}
 }

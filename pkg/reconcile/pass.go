@@ -208,7 +208,14 @@ func (r *reconciler) goneWhileListed(rec *state.Record, sandboxState int32) (why
 			return "netns " + rec.NetNS + " names another netns while CRI still lists the sandbox", metrics.ReasonNetnsGone, 0
 		}
 		return "", "", 0
-	case sandboxState == cri.StateNotReady && errors.Is(err, netnsid.ErrGone) && !chain.HoldsDevice(rec):
+	case sandboxState == cri.StateNotReady && errors.Is(err, netnsid.ErrGone) && chain.HoldsDevice(rec):
+		// The kernel gives an exclusive-mode device back when the netns
+		// dies; the repair releases the attachment then.
+		r.forgetOne(rec.Key())
+		r.log.Info("kept an attachment CRI lists not ready: its netns is gone, its device not back yet (the repair gives it back then)",
+			"attachment", describeRec(rec))
+		return "", "", 0
+	case sandboxState == cri.StateNotReady && errors.Is(err, netnsid.ErrGone):
 		if age := r.node.Now().Sub(rec.CreatedAt); age < r.minAge {
 			r.log.Info("kept an attachment CRI lists not ready: too young", "attachment", describeRec(rec), "age", age.Round(time.Second))
 			return "", "", 0

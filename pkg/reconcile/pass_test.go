@@ -135,7 +135,7 @@ func TestPassListedSandboxState(t *testing.T) {
 		{name: "not ready, path names another netns", state: cri.StateNotReady, netns: "/run/netns/replaced", age: time.Hour,
 			release: metrics.ReasonNetnsGone, want: `names another netns while CRI still lists the sandbox`},
 		{name: "not ready, path gone, exclusive, device not back", state: cri.StateNotReady, netns: "/run/netns/missing", age: time.Hour,
-			exclusive: true, problems: 1, want: `reason=netns_unseen`},
+			exclusive: true, want: `its device not back yet`},
 		{name: "not ready, path gone, exclusive, device back", state: cri.StateNotReady, netns: "/run/netns/missing", age: time.Hour,
 			exclusive: true, stranded: true, want: `msg="repaired an attachment"`},
 	}

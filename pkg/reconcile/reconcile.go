@@ -128,6 +128,8 @@ type reconciler struct {
 	// unverified are the attachments CRI lists whose netns this process
 	// cannot read, with the reason already said; the passes' alone.
 	unverified map[state.Key]string
+	// reloadErr is the last failure of reloadNetworks, said once.
+	reloadErr string
 }
 
 // Run reconciles as o says, logging to out (slog's text lines, as the
@@ -301,13 +303,22 @@ func (r *reconciler) loop(ctx context.Context, interval time.Duration, confChang
 }
 
 // reloadNetworks reads the networks again (a conflist may have been
-// rewritten), keeping the last good ones when it cannot.
+// rewritten), keeping the last good ones when it cannot. The same failure
+// again (an agent that keeps writing the file while the entry's restore
+// backs off) is said once, until a read succeeds or fails otherwise.
 func (r *reconciler) reloadNetworks() {
 	if r.reload == nil {
 		return
 	}
-	if err := r.reload(); err != nil {
-		r.log.Warn("cannot read the configuration: using the one read before", "error", err)
+	err := r.reload()
+	switch {
+	case err == nil:
+		r.reloadErr = ""
+	case err.Error() != r.reloadErr:
+		r.reloadErr = err.Error()
+		r.log.Warn("cannot read the configuration: using the one read before (said once while it lasts)", "error", err)
+	default:
+		r.log.Debug("cannot read the configuration: using the one read before", "error", err)
 	}
 }
 

@@ -263,7 +263,7 @@ func TestReconcileLoop(t *testing.T) {
 	if want := []string{"dead", "dead2"}; !slices.Equal(n.deleted, want) {
 		t.Errorf("released %v, want %v\n%s", n.deleted, want, n.out.String())
 	}
-	if !strings.Contains(n.out.String(), `msg="cannot read the configuration: using the one read before" error="conflist unreadable"`) {
+	if !strings.Contains(n.out.String(), `msg="cannot read the configuration: using the one read before (said once while it lasts)" error="conflist unreadable"`) {
 		t.Errorf("output:\n%s", n.out.String())
 	}
 }
@@ -583,4 +583,25 @@ func runEnsuringLoop(t *testing.T, dir string, loadOut io.Writer) (r *reconciler
 	stop = sync.OnceFunc(func() { cancel(); <-done })
 	t.Cleanup(stop)
 	return r, stop
+}
+
+// A configuration that fails to load the same way again and again (an
+// agent rewriting the conflist while the entry's restore backs off) is
+// said once until a load succeeds or fails otherwise.
+func TestReloadFailureSaidOnce(t *testing.T) {
+	n := newFakeNode(t)
+	r := n.reconciler("")
+	errs := []error{errors.New("no entry"), errors.New("no entry"), errors.New("no entry"), nil, errors.New("no entry"), errors.New("unreadable")}
+	i := 0
+	r.reload = func() error { i++; return errs[i-1] }
+	for range errs {
+		r.reloadNetworks()
+	}
+	out := n.out.String()
+	if got := strings.Count(out, `error="no entry"`); got != 2 {
+		t.Errorf("the same failure said %d times, want twice (before and after the success):\n%s", got, out)
+	}
+	if !strings.Contains(out, `error=unreadable`) {
+		t.Errorf("another failure not said:\n%s", out)
+	}
 }

@@ -86,6 +86,10 @@ func decodeRecord(path string, data []byte) (*Record, error) {
 	if err := checkDeviceInfo(r.DeviceInfo); err != nil {
 		return corrupt(err)
 	}
+	if r.BootID != "" && !bootIDPattern.MatchString(r.BootID+"\n") {
+		// A wrong one would make a release skip the kernel's undo (BootOf).
+		return corrupt(fmt.Errorf("bootId %.40q is not a boot id", r.BootID))
+	}
 	return &r, nil
 }
 
