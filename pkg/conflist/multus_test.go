@@ -142,7 +142,7 @@ func TestClusterNetworkAcrossViews(t *testing.T) {
 		t.Fatal(err)
 	}
 	write(t, dir, "10-calico.conflist", calicoList)
-	refuse := func(f string, a ...any) error { return fmt.Errorf(f, a...) }
+	refuse := fmt.Errorf
 	for _, cn := range []string{"/etc/cni/net.d/10-calico.conflist", filepath.Join(dir, "10-calico.conflist")} {
 		got, err := clusterNetworkFile(dir, filepath.Join(dir, "00-multus.conf"), cn, refuse)
 		if err != nil || got != filepath.Join(dir, "10-calico.conflist") {
