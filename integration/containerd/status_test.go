@@ -14,9 +14,15 @@ const (
 	statusPoll = 10              // CRI Status calls, as kubelet makes them
 )
 
-// statusLines are the plugin's STATUS log lines so far.
+// statusLines are the closing lines of the plugin's STATUS calls so far.
 func statusLines(t *testing.T, e *env) []logLine {
-	return find(e.cni.logLines(t), "verb", "STATUS")
+	var out []logLine
+	for _, l := range find(e.cni.logLines(t), "verb", "STATUS") {
+		if l["msg"] == "done" || l["msg"] == "failed" { // each call's closing line
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 // testStatus (containerd 2.x, 1.1.0 conflist) records what containerd sends
