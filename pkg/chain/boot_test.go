@@ -119,3 +119,35 @@ func TestAddAfterRebootWritesHostPnet(t *testing.T) {
 		t.Errorf("the last DEL left pnet %v, hook %v", w.pnet, w.hooked)
 	}
 }
+
+// The DEL of the last SMC-R attachment recorded before boot ids were (a
+// record of the previous release, whose boot is unknown) removes the
+// init_net entry it owns once its netns is gone, as it would have: the
+// entry stays only while another live attachment holds it.
+func TestDelOfUnknownBootRemovesHostPnet(t *testing.T) {
+	w, dir := erdmaWorld(t), t.TempDir()
+	w.boot(t, bootA)
+	addPod(t, w, dir, "c1", smcrMacvlan)
+	st := state.New(dir)
+	key := state.Key{Network: "rdmanet", ContainerID: "c1", IfName: "eth0"}
+	rec, err := st.Get(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.SMC == nil || !rec.SMC.HostOwned {
+		t.Fatalf("ADD recorded SMC %+v, want the init_net entry owned", rec.SMC)
+	}
+	rec.BootID = "" // as the previous release wrote it
+	if err := st.Put(rec); err != nil {
+		t.Fatal(err)
+	}
+	w.gone = map[string]bool{"/var/run/netns/pod": true}
+	mark := len(w.calls)
+	delPod(t, w, dir, "c1", smcrMacvlan)
+	if got := filterCalls(w.calls[mark:], "RemovePnet"); len(got) != 1 || !strings.HasPrefix(got[0], `RemovePnet ""`) {
+		t.Errorf("init_net entry removals %v, want the one the attachment owned", got)
+	}
+	if left := w.pnet[""]; len(left) != 0 {
+		t.Errorf("init_net pnet table %v after the last SMC-R attachment's DEL, want empty", left)
+	}
+}

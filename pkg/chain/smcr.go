@@ -147,17 +147,12 @@ func (p *Plugin) releaseSMC(c *call, rec *state.Record, nsPath string) error {
 
 // releaseHostPnet drops rec's reference to the init_net entry; the last
 // reference removes an entry the plugin wrote, and ownership passes on.
-// A record of unknown boot whose netns is gone may be of an earlier boot,
-// whose entry died with it: the entry there now is not shown to be its
-// own, and its reference is dropped without removing or passing anything.
+// The references are the other records that still need the entry
+// (hostPnetRefs): an entry none of them needs serves no pod, whichever
+// boot rec was made in (one of unknown boot may be of this boot: a record
+// of the previous release).
 func (p *Plugin) releaseHostPnet(c *call, rec *state.Record) error {
 	if rec.SMC == nil || !rec.SMC.HostEntry {
-		return nil
-	}
-	if rec.BootOf(p.bootID(c)) == state.BootUnknown && p.netnsGone(c, rec) {
-		c.log.Info("SMC-R: the init_net pnet entry is left: the attachment may be of an earlier boot",
-			"holder", rec.ContainerID, "device", rec.SMC.Device)
-		rec.SMC.HostEntry, rec.SMC.HostOwned = false, false
 		return nil
 	}
 	refs, err := p.hostPnetRefs(c, rec)
