@@ -7,12 +7,17 @@ import (
 )
 
 // bootID is the running kernel's boot id, "" (every record's boot then
-// unknown, see state.BootOf) when it cannot be read.
+// unknown, see state.BootOf) when it cannot be read; read once per call.
 func (p *Plugin) bootID(c *call) string {
+	if c.bootRead {
+		return c.boot
+	}
+	c.bootRead = true
 	id, err := state.ReadBootID(cmp.Or(p.env.BootIDPath, state.BootIDFile))
 	if err != nil {
 		c.log.Warn("cannot read the kernel's boot id: attachments of an earlier boot are not told from this boot's", "error", err)
 	}
+	c.boot = id
 	return id
 }
 

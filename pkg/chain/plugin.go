@@ -154,6 +154,9 @@ type call struct {
 	sweep func()
 	// lockTimeout bounds each wait for the node lock.
 	lockTimeout time.Duration
+	// boot is the kernel's boot id once bootRead (bootID reads it once).
+	boot     string
+	bootRead bool
 }
 
 func (c *call) key() state.Key {
