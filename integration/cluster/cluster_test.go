@@ -101,6 +101,7 @@ func TestCluster(t *testing.T) {
 			sum.run(t, "smcr-orphan", func(t *testing.T) { testOrphanedSMCR(t, cp) })
 			sum.run(t, "dra-capacity", func(t *testing.T) { testDRACapacity(t, cp) })
 			sum.run(t, "same-node", func(t *testing.T) { testSameNode(t, cp) })
+			sum.run(t, "reboot", func(t *testing.T) { testReboot(t, top, cp, lost) })
 			sum.run(t, "node-loss", func(st *testing.T) { testNodeLoss(st, top, cp, lost, nodeNames[1], nodeBFree) })
 		})
 		sum.run(t, "node-b", func(t *testing.T) {
@@ -109,6 +110,7 @@ func TestCluster(t *testing.T) {
 			sum.run(t, "dra-attach-failed", func(t *testing.T) { testDRAAttachFailed(t, cp) })
 			sum.run(t, "dra-events", func(t *testing.T) { testDRAEvents(t, cp) })
 			sum.run(t, "dra-only", func(t *testing.T) { testDRAOnly(t, cp) })
+			sum.run(t, "burst", func(t *testing.T) { testBurst(t, cp, sum) })
 		})
 	})
 	sum.run(t, "plugin-share", func(t *testing.T) { testPluginShare(t, cp) })
@@ -118,10 +120,19 @@ func TestCluster(t *testing.T) {
 }
 
 // scenarioTimes records how long each scenario ran and whether it passed,
-// in the order they ended, for the tier's CLUSTER-SUMMARY line.
+// in the order they ended, and the figures scenarios add, for the tier's
+// CLUSTER-SUMMARY line.
 type scenarioTimes struct {
-	mu    sync.Mutex
-	lines []string
+	mu      sync.Mutex
+	lines   []string
+	figures []string
+}
+
+// figure adds a scenario's figure to the summary.
+func (s *scenarioTimes) figure(f string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.figures = append(s.figures, f)
 }
 
 // run is t.Run of name, recorded. A parallel subtest's t.Run returns when
@@ -146,7 +157,10 @@ func (s *scenarioTimes) run(t *testing.T, name string, f func(*testing.T)) bool 
 func (s *scenarioTimes) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return strings.Join(s.lines, "; ")
+	if len(s.figures) == 0 {
+		return strings.Join(s.lines, "; ")
+	}
+	return strings.Join(s.lines, "; ") + "; figures: " + strings.Join(s.figures, "; ")
 }
 
 // holdForDebugging keeps the cluster up after the scenarios while the file

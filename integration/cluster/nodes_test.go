@@ -157,7 +157,8 @@ const (
 
 // diskNode keeps /var/lib and /var/log on a disk (ext4 on virtio, made
 // fresh for each run), as every real node does: it is the node the
-// node-loss scenario powers off and boots again.
+// reboot scenario resets and the node-loss scenario powers off, each
+// booting it again from its disk.
 const diskNode = "node-a"
 
 // nodeDisk makes the node's disk: a sparse file with an empty ext4.
