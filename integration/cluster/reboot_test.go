@@ -178,19 +178,19 @@ func smcAfterReboot(t *testing.T, cp *controlPlane, node string, a inspect.Attac
 	if !hookHeld(hook) || listed != 1 {
 		t.Errorf("want the hook attached and held with reboot-smcr's netns %s listed once; listed %d times", m[1], listed)
 	}
-	before := cp.clientFallbacks(t, node, a.NetNS)
+	before := cp.smcFallbacks(t, node, a.NetNS)
 	conn, err := cp.exec("reboot-smcr", "/bin/busybox", "sh", "-c",
 		`/bin/busybox nc -l -p 7001 >/dev/null 2>&1 & sleep 1; echo smc | /bin/busybox nc -w 2 127.0.0.1 7001; kill $! 2>/dev/null; true`)
-	after := cp.clientFallbacks(t, node, a.NetNS)
-	t.Logf("reboot-smcr: SMC client fallbacks %d before a loopback TCP connection, %d after (%v: %s)", before, after, err, conn)
+	after := cp.smcFallbacks(t, node, a.NetNS)
+	t.Logf("reboot-smcr: SMC fallbacks %d before a loopback TCP connection, %d after (%v: %s)", before, after, err, conn)
 	if after <= before {
 		t.Errorf("reboot-smcr's TCP connection did not move its netns's SMC fallback counter: its sockets are not SMC")
 	}
 }
 
-// clientFallbacks is the SMC client fallbacks of the netns at nsPath as
-// inspect in node's DaemonSet pod reads them.
-func (cp *controlPlane) clientFallbacks(t *testing.T, node, nsPath string) uint64 {
+// smcFallbacks is the SMC fallbacks (client and server) of the netns at
+// nsPath as inspect in node's DaemonSet pod reads them.
+func (cp *controlPlane) smcFallbacks(t *testing.T, node, nsPath string) uint64 {
 	t.Helper()
 	out, err := cp.execIn([]string{"-n", "kube-system", cp.dsPod(t, node), "-c", "reconcile"}, "/rdma-chain-ops", "inspect", "--netns", nsPath, "--json")
 	var r inspect.Report
@@ -200,7 +200,7 @@ func (cp *controlPlane) clientFallbacks(t *testing.T, node, nsPath string) uint6
 	if err != nil || r.Netns == nil || r.Netns.Fallbacks == nil {
 		t.Fatalf("inspect --netns %s on %s: %v: %s", nsPath, node, err, out)
 	}
-	return r.Netns.Fallbacks.ClientTotal
+	return r.Netns.Fallbacks.ClientTotal + r.Netns.Fallbacks.ServerTotal
 }
 
 // attachments is inspect's attachments on node, read in its DaemonSet
