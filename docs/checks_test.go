@@ -42,7 +42,7 @@ func TestChecksFail(t *testing.T) {
 		{"label of another prefix", labels, "label the nodes `rdma-chain.io/enabled=true`", "names rdma-chain.io/enabled"},
 		{"label of no manifest", labels, "```sh\nkubectl label node n1 feature.node.kubernetes.io/rdma.present=true\n```", "sets feature.node.kubernetes.io/rdma.present"},
 		{"label column of no manifest", labels, "```sh\nkubectl get nodes -L aliyun.accelerator/erdma\n```", "shows aliyun.accelerator/erdma"},
-		{"labels", labels, "```sh\nkubectl label node n1 rdma-chain.github.io/enabled=true\nkubectl get nodes -L aliyun.accelerator/rdma,rdma-chain.github.io/enabled\n```\n`test.rdma-chain/expect`, `rdma-chain.github.io/rdma=x`, `../rdma-chain/deploy/dra`", ""},
+		{"labels", labels, "```sh\nkubectl label node n1 rdma-chain.github.io/enabled=true\nkubectl get nodes -L aliyun.accelerator/rdma,rdma-chain.github.io/enabled\n```\n`test.rdma-chain/expect`, `rdma-chain.github.io/rdma=x`, `../rdma-chain/deploy/dra`, `rdma-chain/deploy/examples/rdma-pod.yaml`", ""},
 		{"nested key missing", conflists, "`--set '{\"mode\":\"auto\",\"smcr\":{\"pnetid\":\"P\"}}'`", "the key smcr.pnetid"},
 	}
 	for _, c := range cases {

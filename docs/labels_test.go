@@ -16,9 +16,9 @@ const labelPrefix = "rdma-chain.github.io/"
 
 // projectKey is a key under a prefix of the project's, as a word of code
 // names it: rdma-chain/enabled, rdma-chain.github.io/smcr-allowed. A key
-// after a dot or a slash is some other name's part (test.rdma-chain/expect,
-// ../rdma-chain/deploy).
-var projectKey = regexp.MustCompile(`(?:^|[\s,(\x60"'\[{])(rdma-chain(?:\.[a-z0-9-]+)*/[a-z0-9][a-z0-9._-]*[a-z0-9])`)
+// after a dot or a slash, or followed by one, is some other name's part
+// (test.rdma-chain/expect, ../rdma-chain/deploy, rdma-chain/deploy/examples).
+var projectKey = regexp.MustCompile(`(?:^|[\s,(\x60"'\[{])(rdma-chain(?:\.[a-z0-9-]+)*/[a-z0-9][a-z0-9._-]*[a-z0-9])(?:[^/a-z0-9._-]|$)`)
 
 // notLabels are keys of the project's prefix that pages name and that are
 // no label, each with the file whose code defines it.
