@@ -182,8 +182,11 @@ func standInKustomize(args []string) error {
 	switch {
 	case len(args) == 3 && args[0] == "create" && args[1] == "--resources":
 		real, err := filepath.EvalSymlinks(args[2])
-		if err != nil || !strings.HasPrefix(real, inRoot("deploy/overlays")+"/") {
-			return fmt.Errorf("%s is no overlay of the checkout (%v)", args[2], err)
+		if err != nil {
+			return err
+		}
+		if !strings.HasPrefix(real, inRoot("deploy/overlays")+"/") {
+			return fmt.Errorf("%s is no overlay of the checkout", args[2])
 		}
 		if _, err := os.Stat(filepath.Join(real, "kustomization.yaml")); err != nil {
 			return err
@@ -306,8 +309,11 @@ func applyPod(file string) error {
 		return err
 	}
 	var pod corev1.Pod
-	if err := yaml.UnmarshalStrict(data, &pod); err != nil || pod.Kind != "Pod" || pod.Name == "" {
-		return fmt.Errorf("%s is no Pod: %v", file, err)
+	if err := yaml.UnmarshalStrict(data, &pod); err != nil {
+		return fmt.Errorf("%s: %w", file, err)
+	}
+	if pod.Kind != "Pod" || pod.Name == "" {
+		return fmt.Errorf("%s is no named Pod", file)
 	}
 	config, err := os.ReadFile(inRoot("pkg/config/config.go"))
 	if err != nil {

@@ -40,8 +40,8 @@ func main() {
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	ref, digest, err := push(ctx, *archive, *refName, *to, *defaultTag)
+	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "push:", err)
 		os.Exit(1)
