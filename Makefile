@@ -90,7 +90,7 @@ test-unit: build
 # It runs its own make push, which builds both of IMAGE_ARCHES' defaults.
 test-push:
 	./scripts/registry.sh >/dev/null
-	cd internal/mkimage && $(GO_TEST) -tags push -count=1 -timeout 30m -v ./push/
+	cd internal/mkimage && $(GO_TEST) -tags push -count=1 -timeout 60m -v ./push/
 
 # Every Fuzz target of the module, each for FUZZTIME (default 20000x, 20,000
 # executions; FUZZTIME=5m make test-fuzz fuzzes for five minutes each),

@@ -297,10 +297,21 @@ func waitRegistry(t *testing.T, addr string, exited <-chan error) {
 }
 
 // runMake runs a make command line in the checkout as an admin's shell
-// would: without the make variables of a make that runs this test.
+// would: without the make variables of a make that runs this test. It is
+// killed, with its children, 2 minutes before the test binary's -timeout,
+// so that the test fails with its output and its cleanups run.
 func runMake(t *testing.T, root, line string) string {
 	t.Helper()
-	cmd := exec.Command("bash", "-c", line)
+	ctx := context.Background()
+	if deadline, ok := t.Deadline(); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline.Add(-2*time.Minute))
+		defer cancel()
+	}
+	cmd := exec.CommandContext(ctx, "bash", "-c", line)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 10 * time.Second
 	cmd.Dir = root
 	for _, e := range os.Environ() {
 		if k, _, _ := strings.Cut(e, "="); k != "MAKEFLAGS" && k != "MAKELEVEL" && k != "MFLAGS" && k != "MAKEOVERRIDES" {
