@@ -50,8 +50,9 @@ image: build
 # tag VERSION when it names none), keeping its digest, with the credentials
 # of docker login (~/.docker/config.json), through internal/mkimage/push on
 # go-containerregistry (no daemon, no skopeo). Prints REF@DIGEST.
+# Without REGISTRY it stops before building anything.
+$(if $(filter push,$(MAKECMDGOALS)),$(if $(REGISTRY),,$(error make push: give REGISTRY=HOST/REPO[:TAG])))
 push: image
-	@if [ -z "$(REGISTRY)" ]; then echo "make push: give REGISTRY=HOST/REPO[:TAG]" >&2; exit 2; fi
 	@CGO_ENABLED=0 $(GO) -C internal/mkimage run -trimpath ./push --archive $(CURDIR)/bin/rdma-chain-image.tar \
 		--ref-name $(IMAGE_TAG) --to $(REGISTRY) --default-tag $(VERSION)
 
