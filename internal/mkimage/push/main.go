@@ -46,7 +46,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "push:", err)
 		os.Exit(1)
 	}
-	fmt.Printf("%s@%s\n", ref, digest)
+	fmt.Printf("%s@%s\n", ref.Name(), digest) // Name, not String: the tag even where --to named none
 }
 
 // push writes the archive's entry refName to the tag dest names and
