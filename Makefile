@@ -17,7 +17,7 @@ GO_TEST = CGO_ENABLED=0 $(GO) test -trimpath
 export RDMA_CHAIN_BIN := $(CURDIR)/bin/rdma-chain
 export RDMA_CHAIN_TOOLS := $(TOOLS)
 
-.PHONY: all build image deps deps-lint deps-vm test test-setup test-unit test-fuzz test-netns test-containerd test-vm test-node test-vm-node test-cluster soak lint demo demo-netns bench clean
+.PHONY: all build image push deps deps-lint deps-vm test test-setup test-unit test-fuzz test-netns test-push test-containerd test-vm test-node test-vm-node test-cluster soak lint demo demo-netns bench clean
 
 all: build
 
@@ -46,6 +46,16 @@ image: build
 		--version $(VERSION) --revision $$(git rev-parse HEAD) --created $$(git log -1 --format=%cI) --entrypoint /rdma-chain-ops \
 		$(foreach a,$(IMAGE_ARCHES),--platform linux/$(a)=$(CURDIR)/bin/linux-$(a)) $(IMAGE_BINARIES)
 
+# Pushes the image index make image builds to REGISTRY (HOST/REPO[:TAG], the
+# tag VERSION when it names none), keeping its digest, with the credentials
+# of docker login (~/.docker/config.json), through internal/mkimage/push on
+# go-containerregistry (no daemon, no skopeo). Prints REF@DIGEST.
+# Without REGISTRY it stops before building anything.
+$(if $(filter push,$(MAKECMDGOALS)),$(if $(REGISTRY),,$(error make push: give REGISTRY=HOST/REPO[:TAG])))
+push: image
+	@CGO_ENABLED=0 $(GO) -C internal/mkimage run -trimpath ./push --archive $(CURDIR)/bin/rdma-chain-image.tar \
+		--ref-name $(IMAGE_TAG) --to $(REGISTRY) --default-tag $(VERSION)
+
 # Each target installs only what it needs: deps has no linter, deps-lint adds it.
 deps:
 	DEPS_LINT=0 ./scripts/deps.sh
@@ -59,7 +69,7 @@ deps-vm: deps
 # Every tier but the node tier (make test-node), whose checks the cluster
 # tier runs (docs/development.md says where each went). Under CI=true a
 # tier that cannot run fails.
-test: deps build test-setup test-unit test-fuzz test-netns test-containerd test-vm test-cluster
+test: deps build test-setup test-unit test-push test-fuzz test-netns test-containerd test-vm test-cluster
 # The image make test builds for its tiers holds this machine's architecture
 # only: no tier runs another, and make lint builds everything for arm64.
 test: IMAGE_ARCHES = $(shell $(GO) env GOARCH)
@@ -74,6 +84,14 @@ test-unit: build
 	$(GO) test -race -count=1 ./...
 	cd deploy && $(GO_TEST) -count=1 ./...
 	cd internal/mkimage && $(GO_TEST) -count=1 ./...
+
+# make push as docs/install.md gives it, to distribution's registry (built
+# by scripts/registry.sh from the Go module proxy) on the loopback; the
+# index is read back and checked (both platforms, its digest, the binaries).
+# It runs its own make push, which builds both of IMAGE_ARCHES' defaults.
+test-push:
+	./scripts/registry.sh >/dev/null
+	cd internal/mkimage && $(GO_TEST) -tags push -count=1 -timeout 60m -v ./push/
 
 # Every Fuzz target of the module, each for FUZZTIME (default 20000x, 20,000
 # executions; FUZZTIME=5m make test-fuzz fuzzes for five minutes each),
@@ -138,7 +156,7 @@ lint: deps-lint
 	$(GO) vet -tags smchook ./...
 	$(GO) vet -tags node ./...
 	cd deploy && $(GO) vet ./...
-	cd internal/mkimage && $(GO) vet ./...
+	cd internal/mkimage && $(GO) vet ./... && $(GO) vet -tags push ./...
 	$(GO) vet -tags cluster ./...
 	GOOS=linux GOARCH=arm64 $(GO_BUILD) ./...
 	$(TOOLS)/bin/golangci-lint run --config conf/golangci.yml ./...

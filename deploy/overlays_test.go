@@ -265,7 +265,8 @@ func checkProbe(t *testing.T, c corev1.Container, host string) {
 }
 
 // checkNodes: the pod runs on nodes carrying the platform's RDMA label, or
-// the admin's rdma-chain/enabled=true (terms are ORed).
+// the admin's rdma-chain.github.io/enabled=true, or its old name,
+// rdma-chain/enabled=true, kept for one release (terms are ORed).
 func checkNodes(t *testing.T, a *corev1.Affinity, label string) {
 	t.Helper()
 	if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
@@ -282,7 +283,7 @@ func checkNodes(t *testing.T, a *corev1.Affinity, label string) {
 		}
 		got = append(got, e.Key)
 	}
-	if want := []string{label, "rdma-chain/enabled"}; !slices.Equal(got, want) {
+	if want := []string{label, "rdma-chain.github.io/enabled", "rdma-chain/enabled"}; !slices.Equal(got, want) {
 		t.Errorf("node labels %v, want %v", got, want)
 	}
 }

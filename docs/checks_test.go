@@ -16,6 +16,8 @@ func TestChecksFail(t *testing.T) {
 	makes := func(p page) []string { out, _ := makeProblems(p, targets); return out }
 	commands := func(p page) []string { out, _ := commandProblems(p, ops, dra); return out }
 	conflists := func(p page) []string { out, _ := conflistProblems(p, table); return out }
+	used := manifestLabels(t)
+	labels := func(p page) []string { out, _ := labelProblems(p, used); return out }
 	cases := []struct {
 		name  string
 		check func(page) []string
@@ -37,6 +39,10 @@ func TestChecksFail(t *testing.T) {
 		{"value refused", conflists, "nothing extra with `sharedLink: none`", `field "sharedLink"`},
 		{"value", conflists, "nothing extra with `\"sharedLink\":{\"type\":\"none\"}` or `smcr.transparent: auto`", ""},
 		{"key missing", conflists, "```json\n{\"cniVersion\":\"1.0.0\",\"name\":\"n\",\"plugins\":[{\"type\":\"ptp\"},\n {\"type\":\"rdma-chain\",\"podSelector\":\"all\"}]}\n```", `the key "podSelector"`},
+		{"label of another prefix", labels, "label the nodes `rdma-chain.io/enabled=true`", "names rdma-chain.io/enabled"},
+		{"label of no manifest", labels, "```sh\nkubectl label node n1 feature.node.kubernetes.io/rdma.present=true\n```", "sets feature.node.kubernetes.io/rdma.present"},
+		{"label column of no manifest", labels, "```sh\nkubectl get nodes -L aliyun.accelerator/erdma\n```", "shows aliyun.accelerator/erdma"},
+		{"labels", labels, "```sh\nkubectl label node n1 rdma-chain.github.io/enabled=true\nkubectl get nodes -L aliyun.accelerator/rdma,rdma-chain.github.io/enabled\n```\n`test.rdma-chain/expect`, `rdma-chain.github.io/rdma=x`, `../rdma-chain/deploy/dra`, `rdma-chain/deploy/examples/rdma-pod.yaml`", ""},
 		{"nested key missing", conflists, "`--set '{\"mode\":\"auto\",\"smcr\":{\"pnetid\":\"P\"}}'`", "the key smcr.pnetid"},
 	}
 	for _, c := range cases {

@@ -122,7 +122,9 @@ func admitted(t *testing.T, p *admissionv1.ValidatingAdmissionPolicy, vars map[s
 // "true" is what the plugin acts on, so it is what needs the label.
 func TestPolicyDecides(t *testing.T) {
 	p, _ := policy(t)
-	labelled := map[string]any{"metadata": map[string]any{"name": "ml", "labels": map[string]any{"rdma-chain.io/smcr-allowed": "true"}}}
+	labelled := map[string]any{"metadata": map[string]any{"name": "ml", "labels": map[string]any{"rdma-chain.github.io/smcr-allowed": "true"}}}
+	labelledOld := map[string]any{"metadata": map[string]any{"name": "ml", "labels": map[string]any{"rdma-chain.io/smcr-allowed": "true"}}}
+	nsLabels := func(l map[string]any) map[string]any { return map[string]any{"metadata": map[string]any{"labels": l}} }
 	other := map[string]any{"metadata": map[string]any{"name": "web", "labels": map[string]any{"team": "web"}}}
 	bare := map[string]any{"metadata": map[string]any{"name": "bare"}}
 	pod := func(annotations map[string]any) map[string]any {
@@ -140,6 +142,10 @@ func TestPolicyDecides(t *testing.T) {
 		allow bool
 	}{
 		{"labelled namespace asks", pod(smcr("true")), labelled, true},
+		{"namespace labelled by the old name asks", pod(smcr("true")), labelledOld, true},
+		{"new label false, old true", pod(smcr("true")), nsLabels(map[string]any{"rdma-chain.github.io/smcr-allowed": "false", "rdma-chain.io/smcr-allowed": "true"}), true},
+		{"old label not true", pod(smcr("true")), nsLabels(map[string]any{"rdma-chain.io/smcr-allowed": "yes"}), false},
+		{"another prefix", pod(smcr("true")), nsLabels(map[string]any{"rdma-chain/smcr-allowed": "true"}), false},
 		{"other namespace asks", pod(smcr("true")), other, false},
 		{"other namespace asks in capitals", pod(smcr("TRUE")), other, false},
 		{"unlabelled namespace asks", pod(smcr("True")), bare, false},
@@ -147,7 +153,7 @@ func TestPolicyDecides(t *testing.T) {
 		{"other namespace, a value the plugin ignores", pod(smcr("yes")), other, true},
 		{"no annotations", pod(nil), other, true},
 		{"other annotations", pod(map[string]any{"a": "b"}), bare, true},
-		{"label not true", pod(smcr("true")), map[string]any{"metadata": map[string]any{"labels": map[string]any{"rdma-chain.io/smcr-allowed": "yes"}}}, false},
+		{"label not true", pod(smcr("true")), nsLabels(map[string]any{"rdma-chain.github.io/smcr-allowed": "yes"}), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			vars := map[string]any{"object": tc.pod, "oldObject": nil, "namespaceObject": tc.ns,
@@ -156,7 +162,8 @@ func TestPolicyDecides(t *testing.T) {
 			if got != tc.allow {
 				t.Errorf("admitted = %v, want %v", got, tc.allow)
 			}
-			if !got && !strings.Contains(msg, "namespace ns1 may not set network.alibabacloud.com/erdma-smcr") {
+			if !got && (!strings.Contains(msg, "namespace ns1 may not set network.alibabacloud.com/erdma-smcr") ||
+				!strings.Contains(msg, "rdma-chain.github.io/smcr-allowed=true")) {
 				t.Errorf("message %q", msg)
 			}
 		})
