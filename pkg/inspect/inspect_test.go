@@ -282,3 +282,38 @@ func jsonFields(t reflect.Type) []string {
 	}
 	return out
 }
+
+// A pod's own rxe device (podSoftRoCE) is shown as such, and one the
+// kernel no longer lists is a problem of its attachment.
+func TestInspectSoftRoCE(t *testing.T) {
+	cases := []struct {
+		device  string
+		healthy bool
+	}{
+		{"rxe0", true},              // listed by the fake kernel
+		{"rxe_0123456789ab", false}, // not listed: gone
+	}
+	for _, tc := range cases {
+		t.Run(tc.device, func(t *testing.T) {
+			dir := t.TempDir()
+			rec := &state.Record{Network: "rdmanet", ContainerID: "aaaa", IfName: "eth0", NetNS: "/run/netns/a", Mode: "shared",
+				Links: []state.Link{{Device: tc.device, Kind: state.LinkMACVlan, Step: state.StepDone, SoftRoCE: true,
+					HostLink: state.HostLink{HostName: "eth1", PodName: "rdma0", MAC: "52:54:00:12:34:56"}}}}
+			if err := state.New(dir).Put(rec); err != nil {
+				t.Fatal(err)
+			}
+			in := &inspector{k: newFakeReader(), dataDirs: []string{dir}}
+			r := in.inspect("")
+			var text bytes.Buffer
+			WriteText(&text, r)
+			if !strings.Contains(text.String(), "link "+tc.device+" macvlan (the pod's own rxe device) as rdma0") {
+				t.Errorf("text lacks the pod's rxe device:\n%s", text.String())
+			}
+			a := r.Attachments[0]
+			gone := slices.Contains(a.Problems, "rxe device "+tc.device+" of the pod is gone")
+			if a.Healthy != tc.healthy || gone == tc.healthy || !a.Links[0].SoftRoCE {
+				t.Errorf("attachment %+v: want healthy %v", a, tc.healthy)
+			}
+		})
+	}
+}

@@ -88,6 +88,9 @@ func writeAttachmentText(w io.Writer, a Attachment) {
 		orDash(a.Pod), a.Mode, orDash(a.NetNS), a.Created.UTC().Format(time.RFC3339))
 	for _, l := range a.Links {
 		say(w, "    link %s %s", l.Device, l.Kind)
+		if l.SoftRoCE {
+			say(w, " (the pod's own rxe device)")
+		}
 		if l.PodName != "" {
 			say(w, " as %s", l.PodName)
 		}
