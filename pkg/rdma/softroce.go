@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
@@ -57,12 +58,29 @@ func parseRelease(release string) (maj, mnr int, ok bool) {
 	return maj, mnr, err1 == nil && err2 == nil
 }
 
+// softRoCERegisterWait bounds the wait for a new rxe device to be listed.
+const softRoCERegisterWait = 10 * time.Second
+
 // AddSoftRoCE makes rxe device name on netdev, a netdev of the netns at
 // nsPath (`rdma link add NAME type rxe netdev NETDEV`,
-// RDMA_NLDEV_CMD_NEWLINK). It is sent from a thread inside that netns: the
-// kernel looks netdev up in the requesting socket's netns.
+// RDMA_NLDEV_CMD_NEWLINK), and returns once RDMA netlink lists it. It is
+// sent from a thread inside that netns: the kernel looks netdev up in the
+// requesting socket's netns.
 func (s *System) AddSoftRoCE(nsPath, name, netdev string) error {
-	err := s.netns().Enter(nsPath, func(Netlink) error { return netlink.RdmaLinkAdd(name, "rxe", netdev) })
+	err := s.netns().Enter(nsPath, func(n Netlink) error {
+		if err := netlink.RdmaLinkAdd(name, "rxe", netdev); err != nil {
+			return err
+		}
+		for deadline := time.Now().Add(softRoCERegisterWait); ; time.Sleep(50 * time.Millisecond) {
+			links, err := listLinks(n)
+			if err == nil && findLink(links, name) != nil {
+				return nil
+			}
+			if time.Now().After(deadline) {
+				return errors.Join(fmt.Errorf("not listed within %v", softRoCERegisterWait), err)
+			}
+		}
+	})
 	if err != nil {
 		return fmt.Errorf("add rxe device %s on %s in netns %s: %w", name, netdev, nsPath, err)
 	}
