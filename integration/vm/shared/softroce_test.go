@@ -19,10 +19,6 @@ import (
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 )
 
-// softRoCEServed is, per kernel of docs/kernels.md, whether podSoftRoCE
-// serves pods there: rdma_rxe works inside a netns from Linux 7.1.
-var softRoCEServed = map[string]bool{"6.1": false, "6.12": false, "7.3": true}
-
 // srNIC is the podSoftRoCE NIC: veth0's peer, which has no RDMA device.
 const srNIC = "veth1"
 
@@ -38,10 +34,9 @@ const srNIC = "veth1"
 // 112 naming Linux 7.1, leaving no child, device or record.
 func TestSoftRoCEPerPod(t *testing.T) {
 	testenv.VMGuest(t)
-	kernel := kernelKey()
-	serve, known := softRoCEServed[kernel]
-	if !known {
-		t.Fatalf("kernel %s (%s) is not in the table: podSoftRoCE's expectation unknown", kernel, rdma.KernelRelease())
+	serve, err := guestkit.SoftRoCEServed()
+	if err != nil {
+		t.Fatal(err)
 	}
 	ok := guestkit.Check(t, "setup-rxe", guestkit.SetUpRxe)
 	if !guestkit.Check(t, "mode-is-shared", func() error { return guestkit.ModeIs(rdma.ModeShared) }) || !ok {
@@ -56,16 +51,6 @@ func TestSoftRoCEPerPod(t *testing.T) {
 	softRoCEServes(t, c)
 	c.Conf(t, softRoCEEntry(c.DataDir, parent))
 	softRoCERefused(t, c, "rxe0")
-}
-
-// kernelKey is the running kernel's major.minor.
-func kernelKey() string {
-	parts := strings.SplitN(rdma.KernelRelease(), ".", 3)
-	if len(parts) < 2 {
-		return rdma.KernelRelease()
-	}
-	minor := strings.TrimRightFunc(parts[1], func(r rune) bool { return r < '0' || r > '9' })
-	return parts[0] + "." + minor
 }
 
 func softRoCEEntry(dataDir, nic string) string {
@@ -355,4 +340,3 @@ func tcpListens(p pod, port int) error {
 		return fmt.Errorf("nothing listens on TCP %d in %s", port, p.Name)
 	})
 }
-
