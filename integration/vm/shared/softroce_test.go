@@ -307,8 +307,8 @@ func sendBW(t *testing.T, p1, p2 pod, dev1, dev2 string) error {
 		if err := srv.Start(); err != nil {
 			return err
 		}
-		defer func() { _ = srv.Wait() }()
-		if err := guestkit.Poll(30*time.Second, 200*time.Millisecond, func() error { return tcpListens(p1, 18515) }); err != nil {
+		defer func() { cancel(); _ = srv.Wait() }()
+		if err := guestkit.Poll(60*time.Second, 200*time.Millisecond, func() error { return tcpListens(p1, 18515) }); err != nil {
 			return fmt.Errorf("ib_send_bw server: %w: %s", err, srvOut.String())
 		}
 		ca := append(args(dev2, i2), a1)
@@ -323,12 +323,16 @@ func sendBW(t *testing.T, p1, p2 pod, dev1, dev2 string) error {
 	})
 }
 
-// tcpListens: a TCP socket listens on port in p's netns.
+// tcpListens: a TCP socket (IPv4 or IPv6) listens on port in p's netns.
 func tcpListens(p pod, port int) error {
 	return guestkit.InPod(p.NetNS, func() error {
-		b, err := os.ReadFile("/proc/net/tcp")
-		if err != nil {
-			return err
+		var b []byte
+		for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+			part, err := os.ReadFile(f)
+			if err != nil {
+				return err
+			}
+			b = append(b, part...)
 		}
 		hex := fmt.Sprintf(":%04X ", port)
 		for _, line := range strings.Split(string(b), "\n") {
