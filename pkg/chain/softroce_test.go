@@ -205,3 +205,16 @@ func TestSoftRoCEStatus(t *testing.T) {
 		})
 	}
 }
+
+// A pod's own rxe device sends from the pod netns: ADD does not warn that
+// the host lacks a route to the pod's subnet, as it does for a child of a
+// shared device.
+func TestSoftRoCENoHostRouteWarning(t *testing.T) {
+	w, dir := softRoCEWorld(), t.TempDir()
+	if err := w.plugin().Add(cmd(dir, softRoCEConf(filepath.Join(dir, "di.json")), prevResult100)); err != nil {
+		t.Fatal(err)
+	}
+	if got := relevant(w.calls, "HostRouteWarning"); len(got) != 0 {
+		t.Errorf("ADD asked for the host route warning: %v", got)
+	}
+}
