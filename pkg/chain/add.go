@@ -92,7 +92,7 @@ func (p *Plugin) prepareAttach(c *call) (*types100.Result, rdma.Mode, []rdma.Dev
 	if _, err := result.GetAsVersion(c.conf.CNIVersion); err != nil {
 		return nil, "", nil, cniError(types.ErrIncompatibleCNIVersion, "cannot convert result to "+c.conf.CNIVersion, err)
 	}
-	mode, offered, err := p.nodeDevices(c.conf)
+	mode, offered, err := p.nodeDevices(c)
 	return result, mode, offered, err
 }
 
@@ -158,8 +158,10 @@ func kubeletUnanswered(c *call, err error) error {
 	return cniError(types.ErrTryAgainLater, kubeletUnansweredMessage(c.conf.PodResourcesSocket, err), err)
 }
 
-// nodeDevices reads the node's RDMA mode and the devices this conf offers.
-func (p *Plugin) nodeDevices(conf *config.NetConf) (rdma.Mode, []rdma.Device, error) {
+// nodeDevices reads the node's RDMA mode and the devices this conf offers
+// the call's pod.
+func (p *Plugin) nodeDevices(c *call) (rdma.Mode, []rdma.Device, error) {
+	conf := c.conf
 	mode, err := p.env.RDMA.NetnsMode()
 	if err != nil {
 		if errors.Is(err, rdma.ErrNoRDMA) {
@@ -169,6 +171,10 @@ func (p *Plugin) nodeDevices(conf *config.NetConf) (rdma.Mode, []rdma.Device, er
 	}
 	if conf.Mode != config.ModeAuto && conf.Mode != string(mode) {
 		return "", nil, cniErrorf(CodeModeMismatch, "configured mode %q differs from the kernel's RDMA netns mode %q (the plugin never switches it)", conf.Mode, mode)
+	}
+	if conf.PodSoftRoCE != "" {
+		offered, err := p.softRoCEOffer(c, mode)
+		return mode, offered, err
 	}
 	offered, err := p.offered(conf)
 	return mode, offered, err

@@ -359,7 +359,7 @@ func (p *Plugin) attachShared(c *call, rec *draft, link *state.Link, podNS ns.Ne
 		return 0, cniErrorf(CodeNoDevice, "RDMA device %s has no netdev to create a %s child of", link.Device, kind)
 	}
 	link.IPAM = c.conf.HasIPAM()
-	if link.IPAM {
+	if link.IPAM && c.conf.PodSoftRoCE == "" { // a new rxe device has a table of its own
 		if err := p.checkGIDRoom(link); err != nil {
 			return 0, err
 		}
@@ -385,6 +385,11 @@ func (p *Plugin) attachShared(c *call, rec *draft, link *state.Link, podNS ns.Ne
 	// Recorded with the next record: until then DEL deletes the child by
 	// name and kind, without its MAC.
 	link.MAC = child.MAC
+	if c.conf.PodSoftRoCE != "" {
+		if err := p.attachSoftRoCE(c, rec, link); err != nil {
+			return 0, err
+		}
+	}
 	link.Step = state.StepDone
 	return child.MTU, nil
 }

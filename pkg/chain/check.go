@@ -55,6 +55,9 @@ func (p *Plugin) checkLink(c *call, rec *state.Record, l state.Link, result *typ
 			return fmt.Errorf("RDMA device %s is not in the pod netns", l.Device)
 		}
 	}
+	if err := p.checkSoftRoCE(l); err != nil {
+		return err
+	}
 	if l.PodName == "" {
 		return nil
 	}
@@ -86,6 +89,7 @@ func (p *Plugin) status(c *call) error {
 		return err
 	}
 	p.statusSMC(c)
+	p.statusSoftRoCE(c)
 	return nil
 }
 

@@ -168,6 +168,9 @@ func (p *Plugin) detachLink(l *state.Link, nsPath string) error {
 		if l.Step == state.StepPlanned {
 			return nil
 		}
+		if err := p.detachSoftRoCE(l); err != nil {
+			return err
+		}
 		if err := p.env.Links.DelChild(nsPath, l.PodName, l.MAC); err != nil {
 			return err
 		}

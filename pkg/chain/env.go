@@ -29,6 +29,7 @@ func KernelEnv() Env {
 		SMC:          kernelSMC{},
 		PodResources: kubeletPodResources{},
 		Netns:        kernelNetns{},
+		SoftRoCE:     kernelSoftRoCE{rdma.New()},
 		Stdout:       os.Stdout,
 		Stderr:       os.Stderr,
 	}
@@ -88,6 +89,18 @@ func (k kernelRDMA) ReturnToHost(dev, podNSPath string) error {
 func (k kernelRDMA) CheckMovable(d rdma.Device) error {
 	return rdma.CheckMovable(d, rdma.KernelRelease())
 }
+
+// kernelSoftRoCE makes and deletes per-pod rxe devices on the running
+// kernel.
+type kernelSoftRoCE struct{ *rdma.System }
+
+func (kernelSoftRoCE) Unsupported() string { return rdma.SoftRoCEUnsupported(rdma.KernelRelease()) }
+
+func (k kernelSoftRoCE) Add(nsPath, name, netdev string) error {
+	return k.AddSoftRoCE(nsPath, name, netdev)
+}
+
+func (k kernelSoftRoCE) Del(name string) error { return k.DelSoftRoCE(name) }
 
 type kernelAddrs struct{}
 

@@ -21,6 +21,7 @@ const (
 	CodePodIPv6         uint = 109 // podIPv6Block: the netdev has no global /64, or the block is exhausted
 	CodeNodeUplink      uint = 110 // exclusive mode: the netdev carries the node's default route or address
 	CodeGIDTableFull    uint = 111 // shared mode: the RDMA port's GID table has no room for the pod's address
+	CodeSoftRoCE        uint = 112 // podSoftRoCE: the node cannot give the pod an rxe device of its own
 	// CodeNotAvailable is the spec's STATUS code: the plugin cannot serve ADD.
 	CodeNotAvailable uint = 50
 )
@@ -50,5 +51,5 @@ var Codes = []uint{
 	types.ErrIncompatibleCNIVersion, types.ErrInvalidEnvironmentVariables, types.ErrIOFailure, types.ErrDecodingFailure, types.ErrInvalidNetworkConfig,
 	types.ErrInvalidNetNS, types.ErrTryAgainLater, CodeNotAvailable,
 	CodeNoRDMA, CodeModeMismatch, CodeMoveUnsupported, CodeNoDevice, CodeLinkSetup,
-	CodeState, CodeCheckFailed, CodeIPAM, CodeSMC, CodePodIPv6, CodeNodeUplink, CodeGIDTableFull,
+	CodeState, CodeCheckFailed, CodeIPAM, CodeSMC, CodePodIPv6, CodeNodeUplink, CodeGIDTableFull, CodeSoftRoCE,
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -149,9 +150,40 @@ type world struct {
 	bootIDPath string                     // Env.BootIDPath ("": the kernel's)
 	stuck      map[string]bool            // RDMA devices a live netns without a path keeps
 	returnWait time.Duration              // how long ReturnToHost waits for a stuck device
+	noRxe      string                     // why the kernel cannot make an rxe device in a pod netns
 	stdout     syncbuf.Buffer
 	stderr     syncbuf.Buffer
 }
+
+// fakeSoftRoCE makes and deletes rxe devices in the world's device list,
+// as the kernel's shared mode lists every netns's devices.
+type fakeSoftRoCE world
+
+func (f *fakeSoftRoCE) w() *world { return (*world)(f) }
+
+func (f *fakeSoftRoCE) Unsupported() string { return f.noRxe }
+
+func (f *fakeSoftRoCE) Add(nsPath, name, netdev string) error {
+	if err := f.w().record("RxeAdd %s %s %s", name, nsPath, netdev); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.devices = append(f.devices, rxe(name, netdev))
+	return nil
+}
+
+func (f *fakeSoftRoCE) Del(name string) error {
+	if err := f.w().record("RxeDel %s", name); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.devices = slices.DeleteFunc(f.devices, func(d rdma.Device) bool { return d.Name == name })
+	return nil
+}
+
+func (f *fakeSoftRoCE) NetdevPCI(netdev string) string { return "0000:00:03.0" }
 
 func (w *world) record(format string, args ...any) error {
 	call := fmt.Sprintf(format, args...)
@@ -294,6 +326,7 @@ func (w *world) plugin() *Plugin {
 	return New(Env{
 		RDMA: w, Links: w, IPAM: w, Addrs: w, SMC: (*fakeSMC)(w), PodResources: w,
 		Netns:      (*fakeNetns)(w),
+		SoftRoCE:   (*fakeSoftRoCE)(w),
 		BootIDPath: w.bootIDPath,
 		Stdout:     &w.stdout, Stderr: &w.stderr,
 	})

@@ -68,7 +68,9 @@ func (p *Plugin) addressLink(c *call, link *state.Link, podNS ns.NetNS) (*types1
 	for _, ip := range res.IPs {
 		link.IPs = append(link.IPs, ip.Address.String())
 	}
-	if link.Kind != state.LinkMoved {
+	// A pod's own rxe device (podSoftRoCE) sends from the pod netns's
+	// socket: it needs no route on the host (measured on 7.3).
+	if link.Kind != state.LinkMoved && !link.SoftRoCE {
 		if w := p.env.Addrs.HostRouteWarning(link.HostName, res.IPs); w != "" {
 			c.log.Warn(w)
 		}

@@ -65,6 +65,20 @@ type Links interface {
 	CheckInPod(podNSPath, name, mac string) error
 }
 
+// SoftRoCE is the seam over the soft-RoCE (rxe) devices podSoftRoCE makes,
+// one per pod on the pod's own child.
+type SoftRoCE interface {
+	// Unsupported says why this kernel cannot serve an rxe device made in
+	// a pod's netns, "" when it can.
+	Unsupported() string
+	// Add makes rxe device name on netdev, from inside the netns at nsPath.
+	Add(nsPath, name, netdev string) error
+	// Del deletes rxe device name; nil only once a listing shows it gone.
+	Del(name string) error
+	// NetdevPCI is the PCI function of a host netdev, "" when none.
+	NetdevPCI(netdev string) string
+}
+
 // PodResources is the seam over kubelet's pod-resources API at the socket
 // the conf names: a pod's device-plugin allocations and DRA claim devices.
 // Serving checks that a server accepts connections there without making
@@ -122,6 +136,7 @@ type Env struct {
 	SMC          SMC
 	PodResources PodResources
 	Netns        Netns
+	SoftRoCE     SoftRoCE
 	// LockTimeout bounds the wait for the node lock; 0 means
 	// DefaultLockTimeout.
 	LockTimeout time.Duration

@@ -60,6 +60,9 @@ func exhausted(err error) bool {
 func (p *Plugin) anyPodRange(c *call) (string, bool) {
 	block, _ := c.conf.PodBlock()
 	devs, err := p.offered(c.conf)
+	if c.conf.PodSoftRoCE != "" {
+		devs, err = []rdma.Device{{Netdev: c.conf.PodSoftRoCE}}, nil
+	}
 	if err != nil {
 		return "", false
 	}

@@ -143,6 +143,11 @@ type NetConf struct {
 	// PodIPv6Block derives each pod's IPv6 on each RDMA interface from the
 	// device's netdev's global /64 and these host bits (see PodBlock).
 	PodIPv6Block string `json:"podIPv6Block,omitempty"`
+	// PodSoftRoCE names the host NIC (without an RDMA device) whose
+	// macvlan child each RDMA pod gets, with a soft-RoCE (rxe) device of
+	// its own on that child, made in the pod's netns (Linux >= 7.1, shared
+	// RDMA netns mode). Empty: the pods share the node's RDMA devices.
+	PodSoftRoCE string `json:"podSoftRoCE,omitempty"`
 	// NodeAddresses are the node's own addresses as the cluster knows them
 	// (kubelet's InternalIPs, which --node-ip may put on a netdev no
 	// default route uses): exclusive mode never moves a netdev holding one.
@@ -231,6 +236,10 @@ func (c *NetConf) applyDefaults() {
 	setDefault(&c.PodResourcesSocket, DefaultPodResourcesSocket)
 	setDefault(&c.KubeletUnreachable, KubeletRetry)
 	setDefault(&c.IfName, DefaultIfName)
+	if c.PodSoftRoCE != "" {
+		// Each pod's rxe device needs a MAC of its own (see validateSoftRoCE).
+		setDefault(&c.SharedLink.Type, LinkMACVlan)
+	}
 	setDefault(&c.SharedLink.Type, LinkIPVlan)
 	switch c.SharedLink.Type {
 	case LinkIPVlan:

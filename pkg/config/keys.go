@@ -44,6 +44,7 @@ func (c *NetConf) topFields() []field {
 		{"dad", plain(&c.DAD)},
 		{"reportIPs", plain(&c.ReportIPs)},
 		{"podIPv6Block", plain(&c.PodIPv6Block)},
+		{"podSoftRoCE", plain(&c.PodSoftRoCE)},
 		{"drain", plain(&c.Drain)},
 	}
 }

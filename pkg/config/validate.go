@@ -17,7 +17,7 @@ var sharedModes = map[string]map[string]bool{
 
 func (c *NetConf) validate() error {
 	checks := []func() error{
-		c.validateBasics, c.validateDevices, c.validateSelection, c.validateLinks,
+		c.validateBasics, c.validateDevices, c.validateSelection, c.validateLinks, c.validateSoftRoCE,
 		c.validateIPAM, c.validateSMCR, c.validatePaths, c.validateAttachments,
 	}
 	for _, check := range checks {

@@ -21,7 +21,8 @@ func (in *inspector) attachment(dir string, rec *state.Record) Attachment {
 		a.Pod = rec.Pod.Namespace + "/" + rec.Pod.Name
 	}
 	for _, l := range rec.Links {
-		a.Links = append(a.Links, LinkState{Device: l.Device, Kind: l.Kind, PodName: l.PodName, Host: l.HostName, IPs: l.IPs, Step: l.Step})
+		a.Links = append(a.Links, LinkState{Device: l.Device, Kind: l.Kind, PodName: l.PodName, Host: l.HostName, IPs: l.IPs,
+			Step: l.Step, SoftRoCE: l.SoftRoCE})
 	}
 	if rec.SMC != nil {
 		a.SMCR = fmt.Sprintf("pnetid %s: %s port %d, pod %s", rec.SMC.PnetID, rec.SMC.Device, rec.SMC.IBPort, rec.SMC.PodIfName)
@@ -70,6 +71,9 @@ func (in *inspector) checkLink(rec *state.Record, l state.Link, ifaces []Iface, 
 		case !in:
 			probs = append(probs, fmt.Sprintf("RDMA device %s is not in the pod netns", l.Device))
 		}
+	}
+	if l.SoftRoCE && !slices.ContainsFunc(in.r.RDMA.Devices, func(d Device) bool { return d.Name == l.Device }) {
+		probs = append(probs, fmt.Sprintf("rxe device %s of the pod is gone", l.Device))
 	}
 	if l.PodName == "" || !haveIfaces {
 		return probs

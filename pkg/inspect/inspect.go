@@ -36,6 +36,10 @@ type Report struct {
 type RDMAReport struct {
 	Mode    rdma.Mode `json:"mode,omitempty"`
 	Devices []Device  `json:"devices"`
+	// PodSoftRoCE says whether this kernel can give pods soft-RoCE
+	// devices of their own (podSoftRoCE); PodSoftRoCEReason why not.
+	PodSoftRoCE       bool   `json:"podSoftRoCE"`
+	PodSoftRoCEReason string `json:"podSoftRoCEReason,omitempty"`
 }
 
 // Device is one RDMA device.
@@ -104,6 +108,9 @@ type LinkState struct {
 	Host    string         `json:"host,omitempty"`
 	IPs     []string       `json:"ips,omitempty"`
 	Step    state.Step     `json:"step"`
+	// SoftRoCE: Device is the pod's own rxe device on PodName
+	// (podSoftRoCE), made in the pod netns.
+	SoftRoCE bool `json:"softRoCE,omitempty"`
 }
 
 // Failure is a pod's last failed CNI call, and its last call since.
@@ -205,6 +212,8 @@ func (in *inspector) readRDMA() {
 		in.unreadable("RDMA netns mode", err)
 	}
 	in.r.RDMA.Mode = mode
+	in.r.RDMA.PodSoftRoCEReason = in.k.SoftRoCEUnsupported()
+	in.r.RDMA.PodSoftRoCE = in.r.RDMA.PodSoftRoCEReason == ""
 	devs, err := in.k.Devices()
 	if err != nil {
 		in.unreadable("RDMA devices", err)

@@ -32,6 +32,8 @@ type fakeReader struct {
 	gids    []rdma.GID
 	hooked  []uint32 // netns inodes in the SMC socket hook; nil: not attached
 	offer   smc.Offer
+	// noSoftRoCE is why the kernel cannot serve podSoftRoCE ("": it can).
+	noSoftRoCE string
 }
 
 func newFakeReader() *fakeReader {
@@ -88,7 +90,8 @@ func (f *fakeReader) UEIDs() ([]string, error) { return []string{"RDMACHAIN"}, n
 func (f *fakeReader) SocketHook() (hookmap.Status, error) {
 	return hookmap.Status{Attached: f.hooked != nil, Held: f.hooked != nil, Listed: f.hooked}, nil
 }
-func (f *fakeReader) SMCOffer() smc.Offer { return f.offer }
+func (f *fakeReader) SMCOffer() smc.Offer         { return f.offer }
+func (f *fakeReader) SoftRoCEUnsupported() string { return f.noSoftRoCE }
 func (f *fakeReader) Fallbacks(string) (smc.FallbackReport, error) {
 	return smc.FallbackReport{ClientTotal: 2, Reasons: []smc.FallbackStat{{Reason: 0x03030000, Count: 2}}}, nil
 }
@@ -281,4 +284,62 @@ func jsonFields(t reflect.Type) []string {
 		}
 	}
 	return out
+}
+
+// inspect says whether the kernel serves podSoftRoCE, and why not.
+func TestInspectPodSoftRoCEKernel(t *testing.T) {
+	for _, why := range []string{"", "kernel 6.12.41: rdma_rxe works inside a netns only from Linux 7.1"} {
+		t.Run(fmt.Sprintf("refused=%v", why != ""), func(t *testing.T) {
+			k := newFakeReader()
+			k.noSoftRoCE = why
+			r := (&inspector{k: k, dataDirs: []string{t.TempDir()}}).inspect("")
+			if r.RDMA.PodSoftRoCE != (why == "") || r.RDMA.PodSoftRoCEReason != why {
+				t.Errorf("report %+v, want served %v reason %q", r.RDMA, why == "", why)
+			}
+			var text bytes.Buffer
+			WriteText(&text, r)
+			want := "Soft-RoCE per pod (podSoftRoCE): served by this kernel\n"
+			if why != "" {
+				want = "Soft-RoCE per pod (podSoftRoCE): refused: " + why + "\n"
+			}
+			if !strings.Contains(text.String(), want) {
+				t.Errorf("text lacks %q:\n%s", want, text.String())
+			}
+		})
+	}
+}
+
+// A pod's own rxe device (podSoftRoCE) is shown as such, and one the
+// kernel no longer lists is a problem of its attachment.
+func TestInspectSoftRoCE(t *testing.T) {
+	cases := []struct {
+		device  string
+		healthy bool
+	}{
+		{"rxe0", true},              // listed by the fake kernel
+		{"rxe_0123456789ab", false}, // not listed: gone
+	}
+	for _, tc := range cases {
+		t.Run(tc.device, func(t *testing.T) {
+			dir := t.TempDir()
+			rec := &state.Record{Network: "rdmanet", ContainerID: "aaaa", IfName: "eth0", NetNS: "/run/netns/a", Mode: "shared",
+				Links: []state.Link{{Device: tc.device, Kind: state.LinkMACVlan, Step: state.StepDone, SoftRoCE: true,
+					HostLink: state.HostLink{HostName: "eth1", PodName: "rdma0", MAC: "52:54:00:12:34:56"}}}}
+			if err := state.New(dir).Put(rec); err != nil {
+				t.Fatal(err)
+			}
+			in := &inspector{k: newFakeReader(), dataDirs: []string{dir}}
+			r := in.inspect("")
+			var text bytes.Buffer
+			WriteText(&text, r)
+			if !strings.Contains(text.String(), "link "+tc.device+" macvlan (the pod's own rxe device) as rdma0") {
+				t.Errorf("text lacks the pod's rxe device:\n%s", text.String())
+			}
+			a := r.Attachments[0]
+			gone := slices.Contains(a.Problems, "rxe device "+tc.device+" of the pod is gone")
+			if a.Healthy != tc.healthy || gone == tc.healthy || !a.Links[0].SoftRoCE {
+				t.Errorf("attachment %+v: want healthy %v", a, tc.healthy)
+			}
+		})
+	}
 }

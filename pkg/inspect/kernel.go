@@ -40,6 +40,9 @@ type reader interface {
 	SocketHook() (hookmap.Status, error)
 	// SMCOffer is smc.Detect with the hook's pins under config.DefaultBPFFSDir.
 	SMCOffer() smc.Offer
+	// SoftRoCEUnsupported says why this kernel cannot serve podSoftRoCE,
+	// "" when it can (rdma.SoftRoCEUnsupported).
+	SoftRoCEUnsupported() string
 	Interfaces(nsPath string) ([]Iface, error)
 	SMCSysctls(nsPath string) (map[string]string, error)
 }
@@ -93,6 +96,10 @@ func (k *kernelReader) UEIDs() (list []string, err error) {
 
 func (k *kernelReader) SocketHook() (hookmap.Status, error) {
 	return hookcmd.Beside().State(config.DefaultBPFFSDir)
+}
+
+func (k *kernelReader) SoftRoCEUnsupported() string {
+	return rdma.SoftRoCEUnsupported(rdma.KernelRelease())
 }
 
 func (k *kernelReader) SMCOffer() smc.Offer {

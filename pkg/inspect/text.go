@@ -17,6 +17,11 @@ func WriteText(w io.Writer, r Report) {
 		mode = "unknown"
 	}
 	say(w, "RDMA netns mode: %s\n", mode)
+	if r.RDMA.PodSoftRoCE {
+		say(w, "Soft-RoCE per pod (podSoftRoCE): served by this kernel\n")
+	} else {
+		say(w, "Soft-RoCE per pod (podSoftRoCE): refused: %s\n", r.RDMA.PodSoftRoCEReason)
+	}
 	say(w, "RDMA devices (%d):\n", len(r.RDMA.Devices))
 	for _, d := range r.RDMA.Devices {
 		say(w, "  %s  driver %s  netdev %s  netns %s%s\n", d.Name, orDash(d.Driver), orDash(d.Netdev), d.Netns, portsText(d.Ports))
@@ -88,6 +93,9 @@ func writeAttachmentText(w io.Writer, a Attachment) {
 		orDash(a.Pod), a.Mode, orDash(a.NetNS), a.Created.UTC().Format(time.RFC3339))
 	for _, l := range a.Links {
 		say(w, "    link %s %s", l.Device, l.Kind)
+		if l.SoftRoCE {
+			say(w, " (the pod's own rxe device)")
+		}
 		if l.PodName != "" {
 			say(w, " as %s", l.PodName)
 		}

@@ -86,6 +86,10 @@ func statsNode(t *testing.T) []conflist.Network {
 			Links: []state.Link{{Device: "mlx5_3", Kind: state.LinkMoved, Step: state.StepDone}}},
 		{Network: "othernet", ContainerID: "o", IfName: "eth0", NetNS: "/run/netns/o"},
 	}
+	for _, id := range []string{"r1", "r2"} { // podSoftRoCE pods: one series for both
+		recs = append(recs, &state.Record{Network: "rdmanet", ContainerID: id, IfName: "eth0", NetNS: "/run/netns/" + id, Mode: "shared",
+			Links: []state.Link{{Device: "rxe_" + id, Kind: state.LinkMACVlan, Step: state.StepDone, SoftRoCE: true}}})
+	}
 	for _, r := range recs {
 		if err := state.New(dir).Put(r); err != nil {
 			t.Fatal(err)
@@ -99,8 +103,9 @@ func TestNodeCollector(t *testing.T) {
 	offer := smc.Offer{SMC: true, TCP2SMC: true, SocketHookError: "no BTF"}
 	c := NewNodeCollector(&fakeStats{mode: rdma.ModeExclusive, hookErr: hookcmd.ErrNotInstalled, offer: offer}, func() []conflist.Network { return nets }, nil, false)
 	want := `
-# HELP rdma_chain_attachments Recorded attachments, by network, mode (shared, exclusive, pass-through) and RDMA device (none: no link).
+# HELP rdma_chain_attachments Recorded attachments, by network, mode (shared, exclusive, pass-through) and RDMA device (none: no link; pod-rxe: the pods' own soft-RoCE devices of podSoftRoCE).
 # TYPE rdma_chain_attachments gauge
+rdma_chain_attachments{device="pod-rxe",mode="shared",network="rdmanet"} 2
 rdma_chain_attachments{device="mlx5_1",mode="exclusive",network="rdmanet"} 1
 rdma_chain_attachments{device="mlx5_2",mode="exclusive",network="rdmanet"} 1
 rdma_chain_attachments{device="mlx5_3",mode="exclusive",network="rdmanet"} 1

@@ -87,7 +87,7 @@ func NewNodeCollector(k StatsReader, networks func() []conflist.Network, outcome
 	return &NodeCollector{
 		k: k, networks: networks, outcomes: outcomes, podLabels: podLabels,
 		mode: d("rdma_netns_mode", "Always 1; the mode label is the RDMA subsystem's netns mode (shared or exclusive).", "mode"),
-		attachments: d("attachments", "Recorded attachments, by network, mode (shared, exclusive, pass-through) and RDMA device (none: no link).",
+		attachments: d("attachments", "Recorded attachments, by network, mode (shared, exclusive, pass-through) and RDMA device (none: no link; pod-rxe: the pods' own soft-RoCE devices of podSoftRoCE).",
 			"network", "mode", "device"),
 		outcomeCount: d("cni_outcomes_total", "CNI calls the plugin answered, from its outcome log, by network, verb and CNI error code (0: success), counted from the start of this process.",
 			"network", "verb", "code"),
@@ -163,7 +163,7 @@ func (s *scrape) records(nets []conflist.Network) []*state.Record {
 			mode := r.ModeName()
 			devs := map[string]bool{}
 			for _, l := range r.Links {
-				devs[l.Device] = true
+				devs[deviceLabel(l)] = true
 			}
 			if len(devs) == 0 {
 				devs["none"] = true
@@ -177,6 +177,18 @@ func (s *scrape) records(nets []conflist.Network) []*state.Record {
 		s.gauge(s.c.attachments, float64(n), k.network, k.mode, k.device)
 	}
 	return out
+}
+
+// SoftRoCELabel is the attachments gauge's device for a pod's own rxe
+// device (podSoftRoCE): one series per network, not one per pod.
+const SoftRoCELabel = "pod-rxe"
+
+// deviceLabel is the attachments gauge's device for link l.
+func deviceLabel(l state.Link) string {
+	if l.SoftRoCE {
+		return SoftRoCELabel
+	}
+	return l.Device
 }
 
 // dataDirs maps each state directory to the networks recorded in it.

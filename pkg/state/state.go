@@ -100,9 +100,13 @@ type Link struct {
 	// HostLink is the netdev's host identity (for a child: HostName is the
 	// parent, PodName and MAC the child's), flattened into the record.
 	HostLink
-	RDMAMoved bool     `json:"rdmaMoved,omitempty"` // exclusive: RDMA device is in the pod netns
-	IPAM      bool     `json:"ipam,omitempty"`      // an IPAM lease was (or is being) taken for PodName
-	IPs       []string `json:"ips,omitempty"`       // CIDRs the IPAM gave PodName
+	RDMAMoved bool `json:"rdmaMoved,omitempty"` // exclusive: RDMA device is in the pod netns
+	// SoftRoCE: Device is a soft-RoCE (rxe) device made, or being made, on
+	// the child PodName inside the pod netns (podSoftRoCE); the release
+	// deletes it before the child.
+	SoftRoCE bool     `json:"softRoCE,omitempty"`
+	IPAM     bool     `json:"ipam,omitempty"` // an IPAM lease was (or is being) taken for PodName
+	IPs      []string `json:"ips,omitempty"`  // CIDRs the IPAM gave PodName
 	// IPAMRange is the IPv6 block podIPv6Block rendered for this link at
 	// ADD (its netdev's /64 and the block's host bits): the range its lease
 	// is taken from and released with.

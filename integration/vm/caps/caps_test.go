@@ -13,6 +13,10 @@
 //	rxe_netdev_move follows|stays|gone|untested|failed
 //	               in exclusive mode, where a soft-RoCE device is once
 //	               its netdev moved into a netns
+//	rxe_netns      yes|no|untested  in shared mode, rxe devices made inside
+//	               two netns on a veth pair between them carry an rping
+//	               round, and the plugin's podSoftRoCE check agrees
+//	               (otherwise a "mismatch:..." value no table row has)
 //	transparent    tcp2smc|socket_hook|none|no_smc
 //	               the mechanism smcr.transparent auto picks, written only
 //	               when kcaps (pkg/smc.Detect), the plugin's STATUS log,
@@ -60,12 +64,14 @@ func TestCaps(t *testing.T) {
 	guestkit.Check(t, "bpffs", mountBPF)
 	guestkit.Check(t, "kcaps", p.kcaps)
 	p.netnsOps(t)
+	rxeNetns := p.rxeNetns(t)
 	p.mechanisms(t)
 	p.caps = append(p.caps, "RC-CAP transparent "+p.agreed(),
 		"RC-CAP rdma_mode_set "+yesNo(p.modeSet),
 		"RC-CAP move_simrdma "+yesNo(p.moved["simrdma0"]),
 		"RC-CAP move_rxe "+yesNo(p.moved["rxe0"]),
-		"RC-CAP rxe_netdev_move "+p.rxeNetdevMove)
+		"RC-CAP rxe_netdev_move "+p.rxeNetdevMove,
+		"RC-CAP rxe_netns "+rxeNetns)
 	if err := os.WriteFile(capsFile, []byte(strings.Join(p.caps, "\n")+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -94,7 +94,7 @@ func (m *matrix) undo(t *testing.T, p pod, mode string) {
 	if got, ok := guestkit.SettleTo(t, m.base, stateDirs...); !ok {
 		m.leaked = append(m.leaked, t.Name())
 		t.Errorf("the node differs from before: %s", guestkit.Diff(m.base, got))
-		guestkit.Settled(t, nic)
+		guestkit.Settled(t, m.nic)
 		var err error
 		if m.base, err = guestkit.ReadNode(stateDirs...); err != nil {
 			t.Fatalf("read the node after a leak: %v", err)
@@ -104,7 +104,7 @@ func (m *matrix) undo(t *testing.T, p pod, mode string) {
 
 func (m *matrix) owned(t *testing.T, p pod) guestkit.Node {
 	t.Helper()
-	o, err := guestkit.Owned(nic, p.netns, dataDir, rdmaIPAM)
+	o, err := guestkit.Owned(m.nic, p.netns, dataDir, rdmaIPAM)
 	if err != nil {
 		t.Errorf("what rdma-chain owns: %v", err)
 	}

@@ -60,10 +60,11 @@ var (
 
 var stateDirs = []string{dataDir, rdmaIPAM, ptpIPAM}
 
-// matrix is one guest's run: the chain, its conflists and the node the
-// runs must come back to.
+// matrix is one guest's run: the chain, its conflists, the NIC the pods'
+// links come from and the node the runs must come back to.
 type matrix struct {
 	c            *guestkit.Chain
+	nic          string
 	del, gc, ptp *libcni.NetworkConfigList
 	base         guestkit.Node
 	n, runs      int
@@ -73,8 +74,25 @@ type matrix struct {
 func TestCrashMatrix(t *testing.T) {
 	testenv.VMGuest(t)
 	setUpNode(t)
-	m := newMatrix(t)
-	addFP, delFP := m.discover(t)
+	entry := `"mode":"exclusive","devices":["` + device + `"],"podSelection":"all","dataDir":"` + dataDir + `",` +
+		`"smcr":{"transparent":"off","onUnsupported":"` + onUnsupported() + `"},` +
+		`"capabilities":{"io.kubernetes.cri.pod-annotations":true},` +
+		`"ipam":{"type":"host-local","ranges":[[{"subnet":"fd00:99::/64"}]],"dataDir":"` + rdmaIPAM + `"}`
+	want := wantFailpoints
+	if guestkit.HasSMC() {
+		want = append(want, wantSMCFailpoints...)
+	}
+	m := newMatrix(t, nic, entry)
+	m.run(t, want)
+	if mode, err := rdma.New().NetnsMode(); err != nil || mode != rdma.ModeExclusive {
+		t.Errorf("netns mode after the matrix: %v %v, want exclusive", mode, err)
+	}
+}
+
+// run discovers the failpoints of one traced ADD and DEL (want among
+// them) and kills the plugin at each, in both matrices.
+func (m *matrix) run(t *testing.T, want []string) {
+	addFP, delFP := m.discover(t, want)
 	start := time.Now()
 	for _, mode := range []string{"DEL", "GC"} {
 		for _, fp := range addFP {
@@ -88,9 +106,6 @@ func TestCrashMatrix(t *testing.T) {
 		len(addFP)+len(delFP), len(addFP), len(delFP), m.runs, len(m.leaked), m.leaked, time.Since(start).Seconds())
 	if want := 2 * (len(addFP) + len(delFP)); m.runs != want {
 		t.Errorf("%d runs for %d failpoints in two matrices, want %d", m.runs, len(addFP)+len(delFP), want)
-	}
-	if mode, err := rdma.New().NetnsMode(); err != nil || mode != rdma.ModeExclusive {
-		t.Errorf("netns mode after the matrix: %v %v, want exclusive", mode, err)
 	}
 }
 
@@ -116,20 +131,21 @@ func setUpNode(t *testing.T) {
 	}
 }
 
-// newMatrix writes the conflists: DEL runs at 1.0.0, GC at 1.1.0, and the
-// primary alone at 1.1.0 for its own DEL after a GC. smcr.transparent off:
-// no socket hook. A kernel without SMC attaches annotated pods without
-// SMC-R (onUnsupported warn; the smc scenario asserts that outcome).
-func newMatrix(t *testing.T) *matrix {
-	onUnsupported := "fail"
+// onUnsupported is the matrix's smcr.onUnsupported: a kernel without SMC
+// attaches annotated pods without SMC-R (warn; the smc scenario asserts
+// that outcome).
+func onUnsupported() string {
 	if !guestkit.HasSMC() {
-		onUnsupported = "warn"
+		return "warn"
 	}
-	entry := `"mode":"exclusive","devices":["` + device + `"],"podSelection":"all","dataDir":"` + dataDir + `",` +
-		`"smcr":{"transparent":"off","onUnsupported":"` + onUnsupported + `"},` +
-		`"capabilities":{"io.kubernetes.cri.pod-annotations":true},` +
-		`"ipam":{"type":"host-local","ranges":[[{"subnet":"fd00:99::/64"}]],"dataDir":"` + rdmaIPAM + `"}`
-	m := &matrix{c: guestkit.NewChain(binDir)}
+	return "fail"
+}
+
+// newMatrix writes the conflists of rdma-chain's entry: DEL runs at
+// 1.0.0, GC at 1.1.0, and the primary alone at 1.1.0 for its own DEL after
+// a GC. smcr.transparent off: no socket hook.
+func newMatrix(t *testing.T, nic, entry string) *matrix {
+	m := &matrix{c: guestkit.NewChain(binDir), nic: nic}
 	var err error
 	for _, l := range []struct {
 		list           **libcni.NetworkConfigList
@@ -157,8 +173,8 @@ func (m *matrix) newPod(t *testing.T) (pod, ns.NetNS) {
 // discover runs one traced ADD and DEL and returns the failpoints each
 // passed, in order. The first cycle makes the state and IPAM folders;
 // from then on the node must come back exactly: that reading is the base.
-func (m *matrix) discover(t *testing.T) (addFP, delFP []string) {
-	guestkit.Settled(t, nic)
+func (m *matrix) discover(t *testing.T, want []string) (addFP, delFP []string) {
+	guestkit.Settled(t, m.nic)
 	before, err := guestkit.ReadNode(stateDirs...)
 	if err != nil {
 		t.Fatal(err)
@@ -170,16 +186,12 @@ func (m *matrix) discover(t *testing.T) (addFP, delFP []string) {
 	netnstest.Delete(n)
 	t.Logf("ADD failpoints: %v", addFP)
 	t.Logf("DEL failpoints: %v", delFP)
-	want := wantFailpoints
-	if guestkit.HasSMC() {
-		want = append(want, wantSMCFailpoints...)
-	}
 	for _, w := range want {
 		if !slices.Contains(addFP, w) && !slices.Contains(delFP, w) {
 			t.Errorf("failpoint %s not passed by the traced ADD and DEL", w)
 		}
 	}
-	guestkit.Settled(t, nic)
+	guestkit.Settled(t, m.nic)
 	if m.base, err = guestkit.ReadNode(stateDirs...); err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +241,7 @@ func (m *matrix) checkSMC(t *testing.T, p pod) {
 	}
 	var rows []smc.PnetEntry
 	err := smc.Do(p.netns, func(c *smc.Client) (err error) { rows, err = c.PnetDump(); return err })
-	if err != nil || !slices.ContainsFunc(rows, func(e smc.PnetEntry) bool { return e.EthName == nic }) {
-		t.Errorf("the SMC-R pod's pnet table: %v %v, want an entry for %s", rows, err, nic)
+	if err != nil || !slices.ContainsFunc(rows, func(e smc.PnetEntry) bool { return e.EthName == "eth0" }) {
+		t.Errorf("the SMC-R pod's pnet table: %v %v, want an entry for its eth0", rows, err)
 	}
 }

@@ -17,7 +17,8 @@ import (
 // simrdma): in exclusive netns mode soft-RoCE (rxe) cannot change netns,
 // so ADD in "mode":"exclusive" fails with CNI error 102 naming rxe0 and
 // leaves the node as it was; "mode":"shared" configured on an exclusive
-// kernel fails with 101. At cniVersion 0.4.0 and 1.0.0.
+// kernel fails with 101, and podSoftRoCE with 112. At cniVersion 0.4.0 and
+// 1.0.0.
 func TestSoftRoCERefused(t *testing.T) {
 	testenv.VMGuest(t)
 	// The switch works only while no netns but init_net exists.
@@ -77,6 +78,14 @@ func rxeRefused(t *testing.T, v string) {
 	guestkit.Check(t, "no-rdma0-after-101", func() error { return guestkit.NoLink(p.NetNS, "rdma0") })
 	guestkit.ExpectOK(t, "del-after-101", e.Del(t, p))
 	guestkit.Check(t, "no-state-file-after-101", func() error { return e.RecordCount(0) })
+
+	// podSoftRoCE on veth1 (no RDMA device), kernel exclusive: 112, as an
+	// rxe device made inside a netns cannot open its port there.
+	e.Conf(t, `"podSoftRoCE":"veth1","podSelection":"all","dataDir":"`+e.DataDir+`"`)
+	guestkit.ExpectCode(t, "soft-roce-on-exclusive-112", e.AddTo(t, p), 112, "exclusive")
+	guestkit.Check(t, "no-rdma0-after-112", func() error { return guestkit.NoLink(p.NetNS, "rdma0") })
+	guestkit.ExpectOK(t, "del-after-112", e.Del(t, p))
+	guestkit.Check(t, "no-state-file-after-112", func() error { return e.RecordCount(0) })
 	guestkit.DelNetNS(t, p)
 }
 

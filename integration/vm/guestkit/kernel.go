@@ -10,6 +10,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
+
+	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 )
 
 // modDir holds the guest's modules (scripts/vm/initramfs.sh: uncompressed
@@ -114,4 +116,24 @@ func BoundTo(dev, netdev string) error {
 		err = fmt.Errorf("RDMA device %s port 1 on netdev %q, want %s", dev, got, netdev)
 	}
 	return err
+}
+
+// softRoCEServed is, per kernel of docs/kernels.md, whether podSoftRoCE
+// serves pods there: rdma_rxe works inside a netns from Linux 7.1.
+var softRoCEServed = map[string]bool{"6.1": false, "6.12": false, "7.3": true}
+
+// SoftRoCEServed says whether the running kernel serves podSoftRoCE, by
+// the tier's kernel table; a kernel not in it is an error.
+func SoftRoCEServed() (bool, error) {
+	release := rdma.KernelRelease()
+	parts := strings.SplitN(release, ".", 3)
+	key := release
+	if len(parts) >= 2 {
+		key = parts[0] + "." + strings.TrimRightFunc(parts[1], func(r rune) bool { return r < '0' || r > '9' })
+	}
+	served, ok := softRoCEServed[key]
+	if !ok {
+		return false, fmt.Errorf("kernel %s (%s) is not in the tier's table: podSoftRoCE's expectation unknown", key, release)
+	}
+	return served, nil
 }

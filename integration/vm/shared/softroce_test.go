@@ -1,0 +1,346 @@
+package shared
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/rdma-chain/rdma-chain/integration/vm/guestkit"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
+	"github.com/rdma-chain/rdma-chain/pkg/rdma"
+)
+
+// srNIC is the podSoftRoCE NIC: veth0's peer, which has no RDMA device.
+const srNIC = "veth1"
+
+// TestSoftRoCEPerPod (scenario softroce): podSoftRoCE on veth1, at
+// cniVersion 1.0.0, with IPv6 and IPv4 from host-local on the pods'
+// children. Where the kernel serves it (7.3): two pods each get a macvlan
+// child of veth1 and an rxe device of their own on it, named after the
+// attachment, their addresses its GIDs; rping over IPv6 and IPv4 and
+// perftest's ib_send_bw run between the pods' own devices (both devices'
+// counters move, rxe0's do not); CHECK passes; DEL deletes each device and
+// child, also after the netns is gone; podSoftRoCE on veth0, rxe0's
+// netdev, is refused with 112. Elsewhere (6.1, 6.12): ADD is refused with
+// 112 naming Linux 7.1, leaving no child, device or record.
+func TestSoftRoCEPerPod(t *testing.T) {
+	testenv.VMGuest(t)
+	serve, err := guestkit.SoftRoCEServed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok := guestkit.Check(t, "setup-rxe", guestkit.SetUpRxe)
+	if !guestkit.Check(t, "mode-is-shared", func() error { return guestkit.ModeIs(rdma.ModeShared) }) || !ok {
+		t.Fatal("the node could not be set up: no case runs")
+	}
+	c := guestkit.NewCalls(t, "1.0.0", "/run/rdma-chain-softroce")
+	c.Conf(t, softRoCEEntry(c.DataDir, srNIC))
+	if !serve {
+		softRoCERefused(t, c, "7.1")
+		return
+	}
+	softRoCEServes(t, c)
+	c.Conf(t, softRoCEEntry(c.DataDir, parent))
+	softRoCERefused(t, c, "rxe0")
+}
+
+func softRoCEEntry(dataDir, nic string) string {
+	return `"mode":"shared","podSoftRoCE":"` + nic + `","podSelection":"all","dataDir":"` + dataDir + `",` +
+		`"ipam":{"type":"host-local","dataDir":"/run/ipam-softroce","ranges":[[{"subnet":"fd00:78::/64"}],[{"subnet":"192.168.78.0/24"}]]}`
+}
+
+// softRoCERefused: ADD is 112 naming why, and leaves no child, RDMA
+// device or record.
+func softRoCERefused(t *testing.T, c *guestkit.Calls, why string) {
+	before, err := ibDevices()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := guestkit.NewPod("softroce-", "refused")
+	guestkit.ExpectCode(t, "add-refused-112", c.Add(t, p), 112, why)
+	guestkit.Check(t, "refused-no-child", func() error { return guestkit.NoLink(p.NetNS, "rdma0") })
+	guestkit.Check(t, "refused-no-record", func() error { return c.RecordCount(0) })
+	guestkit.Check(t, "refused-no-rdma-device", func() error {
+		now, err := ibDevices()
+		if err == nil && !slices.Equal(now, before) {
+			err = fmt.Errorf("RDMA devices %v, before %v", now, before)
+		}
+		return err
+	})
+	guestkit.ExpectOK(t, "refused-del", c.Del(t, p))
+	guestkit.DelNetNS(t, p)
+}
+
+// softRoCEServes is the served part: two pods, their own devices, RoCE
+// between them, DEL.
+func softRoCEServes(t *testing.T, c *guestkit.Calls) {
+	p1, p2 := guestkit.NewPod("softroce-", "sr1"), guestkit.NewPod("softroce-", "sr2")
+	devs := map[string]string{}
+	for n, p := range []pod{p1, p2} {
+		devs[p.Name] = rdma.SoftRoCEName("rdmanet", p.ContainerID, "eth0")
+		t0 := time.Now()
+		if !guestkit.ExpectOK(t, "add-"+p.Name, c.Add(t, p)) {
+			t.Fatal("no pod: nothing else runs")
+		}
+		t.Logf("softroce-add %s: %d ms (chain ADD: ptp, host-local, rdma-chain)", p.Name, time.Since(t0).Milliseconds())
+		guestkit.Check(t, "record-"+p.Name, func() error { return c.RecordCount(n + 1) })
+		guestkit.Check(t, "macvlan-child-"+p.Name, func() error { return macvlanOf(p, srNIC) })
+		guestkit.Check(t, "own-rxe-on-child-"+p.Name, func() error {
+			return guestkit.InPod(p.NetNS, func() error { return guestkit.BoundTo(devs[p.Name], "rdma0") })
+		})
+		guestkit.Check(t, "addresses-are-gids-"+p.Name, func() error { return addrsAreGIDs(p, devs[p.Name]) })
+		guestkit.ExpectOK(t, "check-"+p.Name, c.Check(t, p))
+	}
+	guestkit.Check(t, "nic-has-no-rdma-device", func() error { return noDeviceOn(srNIC) })
+	for _, fam := range []string{"fd00:78::", "192.168.78."} {
+		guestkit.Check(t, "rping-own-devices-"+strings.Trim(fam, ":."), func() error {
+			return rpingOwn(t, p1, p2, devs[p1.Name], devs[p2.Name], fam)
+		})
+	}
+	guestkit.Check(t, "ib-send-bw-own-devices", func() error { return sendBW(t, p1, p2, devs[p1.Name], devs[p2.Name]) })
+
+	guestkit.ExpectOK(t, "del-"+p2.Name, c.Del(t, p2))
+	guestkit.Check(t, "del-removes-rxe-"+p2.Name, func() error { return gone(devs[p2.Name]) })
+	guestkit.Check(t, "del-removes-child-"+p2.Name, func() error { return guestkit.NoLink(p2.NetNS, "rdma0") })
+	guestkit.Check(t, "del-removes-record-"+p2.Name, func() error { return c.RecordCount(1) })
+	guestkit.ExpectOK(t, "del-again-"+p2.Name, c.Del(t, p2))
+	guestkit.DelNetNS(t, p2)
+	// The runtime's DEL after the pod's netns is gone.
+	guestkit.DelNetNS(t, p1)
+	guestkit.ExpectOK(t, "del-after-netns-gone-"+p1.Name, c.Del(t, p1))
+	guestkit.Check(t, "del-removes-rxe-"+p1.Name, func() error { return gone(devs[p1.Name]) })
+	guestkit.Check(t, "no-records-left", func() error { return c.RecordCount(0) })
+	guestkit.Check(t, "rxe0-intact", func() error { return guestkit.DeviceOn(rxe, parent) })
+}
+
+// ibDevices lists the RDMA devices sysfs shows.
+func ibDevices() ([]string, error) {
+	es, err := os.ReadDir("/sys/class/infiniband")
+	var out []string
+	for _, e := range es {
+		out = append(out, e.Name())
+	}
+	return out, err
+}
+
+// gone: RDMA device dev is listed neither by sysfs nor by RDMA netlink.
+func gone(dev string) error {
+	if _, err := os.Stat("/sys/class/infiniband/" + dev); err == nil {
+		return fmt.Errorf("RDMA device %s still in sysfs", dev)
+	}
+	if _, err := netlink.RdmaLinkByName(dev); err == nil {
+		return fmt.Errorf("RDMA device %s still listed by RDMA netlink", dev)
+	}
+	return nil
+}
+
+// macvlanOf: p's rdma0 is a macvlan child of nic in bridge mode, with a
+// MAC other than nic's.
+func macvlanOf(p pod, nic string) error {
+	parentLink, err := netlink.LinkByName(nic)
+	if err != nil {
+		return err
+	}
+	l, err := guestkit.PodLink(p.NetNS, "rdma0")
+	if err != nil {
+		return err
+	}
+	mv, ok := l.(*netlink.Macvlan)
+	switch {
+	case !ok || mv.Mode != netlink.MACVLAN_MODE_BRIDGE:
+		return fmt.Errorf("rdma0 is %s %+v, want macvlan mode bridge", l.Type(), l)
+	case l.Attrs().ParentIndex != parentLink.Attrs().Index:
+		return fmt.Errorf("rdma0's parent is ifindex %d, %s is %d", l.Attrs().ParentIndex, nic, parentLink.Attrs().Index)
+	case l.Attrs().HardwareAddr.String() == parentLink.Attrs().HardwareAddr.String():
+		return fmt.Errorf("rdma0 has its parent's MAC %s", l.Attrs().HardwareAddr)
+	}
+	return nil
+}
+
+// noDeviceOn: no RDMA device's port 1 is bound to netdev in init_net.
+func noDeviceOn(netdev string) error {
+	devs, err := ibDevices()
+	if err != nil {
+		return err
+	}
+	for _, d := range devs {
+		if got, err := guestkit.PortNetdev(d, 1); err == nil && got == netdev {
+			return fmt.Errorf("RDMA device %s is on %s", d, netdev)
+		}
+	}
+	return nil
+}
+
+// addrsAreGIDs: p's IPv6 and IPv4 addresses on rdma0 are RoCE v2 GIDs of
+// its own device dev (the IPv4 one in its IPv4-mapped form).
+func addrsAreGIDs(p pod, dev string) error {
+	for _, prefix := range []string{"fd00:78::", "192.168.78."} {
+		a, err := guestkit.PodAddr(p.NetNS, "rdma0", prefix)
+		if err != nil {
+			return err
+		}
+		if _, err := gidIndex(dev, a); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// gidIndex is the index of the RoCE v2 GID of dev's port 1 that holds
+// address a; GIDs take a moment to follow an address.
+func gidIndex(dev, a string) (idx int, err error) {
+	want := guestkit.GIDOf(a)
+	err = guestkit.Poll(10*time.Second, 100*time.Millisecond, func() error {
+		files, _ := filepath.Glob("/sys/class/infiniband/" + dev + "/ports/1/gids/*")
+		for _, f := range files {
+			g, rerr := os.ReadFile(f)
+			if rerr != nil || strings.TrimSpace(string(g)) != want {
+				continue // unused entries answer EINVAL
+			}
+			n := filepath.Base(f)
+			typ, _ := os.ReadFile("/sys/class/infiniband/" + dev + "/ports/1/gid_attrs/types/" + n)
+			if strings.TrimSpace(string(typ)) == "RoCE v2" {
+				idx, _ = strconv.Atoi(n)
+				return nil
+			}
+		}
+		return fmt.Errorf("no RoCE v2 GID %s (%s) on %s", want, a, dev)
+	})
+	return idx, err
+}
+
+// hwCounters reads dev port 1's sent and received packets.
+func hwCounters(dev string) (sent, rcvd uint64, err error) {
+	for name, v := range map[string]*uint64{"sent_pkts": &sent, "rcvd_pkts": &rcvd} {
+		b, rerr := os.ReadFile("/sys/class/infiniband/" + dev + "/ports/1/hw_counters/" + name)
+		if rerr != nil {
+			return 0, 0, rerr
+		}
+		if *v, rerr = strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64); rerr != nil {
+			return 0, 0, rerr
+		}
+	}
+	return sent, rcvd, nil
+}
+
+// ownTraffic runs f and wants both pods' devices to have sent and
+// received packets during it, and rxe0 none.
+func ownTraffic(t *testing.T, what string, devs []string, f func() error) error {
+	before := map[string][2]uint64{}
+	for _, d := range append(slices.Clone(devs), rxe) {
+		s, r, err := hwCounters(d)
+		if err != nil {
+			return err
+		}
+		before[d] = [2]uint64{s, r}
+	}
+	if err := f(); err != nil {
+		return err
+	}
+	for _, d := range append(slices.Clone(devs), rxe) {
+		s, r, err := hwCounters(d)
+		if err != nil {
+			return err
+		}
+		t.Logf("%s: %s sent_pkts %d -> %d, rcvd_pkts %d -> %d", what, d, before[d][0], s, before[d][1], r)
+		moved := s > before[d][0] && r > before[d][1]
+		if d == rxe && (s != before[d][0] || r != before[d][1]) {
+			return fmt.Errorf("%s: rxe0 counted the pods' traffic", what)
+		}
+		if d != rxe && !moved {
+			return fmt.Errorf("%s: %s's counters did not move", what, d)
+		}
+	}
+	return nil
+}
+
+// rpingOwn: rping from p2 to p1's address of family prefix, over their
+// own devices.
+func rpingOwn(t *testing.T, p1, p2 pod, dev1, dev2, prefix string) error {
+	a, err := guestkit.PodAddr(p1.NetNS, "rdma0", prefix)
+	if err != nil {
+		return err
+	}
+	return ownTraffic(t, "rping "+a, []string{dev1, dev2}, func() error { return guestkit.Rping(t, dev1, p1, p2, a, 3) })
+}
+
+// sendBW runs perftest's ib_send_bw, 300 sends of 64 KiB, server on p1's
+// device, client on p2's, between their IPv4 GIDs (perftest's own TCP
+// exchange over p1's IPv4 on rdma0), and logs its bandwidth row.
+func sendBW(t *testing.T, p1, p2 pod, dev1, dev2 string) error {
+	a1, err := guestkit.PodAddr(p1.NetNS, "rdma0", "192.168.78.")
+	if err != nil {
+		return err
+	}
+	a2, err := guestkit.PodAddr(p2.NetNS, "rdma0", "192.168.78.")
+	if err != nil {
+		return err
+	}
+	i1, err := gidIndex(dev1, a1)
+	if err != nil {
+		return err
+	}
+	i2, err := gidIndex(dev2, a2)
+	if err != nil {
+		return err
+	}
+	return ownTraffic(t, "ib_send_bw", []string{dev1, dev2}, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		args := func(dev string, idx int) []string {
+			return []string{"netns", "exec", "", "/usr/bin/ib_send_bw", "-d", dev, "-x", strconv.Itoa(idx), "-F", "-n", "300", "-p", "18515"}
+		}
+		sa := args(dev1, i1)
+		sa[2] = p1.Name
+		srv := exec.CommandContext(ctx, "/usr/sbin/ip", sa...)
+		var srvOut strings.Builder
+		srv.Stdout, srv.Stderr = &srvOut, &srvOut
+		if err := srv.Start(); err != nil {
+			return err
+		}
+		defer func() { cancel(); _ = srv.Wait() }()
+		if err := guestkit.Poll(60*time.Second, 200*time.Millisecond, func() error { return tcpListens(p1, 18515) }); err != nil {
+			return fmt.Errorf("ib_send_bw server: %w: %s", err, srvOut.String())
+		}
+		ca := append(args(dev2, i2), a1)
+		ca[2] = p2.Name
+		t0 := time.Now()
+		out, err := exec.CommandContext(ctx, "/usr/sbin/ip", ca...).CombinedOutput()
+		t.Logf("ib_send_bw %s -> %s (%s GID %d -> %s GID %d) in %.1f s: %v\n%s", p2.Name, p1.Name, dev2, i2, dev1, i1, time.Since(t0).Seconds(), err, out)
+		if err != nil || !strings.Contains(string(out), "#bytes") {
+			return fmt.Errorf("ib_send_bw client: %v: %s / server: %s", err, out, srvOut.String())
+		}
+		return nil
+	})
+}
+
+// tcpListens: a TCP socket (IPv4 or IPv6) listens on port in p's netns.
+func tcpListens(p pod, port int) error {
+	return guestkit.InPod(p.NetNS, func() error {
+		var b []byte
+		for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+			part, err := os.ReadFile(f)
+			if err != nil {
+				return err
+			}
+			b = append(b, part...)
+		}
+		hex := fmt.Sprintf(":%04X ", port)
+		for _, line := range strings.Split(string(b), "\n") {
+			f := strings.Fields(line)
+			if len(f) > 3 && strings.HasSuffix(f[1]+" ", hex) && f[3] == "0A" {
+				return nil
+			}
+		}
+		return fmt.Errorf("nothing listens on TCP %d in %s", port, p.Name)
+	})
+}
