@@ -174,12 +174,18 @@ type OpsDaemon struct {
 // process's) in the background, writing to logPath; when t ends it is
 // killed if it still runs.
 func StartOps(t *testing.T, logPath string, env []string, args ...string) (*OpsDaemon, error) {
+	return StartCommand(t, logPath, env, OpsBinary, args...)
+}
+
+// StartCommand is StartOps for a command that runs the operator binary in
+// the end (exec'd by a wrapper such as unshare and a shell).
+func StartCommand(t *testing.T, logPath string, env []string, name string, args ...string) (*OpsDaemon, error) {
 	f, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close() // the child has its own descriptor
-	cmd := exec.Command(OpsBinary, args...)
+	cmd := exec.Command(name, args...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {
