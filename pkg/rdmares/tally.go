@@ -49,17 +49,17 @@ func (u *Usage) add(e Entry) {
 
 // Why an object is counted on no netns.
 const (
-	Kernel     = "kernel"      // the kernel owns it
-	TaskGone   = "task_gone"   // the dump gave no owner: its task has exited
-	Unreadable = "unreadable"  // the owner's netns could not be read
-	OtherNetns = "other_netns" // its owner's netns is none the caller asked for (Tally.Take)
+	KernelOwned = "kernel"      // the kernel owns it
+	TaskGone    = "task_gone"   // the dump gave no owner: its task has exited
+	Unreadable  = "unreadable"  // the owner's netns could not be read
+	OtherNetns  = "other_netns" // its owner's netns is none the caller asked for (Tally.Take)
 )
 
 // Unattributed keys the objects counted on no netns.
 type Unattributed struct {
 	Device string
 	Kind   Kind
-	Reason string // Kernel, TaskGone, Unreadable or OtherNetns
+	Reason string // KernelOwned, TaskGone, Unreadable or OtherNetns
 }
 
 // Tally is a dump's objects summed per netns of their owners and device,
@@ -86,7 +86,7 @@ func Attribute(entries []Entry, netnsOf NetnsOf) Tally {
 		why := ""
 		switch {
 		case e.Kernel():
-			why = Kernel
+			why = KernelOwned
 		case e.PID == 0:
 			why = TaskGone
 		}
