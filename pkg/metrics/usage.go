@@ -39,7 +39,7 @@ func NewUsageCollector(k rdmares.Reader, networks func() []conflist.Network, pod
 			append([]string{"device", "type"}, pod...)...),
 		mrBytes: d("pod_rdma_mr_bytes", "Bytes the processes of attached pods have registered as RDMA memory regions, by device.",
 			append([]string{"device"}, pod...)...),
-		unattributed: d("rdma_objects_unattributed", "Tracked RDMA objects of no attached pod, by device, type and reason (kernel, task_gone, unreadable, other_netns).",
+		unattributed: d("rdma_objects_unattributed", "Tracked RDMA objects of no attached pod, by device, type and reason (kernel, no_pid, unreadable, other_netns).",
 			"device", "type", "reason"),
 		errors: d("usage_collect_errors", "Reads of this scrape's RDMA usage that failed: the netns mode, records, resource dumps, pods' netns."),
 	}

@@ -114,7 +114,7 @@ rdma_chain_pod_rdma_objects{device="rxe1",namespace="default",pod="b",type="cq"}
 rdma_chain_pod_rdma_objects{device="rxe1",namespace="default",pod="b",type="mr"} 0
 rdma_chain_pod_rdma_objects{device="rxe1",namespace="default",pod="b",type="pd"} 0
 rdma_chain_pod_rdma_objects{device="rxe1",namespace="default",pod="b",type="qp"} 1
-`) + `# HELP rdma_chain_rdma_objects_unattributed Tracked RDMA objects of no attached pod, by device, type and reason (kernel, task_gone, unreadable, other_netns).
+`) + `# HELP rdma_chain_rdma_objects_unattributed Tracked RDMA objects of no attached pod, by device, type and reason (kernel, no_pid, unreadable, other_netns).
 # TYPE rdma_chain_rdma_objects_unattributed gauge
 rdma_chain_rdma_objects_unattributed{device="rxe0",reason="kernel",type="qp"} 1
 rdma_chain_rdma_objects_unattributed{device="rxe0",reason="other_netns",type="qp"} 2

@@ -134,7 +134,7 @@ func TestAttribute(t *testing.T) {
 	}
 	tally.Rest()
 	wantUn := map[Unattributed]int{
-		{"rxe0", CQ, OtherNetns}: 1, {"rxe0", QP, KernelOwned}: 1, {"rxe0", PD, TaskGone}: 1,
+		{"rxe0", CQ, OtherNetns}: 1, {"rxe0", QP, KernelOwned}: 1, {"rxe0", PD, NoPID}: 1,
 		{"rxe0", QP, Unreadable}: 1, {"rxe0", CQ, Unreadable}: 1,
 	}
 	if !reflect.DeepEqual(tally.Unattributed, wantUn) {

@@ -50,7 +50,7 @@ func (u *Usage) add(e Entry) {
 // Why an object is counted on no netns.
 const (
 	KernelOwned = "kernel"      // the kernel owns it
-	TaskGone    = "task_gone"   // the dump gave no owner: its task has exited
+	NoPID       = "no_pid"      // the dump named no owner: it has exited, or it is outside the caller's pid namespace
 	Unreadable  = "unreadable"  // the owner's netns could not be read
 	OtherNetns  = "other_netns" // its owner's netns is none the caller asked for (Tally.Take)
 )
@@ -59,7 +59,7 @@ const (
 type Unattributed struct {
 	Device string
 	Kind   Kind
-	Reason string // KernelOwned, TaskGone, Unreadable or OtherNetns
+	Reason string // KernelOwned, NoPID, Unreadable or OtherNetns
 }
 
 // Tally is a dump's objects summed per netns of their owners and device,
@@ -88,7 +88,7 @@ func Attribute(entries []Entry, netnsOf NetnsOf) Tally {
 		case e.Kernel():
 			why = KernelOwned
 		case e.PID == 0:
-			why = TaskGone
+			why = NoPID
 		}
 		o, seen := owners[e.PID]
 		if why == "" && !seen {
