@@ -83,7 +83,7 @@ func checkPod(t *testing.T, s corev1.PodSpec, o overlay) {
 // checkPodOn checks the pod template against o, with rt as the runtime.
 func checkPodOn(t *testing.T, s corev1.PodSpec, o overlay, rt runtime) {
 	t.Helper()
-	if !s.HostNetwork || s.HostPID || s.AutomountServiceAccountToken == nil || *s.AutomountServiceAccountToken || s.ServiceAccountName != "" ||
+	if !s.HostNetwork || !s.HostPID || s.HostIPC || s.AutomountServiceAccountToken == nil || *s.AutomountServiceAccountToken || s.ServiceAccountName != "" ||
 		s.PriorityClassName != "system-node-critical" {
 		t.Errorf("pod: hostNetwork %v, hostPID %v, token %v, service account %q, priority %q",
 			s.HostNetwork, s.HostPID, s.AutomountServiceAccountToken, s.ServiceAccountName, s.PriorityClassName)

@@ -52,6 +52,27 @@ func TestPrivilegeTable(t *testing.T) {
 	}
 }
 
+// TestHostPID: the pod shares the host's PID namespace and network, no
+// other host namespace, and docs/install.md says why: the RDMA core lists
+// the owners of a pod's QPs, CQs, MRs and PDs only to a reader in a pid
+// namespace that holds their processes (measured in the VM tier, scenario
+// ops-usage).
+func TestHostPID(t *testing.T) {
+	doc, err := os.ReadFile("../docs/install.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := render(t, treeFS(t), "/deploy/base").ds.Spec.Template.Spec
+	if !s.HostPID || !s.HostNetwork || s.HostIPC || (s.HostUsers != nil && !*s.HostUsers) {
+		t.Errorf("pod: hostPID %v, hostNetwork %v, hostIPC %v, hostUsers %v; want the host's pid and network namespaces only",
+			s.HostPID, s.HostNetwork, s.HostIPC, s.HostUsers)
+	}
+	row := regexp.MustCompile("(?m)^\\| per-pod RDMA usage metrics .*\\| reconcile \\| `hostPID` \\| (.+) \\|$").FindStringSubmatch(string(doc))
+	if row == nil || !strings.Contains(row[1], "pid namespace") {
+		t.Errorf("docs/install.md has no row saying why the pod needs hostPID (%q)", row)
+	}
+}
+
 type privilegeRow struct {
 	caps  []string
 	paths map[string]string // host path -> ro | rw

@@ -14,6 +14,7 @@ import (
 	"github.com/rdma-chain/rdma-chain/pkg/conflist"
 	"github.com/rdma-chain/rdma-chain/pkg/outcome"
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
+	"github.com/rdma-chain/rdma-chain/pkg/rdmares"
 	"github.com/rdma-chain/rdma-chain/pkg/smc"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
@@ -98,6 +99,8 @@ type Attachment struct {
 	Healthy     bool        `json:"healthy"`
 	Problems    []string    `json:"problems,omitempty"`
 	DataDir     string      `json:"dataDir"`
+	// Usage is what the pod's processes hold per RDMA device (usage.go).
+	Usage []DeviceUsage `json:"rdmaUsage,omitempty"`
 }
 
 // LinkState is one recorded link.
@@ -131,8 +134,10 @@ const ReportSchemaVersion = 1
 
 type inspector struct {
 	k        reader
+	usage    rdmares.Reader // nil: usage is not read
 	dataDirs []string
 	r        Report
+	recs     []*state.Record // every record read
 }
 
 // Options say what Run inspects.
@@ -174,7 +179,7 @@ func Run(o Options) (Report, error) {
 	if len(dirs) == 0 {
 		dirs = []string{config.DefaultDataDir}
 	}
-	in := &inspector{k: newKernelReader(), dataDirs: dirs}
+	in := &inspector{k: newKernelReader(), usage: rdmares.NewKernel(), dataDirs: dirs}
 	r := in.inspect(o.Netns)
 	for _, e := range skipped {
 		r.Unreadable = append(r.Unreadable, Unreadable{What: "conflists in " + o.ConfDir, Error: e.Error()})
@@ -199,6 +204,9 @@ func (in *inspector) inspect(nsPath string) Report {
 	for _, dir := range in.dataDirs {
 		in.readAttachments(dir)
 		in.readFailures(dir)
+	}
+	if in.usage != nil {
+		in.readUsage(in.recs)
 	}
 	if nsPath != "" {
 		in.readNetns(nsPath)
@@ -271,6 +279,7 @@ func (in *inspector) readAttachments(dir string) {
 	if err != nil {
 		in.unreadable("attachment records in "+dir, err)
 	}
+	in.recs = append(in.recs, recs...)
 	for _, rec := range recs {
 		in.r.Attachments = append(in.r.Attachments, in.attachment(dir, rec))
 	}

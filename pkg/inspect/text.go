@@ -110,6 +110,7 @@ func writeAttachmentText(w io.Writer, a Attachment) {
 	if a.SMCR != "" {
 		say(w, "    SMC-R %s\n", a.SMCR)
 	}
+	writeUsageText(w, a.Usage)
 	if a.Healthy {
 		sayln(w, "    healthy")
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/rdma-chain/rdma-chain/pkg/cri"
 	"github.com/rdma-chain/rdma-chain/pkg/install"
 	"github.com/rdma-chain/rdma-chain/pkg/metrics"
+	"github.com/rdma-chain/rdma-chain/pkg/rdmares"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
@@ -250,6 +251,9 @@ func (r *reconciler) serveMetrics(ctx context.Context, mo metrics.Options) error
 	node := metrics.NewNodeCollector(metrics.NewKernelStats(), r.networks, tail, mo.PodLabels)
 	reg, err := metrics.NewRegistry(r.version, r.metrics, node)
 	if err != nil {
+		return err
+	}
+	if err := reg.Register(metrics.NewUsageCollector(rdmares.NewKernel(), r.networks, mo.PodLabels)); err != nil {
 		return err
 	}
 	healthy := func() error { return r.cri.healthy(r.criSocket, time.Now()) }

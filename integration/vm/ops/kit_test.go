@@ -77,9 +77,10 @@ type attachment struct {
 		IPs     []string `json:"ips"`
 		Step    string   `json:"step"`
 	} `json:"links"`
-	SMCR     string   `json:"smcr"`
-	Healthy  bool     `json:"healthy"`
-	Problems []string `json:"problems"`
+	SMCR     string        `json:"smcr"`
+	Healthy  bool          `json:"healthy"`
+	Problems []string      `json:"problems"`
+	Usage    []deviceUsage `json:"rdmaUsage"`
 }
 
 type failure struct {
