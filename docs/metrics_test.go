@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/yaml"
 
 	"github.com/rdma-chain/rdma-chain/pkg/conflist"
 	"github.com/rdma-chain/rdma-chain/pkg/metrics"
@@ -115,3 +116,50 @@ func registeredMetrics(t *testing.T) map[string][]string {
 	}
 	return out
 }
+
+// TestAlertsListed: operations.md's alerts table has a row for every
+// alert of the rules file, and for no other.
+func TestAlertsListed(t *testing.T) {
+	doc, err := os.ReadFile("operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile("../deploy/monitoring/rdma-chain.rules.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rules struct {
+		Groups []struct {
+			Rules []struct {
+				Alert string `json:"alert"`
+			} `json:"rules"`
+		} `json:"groups"`
+	}
+	if err := yaml.Unmarshal(data, &rules); err != nil {
+		t.Fatal(err)
+	}
+	alerts := map[string]bool{}
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			alerts[r.Alert] = true
+		}
+	}
+	rows := map[string]bool{}
+	for _, m := range alertRow.FindAllStringSubmatch(string(doc), -1) {
+		rows[m[1]] = true
+		if !alerts[m[1]] {
+			t.Errorf("operations.md lists alert %s, which the rules file has not", m[1])
+		}
+	}
+	for a := range alerts {
+		if !rows[a] {
+			t.Errorf("operations.md has no runbook row for alert %s", a)
+		}
+	}
+	if len(alerts) < 5 {
+		t.Errorf("only %d alerts read from the rules file", len(alerts))
+	}
+}
+
+// alertRow is a row of the alerts table: the alert's name first.
+var alertRow = regexp.MustCompile("(?m)^\\| `(RdmaChain[A-Za-z]+)` \\|")
