@@ -93,7 +93,7 @@ var bootGroups = []bootGroup{
 	{"ops-exclusive-simrdma", 1, []scenario{{"ops-exclusive", true, false}, {"ops-repair", true, false}}},  // 25 s
 	{"smc-hook", 0, []scenario{{"smc-hook", true, false}}},                                                 // 19 s (34 s on 6.12)
 	{"multi-exclusive-simrdma", 4, []scenario{{"multi-exclusive", true, false}}},                           // 22 s
-	{"ops", 0, []scenario{{"ops", true, false}}},                                                           // 18 s
+	{"ops", 0, []scenario{{"ops", true, false}, {"ops-health", true, false}}},                              // 18 s
 	{"caps-simrdma", 1, []scenario{{"caps", true, false}}},                                                 // 15 s
 	{"exclusive-mode", 0, []scenario{{"exclusive", true, false}}},                                          // 14 s
 }

@@ -13,10 +13,7 @@
 // no offered device, 103), a third pod; inspect and inspect --netns show
 // them; the third pod's netns is deleted behind the plugin's back and
 // reconcile --once without CRI releases its attachment (record and IPv6
-// lease) and keeps the others. Then `reconcile --interval
-// --metrics-bind-address` serves NIC health (health_test.go): rxe0 port
-// 1's GID table as sysfs has it, its rate and state; rxe0's netdev set
-// down and up flips the port's state in the scrape.
+// lease) and keeps the others.
 //
 // TestOpsExclusive (scenario ops-exclusive, exclusive_test.go) and
 // TestOpsRepair (scenario ops-repair, repair_test.go): the same commands
@@ -94,14 +91,10 @@ func TestOps(t *testing.T) {
 	s.addPods(t)
 	s.inspectPods(t)
 	s.reconcileStale(t)
-	d := healthDaemon(t)
-	gidHealth(t)
 	for _, p := range []guestkit.Pod{s.smc, s.fail} {
 		guestkit.ExpectOK(t, "del-"+p.Name, s.c.Gone(t, p))
 	}
 	guestkit.Check(t, "no-records-left", func() error { return s.c.RecordCount(0) })
-	portDownUp(t)
-	guestkit.Check(t, "health-reconcile-stops", func() error { return d.Stop(10 * time.Second) })
 	t.Logf("ops: %.0f s", time.Since(start).Seconds())
 }
 

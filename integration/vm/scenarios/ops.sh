@@ -6,9 +6,7 @@
 # `inspect` and `inspect --netns` show them (text and --json); the third
 # pod's netns is deleted behind the plugin's back and `reconcile --once`
 # without CRI releases its attachment (record and IPv6 lease) and keeps
-# the others; `reconcile --interval --metrics-bind-address` serves rxe0's
-# GID table, rate and port state, and its netdev set down and up flips
-# the state in the scrape: checked in Go by the scenario's test binary
+# the others: checked in Go by the scenario's test binary
 # (integration/vm/ops, TestOps), which runs /usr/local/bin/rdma-chain-ops
 # and logs each command's output (RC-INFO lines here). Each of its checks
 # is a check here; the scenario passes only if the binary ran in this
