@@ -17,7 +17,7 @@ GO_TEST = CGO_ENABLED=0 $(GO) test -trimpath
 export RDMA_CHAIN_BIN := $(CURDIR)/bin/rdma-chain
 export RDMA_CHAIN_TOOLS := $(TOOLS)
 
-.PHONY: all build image push deps deps-lint deps-vm test test-setup test-unit test-fuzz test-netns test-push test-containerd test-vm test-node test-vm-node test-cluster soak lint demo demo-netns bench clean
+.PHONY: all build image push deps deps-lint deps-vm test test-setup test-unit test-fuzz test-netns test-alerts test-push test-containerd test-vm test-node test-vm-node test-cluster soak lint demo demo-netns bench clean
 
 all: build
 
@@ -69,7 +69,7 @@ deps-vm: deps
 # Every tier but the node tier (make test-node), whose checks the cluster
 # tier runs (docs/development.md says where each went). Under CI=true a
 # tier that cannot run fails.
-test: deps build test-setup test-unit test-push test-fuzz test-netns test-containerd test-vm test-cluster
+test: deps build test-setup test-unit test-alerts test-push test-fuzz test-netns test-containerd test-vm test-cluster
 # The image make test builds for its tiers holds this machine's architecture
 # only: no tier runs another, and make lint builds everything for arm64.
 test: IMAGE_ARCHES = $(shell $(GO) env GOARCH)
@@ -84,6 +84,13 @@ test-unit: build
 	$(GO) test -race -count=1 ./...
 	cd deploy && $(GO_TEST) -count=1 ./...
 	cd internal/mkimage && $(GO_TEST) -count=1 ./...
+
+# The alerting rules (deploy/monitoring): promtool (scripts/deps.sh builds
+# it into .tools) checks the rules file and runs its unit tests, in which
+# every alert fires and resolves. No promtool fails the target.
+test-alerts: deps
+	$(TOOLS)/bin/promtool check rules deploy/monitoring/rdma-chain.rules.yaml
+	cd deploy/monitoring && $(TOOLS)/bin/promtool test rules rdma-chain.rules.test.yaml
 
 # make push as docs/install.md gives it, to distribution's registry (built
 # by scripts/registry.sh from the Go module proxy) on the loopback; the

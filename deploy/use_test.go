@@ -47,7 +47,8 @@ func TestImageByDigest(t *testing.T) {
 // address (NODE_IP is defined before the variable that refers to it, as
 // the kubelet's expansion needs), the probe asks there, the port is named
 // for the PodMonitor, whose selector picks the DaemonSet's pods in its
-// namespace; nothing else of the overlay changes.
+// namespace; the PrometheusRule is there, in that namespace; nothing else
+// of the overlay changes.
 func TestMonitoring(t *testing.T) {
 	for _, o := range overlays {
 		t.Run(o.dir, func(t *testing.T) {
@@ -69,6 +70,9 @@ func TestMonitoring(t *testing.T) {
 			gc.Env, gc.Ports, gc.LivenessProbe = plain.ds.Spec.Template.Spec.Containers[0].Env, nil, plain.ds.Spec.Template.Spec.Containers[0].LivenessProbe
 			if !reflect.DeepEqual(got, &plain.ds) {
 				t.Errorf("the component changed more than the metrics address, probe and port")
+			}
+			if prs := r.objects["PrometheusRule"]; len(prs) != 1 || prs[0]["metadata"].(map[string]any)["namespace"] != r.ds.Namespace {
+				t.Errorf("PrometheusRules %v, want one in %s", prs, r.ds.Namespace)
 			}
 			pms := r.objects["PodMonitor"]
 			if len(pms) != 1 {

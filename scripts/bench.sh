@@ -32,14 +32,19 @@ out=$root/.cache/bench.md
 # its own measures.
 started=$(date -u +%FT%TZ)
 load=$(cut -d' ' -f1-3 /proc/loadavg)
-benches=${RC_BENCH_ONLY:-Process PodResourcesLookup PodCycleCnitool NetdevModes ConcurrentPassThrough AddRecords AddDelDevices}
+benches=${RC_BENCH_ONLY:-Process PodResourcesLookup PodCycleCnitool NetdevModes ConcurrentPassThrough AddRecords AddDelDevices Scrape}
 
 go test -c -o "$work/netns.test" ./integration/netns
 : >"$work/bench.log"
 for name in $benches; do
 	echo "bench: $name" >&2
-	if [[ $name == AddRecords || $name == AddDelDevices ]]; then
-		RC_BENCH_OUT=$rows go test -v -run '^$' -bench "^Benchmark$name\$" -benchtime=1x ./pkg/chain \
+	pkg=
+	case $name in
+	AddRecords | AddDelDevices) pkg=./pkg/chain ;;
+	Scrape) pkg=./pkg/metrics ;; # reconcile's /metrics
+	esac
+	if [[ -n $pkg ]]; then
+		RC_BENCH_OUT=$rows go test -v -run '^$' -bench "^Benchmark$name\$" -benchtime=1x "$pkg" \
 			>>"$work/bench.log" 2>&1 || { cat "$work/bench.log" >&2; exit 1; }
 		continue
 	fi

@@ -11,6 +11,7 @@ TOOLS="$PWD/.tools"
 CNI_VERSION=v1.3.0         # cnitool
 PLUGINS_VERSION=v1.9.1     # reference plugins
 GOLANGCI_VERSION=v2.15.0   # golangci-lint
+PROMETHEUS_VERSION=v0.316.0 # promtool (Prometheus 3.x's module version), make test-alerts
 PLUGINS="main/ptp main/bridge main/host-device main/ipvlan main/macvlan main/loopback ipam/host-local meta/tuning"
 APT_PACKAGES="iproute2 ca-certificates"
 # make lint regenerates the BPF socket hook (scripts/check-generated.sh).
@@ -50,6 +51,11 @@ install_go "$TOOLS/bin" "github.com/containernetworking/cni/cnitool@$CNI_VERSION
 plugins=()
 for p in $PLUGINS; do plugins+=("github.com/containernetworking/plugins/plugins/$p@$PLUGINS_VERSION"); done
 install_go "$TOOLS/cni/bin" "${plugins[@]}"
+# promtool checks and tests the alerting rules (make test-alerts). Built
+# without the cloud service discoveries (Prometheus's remove_all_sd tag:
+# rules need none, and the AWS, Azure and GCE SDKs are most of the build);
+# docs/development.md says how long it takes on a cold machine.
+GOFLAGS="$GOFLAGS -tags=remove_all_sd" install_go "$TOOLS/bin" "github.com/prometheus/prometheus/cmd/promtool@$PROMETHEUS_VERSION"
 if [ "${DEPS_LINT:-1}" = 1 ]; then
 	CGO_ENABLED=1 install_go "$TOOLS/bin" "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$GOLANGCI_VERSION"
 fi

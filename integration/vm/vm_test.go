@@ -84,18 +84,18 @@ var guestTests = []string{"crash", "exclusive", "shared", "smcr", "lingjun", "so
 var bootGroups = []bootGroup{
 	{"shared-mode", 0, []scenario{{"smoke", false, false}, {"shared", true, false}, {"podres", true, false},
 		{"ipv6", true, false}, {"softroce", true, false}, {"crash-softroce", true, false}, {"smc", true, false}, {"upgrade-shared", true, false}, {"demo", true, true}}}, // 107 s (two 40 s rping timeouts; 83 s on 7.3)
-	{"exclusive-simrdma", 1, []scenario{{"exclusive-rdma", true, false}, {"bond-exclusive", true, false}}},            // 83 s
-	{"crash-simrdma", 1, []scenario{{"crash-rdma", true, false}}},                                                     // 68 s
-	{"soak-simrdma", 1, []scenario{{"soak-exclusive", true, false}}},                                                  // 53 s
-	{"soak-shared", 0, []scenario{{"soak-shared", true, false}}},                                                      // 49 s
-	{"lingjun", 0, []scenario{{"bond", true, false}, {"multi", true, false}}},                                         // 48 s
-	{"upgrade-simrdma", 1, []scenario{{"upgrade-exclusive", true, false}}},                                            // 32 s
-	{"ops-exclusive-simrdma", 1, []scenario{{"ops-exclusive", true, false}, {"ops-repair", true, false}}},             // 25 s
-	{"smc-hook", 0, []scenario{{"smc-hook", true, false}}},                                                            // 19 s (34 s on 6.12)
-	{"multi-exclusive-simrdma", 4, []scenario{{"multi-exclusive", true, false}, {"stranded-exclusive", true, false}}}, // 22 s
-	{"ops", 0, []scenario{{"ops", true, false}, {"ops-unseen", true, false}, {"ops-usage", true, false}}},             // 53 s (ops 18 s, ops-usage 35 s)
-	{"caps-simrdma", 1, []scenario{{"caps", true, false}}},                                                            // 15 s
-	{"exclusive-mode", 0, []scenario{{"exclusive", true, false}}},                                                     // 14 s
+	{"exclusive-simrdma", 1, []scenario{{"exclusive-rdma", true, false}, {"bond-exclusive", true, false}}},                             // 83 s
+	{"crash-simrdma", 1, []scenario{{"crash-rdma", true, false}}},                                                                      // 68 s
+	{"soak-simrdma", 1, []scenario{{"soak-exclusive", true, false}}},                                                                   // 53 s
+	{"soak-shared", 0, []scenario{{"soak-shared", true, false}}},                                                                       // 49 s
+	{"lingjun", 0, []scenario{{"bond", true, false}, {"multi", true, false}}},                                                          // 48 s
+	{"upgrade-simrdma", 1, []scenario{{"upgrade-exclusive", true, false}}},                                                             // 32 s
+	{"ops-exclusive-simrdma", 1, []scenario{{"ops-exclusive", true, false}, {"ops-repair", true, false}}},                              // 25 s
+	{"smc-hook", 0, []scenario{{"smc-hook", true, false}}},                                                                             // 19 s (34 s on 6.12)
+	{"multi-exclusive-simrdma", 4, []scenario{{"multi-exclusive", true, false}, {"stranded-exclusive", true, false}}},                  // 22 s
+	{"ops", 0, []scenario{{"ops", true, false}, {"ops-unseen", true, false}, {"ops-usage", true, false}, {"ops-health", true, false}}}, // 53 s (ops 18 s, ops-usage 35 s)
+	{"caps-simrdma", 1, []scenario{{"caps", true, false}}},                                                                             // 15 s
+	{"exclusive-mode", 0, []scenario{{"exclusive", true, false}}},                                                                      // 14 s
 }
 
 // selected reports whether scenario s runs: RC_VM_SCENARIOS names it, or it

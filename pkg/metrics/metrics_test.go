@@ -330,31 +330,6 @@ func TestOutcomeTail(t *testing.T) {
 	}
 }
 
-// TestOperationsDocs: docs/operations.md names every metric reconcile can
-// serve.
-func TestOperationsDocs(t *testing.T) {
-	doc, err := os.ReadFile("../../docs/operations.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	text := string(doc)
-	nets := statsNode(t)
-	ch := make(chan *prometheus.Desc, 100)
-	for _, c := range append(NewReconcile().Collectors(), NewNodeCollector(&fakeStats{}, func() []conflist.Network { return nets }, nil, false)) {
-		c.Describe(ch)
-	}
-	close(ch)
-	names := []string{"rdma_chain_ops_build_info"}
-	for d := range ch {
-		names = append(names, regexp.MustCompile(`fqName: "([^"]+)"`).FindStringSubmatch(d.String())[1])
-	}
-	for _, n := range names {
-		if !strings.Contains(text, "`"+n+"`") {
-			t.Errorf("docs/operations.md does not list metric %s", n)
-		}
-	}
-}
-
 // TestServeBindsExactlyWhatWasAsked: 0.0.0.0 listens on IPv4 only (with
 // "tcp" Go listens on [::] as well, which an IPv4 firewall rule misses).
 func TestServeBindsExactlyWhatWasAsked(t *testing.T) {

@@ -54,7 +54,12 @@ type NodeCollector struct {
 
 	mode, attachments, outcomeCount, portInfo, portCounters, hwCounters      *prometheus.Desc
 	pnetEntries, fallbacks, hookAttached, hookHeld, hookNetns, collectErrors *prometheus.Desc
-	transparent                                                              *prometheus.Desc
+	transparent, portRate, gidsUsed, gidsSize, devicePresent                 *prometheus.Desc
+
+	// devices are the RDMA devices scrapes have seen or records name:
+	// a device among them that a scrape does not see is gone.
+	devMu   sync.Mutex
+	devices map[string]bool
 
 	offerMu sync.Mutex
 	offer   smc.Offer
@@ -85,7 +90,7 @@ func NewNodeCollector(k StatsReader, networks func() []conflist.Network, outcome
 		pod = []string{"namespace", "pod"}
 	}
 	return &NodeCollector{
-		k: k, networks: networks, outcomes: outcomes, podLabels: podLabels,
+		k: k, networks: networks, outcomes: outcomes, podLabels: podLabels, devices: map[string]bool{},
 		mode: d("rdma_netns_mode", "Always 1; the mode label is the RDMA subsystem's netns mode (shared or exclusive).", "mode"),
 		attachments: d("attachments", "Recorded attachments, by network, mode (shared, exclusive, pass-through) and RDMA device (none: no link; pod-rxe: the pods' own soft-RoCE devices of podSoftRoCE).",
 			"network", "mode", "device"),
@@ -97,6 +102,14 @@ func NewNodeCollector(k StatsReader, networks func() []conflist.Network, outcome
 			"device", "port", "counter"),
 		hwCounters: d("rdma_port_hw_counters_total", "The port's driver counters (sysfs ports/N/hw_counters, without lifespan), by counter file name, wherever the device is.",
 			"device", "port", "counter"),
+		portRate: d("rdma_port_rate_bytes_per_second", "The port's rate (sysfs ports/N/rate) in bytes per second, wherever the device is.",
+			"device", "port"),
+		gidsUsed: d("rdma_port_gids_used", "Rows of the port's GID table (sysfs ports/N/gids) holding a GID, wherever the device is.",
+			"device", "port"),
+		gidsSize: d("rdma_port_gids_size", "Rows of the port's GID table (sysfs ports/N/gids), wherever the device is.",
+			"device", "port"),
+		devicePresent: d("rdma_device_present", "1 when the RDMA device is seen (in the host netns, or in exclusive mode in the pod netns holding it), 0 when a device seen before or named by an attachment is not.",
+			"device"),
 		pnetEntries: d("smc_pnet_entries", "Entries of the host netns's SMC-R pnet table."),
 		fallbacks: d("smc_pod_fallbacks", "SMC connections that fell back to TCP in the netns of live SMC-R pods, summed over those pods, by side (client, server) and SMC decline reason code.",
 			append([]string{"side", "reason"}, pod...)...),
@@ -111,7 +124,8 @@ func NewNodeCollector(k StatsReader, networks func() []conflist.Network, outcome
 
 func (c *NodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.mode, c.attachments, c.outcomeCount, c.portInfo, c.portCounters, c.hwCounters,
-		c.pnetEntries, c.fallbacks, c.hookAttached, c.hookHeld, c.hookNetns, c.transparent, c.collectErrors} {
+		c.pnetEntries, c.fallbacks, c.hookAttached, c.hookHeld, c.hookNetns, c.transparent, c.collectErrors,
+		c.portRate, c.gidsUsed, c.gidsSize, c.devicePresent} {
 		ch <- d
 	}
 }
@@ -212,6 +226,7 @@ func (s *scrape) podLabels(r *state.Record) []string {
 
 // rdma exports the mode and the ports: the host's, then in exclusive mode
 // those of each pod netns that holds a device.
+// It then says which devices are present (devices).
 func (s *scrape) rdma(recs []*state.Record) {
 	mode, err := s.c.k.NetnsMode()
 	if err != nil {
@@ -219,32 +234,55 @@ func (s *scrape) rdma(recs []*state.Record) {
 	} else {
 		s.gauge(s.c.mode, 1, string(mode))
 	}
+	seen, unsure := map[string]bool{}, map[string]bool{}
 	host, err := s.c.k.PortStats("")
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		s.errors["rdma"]++
+		unsure["*"] = true
 	}
-	s.ports(host, "host", nil)
-	if mode != rdma.ModeExclusive {
-		return
+	s.ports(host, "host", nil, seen)
+	if mode == rdma.ModeExclusive {
+		for _, r := range recs {
+			if chain.HoldsDevice(r) && !s.podPorts(r, seen) {
+				for _, l := range r.Links {
+					unsure[l.Device] = true
+				}
+			}
+		}
 	}
-	for _, r := range recs {
-		if !chain.HoldsDevice(r) {
-			continue
-		}
-		if gone, err := s.c.k.NetnsGone(r); err != nil || gone {
-			continue // reconcile releases it
-		}
-		ports, err := s.c.k.PortStats(r.NetNS)
-		if err != nil {
-			s.errors["pods"]++
-		}
-		s.ports(ports, "pod", s.podLabels(r))
-	}
+	s.devices(recs, seen, unsure)
 }
 
-func (s *scrape) ports(ports []rdma.PortStats, where string, pod []string) {
+// podPorts exports the ports of the devices r's pod netns holds, and
+// reports whether it could read them.
+func (s *scrape) podPorts(r *state.Record, seen map[string]bool) bool {
+	if gone, err := s.c.k.NetnsGone(r); err != nil || gone {
+		return false // reconcile releases it
+	}
+	ports, err := s.c.k.PortStats(r.NetNS)
+	if err != nil {
+		s.errors["pods"]++
+	}
+	s.ports(ports, "pod", s.podLabels(r), seen)
+	return err == nil
+}
+
+func (s *scrape) ports(ports []rdma.PortStats, where string, pod []string, seen map[string]bool) {
+	source := "rdma"
+	if where == "pod" {
+		source = "pods"
+	}
 	for _, p := range ports {
+		seen[p.Device] = true
 		port := strconv.Itoa(p.Port)
+		s.errors[source] += len(p.Errs)
+		if p.Rate > 0 {
+			s.gauge(s.c.portRate, p.Rate, p.Device, port)
+		}
+		if p.GIDs != nil {
+			s.gauge(s.c.gidsUsed, float64(p.GIDs.Used), p.Device, port)
+			s.gauge(s.c.gidsSize, float64(p.GIDs.Size), p.Device, port)
+		}
 		labels := append([]string{p.Device, port, where, p.State, p.PhysState}, pod...)
 		if s.c.podLabels && pod == nil {
 			labels = append(labels, "", "")
@@ -255,6 +293,32 @@ func (s *scrape) ports(ports []rdma.PortStats, where string, pod []string) {
 		}
 		for name, v := range p.HWCounters {
 			s.counter(s.c.hwCounters, v, p.Device, port, name)
+		}
+	}
+}
+
+// devices exports rdma_device_present for every device seen now, seen
+// by an earlier scrape, or named by a record's link; unsure are devices
+// whose netns could not be read ("*": the host's), said nothing of.
+func (s *scrape) devices(recs []*state.Record, seen, unsure map[string]bool) {
+	s.c.devMu.Lock()
+	defer s.c.devMu.Unlock()
+	for d := range seen {
+		s.c.devices[d] = true
+	}
+	for _, r := range recs {
+		for _, l := range r.Links {
+			if l.Device != "" {
+				s.c.devices[l.Device] = true
+			}
+		}
+	}
+	for d := range s.c.devices {
+		switch {
+		case seen[d]:
+			s.gauge(s.c.devicePresent, 1, d)
+		case !unsure[d] && !unsure["*"]:
+			s.gauge(s.c.devicePresent, 0, d)
 		}
 	}
 }

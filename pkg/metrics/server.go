@@ -67,6 +67,12 @@ type Reconcile struct {
 	// Unverified counts the attachments kept because CRI lists them and
 	// their netns cannot be read, once per attachment and reason.
 	Unverified *prometheus.CounterVec
+	// Problems are the problems the last pass found (releases that
+	// failed, things it could not read): what its log line says.
+	Problems prometheus.Gauge
+	// HookUnheld are the bpffs directories where reconcile should hold
+	// the SMC socket hook's program and the last try failed.
+	HookUnheld prometheus.Gauge
 }
 
 func NewReconcile() *Reconcile {
@@ -104,12 +110,16 @@ func NewReconcile() *Reconcile {
 		Unverified: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "reconcile_unverified_total",
 			Help: "Attachments kept although reconcile could not read their netns while CRI lists their sandbox, counted once per attachment, by network and reason (netns_unseen, netns_unreadable)."},
 			[]string{"network", "reason"}),
+		Problems: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "reconcile_problems",
+			Help: "Problems the last reconcile pass found: releases or repairs whose DEL failed, sandboxes or records it could not list, attachments it could not verify."}),
+		HookUnheld: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "smc_socket_hook_unheld",
+			Help: "bpffs directories where reconcile should hold the SMC socket hook's program attached (an entry's smcr.transparent uses the hook on this kernel) and its last try failed."}),
 	}
 }
 
 // Collectors are the counters, to register.
 func (m *Reconcile) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.Passes, m.Releases, m.ReleaseFailures, m.Repairs, m.RepairFailures, m.RepairSeconds, m.Events, m.Watching, m.ConflistRestores, m.ConflistRestoreBackoffs, m.CRIFailures, m.Stranded, m.Unverified}
+	return []prometheus.Collector{m.Passes, m.Releases, m.ReleaseFailures, m.Repairs, m.RepairFailures, m.RepairSeconds, m.Events, m.Watching, m.ConflistRestores, m.ConflistRestoreBackoffs, m.CRIFailures, m.Stranded, m.Unverified, m.Problems, m.HookUnheld}
 }
 
 // Options are reconcile's metrics flags.

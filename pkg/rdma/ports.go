@@ -27,12 +27,21 @@ type GID struct {
 	Type   string `json:"type,omitempty"`
 }
 
-// PortStats is one RDMA port as sysfs shows it in one netns: its state and
-// the counters of ports/N/counters and ports/N/hw_counters.
+// PortStats is one RDMA port as sysfs shows it in one netns: its state,
+// rate, GID table and the counters of ports/N/counters and
+// ports/N/hw_counters.
 type PortStats struct {
 	Device, State, PhysState string
 	Port                     int
 	Counters, HWCounters     map[string]float64
+	// Rate is ports/N/rate in bytes per second; 0 when it could not be
+	// read (Errs says why).
+	Rate float64
+	// GIDs is the GID table's occupancy; nil when it could not be read
+	// (Errs says why).
+	GIDs *GIDTable
+	// Errs are the port's files that could not be read or parsed.
+	Errs []error
 }
 
 func (s *System) portPath(dev string, port int, parts ...string) string {
@@ -155,15 +164,29 @@ func (s *System) PortStats() ([]PortStats, error) {
 			return out, err
 		}
 		for _, n := range nums {
-			out = append(out, PortStats{Device: d.Name(), Port: n,
-				State: sysfsWord(s.portPath(d.Name(), n, "state")), PhysState: sysfsWord(s.portPath(d.Name(), n, "phys_state")),
-				Counters: readCounters(s.portPath(d.Name(), n, "counters")), HWCounters: readCounters(s.portPath(d.Name(), n, "hw_counters"))})
+			out = append(out, s.portStats(d.Name(), n))
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {
 		return out[i].Device < out[j].Device || (out[i].Device == out[j].Device && out[i].Port < out[j].Port)
 	})
 	return out, nil
+}
+
+func (s *System) portStats(dev string, n int) PortStats {
+	p := PortStats{Device: dev, Port: n,
+		State: sysfsWord(s.portPath(dev, n, "state")), PhysState: sysfsWord(s.portPath(dev, n, "phys_state")),
+		Counters: readCounters(s.portPath(dev, n, "counters")), HWCounters: readCounters(s.portPath(dev, n, "hw_counters"))}
+	var err error
+	if p.Rate, err = s.readRate(dev, n); err != nil {
+		p.Errs = append(p.Errs, err)
+	}
+	if t, err := s.readGIDTable(dev, n); err != nil {
+		p.Errs = append(p.Errs, err)
+	} else {
+		p.GIDs = &t
+	}
+	return p
 }
 
 // readCounters reads a directory of counter files, one unsigned number

@@ -56,7 +56,8 @@ func TestPortsAndGIDs(t *testing.T) {
 }
 
 // TestReadPortStats: a sysfs tree as soft-RoCE has it: state words,
-// counters and hw_counters without lifespan (a setting), non-numbers left out.
+// rate, GID table, counters and hw_counters without lifespan (a setting),
+// non-numbers left out.
 func TestReadPortStats(t *testing.T) {
 	root := t.TempDir()
 	ib := filepath.Join(root, "class", "infiniband")
@@ -64,7 +65,8 @@ func TestReadPortStats(t *testing.T) {
 		"rxe0/ports/1/state": "4: ACTIVE\n", "rxe0/ports/1/phys_state": "5: LinkUp\n",
 		"rxe0/ports/1/counters/port_xmit_data": "120\n", "rxe0/ports/1/hw_counters/sent_pkts": "41\n",
 		"rxe0/ports/1/hw_counters/lifespan": "10\n", "rxe0/ports/1/hw_counters/bogus": "n/a\n",
-		"rxe0/ports/1/gids/0": "fe80::\n",
+		"rxe0/ports/1/gids/0": "fe80:0000:0000:0000:5054:00ff:fe12:3456\n", "rxe0/ports/1/gids/1": zeroGID + "\n",
+		"rxe0/ports/1/rate": "10 Gb/sec (1X QDR)\n",
 	}
 	for name, data := range files {
 		p := filepath.Join(ib, name)
@@ -80,7 +82,8 @@ func TestReadPortStats(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []PortStats{{Device: "rxe0", Port: 1, State: "ACTIVE", PhysState: "LinkUp",
-		Counters: map[string]float64{"port_xmit_data": 120}, HWCounters: map[string]float64{"sent_pkts": 41}}}
+		Counters: map[string]float64{"port_xmit_data": 120}, HWCounters: map[string]float64{"sent_pkts": 41},
+		Rate: 1.25e9, GIDs: &GIDTable{Used: 1, Size: 2}}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %+v, want %+v", got, want)
 	}

@@ -62,6 +62,8 @@ func wantedHooks(nets []conflist.Network) map[string]hookWanted {
 // not change under a running daemon); a hold that fails is said and
 // tried again before the next pass.
 func (r *reconciler) holdHooks() {
+	unheld := 0
+	defer func() { r.metrics.HookUnheld.Set(float64(unheld)) }()
 	for dir, w := range wantedHooks(r.networks()) {
 		if r.hookUnused[dir] {
 			continue
@@ -75,6 +77,7 @@ func (r *reconciler) holdHooks() {
 			r.hookUnused[dir] = true
 			r.log.Info("SMC socket hook not held", "bpffsDir", dir, "why", err)
 		case err != nil:
+			unheld++
 			r.log.Error("cannot hold the SMC socket hook", "bpffsDir", dir, "error", err)
 		case took:
 			r.log.Info("holding the SMC socket hook loaded: SMC-R pods' ADD only list their netns", "bpffsDir", dir)

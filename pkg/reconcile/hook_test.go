@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/rdma-chain/rdma-chain/pkg/conflist"
 )
 
@@ -54,6 +56,7 @@ func TestHoldHooks(t *testing.T) {
 		calls   []string       // over two rounds
 		says    map[string]int // log lines and how often, over two rounds
 		silence bool
+		unheld  float64 // rdma_chain_smc_socket_hook_unheld after the rounds
 	}{
 		{name: "auto by default", smcr: []string{""},
 			calls: []string{"held /sys/fs/bpf/rdma-chain", "hold /sys/fs/bpf/rdma-chain auto", "held /sys/fs/bpf/rdma-chain"},
@@ -72,8 +75,13 @@ func TestHoldHooks(t *testing.T) {
 			calls: []string{"held /sys/fs/bpf/rdma-chain", "hold /sys/fs/bpf/rdma-chain auto"},
 			says:  map[string]int{`level=INFO msg="SMC socket hook not held" bpffsDir=/sys/fs/bpf/rdma-chain why="not the mechanism of this node: smcr.transparent auto uses tcp2smc`: 1}},
 		{name: "a failed hold is tried again", smcr: []string{""}, hold: map[string]error{"/sys/fs/bpf/rdma-chain": errors.New("load: permission denied")},
-			calls: []string{"held /sys/fs/bpf/rdma-chain", "hold /sys/fs/bpf/rdma-chain auto", "held /sys/fs/bpf/rdma-chain", "hold /sys/fs/bpf/rdma-chain auto"},
-			says:  map[string]int{`level=ERROR msg="cannot hold the SMC socket hook" bpffsDir=/sys/fs/bpf/rdma-chain error="load: permission denied"`: 2}},
+			calls:  []string{"held /sys/fs/bpf/rdma-chain", "hold /sys/fs/bpf/rdma-chain auto", "held /sys/fs/bpf/rdma-chain", "hold /sys/fs/bpf/rdma-chain auto"},
+			says:   map[string]int{`level=ERROR msg="cannot hold the SMC socket hook" bpffsDir=/sys/fs/bpf/rdma-chain error="load: permission denied"`: 2},
+			unheld: 1},
+		{name: "one of two dirs fails", smcr: []string{`,"smcr":{"bpffsDir":"/sys/fs/bpf/a"}`, `,"smcr":{"bpffsDir":"/sys/fs/bpf/b"}`},
+			hold:  map[string]error{"/sys/fs/bpf/b": errors.New("load: permission denied")},
+			calls: []string{"held /sys/fs/bpf/a", "hold /sys/fs/bpf/a auto", "held /sys/fs/bpf/b", "hold /sys/fs/bpf/b auto", "held /sys/fs/bpf/a", "held /sys/fs/bpf/b", "hold /sys/fs/bpf/b auto"},
+			says:  map[string]int{`level=ERROR msg="cannot hold the SMC socket hook" bpffsDir=/sys/fs/bpf/b error="load: permission denied"`: 2}, unheld: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := newFakeNode(t)
@@ -97,6 +105,9 @@ func TestHoldHooks(t *testing.T) {
 			}
 			if tc.silence && out != "" {
 				t.Errorf("log: %s, want nothing", out)
+			}
+			if got := testutil.ToFloat64(r.metrics.HookUnheld); got != tc.unheld {
+				t.Errorf("rdma_chain_smc_socket_hook_unheld = %v, want %v", got, tc.unheld)
 			}
 		})
 	}

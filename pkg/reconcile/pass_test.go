@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -47,8 +48,9 @@ func TestPassReleasesListedSandboxWithReplacedNetns(t *testing.T) {
 	}
 	r := n.reconciler("/run/cri.sock")
 	for pass := 1; pass <= 2; pass++ {
-		if problems := r.pass(context.Background()); problems != 3 {
-			t.Errorf("pass %d: problems %d, want 3 (plain file, missing, unreadable)\n%s", pass, problems, n.out.String())
+		err := r.passErr(context.Background())
+		if problems := testutil.ToFloat64(r.metrics.Problems); problems != 3 || !errors.Is(err, ErrProblems) {
+			t.Errorf("pass %d: rdma_chain_reconcile_problems %v (%v), want 3 (plain file, missing, unreadable)\n%s", pass, problems, err, n.out.String())
 		}
 	}
 	slices.Sort(n.deleted)

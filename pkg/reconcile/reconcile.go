@@ -330,7 +330,9 @@ func (r *reconciler) reloadNetworks() {
 func (r *reconciler) passErr(ctx context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if n := r.pass(ctx); n > 0 {
+	n := r.pass(ctx)
+	r.metrics.Problems.Set(float64(n))
+	if n > 0 {
 		return ErrProblems
 	}
 	return nil

@@ -363,8 +363,10 @@ func TestPassIPAMOutsideWhatItSees(t *testing.T) {
 		r := n.reconciler("/run/cri.sock")
 		r.ipamUnder = "/var/lib/cni"
 		r.nets[0].IPAMDataDir = tc.dir
-		if got := r.pass(context.Background()); got != tc.problems {
-			t.Errorf("%q: problems %d, want %d\n%s", tc.dir, got, tc.problems, n.out.String())
+		r.metrics.Problems.Set(-1)
+		_ = r.passErr(context.Background())
+		if got := testutil.ToFloat64(r.metrics.Problems); got != float64(tc.problems) {
+			t.Errorf("%q: rdma_chain_reconcile_problems %v, want %d\n%s", tc.dir, got, tc.problems, n.out.String())
 		}
 		if tc.problems > 0 && !strings.Contains(n.out.String(), "ipamDataDir="+tc.dir+" seen=/var/lib/cni") {
 			t.Errorf("%q: output:\n%s", tc.dir, n.out.String())
