@@ -29,7 +29,7 @@ const (
 // maxFieldNumber is protobuf's largest field number (2^29 - 1).
 const maxFieldNumber = 1<<29 - 1
 
-// ErrTruncated: the message ends inside a field.
+// ErrTruncated means the message ends inside a field.
 var ErrTruncated = errors.New("truncated protobuf message")
 
 // AppendVarint appends x as a base-128 varint.

@@ -135,8 +135,8 @@ func (d *Driver) HandleError(ctx context.Context, err error, msg string) {
 	}
 }
 
-// WatchHealthStatus: device health is not reported (a port's state is an
-// attribute of the slice instead).
+// WatchHealthStatus reports no device health: a port's state is an
+// attribute of the slice instead.
 func (d *Driver) WatchHealthStatus(ctx context.Context, reports chan<- kubeletplugin.DeviceHealthReport) error {
 	return kubeletplugin.ErrHealthNotSupported
 }

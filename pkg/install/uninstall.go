@@ -20,7 +20,7 @@ import (
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
-// ErrLiveAttachments: pods that still hold an attachment kept the entry
+// ErrLiveAttachments means pods that still hold an attachment kept the entry
 // (draining) and the binaries on the node.
 var ErrLiveAttachments = errors.New("attachments of running pods are still recorded")
 

@@ -45,7 +45,7 @@ const (
 // takes well under a second.
 const timeout = 30 * time.Second
 
-// ErrNotInstalled: no hook binary beside the plugin.
+// ErrNotInstalled means there is no hook binary beside the plugin.
 var ErrNotInstalled = errors.New(Binary + " is not installed beside the plugin")
 
 // Runner runs the hook binary at Path.
