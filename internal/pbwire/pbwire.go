@@ -2,12 +2,12 @@
 // messages the plugin exchanges over gRPC: kubelet's pod-resources Get and
 // List.
 //
-// The plugin binary runs for every pod on the node, on every CNI verb, so
-// what it links is paid at each start: google.golang.org/protobuf's
-// encoding/protowire pulls in its internal/detrand, whose package init opens
-// and hashes the executable (0.5 ms per plugin call measured with
-// GODEBUG=inittrace=1). The wire format itself is a few lines; the tests
-// check every message against the generated types.
+// It stands in for google.golang.org/protobuf because the plugin binary
+// runs for every pod on the node, on every CNI verb, and pays what it links
+// at each start: encoding/protowire pulls in internal/detrand, whose
+// package init opens and hashes the executable (docs/performance.md). The
+// wire format itself is a few lines; the tests check every message against
+// the generated types.
 package pbwire
 
 import (

@@ -155,8 +155,8 @@ func (p *Plugin) exclusiveHolders(c *call, rec *state.Record, offered []rdma.Dev
 	// kernel's when a pod netns dies, then the record's when this reclaim,
 	// a DEL or the reconcile daemon's repair restores them, each under
 	// this lock): what ADD read of the devices before it held the lock is
-	// read again under it (a soak saw eth0 read as rdma0, renamed back by
-	// reconcile before the ADD got the lock: 104, "find host netdev").
+	// read again under it, or ADD would look for a netdev under a name it
+	// no longer has and fail with 104.
 	if offered, err = p.reread(offered); err != nil {
 		return nil, nil, pending, err
 	}

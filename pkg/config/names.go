@@ -9,10 +9,10 @@ import (
 
 // shape is a name pattern: the first character, the middle ones and the
 // last one each from a character set, within a length range, optionally
-// followed by one "/suffix" of its own shape. Regular expressions compiled
-// at package init cost every plugin start, on every verb, 0.4 ms (eleven of
-// them); names_test.go checks each shape against the expression it stands
-// for.
+// followed by one "/suffix" of its own shape. It stands in for regular
+// expressions, which compiled at package init would cost every plugin
+// start, on every verb (docs/performance.md); names_test.go checks each
+// shape against the expression it stands for.
 type shape struct {
 	first, middle, last charset
 	min, max            int
