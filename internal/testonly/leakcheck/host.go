@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rdma-chain/rdma-chain/internal/nldump"
+	"github.com/rdma-chain/rdma-chain/internal/say"
 )
 
 // NetnsDir is where `ip netns` and CNI's testutils pin a netns.
@@ -116,7 +117,7 @@ func hostTurn(log io.Writer) (release func(), err error) {
 			return nil, nil
 		}
 		if !said {
-			fmt.Fprintf(log, "leakcheck: waiting for test binary %d to finish its host check\n", holder)
+			say.Printf(log, "leakcheck: waiting for test binary %d to finish its host check\n", holder)
 			said = true
 		}
 		time.Sleep(200 * time.Millisecond)

@@ -19,6 +19,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/rdma-chain/rdma-chain/internal/say"
 	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 )
 
@@ -106,9 +107,9 @@ func leftAfter(before snapshot, host bool, wait time.Duration) ([]string, error)
 
 // report prints what the tests left behind.
 func report(w io.Writer, left []string) {
-	fmt.Fprintf(w, "leakcheck: FAIL: %d left behind by the tests:\n", len(left))
+	say.Printf(w, "leakcheck: FAIL: %d left behind by the tests:\n", len(left))
 	for _, l := range left {
-		fmt.Fprintf(w, "leakcheck:   %s\n", l)
+		say.Printf(w, "leakcheck:   %s\n", l)
 	}
 }
 
