@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"strings"
 
+	"github.com/rdma-chain/rdma-chain/internal/say"
 	"github.com/rdma-chain/rdma-chain/pkg/install"
 )
 
@@ -55,7 +56,7 @@ func Main(args []string, version string, o IO) int {
 		usage(o.Stdout, version)
 		return ExitOK
 	case "--version", "version":
-		sayln(o.Stdout, Binary, version)
+		say.Println(o.Stdout, Binary, version)
 		return ExitOK
 	}
 	o.Version = version
@@ -64,20 +65,20 @@ func Main(args []string, version string, o IO) int {
 			return c.run(o, args[1:])
 		}
 	}
-	say(o.Stderr, "%s: unknown command %q\n\n", Binary, args[0])
+	say.Printf(o.Stderr, "%s: unknown command %q\n\n", Binary, args[0])
 	usage(o.Stderr, version)
 	return ExitUsage
 }
 
 func usage(w io.Writer, version string) {
-	say(w, "%s %s: the operator commands of rdma-chain, the chained CNI plugin that\n", Binary, version)
-	sayln(w, "gives Kubernetes pods RDMA (the plugin itself serves only the CNI verbs).")
-	sayln(w)
+	say.Printf(w, "%s %s: the operator commands of rdma-chain, the chained CNI plugin that\n", Binary, version)
+	say.Println(w, "gives Kubernetes pods RDMA (the plugin itself serves only the CNI verbs).")
+	say.Println(w)
 	for _, c := range commands() {
-		say(w, "  %-10s %s\n", c.name, c.summary)
+		say.Printf(w, "  %-10s %s\n", c.name, c.summary)
 	}
-	say(w, "\n%s COMMAND --help shows a command's options.\n", Binary)
-	sayln(w, "Exit codes: 0 ok, 1 problems found, 2 usage error.")
+	say.Printf(w, "\n%s COMMAND --help shows a command's options.\n", Binary)
+	say.Println(w, "Exit codes: 0 ok, 1 problems found, 2 usage error.")
 }
 
 // newFlags returns a flag set for the command whose --help prints to
@@ -88,7 +89,7 @@ func newFlags(o IO, name string) *flag.FlagSet {
 	for _, c := range commands() {
 		if c.name == name {
 			fs.Usage = func() {
-				say(fs.Output(), "usage: %s %s %s\n\n%s.\n\nOptions:\n", Binary, c.name, c.args, c.summary)
+				say.Printf(fs.Output(), "usage: %s %s %s\n\n%s.\n\nOptions:\n", Binary, c.name, c.args, c.summary)
 				fs.PrintDefaults()
 			}
 		}
@@ -138,7 +139,7 @@ func parseHelp(o IO, fs *flag.FlagSet, args []string) error {
 
 // usageError prints msg and the command's usage to stderr.
 func usageError(fs *flag.FlagSet, format string, args ...any) int {
-	say(fs.Output(), "%s %s: %s\n", Binary, fs.Name(), fmt.Sprintf(format, args...))
+	say.Printf(fs.Output(), "%s %s: %s\n", Binary, fs.Name(), fmt.Sprintf(format, args...))
 	fs.Usage()
 	return ExitUsage
 }
@@ -148,12 +149,6 @@ type stringList []string
 
 func (s *stringList) String() string     { return strings.Join(*s, ",") }
 func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
-
-// say and sayln print a command's output; a failed write to stdout or
-// stderr is not something a command can report anywhere.
-func say(w io.Writer, format string, args ...any) { _, _ = fmt.Fprintf(w, format, args...) }
-
-func sayln(w io.Writer, args ...any) { _, _ = fmt.Fprintln(w, args...) }
 
 const nodeAddressesUsage = "the node's addresses, comma-separated (the DaemonSet passes the downward API's status.hostIPs): the entry's nodeAddresses, which exclusive mode never moves a netdev holding"
 

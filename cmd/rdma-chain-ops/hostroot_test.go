@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rdma-chain/rdma-chain/internal/testonly/leakcheck"
 	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 	"github.com/rdma-chain/rdma-chain/pkg/config"
 	"github.com/rdma-chain/rdma-chain/pkg/conflist"
@@ -26,7 +27,7 @@ func TestMain(m *testing.M) {
 	if args := os.Getenv(opsArgsEnv); args != "" {
 		os.Exit(Main(strings.Split(args, "\x1f"), "test", IO{Stdout: os.Stdout, Stderr: os.Stderr}))
 	}
-	os.Exit(m.Run())
+	leakcheck.Main(m)
 }
 
 // runProcess runs Main in a new process of the test binary.

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 
+	"github.com/rdma-chain/rdma-chain/internal/say"
 	"github.com/rdma-chain/rdma-chain/pkg/config"
 	"github.com/rdma-chain/rdma-chain/pkg/conflist"
 	"github.com/rdma-chain/rdma-chain/pkg/inspect"
@@ -27,7 +28,7 @@ func runInspect(o IO, args []string) int {
 	opt.DataDirs, opt.Conflists = dirs, conflists
 	r, err := inspect.Run(opt)
 	if err != nil {
-		say(o.Stderr, Binary+" inspect: %v\n", err)
+		say.Printf(o.Stderr, Binary+" inspect: %v\n", err)
 		return ExitProblems
 	}
 	if *asJSON {

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/rdma-chain/rdma-chain/internal/say"
 	"github.com/rdma-chain/rdma-chain/pkg/conflist"
 	"github.com/rdma-chain/rdma-chain/pkg/install"
 	"github.com/rdma-chain/rdma-chain/pkg/reconcile"
@@ -45,7 +46,7 @@ func runInstall(o IO, args []string) int {
 		return usageError(fs, "--conflist or --binaries-from is required")
 	}
 	if err := install.Run(opt, o.Stdout); err != nil {
-		say(o.Stderr, Binary+" install: %v\n", err)
+		say.Printf(o.Stderr, Binary+" install: %v\n", err)
 		return ExitProblems
 	}
 	return ExitOK
@@ -77,7 +78,7 @@ func runUninstall(o IO, args []string) int {
 	}
 	if *hostRoot != "" {
 		if err := enterHostRoot(*hostRoot); err != nil {
-			say(o.Stderr, Binary+" uninstall: %v\n", err)
+			say.Printf(o.Stderr, Binary+" uninstall: %v\n", err)
 			return ExitProblems
 		}
 	}
@@ -91,7 +92,7 @@ func runUninstall(o IO, args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if err := install.Uninstall(ctx, opt, o.Stdout); err != nil {
-		say(o.Stderr, Binary+" uninstall: %v\n", err)
+		say.Printf(o.Stderr, Binary+" uninstall: %v\n", err)
 		return ExitProblems
 	}
 	return ExitOK

@@ -7,6 +7,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rdma-chain/rdma-chain/internal/say"
 	"github.com/rdma-chain/rdma-chain/pkg/config"
 	"github.com/rdma-chain/rdma-chain/pkg/conflist"
 	"github.com/rdma-chain/rdma-chain/pkg/reconcile"
@@ -64,7 +65,7 @@ func runReconcile(o IO, args []string) int {
 	case errors.Is(err, reconcile.ErrProblems):
 		return ExitProblems
 	case err != nil:
-		say(o.Stderr, Binary+" reconcile: %v\n", err)
+		say.Printf(o.Stderr, Binary+" reconcile: %v\n", err)
 		return ExitProblems
 	}
 	return ExitOK

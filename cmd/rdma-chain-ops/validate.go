@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/rdma-chain/rdma-chain/internal/say"
 	"github.com/rdma-chain/rdma-chain/pkg/validate"
 )
 
@@ -18,16 +19,16 @@ func runValidate(o IO, args []string) int {
 	for _, name := range files {
 		data, err := validate.ReadFile(name)
 		if err != nil {
-			say(o.Stdout, "%s: %v\n", name, err)
+			say.Printf(o.Stdout, "%s: %v\n", name, err)
 			bad++
 			continue
 		}
 		probs := validate.Conflist(data, *binDir)
 		for _, line := range validate.FormatAll(name, data, probs) {
-			sayln(o.Stdout, line)
+			say.Println(o.Stdout, line)
 		}
 		for _, n := range validate.OrderNotes(data) {
-			say(o.Stdout, "%s: note: %s\n", name, n)
+			say.Printf(o.Stdout, "%s: note: %s\n", name, n)
 		}
 		bad += len(probs)
 	}

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/rdma-chain/rdma-chain/internal/testonly/leakcheck"
 	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 )
 
@@ -33,9 +34,7 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 	}
-	code := m.Run()
-	cleanup()
-	os.Exit(code)
+	leakcheck.Main(m, cleanup)
 }
 
 func build(out string) error {

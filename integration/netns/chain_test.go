@@ -6,8 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"github.com/rdma-chain/rdma-chain/internal/nldump"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/fakekubelet"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/netnstest"
 	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
-	"github.com/rdma-chain/rdma-chain/pkg/outcome"
 	"net"
 	"os"
 	"path/filepath"
@@ -19,10 +20,9 @@ import (
 	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/plugins/pkg/ns"
-	"github.com/containernetworking/plugins/pkg/testutils"
 	"github.com/vishvananda/netlink"
 
-	"github.com/rdma-chain/rdma-chain/internal/testonly/fakekubelet"
+	"github.com/rdma-chain/rdma-chain/pkg/outcome"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
@@ -149,7 +149,7 @@ func TestDelVanishedNetns(t *testing.T) {
 	if err := p.ns.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := testutils.UnmountNS(p.ns); err != nil {
+	if err := netnstest.Unpin(p.ns.Path()); err != nil {
 		t.Fatal(err)
 	}
 	if err := n.del(p); err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/containernetworking/plugins/pkg/testutils"
 
+	"github.com/rdma-chain/rdma-chain/internal/testonly/netnstest"
 	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
@@ -187,8 +188,7 @@ func (cr concurrencyRun) worker(n *crashNode, st *callStats, w int, abandoned *s
 			st.record("DEL", n.execPlugin("DEL", cp, nil), ok)
 		}
 		checkPodEmpty(st, p, "after DEL", cr.corrupt)
-		_ = pns.Close()
-		_ = testutils.UnmountNS(pns)
+		netnstest.Delete(pns)
 	}
 }
 
@@ -262,8 +262,7 @@ func (cr concurrencyRun) finish(t *testing.T, n *crashNode, st *callStats, aband
 		if !cr.corrupt {
 			checkPodEmpty(st, p, "after the final GC", false)
 		}
-		_ = p.pns.Close()
-		_ = testutils.UnmountNS(p.pns)
+		netnstest.Delete(p.pns)
 		return true
 	})
 	records, _ := filepath.Glob(filepath.Join(n.dataDir, "attachments", "*"))

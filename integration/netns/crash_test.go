@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/rdma-chain/rdma-chain/internal/testonly/leakcheck"
 	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 )
 
@@ -21,11 +22,11 @@ var builds struct {
 }
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if builds.dir != "" {
-		_ = os.RemoveAll(builds.dir)
-	}
-	os.Exit(code)
+	leakcheck.Main(m, func() {
+		if builds.dir != "" {
+			_ = os.RemoveAll(builds.dir)
+		}
+	})
 }
 
 // testBuild builds the package pkg (relative to the repository) with tags,

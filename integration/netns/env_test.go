@@ -16,6 +16,7 @@ import (
 	"github.com/containernetworking/plugins/pkg/testutils"
 
 	"github.com/rdma-chain/rdma-chain/internal/testonly/fakekubelet"
+	"github.com/rdma-chain/rdma-chain/internal/testonly/netnstest"
 	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 )
 
@@ -61,7 +62,7 @@ func newNode(t testing.TB, cniVer string, rc map[string]any) *node {
 	if n.ns, err = testutils.NewNS(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = n.ns.Close(); _ = testutils.UnmountNS(n.ns) })
+	t.Cleanup(func() { netnstest.Delete(n.ns) })
 	n.writeList(rc)
 	n.cni = libcni.NewCNIConfigWithCacheDir([]string{n.binDir}, filepath.Join(n.dir, "cache"), nil)
 	return n
@@ -120,7 +121,7 @@ func (n *node) pod(name string) *pod {
 	if err != nil {
 		n.t.Fatal(err)
 	}
-	n.t.Cleanup(func() { _ = pns.Close(); _ = testutils.UnmountNS(pns) })
+	n.t.Cleanup(func() { netnstest.Delete(pns) })
 	return &pod{ns: pns, rt: &libcni.RuntimeConf{
 		ContainerID: "ctr-" + name, NetNS: pns.Path(), IfName: "eth0",
 		Args: [][2]string{{"IgnoreUnknown", "1"}, {"K8S_POD_NAMESPACE", "default"}, {"K8S_POD_NAME", name}, {"K8S_POD_UID", "uid-" + name}},

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -223,7 +224,7 @@ func runResultCase(t *testing.T, primary, mode, ver string, report bool) {
 	if _, err := os.Lstat(devInfo); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("device-info file after DEL: %v", err)
 	}
-	if names := netnstest.Names(t, n.node); !containsName(names, "ens9") {
+	if names := netnstest.Names(t, n.node); !slices.Contains(names, "ens9") {
 		t.Errorf("node links after DEL %v: ens9 not back", names)
 	}
 }
@@ -257,13 +258,4 @@ func assertMultusDefault(t *testing.T, r *types100.Result, report bool) {
 		st[1].Interface != "rdma0" || st[1].Default || (len(st[1].IPs) == 1) != report {
 		t.Errorf("Multus network-status %+v", st)
 	}
-}
-
-func containsName(names []string, name string) bool {
-	for _, n := range names {
-		if n == name {
-			return true
-		}
-	}
-	return false
 }

@@ -2,13 +2,13 @@
 // connection, HTTP/2 with prior knowledge (as gRPC over a unix socket is),
 // one stream, then close. The plugin's kubelet pod-resources client uses it.
 //
-// Why not grpc-go's ClientConn: the plugin binary is started for every pod on
-// every CNI verb, and what it links is paid at each start. grpc-go with
-// google.golang.org/protobuf cost 6-7 ms of package initialisation per start
-// (GODEBUG=inittrace=1), about 8 MB per exec, and a ClientConn with its
-// resolver, balancer and transport goroutines about 5 ms per lookup, for one
-// request on a local socket. The HPACK is x/net's (the one grpc-go uses) and
-// the socket is package net's; only the framing of one unary call is here.
+// It stands in for grpc-go's ClientConn because the plugin binary is
+// started for every pod on every CNI verb and pays what it links at each
+// start: grpc-go with google.golang.org/protobuf, and a ClientConn with its
+// resolver, balancer and transport goroutines, cost more than the one
+// request on a local socket (docs/performance.md gives the figures). The
+// HPACK is x/net's (the one grpc-go uses) and the socket is package net's;
+// only the framing of one unary call is here.
 //
 // Its scope is frozen: one unary call on stream 1, a request that fits the
 // server's initial window, no compression, no streaming, no TLS. A need

@@ -2,12 +2,12 @@
 // messages the plugin exchanges over gRPC: kubelet's pod-resources Get and
 // List.
 //
-// The plugin binary runs for every pod on the node, on every CNI verb, so
-// what it links is paid at each start: google.golang.org/protobuf's
-// encoding/protowire pulls in its internal/detrand, whose package init opens
-// and hashes the executable (0.5 ms per plugin call measured with
-// GODEBUG=inittrace=1). The wire format itself is a few lines; the tests
-// check every message against the generated types.
+// It stands in for google.golang.org/protobuf because the plugin binary
+// runs for every pod on the node, on every CNI verb, and pays what it links
+// at each start: encoding/protowire pulls in internal/detrand, whose
+// package init opens and hashes the executable (docs/performance.md). The
+// wire format itself is a few lines; the tests check every message against
+// the generated types.
 package pbwire
 
 import (
@@ -29,7 +29,7 @@ const (
 // maxFieldNumber is protobuf's largest field number (2^29 - 1).
 const maxFieldNumber = 1<<29 - 1
 
-// ErrTruncated: the message ends inside a field.
+// ErrTruncated means the message ends inside a field.
 var ErrTruncated = errors.New("truncated protobuf message")
 
 // AppendVarint appends x as a base-128 varint.

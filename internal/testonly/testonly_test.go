@@ -1,7 +1,10 @@
 package testonly
 
 import (
+	"io/fs"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -34,6 +37,50 @@ func TestProductImportsNone(t *testing.T) {
 			if imp == room || strings.HasPrefix(imp, room+"/") {
 				t.Errorf("%s imports %s", pkg, imp)
 			}
+		}
+	}
+}
+
+// TestPrivilegedPackagesCheckLeaks: every package whose tests change the
+// host (a case gated by testenv.Privileged, or the containerd tier) runs
+// them under leakcheck's TestMain, so a tier leaves the machine as it found
+// it.
+func TestPrivilegedPackagesCheckLeaks(t *testing.T) {
+	gated, checked := map[string]bool{}, map[string]bool{}
+	root := testenv.RepoRoot()
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == ".tools" || d.Name() == ".cache" || d.Name() == ".git") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		dir, _ := filepath.Rel(root, filepath.Dir(path))
+		if strings.Contains(string(b), "testenv.Privileged(") || strings.HasPrefix(string(b), "//go:build containerd") {
+			gated[dir] = true
+		}
+		if strings.Contains(string(b), "leakcheck.Main(m") || strings.Contains(string(b), "leakcheck.MainHost(m") ||
+			dir == "internal/testonly/leakcheck" && strings.Contains(string(b), "\tMain(m)") {
+			checked[dir] = true
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(gated) < 10 {
+		t.Fatalf("found %d packages with privileged cases: %v", len(gated), gated)
+	}
+	for dir := range gated {
+		if !checked[dir] {
+			t.Errorf("%s has privileged cases but no TestMain calling leakcheck.Main", dir)
 		}
 	}
 }

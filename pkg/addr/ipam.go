@@ -168,8 +168,8 @@ func (e *execIPAM) find(r Request) (string, error) {
 	return path, nil
 }
 
-// ErrPluginNotFound: the IPAM plugin's binary is not in CNI_PATH, so it
-// cannot have been run: it holds no lease of this call's.
+// ErrPluginNotFound means the IPAM plugin's binary is not in CNI_PATH. It
+// cannot have been run, so it holds no lease of this call's.
 var ErrPluginNotFound = errors.New("IPAM plugin not found")
 
 // buildArgs maps r to explicit CNI arguments for command cmd.

@@ -10,7 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// errNotAStore: the conf's dataDir and network name no host-local store.
+// errNotAStore means the conf's dataDir and network name no host-local store.
 var errNotAStore = errors.New("not a host-local store")
 
 // SyncHostLocalLeases waits until the lease files host-local wrote for

@@ -155,8 +155,8 @@ func (p *Plugin) exclusiveHolders(c *call, rec *state.Record, offered []rdma.Dev
 	// kernel's when a pod netns dies, then the record's when this reclaim,
 	// a DEL or the reconcile daemon's repair restores them, each under
 	// this lock): what ADD read of the devices before it held the lock is
-	// read again under it (a soak saw eth0 read as rdma0, renamed back by
-	// reconcile before the ADD got the lock: 104, "find host netdev").
+	// read again under it, or ADD would look for a netdev under a name it
+	// no longer has and fail with 104.
 	if offered, err = p.reread(offered); err != nil {
 		return nil, nil, pending, err
 	}
@@ -394,25 +394,20 @@ func (p *Plugin) attachShared(c *call, rec *draft, link *state.Link, podNS ns.Ne
 	return child.MTU, nil
 }
 
-// gidsPerAddress is what one address on a shared-mode child takes of its
-// RDMA port's GID table: a RoCE v1 and a RoCE v2 entry (measured,
-// docs/configuration.md "Shared mode").
-const gidsPerAddress = 2
-
 // checkGIDRoom refuses, before the child is made, a link that will get an
 // address when port 1's GID table of its RDMA device has no room for it:
 // the kernel would add no GID for the address and tell no one (it works
 // for IP, never for RoCE). It asks room for one address; a port without a
 // GID table (size 0) is not checked.
 func (p *Plugin) checkGIDRoom(link *state.Link) error {
-	free, size, err := p.env.RDMA.FreeGIDs(link.Device, 1, gidsPerAddress)
+	free, size, err := p.env.RDMA.FreeGIDs(link.Device, 1, rdma.GIDsPerAddress)
 	if err != nil {
 		return cniError(CodeGIDTableFull, "cannot read the GID table of RDMA device "+link.Device, err)
 	}
-	if size > 0 && free < gidsPerAddress {
+	if size > 0 && free < rdma.GIDsPerAddress {
 		return cniErrorf(CodeGIDTableFull, "shared mode: the GID table of RDMA device %s (port 1, %d entries) has %d free, "+
 			"and the pod's address on a child of %s needs %d: it would be no RoCE GID; the port takes no more pods",
-			link.Device, size, free, link.HostName, gidsPerAddress)
+			link.Device, size, free, link.HostName, rdma.GIDsPerAddress)
 	}
 	return nil
 }

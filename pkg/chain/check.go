@@ -93,7 +93,7 @@ func (p *Plugin) status(c *call) error {
 	return nil
 }
 
-// statusKubelet: a network that asks kubelet which pods want RDMA is ready
+// statusKubelet checks the kubelet for STATUS: a network that asks kubelet which pods want RDMA is ready
 // while a kubelet serves the socket, unless ADD passes pods through
 // without it. A kubelet that answered recently (a lookup or probe noted in
 // the state directory) is not asked again: STATUS only checks that the

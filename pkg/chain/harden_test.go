@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -39,7 +40,7 @@ func TestExclusiveStrandedHolderReclaimed(t *testing.T) {
 	}
 	for _, want := range []string{"ReturnToHost mlx5_0 /var/run/netns/a", "RestoreToHost eth1 /var/run/netns/a",
 		"IPAMDel podA rdma0", "MoveToNetns mlx5_0"} {
-		if !contains(w.calls, want) {
+		if !slices.Contains(w.calls, want) {
 			t.Errorf("calls lack %q: %v", want, w.calls)
 		}
 	}
@@ -97,7 +98,7 @@ func TestReclaimRelistsDevices(t *testing.T) {
 	if err := w.plugin().Add(b); err != nil {
 		t.Fatal(err)
 	}
-	if !contains(w.calls, "Describe eth1 rdma0") {
+	if !slices.Contains(w.calls, "Describe eth1 rdma0") {
 		t.Errorf("pod B's netdev not the restored eth1: %v", w.calls)
 	}
 }
@@ -143,7 +144,7 @@ func TestDelQuarantinesUnreadableRecord(t *testing.T) {
 		if q, _ := filepath.Glob(filepath.Join(dir, "quarantine", "*")); len(q) != 1 {
 			t.Errorf("quarantine %v", q)
 		}
-		if !contains(w.calls, "IPAMDel c1 rdma0") {
+		if !slices.Contains(w.calls, "IPAMDel c1 rdma0") {
 			t.Errorf("inferred lease not released: %v", w.calls)
 		}
 		if err := w.plugin().Del(args); err != nil {
@@ -285,15 +286,6 @@ func TestResultHelpersSkipNil(t *testing.T) {
 	if len(resultMACs(r)) != 1 || !hasIPv4(r) || !hasInterface(r, "eth0", "/x") || hasInterface(r, "rdma0", "/x") {
 		t.Error("helpers wrong over nil entries")
 	}
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func mustResult(t *testing.T, js string) *types100.Result {

@@ -117,7 +117,7 @@ func (p *Plugin) impossible(c *call, rec *state.Record) bool {
 	return true
 }
 
-// errQuarantined: the call's record was unreadable and is quarantined.
+// errQuarantined means the call's record was unreadable and is quarantined.
 var errQuarantined = errors.New("attachment record unreadable: quarantined")
 
 // quarantine moves every unreadable record named in err out of the way and

@@ -35,8 +35,9 @@ func mergeLinks(c *call, rec *state.Record, result *types100.Result, out linkOut
 	}
 }
 
-// resultHasV11Fields: an interface's mtu and pciID exist from 1.1.0 on;
-// the CNI library prints them at 1.0.0 too, so they are left out there.
+// resultHasV11Fields reports whether cniVersion has an interface's mtu and
+// pciID, which exist from 1.1.0 on; the CNI library prints them at 1.0.0
+// too, so they are left out there.
 func resultHasV11Fields(cniVersion string) bool { return cniVersion == "1.1.0" }
 
 // linkOutputs is what ADD's phases produced for the result beside the

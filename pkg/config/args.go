@@ -34,12 +34,12 @@ type k8sArgs struct {
 }
 
 var (
-	// dnsRE: Kubernetes namespace and pod names (DNS-1123 subdomain):
+	// dnsRE matches Kubernetes namespace and pod names (DNS-1123 subdomain),
 	// ^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$
 	dnsRE = shape{first: lowerAlnum(""), middle: lowerAlnum(".-"), last: lowerAlnum(""), min: 1, max: 253}
-	// namespaceRE: a Kubernetes namespace name (a DNS-1123 label).
+	// namespaceRE matches a Kubernetes namespace name (a DNS-1123 label).
 	namespaceRE = shape{first: lowerAlnum(""), middle: lowerAlnum("-"), last: lowerAlnum(""), min: 1, max: 63}
-	// uidRE: ^[A-Za-z0-9-]+$
+	// uidRE matches a pod UID, ^[A-Za-z0-9-]+$.
 	uidRE = same(alnum("-"), 1, 64)
 )
 

@@ -9,10 +9,10 @@ import (
 
 // shape is a name pattern: the first character, the middle ones and the
 // last one each from a character set, within a length range, optionally
-// followed by one "/suffix" of its own shape. Regular expressions compiled
-// at package init cost every plugin start, on every verb, 0.4 ms (eleven of
-// them); names_test.go checks each shape against the expression it stands
-// for.
+// followed by one "/suffix" of its own shape. It stands in for regular
+// expressions, which compiled at package init would cost every plugin
+// start, on every verb (docs/performance.md); names_test.go checks each
+// shape against the expression it stands for.
 type shape struct {
 	first, middle, last charset
 	min, max            int
@@ -81,33 +81,34 @@ var (
 	// devNameRE matches RDMA device and netdev names (IFNAMSIZ 16 incl. NUL):
 	// ^[A-Za-z0-9_][A-Za-z0-9_.:-]*$
 	devNameRE = shape{first: alnum("_"), middle: alnum("_.:-"), last: alnum("_.:-"), min: 1, max: 15}
-	// ifPrefixRE: the pod interface name prefix; an index of up to three
-	// digits keeps the name within IFNAMSIZ: ^[A-Za-z0-9_-]+$
+	// ifPrefixRE matches the pod interface name prefix, ^[A-Za-z0-9_-]+$,
+	// short enough that an index of up to three digits keeps the name
+	// within IFNAMSIZ.
 	ifPrefixRE = same(alnum("_-"), 1, 12)
-	// deviceIDRE: what any device ID (a device name, a PCI address, a
-	// device plugin's ID such as erdma_0/17 or eni-3) may look like at all:
-	// a name that does not start with a dot, and at most one "/suffix":
-	// ^[A-Za-z0-9_][A-Za-z0-9_.:-]*(/[A-Za-z0-9_-]+)?$
+	// deviceIDRE matches what any device ID (a device name, a PCI address,
+	// a device plugin's ID such as erdma_0/17 or eni-3) may look like at
+	// all, a name that does not start with a dot with at most one "/suffix",
+	// ^[A-Za-z0-9_][A-Za-z0-9_.:-]*(/[A-Za-z0-9_-]+)?$.
 	deviceIDRE = shape{first: alnum("_"), middle: alnum("_.:-"), last: alnum("_.:-"), min: 1, max: 64,
 		suffix: &shape{first: alnum("_-"), middle: alnum("_-"), last: alnum("_-"), min: 1, max: 64}}
-	// pluginNameRE: a CNI plugin binary looked up in CNI_PATH; never a path:
-	// ^[A-Za-z0-9][A-Za-z0-9_.-]*$
+	// pluginNameRE matches the name of a CNI plugin binary looked up in
+	// CNI_PATH, never a path, ^[A-Za-z0-9][A-Za-z0-9_.-]*$.
 	pluginNameRE = shape{first: alnum(""), middle: alnum("_.-"), last: alnum("_.-"), min: 1, max: 64}
-	// networkNameRE: the CNI spec's network names and container IDs (as
+	// networkNameRE matches the CNI spec's network names and container IDs (as
 	// pluginNameRE, up to 1024 bytes).
 	networkNameRE = shape{first: alnum(""), middle: alnum("_.-"), last: alnum("_.-"), min: 1, max: 1024}
-	// resourceDomainRE and resourceNameRE: extended resource names,
-	// domain/name: ^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$ and
-	// ^[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?$
+	// resourceDomainRE and resourceNameRE match the two halves of an
+	// extended resource name, domain/name: ^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$
+	// and ^[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?$.
 	resourceDomainRE = shape{first: lowerAlnum(""), middle: lowerAlnum(".-"), last: lowerAlnum(""), min: 1, max: 253}
 	resourceNameRE   = shape{first: alnum(""), middle: alnum("_.-"), last: alnum(""), min: 1, max: 63}
-	// draDriverRE: DRA driver names, DNS subdomains of at most 63
-	// characters (resource.k8s.io): ^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$
+	// draDriverRE matches DRA driver names, DNS subdomains of at most 63
+	// characters (resource.k8s.io), ^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$.
 	draDriverRE = shape{first: lowerAlnum(""), middle: lowerAlnum(".-"), last: lowerAlnum(""), min: 1, max: 63}
-	// pnetRE: SMC PNETIDs are 1-16 alphanumerics: ^[A-Za-z0-9]+$
+	// pnetRE matches SMC PNETIDs, 1-16 alphanumerics, ^[A-Za-z0-9]+$.
 	pnetRE = same(alnum(""), 1, 16)
-	// ueidRE: SMC UEIDs are up to 32 characters of A-Z, 0-9, '.', '-',
-	// starting alphanumeric: ^[A-Za-z0-9][A-Za-z0-9.-]*$
+	// ueidRE matches SMC UEIDs, up to 32 characters of A-Z, 0-9, '.' and
+	// '-' starting alphanumeric, ^[A-Za-z0-9][A-Za-z0-9.-]*$.
 	ueidRE = shape{first: alnum(""), middle: alnum(".-"), last: alnum(".-"), min: 1, max: 32}
 )
 

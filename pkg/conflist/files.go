@@ -55,7 +55,7 @@ func ReadNoFollow(path string) ([]byte, os.FileInfo, error) {
 	return buf.Bytes(), st, nil
 }
 
-// ErrChanged: the file no longer holds what it held when it was read, so
+// ErrChanged means the file no longer holds what it held when it was read, so
 // nothing was written over it.
 var ErrChanged = errors.New("changed since it was read")
 

@@ -11,7 +11,7 @@ import (
 	"github.com/containernetworking/cni/libcni"
 )
 
-// ErrMultus: the primary's file is Multus's, and the conflist its primary
+// ErrMultus means the primary's file is Multus's, and the conflist its primary
 // network is read from is not one rdma-chain can prove and edit.
 var ErrMultus = errors.New("give --conflist naming the conflist to put the entry into")
 

@@ -67,7 +67,7 @@ func Discover(dir string) (nets []Network, skipped []error, err error) {
 	return nets, skipped, nil
 }
 
-// ErrNoEntry: a conflist without an rdma-chain entry.
+// ErrNoEntry means the conflist has no rdma-chain entry.
 var ErrNoEntry = errors.New("no rdma-chain entry")
 
 // Network is one CNI network whose attachments reconcile looks after: the

@@ -13,7 +13,7 @@ import (
 // Auto is the --conflist value that names the primary's conflist.
 const Auto = "auto"
 
-// ErrNoConflist: the conf dir holds no file a runtime would read.
+// ErrNoConflist means the conf dir holds no file a runtime would read.
 var ErrNoConflist = errors.New("no conflist")
 
 // Primary returns the conflist a runtime uses from dir, as containerd,

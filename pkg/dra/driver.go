@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 
@@ -91,7 +92,7 @@ func (d *Driver) prepare(c *resourceapi.ResourceClaim) ([]kubeletplugin.Device, 
 		out = append(out, kubeletplugin.Device{Requests: []string{r.Request}, PoolName: r.Pool, DeviceName: r.Device,
 			CDIDeviceIDs: []string{cdiID(name)}, ShareID: r.ShareID})
 		if prepared != nil {
-			if !contains(prepared, name) {
+			if !slices.Contains(prepared, name) {
 				return nil, fmt.Errorf("claim %s/%s: its CDI spec has no device %s", c.Namespace, c.Name, name)
 			}
 			continue
@@ -134,8 +135,8 @@ func (d *Driver) HandleError(ctx context.Context, err error, msg string) {
 	}
 }
 
-// WatchHealthStatus: device health is not reported (a port's state is an
-// attribute of the slice instead).
+// WatchHealthStatus reports no device health: a port's state is an
+// attribute of the slice instead.
 func (d *Driver) WatchHealthStatus(ctx context.Context, reports chan<- kubeletplugin.DeviceHealthReport) error {
 	return kubeletplugin.ErrHealthNotSupported
 }
@@ -145,15 +146,6 @@ func (d *Driver) sysRoot() string {
 		return "/sys"
 	}
 	return d.SysRoot
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func hasVerbs(nodes []string) bool {

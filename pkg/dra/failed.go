@@ -14,7 +14,7 @@ import (
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
-// ReasonAttachFailed: the plugin's last ADD for the pod failed; the
+// ReasonAttachFailed means the plugin's last ADD for the pod failed; the
 // condition's message is its CNI error. A failed ADD leaves no record, so
 // this comes from the plugin's outcome log.
 const ReasonAttachFailed = "AttachFailed"

@@ -36,9 +36,6 @@ const (
 	CapGIDs resourceapi.QualifiedName = "gids"
 )
 
-// GIDsPerPod is what one pod's address takes of a port's GID table.
-const GIDsPerPod = 2
-
 // Devices returns the ResourceSlice devices of node: one per NIC.
 func Devices(node *Node) []resourceapi.Device {
 	out := make([]resourceapi.Device, 0, len(node.NICs))
@@ -70,14 +67,14 @@ func device(n NIC, mode rdma.Mode) resourceapi.Device {
 		attrs[deviceattribute.StandardDeviceAttributeNUMANode] = resourceapi.DeviceAttribute{IntValue: ptr.To(int64(n.NUMANode))}
 	}
 	d := resourceapi.Device{Name: n.DRAName, Attributes: attrs}
-	if mode == rdma.ModeShared && n.GIDTableSize >= GIDsPerPod {
+	if mode == rdma.ModeShared && n.GIDTableSize >= rdma.GIDsPerAddress {
 		d.AllowMultipleAllocations = ptr.To(true)
 		d.Capacity = map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{
 			CapGIDs: {
 				Value: *resource.NewQuantity(int64(n.GIDTableSize), resource.DecimalSI),
 				RequestPolicy: &resourceapi.CapacityRequestPolicy{
-					Default:    resource.NewQuantity(GIDsPerPod, resource.DecimalSI),
-					ValidRange: &resourceapi.CapacityRequestPolicyRange{Min: resource.NewQuantity(GIDsPerPod, resource.DecimalSI), Step: resource.NewQuantity(GIDsPerPod, resource.DecimalSI)},
+					Default:    resource.NewQuantity(rdma.GIDsPerAddress, resource.DecimalSI),
+					ValidRange: &resourceapi.CapacityRequestPolicyRange{Min: resource.NewQuantity(rdma.GIDsPerAddress, resource.DecimalSI), Step: resource.NewQuantity(rdma.GIDsPerAddress, resource.DecimalSI)},
 				},
 			},
 		}

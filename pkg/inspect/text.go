@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rdma-chain/rdma-chain/internal/say"
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 )
 
@@ -16,22 +17,22 @@ func WriteText(w io.Writer, r Report) {
 	if mode == "" {
 		mode = "unknown"
 	}
-	say(w, "RDMA netns mode: %s\n", mode)
+	say.Printf(w, "RDMA netns mode: %s\n", mode)
 	if r.RDMA.PodSoftRoCE {
-		say(w, "Soft-RoCE per pod (podSoftRoCE): served by this kernel\n")
+		say.Printf(w, "Soft-RoCE per pod (podSoftRoCE): served by this kernel\n")
 	} else {
-		say(w, "Soft-RoCE per pod (podSoftRoCE): refused: %s\n", r.RDMA.PodSoftRoCEReason)
+		say.Printf(w, "Soft-RoCE per pod (podSoftRoCE): refused: %s\n", r.RDMA.PodSoftRoCEReason)
 	}
-	say(w, "RDMA devices (%d):\n", len(r.RDMA.Devices))
+	say.Printf(w, "RDMA devices (%d):\n", len(r.RDMA.Devices))
 	for _, d := range r.RDMA.Devices {
-		say(w, "  %s  driver %s  netdev %s  netns %s%s\n", d.Name, orDash(d.Driver), orDash(d.Netdev), d.Netns, portsText(d.Ports))
+		say.Printf(w, "  %s  driver %s  netdev %s  netns %s%s\n", d.Name, orDash(d.Driver), orDash(d.Netdev), d.Netns, portsText(d.Ports))
 	}
 	writeSMCText(w, r.SMC)
-	say(w, "Attachments (%d):\n", len(r.Attachments))
+	say.Printf(w, "Attachments (%d):\n", len(r.Attachments))
 	for _, a := range r.Attachments {
 		writeAttachmentText(w, a)
 	}
-	say(w, "Last failure per pod (%d):\n", len(r.Failures))
+	say.Printf(w, "Last failure per pod (%d):\n", len(r.Failures))
 	for _, f := range r.Failures {
 		writeFailureText(w, f)
 	}
@@ -39,9 +40,9 @@ func WriteText(w io.Writer, r Report) {
 		writeNetnsText(w, r.Netns)
 	}
 	if len(r.Unreadable) > 0 {
-		say(w, "Could not read (%d):\n", len(r.Unreadable))
+		say.Printf(w, "Could not read (%d):\n", len(r.Unreadable))
 		for _, u := range r.Unreadable {
-			say(w, "  %s: %s\n", u.What, u.Error)
+			say.Printf(w, "  %s: %s\n", u.What, u.Error)
 		}
 	}
 }
@@ -49,26 +50,26 @@ func WriteText(w io.Writer, r Report) {
 func portsText(ports []rdma.Port) string {
 	var b strings.Builder
 	for _, p := range ports {
-		say(&b, "  port %d %s", p.Port, orDash(p.State))
+		say.Printf(&b, "  port %d %s", p.Port, orDash(p.State))
 		if p.PhysState != "" {
-			say(&b, " (%s)", p.PhysState)
+			say.Printf(&b, " (%s)", p.PhysState)
 		}
-		say(&b, " %d GIDs", p.GIDs)
+		say.Printf(&b, " %d GIDs", p.GIDs)
 	}
 	return b.String()
 }
 
 func writeSMCText(w io.Writer, s SMCReport) {
 	if !s.Available {
-		say(w, "SMC: not available (%s)\n", orDash(s.Reason))
-		say(w, "  transparent SMC (smcr.transparent auto): %s; kernel offers %s\n", s.Transparent, s.Offer)
+		say.Printf(w, "SMC: not available (%s)\n", orDash(s.Reason))
+		say.Printf(w, "  transparent SMC (smcr.transparent auto): %s; kernel offers %s\n", s.Transparent, s.Offer)
 		return
 	}
-	say(w, "SMC: available; UEIDs: %s\n", orDash(strings.Join(s.UEIDs, ", ")))
-	say(w, "  transparent SMC (smcr.transparent auto): %s; kernel offers %s\n", s.Transparent, s.Offer)
-	say(w, "  init_net pnet table (%d):\n", len(s.Pnet))
+	say.Printf(w, "SMC: available; UEIDs: %s\n", orDash(strings.Join(s.UEIDs, ", ")))
+	say.Printf(w, "  transparent SMC (smcr.transparent auto): %s; kernel offers %s\n", s.Transparent, s.Offer)
+	say.Printf(w, "  init_net pnet table (%d):\n", len(s.Pnet))
 	for _, p := range s.Pnet {
-		say(w, "    %s\n", pnetText(p))
+		say.Printf(w, "    %s\n", pnetText(p))
 	}
 	if h := s.Hook; h != nil {
 		state := "attached"
@@ -77,7 +78,7 @@ func writeSMCText(w io.Writer, s SMCReport) {
 		} else if h.Held {
 			state = "attached, held by the reconcile daemon"
 		}
-		say(w, "  socket hook (smcr.transparent bpf): %s, %d netns listed %v\n", state, len(h.Netns), h.Netns)
+		say.Printf(w, "  socket hook (smcr.transparent bpf): %s, %d netns listed %v\n", state, len(h.Netns), h.Netns)
 	}
 }
 
@@ -89,33 +90,33 @@ func pnetText(p PnetRow) string {
 }
 
 func writeAttachmentText(w io.Writer, a Attachment) {
-	say(w, "  %s/%s/%s  pod %s  %s  netns %s  since %s\n", a.Network, shortID(a.ContainerID), a.IfName,
+	say.Printf(w, "  %s/%s/%s  pod %s  %s  netns %s  since %s\n", a.Network, shortID(a.ContainerID), a.IfName,
 		orDash(a.Pod), a.Mode, orDash(a.NetNS), a.Created.UTC().Format(time.RFC3339))
 	for _, l := range a.Links {
-		say(w, "    link %s %s", l.Device, l.Kind)
+		say.Printf(w, "    link %s %s", l.Device, l.Kind)
 		if l.SoftRoCE {
-			say(w, " (the pod's own rxe device)")
+			say.Printf(w, " (the pod's own rxe device)")
 		}
 		if l.PodName != "" {
-			say(w, " as %s", l.PodName)
+			say.Printf(w, " as %s", l.PodName)
 		}
 		if l.Host != "" {
-			say(w, " (host %s)", l.Host)
+			say.Printf(w, " (host %s)", l.Host)
 		}
 		if len(l.IPs) > 0 {
-			say(w, " ips %s", strings.Join(l.IPs, " "))
+			say.Printf(w, " ips %s", strings.Join(l.IPs, " "))
 		}
-		say(w, " step %s\n", l.Step)
+		say.Printf(w, " step %s\n", l.Step)
 	}
 	if a.SMCR != "" {
-		say(w, "    SMC-R %s\n", a.SMCR)
+		say.Printf(w, "    SMC-R %s\n", a.SMCR)
 	}
 	writeUsageText(w, a.Usage)
 	if a.Healthy {
-		sayln(w, "    healthy")
+		say.Println(w, "    healthy")
 	}
 	for _, p := range a.Problems {
-		say(w, "    PROBLEM: %s\n", p)
+		say.Printf(w, "    PROBLEM: %s\n", p)
 	}
 }
 
@@ -124,15 +125,15 @@ func writeFailureText(w io.Writer, f Failure) {
 	if who == "" {
 		who = "container " + shortID(f.ContainerID)
 	}
-	say(w, "  %s  %s  code %d  at %s  %s/%s: %s\n", who, f.Verb, f.Code,
+	say.Printf(w, "  %s  %s  code %d  at %s  %s/%s: %s\n", who, f.Verb, f.Code,
 		f.Time.UTC().Format(time.RFC3339), shortID(f.ContainerID), orDash(f.IfName), f.Msg)
 	if f.Since != "" {
-		say(w, "    since then: %s\n", f.Since)
+		say.Printf(w, "    since then: %s\n", f.Since)
 	}
 }
 
 func writeNetnsText(w io.Writer, n *NetnsReport) {
-	say(w, "Netns %s:\n", n.Path)
+	say.Printf(w, "Netns %s:\n", n.Path)
 	for _, i := range n.Interfaces {
 		state := "down"
 		if i.Up {
@@ -142,17 +143,17 @@ func writeNetnsText(w io.Writer, n *NetnsReport) {
 		if i.RDMA {
 			tag = "  [RDMA]"
 		}
-		say(w, "  %s %s %s %s%s\n", i.Name, i.Kind, state, orDash(i.MAC), tag)
+		say.Printf(w, "  %s %s %s %s%s\n", i.Name, i.Kind, state, orDash(i.MAC), tag)
 		for _, a := range i.Addrs {
-			say(w, "    inet %s\n", a)
+			say.Printf(w, "    inet %s\n", a)
 		}
 		for _, g := range i.GIDs {
-			say(w, "    GID %s port %d index %d %s %s\n", g.Device, g.Port, g.Index, g.GID, g.Type)
+			say.Printf(w, "    GID %s port %d index %d %s %s\n", g.Device, g.Port, g.Index, g.GID, g.Type)
 		}
 	}
-	say(w, "  pnet table (%d):\n", len(n.Pnet))
+	say.Printf(w, "  pnet table (%d):\n", len(n.Pnet))
 	for _, p := range n.Pnet {
-		say(w, "    %s\n", pnetText(p))
+		say.Printf(w, "    %s\n", pnetText(p))
 	}
 	if len(n.SMCSysctls) > 0 {
 		keys := make([]string, 0, len(n.SMCSysctls))
@@ -160,19 +161,19 @@ func writeNetnsText(w io.Writer, n *NetnsReport) {
 			keys = append(keys, k)
 		}
 		sort.Strings(keys)
-		sayln(w, "  net.smc:")
+		say.Println(w, "  net.smc:")
 		for _, k := range keys {
-			say(w, "    %s = %s\n", k, n.SMCSysctls[k])
+			say.Printf(w, "    %s = %s\n", k, n.SMCSysctls[k])
 		}
 	}
 	if fb := n.Fallbacks; fb != nil {
-		say(w, "  SMC fallbacks to TCP: server %d, client %d\n", fb.ServerTotal, fb.ClientTotal)
+		say.Printf(w, "  SMC fallbacks to TCP: server %d, client %d\n", fb.ServerTotal, fb.ClientTotal)
 		for _, s := range fb.Reasons {
 			side := "client"
 			if s.Server {
 				side = "server"
 			}
-			say(w, "    %s reason 0x%08x x%d\n", side, s.Reason, s.Count)
+			say.Printf(w, "    %s reason 0x%08x x%d\n", side, s.Reason, s.Count)
 		}
 	}
 }
@@ -191,9 +192,3 @@ func shortID(id string) string {
 	}
 	return id
 }
-
-// say and sayln print the report; a failed write to the output is not
-// something inspect can report anywhere.
-func say(w io.Writer, format string, args ...any) { _, _ = fmt.Fprintf(w, format, args...) }
-
-func sayln(w io.Writer, args ...any) { _, _ = fmt.Fprintln(w, args...) }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/rdma-chain/rdma-chain/internal/say"
 	"github.com/rdma-chain/rdma-chain/pkg/chain"
 	"github.com/rdma-chain/rdma-chain/pkg/rdmares"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
@@ -48,14 +49,14 @@ func (in *inspector) readUsage(recs []*state.Record) {
 
 func writeUsageText(w io.Writer, du []DeviceUsage) {
 	for _, u := range du {
-		say(w, "    RDMA use %s: %d QP, %d CQ, %d MR (%d bytes), %d PD", u.Device, u.QP, u.CQ, u.MR, u.MRBytes, u.PD)
+		say.Printf(w, "    RDMA use %s: %d QP, %d CQ, %d MR (%d bytes), %d PD", u.Device, u.QP, u.CQ, u.MR, u.MRBytes, u.PD)
 		if len(u.PIDs) > 0 {
 			pids := make([]string, len(u.PIDs))
 			for i, p := range u.PIDs {
 				pids[i] = fmt.Sprint(p)
 			}
-			say(w, "; pids %s", strings.Join(pids, " "))
+			say.Printf(w, "; pids %s", strings.Join(pids, " "))
 		}
-		sayln(w, "")
+		say.Println(w, "")
 	}
 }

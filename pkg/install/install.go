@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rdma-chain/rdma-chain/internal/say"
 	"github.com/rdma-chain/rdma-chain/pkg/conflist"
 	"github.com/rdma-chain/rdma-chain/pkg/validate"
 )
@@ -38,7 +39,7 @@ func Run(o Options, out io.Writer) error {
 	if o.BinariesFrom != "" && !o.DryRun {
 		done, err := Binaries(o.BinariesFrom, o.BinDir, PluginBinaries)
 		for _, d := range done {
-			say(out, "%s\n", d)
+			say.Printf(out, "%s\n", d)
 		}
 		if err != nil {
 			return err
@@ -70,9 +71,9 @@ func Run(o Options, out io.Writer) error {
 	case err != nil:
 		return err
 	case written:
-		say(out, "%s: %s\n", path, what)
+		say.Printf(out, "%s: %s\n", path, what)
 	case !o.DryRun:
-		say(out, "%s: unchanged\n", path)
+		say.Printf(out, "%s: unchanged\n", path)
 	}
 	return nil
 }
@@ -83,7 +84,7 @@ func Run(o Options, out io.Writer) error {
 func waitConflist(path, confDir string, d time.Duration, out io.Writer) (string, error) {
 	if path == conflist.Auto {
 		return conflist.WaitPrimary(confDir, d, func(err error) {
-			say(out, "waiting up to %v for the conf dir to change: %v\n", d, err)
+			say.Printf(out, "waiting up to %v for the conf dir to change: %v\n", d, err)
 		})
 	}
 	return path, conflist.WaitFor(path, d)
@@ -170,7 +171,3 @@ func checkResult(path string, result []byte) error {
 		validate.FormatAll(path+" (result)", result, probs)...)
 	return errors.New(strings.Join(lines, "\n"))
 }
-
-// say prints a progress line; a failed write to the output is not
-// something install can report anywhere.
-func say(w io.Writer, format string, args ...any) { _, _ = fmt.Fprintf(w, format, args...) }

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/rdma-chain/rdma-chain/internal/say"
 	"github.com/rdma-chain/rdma-chain/pkg/config"
 	"github.com/rdma-chain/rdma-chain/pkg/conflist"
 	"github.com/rdma-chain/rdma-chain/pkg/smc/hookcmd"
@@ -19,7 +20,7 @@ import (
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
-// ErrLiveAttachments: pods that still hold an attachment kept the entry
+// ErrLiveAttachments means pods that still hold an attachment kept the entry
 // (draining) and the binaries on the node.
 var ErrLiveAttachments = errors.New("attachments of running pods are still recorded")
 
@@ -79,13 +80,13 @@ func drainEntry(ctx context.Context, o UninstallOptions, out io.Writer) (bool, e
 	}
 	n, err := conflist.FromFile(path)
 	if errors.Is(err, conflist.ErrNoEntry) {
-		say(out, "%s: no rdma-chain entry\n", path)
+		say.Printf(out, "%s: no rdma-chain entry\n", path)
 		return true, nil
 	}
 	if err != nil && o.Force {
 		// An entry the plugin cannot read cannot drain or DEL anything;
 		// its bpffsDir is unknown, so the default one's hold goes.
-		say(out, "%s: --force: %v\n", path, err)
+		say.Printf(out, "%s: --force: %v\n", path, err)
 		if err := o.releaseHook(config.DefaultBPFFSDir, "", out); err != nil {
 			return false, err
 		}
@@ -103,7 +104,7 @@ func drainEntry(ctx context.Context, o UninstallOptions, out io.Writer) (bool, e
 	}
 	if len(live) > 0 && !o.Force {
 		for _, r := range live {
-			say(out, "%s: held by %s\n", n.DataDir, describe(r))
+			say.Printf(out, "%s: held by %s\n", n.DataDir, describe(r))
 		}
 		return false, fmt.Errorf("%w: %d in %s; the entry stays in %s, draining (new pods pass through, these get their DEL), and the binaries stay: "+
 			"run uninstall again once those pods are gone, or with --wait, or --force to strand them", ErrLiveAttachments, len(live), n.DataDir, path)
@@ -121,7 +122,7 @@ func drainEntry(ctx context.Context, o UninstallOptions, out io.Writer) (bool, e
 		return false, err
 	}
 	if len(live) > 0 {
-		say(out, "%s: --force: %d attachments of running pods left recorded; nothing will give them back\n", n.DataDir, len(live))
+		say.Printf(out, "%s: --force: %d attachments of running pods left recorded; nothing will give them back\n", n.DataDir, len(live))
 	}
 	return true, nil
 }
@@ -140,9 +141,9 @@ func setDrain(path string, out io.Writer) error {
 	case err != nil:
 		return err
 	case written:
-		say(out, "%s: rdma-chain entry draining: new pods pass through\n", path)
+		say.Printf(out, "%s: rdma-chain entry draining: new pods pass through\n", path)
 	default:
-		say(out, "%s: rdma-chain entry already draining\n", path)
+		say.Printf(out, "%s: rdma-chain entry already draining\n", path)
 	}
 	return nil
 }
@@ -159,18 +160,18 @@ func waitReleased(ctx context.Context, o UninstallOptions, n conflist.Network, o
 	for waiting := false; ; waiting = true {
 		if o.Release != nil {
 			if err := o.Release(ctx, n); err != nil {
-				say(out, "%s: releasing the attachments of gone pods: %v\n", n.DataDir, err)
+				say.Printf(out, "%s: releasing the attachments of gone pods: %v\n", n.DataDir, err)
 			}
 		}
 		live, err := recorded(n)
 		if err != nil || len(live) == 0 || !time.Now().Add(poll).Before(deadline) {
 			if err == nil {
-				say(out, "%s: %d attachments recorded\n", n.DataDir, len(live))
+				say.Printf(out, "%s: %d attachments recorded\n", n.DataDir, len(live))
 			}
 			return live, err
 		}
 		if !waiting {
-			say(out, "%s: %d attachments recorded: waiting up to %s for their pods to go\n", n.DataDir, len(live), o.Wait)
+			say.Printf(out, "%s: %d attachments recorded: waiting up to %s for their pods to go\n", n.DataDir, len(live), o.Wait)
 		}
 		select {
 		case <-ctx.Done():
@@ -218,9 +219,9 @@ func removeEntry(path string, out io.Writer) error {
 	case err != nil:
 		return err
 	case written:
-		say(out, "%s: rdma-chain entry removed\n", path)
+		say.Printf(out, "%s: rdma-chain entry removed\n", path)
 	default:
-		say(out, "%s: no rdma-chain entry\n", path)
+		say.Printf(out, "%s: no rdma-chain entry\n", path)
 	}
 	return nil
 }
@@ -247,7 +248,7 @@ func removeBinaries(dir string, out io.Writer) error {
 		err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
 		switch {
 		case errors.Is(err, unix.ENOENT):
-			say(out, "%s/%s: not there\n", dir, name)
+			say.Printf(out, "%s/%s: not there\n", dir, name)
 			continue
 		case err != nil:
 			return fmt.Errorf("stat %s/%s: %w", dir, name, err)
@@ -257,7 +258,7 @@ func removeBinaries(dir string, out io.Writer) error {
 		if err := unix.Unlinkat(fd, name, 0); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("remove %s/%s: %w", dir, name, err)
 		}
-		say(out, "%s/%s: removed\n", dir, name)
+		say.Printf(out, "%s/%s: removed\n", dir, name)
 	}
 	return unix.Fsync(fd)
 }
@@ -287,14 +288,14 @@ func (o UninstallOptions) releaseHook(dir, dataDir string, out io.Writer) error 
 	}
 	if err != nil && o.Force {
 		// --force strands what it cannot give back, and says so.
-		say(out, "%s: --force: SMC socket hook: %v: it stays held (rdma-chain-smc-hook release %s removes it)\n", dir, err, dir)
+		say.Printf(out, "%s: --force: SMC socket hook: %v: it stays held (rdma-chain-smc-hook release %s removes it)\n", dir, err, dir)
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("SMC socket hook in %s: %w", dir, err)
 	}
 	if released {
-		say(out, "%s: SMC socket hook released\n", dir)
+		say.Printf(out, "%s: SMC socket hook released\n", dir)
 	}
 	return nil
 }

@@ -36,7 +36,7 @@ type StatsReader interface {
 	NetnsGone(rec *state.Record) (bool, error)
 }
 
-// Values of the collect_errors source label.
+// collectSources are the values of the collect_errors source label.
 var collectSources = []string{"rdma", "records", "outcomes", "smc", "socket_hook", "pods"}
 
 // NodeCollector reads the node at scrape time: RDMA ports and counters (in

@@ -42,16 +42,16 @@ const maxRecvMsgSize = 16 << 20
 
 // The errors a call wraps, besides kubelet's own answers.
 var (
-	// ErrUnavailable: nothing serves at the kubelet socket (missing file,
-	// connection refused, or the connection closed before the reply): no
-	// kubelet, or one restarting. The plugin's STATUS reports it.
+	// ErrUnavailable means nothing serves at the kubelet socket (a missing
+	// file, connection refused, or the connection closed before the reply):
+	// no kubelet, or one restarting. The plugin's STATUS reports it.
 	ErrUnavailable = errors.New("kubelet pod-resources API unavailable")
-	// ErrBusy: a kubelet is there but gave no answer in time: it did not
+	// ErrBusy means a kubelet is there but gave no answer in time. It did not
 	// reply before the deadline, its listen backlog was full, or it refused
 	// the call with its rate limit (ErrRateLimited).
 	ErrBusy = errors.New("kubelet pod-resources API busy")
-	// ErrRateLimited: kubelet refused the call with ResourceExhausted, what
-	// its pod-resources rate limit answers, on the last attempt.
+	// ErrRateLimited means kubelet refused the last attempt with
+	// ResourceExhausted, what its pod-resources rate limit answers.
 	ErrRateLimited = fmt.Errorf("%w: refused by its rate limit", ErrBusy)
 )
 

@@ -7,11 +7,11 @@ import (
 	"syscall"
 )
 
-// ErrNoRDMA: this kernel has no RDMA subsystem (no ib_core / nothing answers
+// ErrNoRDMA means this kernel has no RDMA subsystem (no ib_core / nothing answers
 // RDMA netlink and /sys/class/infiniband is absent).
 var ErrNoRDMA = errors.New("kernel has no RDMA subsystem")
 
-// UnsupportedMoveError: the kernel answered EOPNOTSUPP to moving a device
+// UnsupportedMoveError says the kernel answered EOPNOTSUPP to moving a device
 // between netns (shared mode, or a driver without disassociate_ucontext:
 // rxe, siw, erdma before 6.12).
 type UnsupportedMoveError struct {

@@ -23,7 +23,7 @@ const (
 	nlClientNLDev    = 5 // RDMA_NL_NLDEV
 )
 
-// ErrNoMonitor: the kernel has no RDMA netlink monitor.
+// ErrNoMonitor means the kernel has no RDMA netlink monitor.
 var ErrNoMonitor = errors.New("the kernel has no RDMA netlink monitor (its RDMA system attributes lack MONITOR_MODE; Linux 6.11 and later have it): link events alone trigger repairs")
 
 // monitorSupported asks RDMA_NLDEV_CMD_SYS_GET whether the kernel reports

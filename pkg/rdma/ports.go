@@ -233,6 +233,12 @@ func PortStatsIn(nsPath string) (stats []PortStats, err error) {
 	return stats, err
 }
 
+// GIDsPerAddress is what one IPv6 address on a shared-mode netdev takes of
+// its RDMA port's GID table: a RoCE v1 and a RoCE v2 entry (measured,
+// docs/configuration.md "Shared mode"). ADD checks for that much room and
+// the DRA driver makes it a claim's share of the port.
+const GIDsPerAddress = 2
+
 // FreeGIDs counts the free rows of port's GID table of dev (the kernel
 // shows a free row as the zero GID), and returns the table's size. It
 // reads from the highest index down, as the kernel fills the table from

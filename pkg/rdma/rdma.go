@@ -17,9 +17,9 @@ import (
 type Mode string
 
 const (
-	// ModeShared: every RDMA device is visible in every netns (the default).
+	// ModeShared means every RDMA device is visible in every netns (the default).
 	ModeShared Mode = "shared"
-	// ModeExclusive: a device is visible only in the netns it was moved to.
+	// ModeExclusive means a device is visible only in the netns it was moved to.
 	ModeExclusive Mode = "exclusive"
 )
 

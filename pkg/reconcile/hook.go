@@ -16,7 +16,7 @@ import (
 // ADD may be loading the program at the same time.
 const hookLockTimeout = 30 * time.Second
 
-// errHookUnused: the node's kernel gives the entry's smcr.transparent
+// errHookUnused means the node's kernel gives the entry's smcr.transparent
 // another mechanism than the socket hook (tcp2smc, or none).
 var errHookUnused = errors.New("not the mechanism of this node")
 

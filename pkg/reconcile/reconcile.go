@@ -25,7 +25,7 @@ import (
 
 const criTimeout = 10 * time.Second
 
-// ErrProblems: a pass found problems (releases that failed, things it
+// ErrProblems means a pass found problems (releases that failed, things it
 // could not read); its log says which.
 var ErrProblems = errors.New("the pass found problems")
 
@@ -326,7 +326,7 @@ func (r *reconciler) reloadNetworks() {
 	}
 }
 
-// passErr runs one pass: ErrProblems when it found any.
+// passErr runs one pass and returns ErrProblems when it found any.
 func (r *reconciler) passErr(ctx context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()

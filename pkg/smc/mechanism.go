@@ -19,11 +19,11 @@ const (
 	// MechanismSocketHook is IPPROTO_SMC through the plugin's BPF socket
 	// hook (Linux >= 6.11).
 	MechanismSocketHook Mechanism = "socket_hook"
-	// MechanismNone: SMC exists, but nothing switches unmodified TCP
+	// MechanismNone means SMC exists, but nothing switches unmodified TCP
 	// programs (or smcr.transparent is off); they need AF_SMC, IPPROTO_SMC
 	// or a preload library.
 	MechanismNone Mechanism = "none"
-	// MechanismNoSMC: the kernel has no SMC at all.
+	// MechanismNoSMC means the kernel has no SMC at all.
 	MechanismNoSMC Mechanism = "no_smc"
 )
 

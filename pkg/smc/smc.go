@@ -21,11 +21,11 @@ import (
 	"strings"
 )
 
-// ErrUnavailable: the SMC generic netlink family is missing (module not
-// loaded or not built).
+// ErrUnavailable means the SMC generic netlink family is missing (the
+// module is not loaded or not built).
 var ErrUnavailable = errors.New("SMC is not available on this kernel")
 
-// ErrExists: the kernel answered EEXIST to an ADD.
+// ErrExists means the kernel answered EEXIST to an ADD.
 var ErrExists = errors.New("pnet entry exists")
 
 // maxPnetIDLen is SMC_MAX_PNETID_LEN.
@@ -93,7 +93,7 @@ func (e PnetEntry) validate() error {
 	return nil
 }
 
-// ConflictError: the netdev or IB port already carries another PNETID.
+// ConflictError says the netdev or IB port already carries another PNETID.
 type ConflictError struct{ Existing PnetEntry }
 
 // Error names the entry in the way.

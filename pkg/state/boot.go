@@ -40,13 +40,13 @@ func ReadBootID(path string) (string, error) {
 type Boot int
 
 const (
-	// BootUnknown: the record or the running kernel has no boot id. A
+	// BootUnknown means the record or the running kernel has no boot id. A
 	// record whose netns is alive is of this boot (no netns outlives its
 	// boot); one whose netns is gone may be of any boot.
 	BootUnknown Boot = iota
-	// BootThis: the record was made in the running boot.
+	// BootThis means the record was made in the running boot.
 	BootThis
-	// BootEarlier: the record was made in an earlier boot. Everything it
+	// BootEarlier means the record was made in an earlier boot. Everything it
 	// holds in the kernel (the pod netns, its hook listing, pnet rows,
 	// children, GIDs) died with that boot: releasing it gives back only
 	// what a reboot keeps (IPAM leases, device-info files, the record).

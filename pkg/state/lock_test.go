@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/rdma-chain/rdma-chain/internal/testonly/leakcheck"
 )
 
 // holdLockEnv makes the test binary a lock holder process (see TestMain).
@@ -21,7 +23,7 @@ func TestMain(m *testing.M) {
 	if name := os.Getenv(holdLockEnv); name != "" {
 		os.Exit(holdLock(name))
 	}
-	os.Exit(m.Run())
+	leakcheck.Main(m)
 }
 
 // holdLock takes the flock on name, says "locked" and holds it until its

@@ -24,7 +24,7 @@ const (
 	StepNetdevMoved  Step = "netdev-moved"  // exclusive: netdev is in the pod
 	StepChildAdding  Step = "child-adding"  // shared: child being created
 	StepDone         Step = "done"          // attached
-	// StepReleased: the host side is given back while the link's IPAM
+	// StepReleased means the host side is given back while the link's IPAM
 	// lease is still to be released; it holds no device any more.
 	StepReleased Step = "host-released"
 )

@@ -237,8 +237,8 @@ func (v *validator) hasAnnotations(e *conflist.Node) bool {
 	return c != nil && string(v.data[c.Off:c.End]) == "true"
 }
 
-// Compiled on first use: this package is linked into the plugin, whose
-// start-up runs for every pod.
+// pluginNameRE is compiled on first use: this package is linked into the
+// plugin, whose start-up runs for every pod.
 var pluginNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`) })
 
 func (v *validator) checkIPAMBinary(e *conflist.Node) {

@@ -97,7 +97,8 @@ func (f fakeRDMA) Devices() ([]rdma.Device, error) {
 
 func (f fakeRDMA) CheckMovable(rdma.Device) error { return nil }
 
-// FreeGIDs: the fake devices have no GID table (size 0: not checked).
+// FreeGIDs answers a table of size 0, which ADD does not check: the fake
+// devices have no GID table.
 func (f fakeRDMA) FreeGIDs(dev string, port, want int) (free, size int, err error) { return 0, 0, nil }
 
 func (f fakeRDMA) movedPath(dev string) string { return filepath.Join(f.dir, "moved", dev) }
@@ -131,7 +132,7 @@ func (f fakeRDMA) MoveToNetns(dev string, nsFd int) error {
 	return os.WriteFile(f.movedPath(dev), []byte(strconv.FormatUint(st.Ino, 10)), 0o600)
 }
 
-// ReturnToHost: absent device or netns is not an error, as in the kernel's.
+// ReturnToHost takes an absent device or netns for no error, as the kernel's does.
 func (f fakeRDMA) ReturnToHost(dev, podNSPath string) error {
 	err := os.Remove(f.movedPath(dev))
 	if errors.Is(err, os.ErrNotExist) {

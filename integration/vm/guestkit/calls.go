@@ -130,5 +130,5 @@ func (c *Calls) CheckOwn(t *testing.T, p Pod) error {
 // Records lists the attachment records under the state directory.
 func (c *Calls) Records() ([]string, error) { return Records(c.DataDir) }
 
-// RecordCount: exactly n records under the state directory.
+// RecordCount checks that the state directory holds exactly n records.
 func (c *Calls) RecordCount(n int) error { return RecordCount(c.DataDir, n) }

@@ -68,7 +68,7 @@ func Records(dataDir string) ([]string, error) {
 	return out, err
 }
 
-// RecordCount: exactly n records under dataDir.
+// RecordCount checks that dataDir holds exactly n records.
 func RecordCount(dataDir string, n int) error {
 	recs, err := Records(dataDir)
 	if err != nil {
@@ -160,7 +160,7 @@ func mtuPCI(v string, f map[string]any, mtu int, pci string) error {
 	return WantField(f, "pciID", pci)
 }
 
-// WantField: the result object f has key with value v.
+// WantField checks that the result object f has key with value v.
 func WantField(f map[string]any, key string, v any) error {
 	if f == nil {
 		return errors.New("no rdma0 entry in the result")
@@ -219,7 +219,7 @@ func PodLink(path, name string) (l netlink.Link, err error) {
 	return l, err
 }
 
-// NoLink: the netns at path has no link name.
+// NoLink checks that the netns at path has no link name.
 func NoLink(path, name string) error {
 	l, err := PodLink(path, name)
 	switch {

@@ -108,7 +108,7 @@ func PortNetdev(dev string, port uint32) (string, error) {
 	return "", nil
 }
 
-// BoundTo: RDMA device dev is visible in this thread's netns with port 1
+// BoundTo checks that RDMA device dev is visible in this thread's netns with port 1
 // bound to netdev, as the kernel has it.
 func BoundTo(dev, netdev string) error {
 	got, err := PortNetdev(dev, 1)

@@ -83,7 +83,7 @@ func PortView(dev string) (string, error) {
 	return fmt.Sprintf("%s/%d state=%s phys=%s netdev=%s", dev, ports[0].Port, ports[0].State, ports[0].PhysState, devs[i].Netdev), nil
 }
 
-// InitNetHas: init_net's RDMA netlink lists dev.
+// InitNetHas checks that init_net's RDMA netlink lists dev.
 func InitNetHas(dev string) (bool, error) {
 	links, err := nldump.RdmaLinkList(nil)
 	if err != nil {
@@ -92,7 +92,7 @@ func InitNetHas(dev string) (bool, error) {
 	return slices.ContainsFunc(links, func(l *netlink.RdmaLink) bool { return l.Attrs.Name == dev }), nil
 }
 
-// InInitNet: init_net's RDMA netlink lists dev.
+// InInitNet checks that init_net's RDMA netlink lists dev.
 func InInitNet(dev string) error {
 	has, err := InitNetHas(dev)
 	if err == nil && !has {
@@ -101,7 +101,8 @@ func InInitNet(dev string) error {
 	return err
 }
 
-// DeviceOn: dev is visible here, pkg/rdma reading its port bound to netdev.
+// DeviceOn checks that dev is visible here, pkg/rdma reading its port bound
+// to netdev.
 func DeviceOn(dev, netdev string) error {
 	devs, err := rdma.New().Devices()
 	if err != nil {

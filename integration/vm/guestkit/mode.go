@@ -58,7 +58,7 @@ func (m Mode) Settle() error {
 	return nil
 }
 
-// ModeIs: the RDMA netns mode is want.
+// ModeIs checks that the RDMA netns mode is want.
 func ModeIs(want rdma.Mode) error {
 	mode, err := rdma.New().NetnsMode()
 	if err == nil && mode != want {
@@ -95,7 +95,7 @@ func AddrOnce(name, cidr string) error {
 	return nil
 }
 
-// HasAddr: netdev name (in this thread's netns) has cidr.
+// HasAddr checks that netdev name (in this thread's netns) has cidr.
 func HasAddr(name, cidr string) error {
 	l, err := netlink.LinkByName(name)
 	if err != nil {

@@ -57,7 +57,8 @@ func collect(readers ...func() ([]string, error)) (Node, error) {
 	return lines, nil
 }
 
-// nicFacts: the NIC's link and addresses, or that init_net lacks it.
+// nicFacts describes the NIC's link and addresses, or says that init_net
+// lacks it.
 func nicFacts(nic string) ([]string, error) {
 	l, err := netlink.LinkByName(nic)
 	if err != nil {
@@ -67,12 +68,13 @@ func nicFacts(nic string) ([]string, error) {
 	return append(a, linkLine(l)), err
 }
 
-// rdmaFacts: the RDMA devices init_net sees, their GIDs, its pnet table.
+// rdmaFacts describes the RDMA devices init_net sees, their GIDs and its
+// pnet table.
 func rdmaFacts() ([]string, error) {
 	return collect(rdmaDevices, gids, func() ([]string, error) { return Pnet("") })
 }
 
-// podLines: the pod's pnet table and rdma0's addresses in it.
+// podLines describes the pod's pnet table and rdma0's addresses in it.
 func podLines(podNS string) ([]string, error) {
 	lines, err := Pnet(podNS)
 	if err != nil {
@@ -101,7 +103,7 @@ func linkLine(l netlink.Link) string {
 	return fmt.Sprintf("link %s mtu=%d %s=%s flags=%#x", a.Name, a.MTU, a.EncapType, a.HardwareAddr, a.RawFlags)
 }
 
-// netdevs: init_net's links, their addresses and the routes of every
+// netdevs describes init_net's links, their addresses and the routes of every
 // table (local and the policy tables too), from one link dump.
 func netdevs() ([]string, error) {
 	ls, err := nldump.LinkList(nil)
@@ -175,7 +177,8 @@ func ip(a net.IP) string {
 	return a.String()
 }
 
-// rdmaDevices: each RDMA device init_net sees, its netdev and its ports.
+// rdmaDevices describes each RDMA device init_net sees, its netdev and its
+// ports.
 func rdmaDevices() ([]string, error) {
 	sys := rdma.New()
 	devs, err := sys.Devices()
@@ -236,7 +239,7 @@ func Pnet(nsPath string) ([]string, error) {
 	return out, nil
 }
 
-// HasSMC: this kernel has SMC (the guest's init loads smc where the
+// HasSMC reports whether this kernel has SMC (the guest's init loads smc where the
 // kernel ships it; docs/kernels.md says which do, and the caps scenario
 // holds each kernel to it).
 func HasSMC() bool {

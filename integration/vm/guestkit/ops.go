@@ -123,7 +123,7 @@ func (l *LockedBuffer) String() string {
 	return l.b.String()
 }
 
-// Exit: the run exited with code.
+// Exit checks that the run exited with code.
 func (r OpsRun) Exit(code int) error {
 	if r.Err != nil {
 		return r.Err
@@ -134,7 +134,7 @@ func (r OpsRun) Exit(code int) error {
 	return nil
 }
 
-// Has: the run's output contains every text.
+// Has checks that the run's output contains every text.
 func (r OpsRun) Has(texts ...string) error {
 	if r.Err != nil {
 		return r.Err
@@ -147,7 +147,7 @@ func (r OpsRun) Has(texts ...string) error {
 	return nil
 }
 
-// Lacks: the run's output contains none of texts.
+// Lacks checks that the run's output contains none of texts.
 func (r OpsRun) Lacks(texts ...string) error {
 	if r.Err != nil {
 		return r.Err
@@ -406,7 +406,7 @@ func (s Scrape) Find(name string, labels map[string]string) []Sample {
 	return out
 }
 
-// Want: exactly one sample named name has labels (and maybe more), and
+// Want checks that exactly one sample named name has labels (and maybe more), and
 // its value is v.
 func (s Scrape) Want(name string, labels map[string]string, v float64) error {
 	got := s.Find(name, labels)

@@ -79,7 +79,7 @@ func inNetns(ctx context.Context, p Pod, name string, args ...string) *exec.Cmd 
 	return exec.CommandContext(ctx, "/usr/sbin/ip", append([]string{"netns", "exec", p.Name, name}, args...)...)
 }
 
-// rpingDone: whether an rping client (-v) that ended with err and printed
+// rpingDone reports whether an rping client (-v) that ended with err and printed
 // out completed count verified pings: its count "ping data" lines are the
 // proof, the exit status alone is not. rping's cm_thread (rdma-core 44,
 // the guests' Debian) polls the CM event channel the main thread closes
@@ -105,7 +105,7 @@ func rpingDone(out string, err error, count int) bool {
 	return false
 }
 
-// listening: an rping server's cm_id listens on addr in some netns, as
+// listening reports whether an rping server's cm_id listens on addr in some netns, as
 // `rdma -j resource show cm_id` (iproute2's JSON) lists it: its src-addr
 // is ADDR:PORT, an IPv6 address unbracketed.
 func listening(addr string) error {
@@ -168,7 +168,7 @@ func DevGIDs(dev string) ([]rdma.GID, error) {
 	return rdma.New().DeviceGIDs(dev)
 }
 
-// HasGID: dev has gid with ndev netdev.
+// HasGID checks that dev has gid with ndev netdev.
 func HasGID(dev, gid, netdev string) error {
 	gs, err := DevGIDs(dev)
 	if err != nil {

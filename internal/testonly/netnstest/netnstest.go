@@ -4,8 +4,10 @@
 package netnstest
 
 import (
+	"errors"
 	"fmt"
 	"net"
+	"os"
 	"sort"
 	"testing"
 
@@ -28,10 +30,26 @@ func NewNS(t testing.TB) ns.NetNS {
 	return n
 }
 
-// Delete closes and unmounts n; the kernel then destroys the netns. Idempotent.
+// Delete closes and unpins n; the kernel then destroys the netns. A
+// failure is left to leakcheck, which names the pin. Idempotent.
 func Delete(n ns.NetNS) {
 	_ = n.Close()
-	_ = testutils.UnmountNS(n)
+	_ = Unpin(n.Path())
+}
+
+// Unpin removes the netns pin at path as `ip netns del` does: it detaches
+// the bind mount (MNT_DETACH) and removes the file. A plain unmount, CNI
+// testutils.UnmountNS's, fails with EBUSY while any process holds the pin
+// open, as a child a concurrent test forked holds every open file of the
+// test binary until it execs, and leaves the pin behind.
+func Unpin(path string) error {
+	if err := unix.Unmount(path, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("unmount netns pin %s: %w", path, err)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove netns pin %s: %w", path, err)
+	}
+	return nil
 }
 
 // AddVeth creates veth name in host with its peer name+"p" in peer (so

@@ -12,8 +12,9 @@ import (
 // tier: make test-netns sets it to 1.
 const PrivilegedEnv = "RC_PRIVILEGED"
 
-// Capabilities a privileged case uses: netns, netdevs and routes
-// (CAP_NET_ADMIN), setns, mounts and bpf (CAP_SYS_ADMIN).
+// privilegedCaps are the capabilities a privileged case uses:
+// CAP_NET_ADMIN for netns, netdevs and routes, CAP_SYS_ADMIN for setns,
+// mounts and bpf.
 var privilegedCaps = []struct {
 	bit  uint
 	name string

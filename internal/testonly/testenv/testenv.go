@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -211,4 +212,38 @@ func Build(t testing.TB, bin, pkg, tags string) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("build %s (tags %q): %v\n%s", pkg, tags, err, out)
 	}
+}
+
+// LinkedPackages lists the packages the binary of pkg (relative to the
+// repository, e.g. "./plugins/meta/rdma-chain") links, as `go list -deps`
+// says: a binary's link guard asserts on it.
+func LinkedPackages(t testing.TB, pkg string) map[string]bool {
+	t.Helper()
+	out, err := GoCmd("list", "-deps", pkg).Output()
+	if err != nil {
+		t.Fatalf("go list -deps %s: %v", pkg, err)
+	}
+	linked := map[string]bool{}
+	for _, p := range strings.Fields(string(out)) {
+		linked[p] = true
+	}
+	if len(linked) < 50 {
+		t.Fatalf("go list -deps %s listed only %d packages", pkg, len(linked))
+	}
+	return linked
+}
+
+// LinksUnder reports the first of linked that is prefix or under it.
+func LinksUnder(linked map[string]bool, prefix string) (string, bool) {
+	var found []string
+	for p := range linked {
+		if p == prefix || strings.HasPrefix(p, prefix+"/") {
+			found = append(found, p)
+		}
+	}
+	if len(found) == 0 {
+		return "", false
+	}
+	slices.Sort(found)
+	return found[0], true
 }

@@ -1,11 +1,10 @@
 // Package hookcmd runs the transparent-SMC socket hook (pkg/smc/hook) in its
 // own binary, rdma-chain-smc-hook, installed beside the plugin.
 //
-// Why a second binary: the hook's loader links cilium/ebpf, whose packages
-// (with debug/elf, compress/*, encoding/xml and go/parser behind them) cost
-// every start of the plugin binary about 3 ms of CPU (perf stat, 40 runs:
-// 12.5-13.5 ms with it, 9.6-10.0 ms without; tuning 8.8-8.9 ms), on every
-// verb of every pod, while only SMC-R pods with smcr.transparent bpf or auto
+// The loader is a binary of its own because it links cilium/ebpf, whose
+// packages (with debug/elf, compress/*, encoding/xml and go/parser behind
+// them) would cost every start of the plugin binary CPU time
+// (docs/performance.md), on every verb of every pod, while only SMC-R pods with smcr.transparent bpf or auto
 // on a kernel >= 6.6 ever use the hook. Of those, only the pod whose ADD
 // loads the node's program and the one whose DEL detaches it pay an exec;
 // the others' netns are listed and unlisted in the pinned map with raw
@@ -45,7 +44,7 @@ const (
 // takes well under a second.
 const timeout = 30 * time.Second
 
-// ErrNotInstalled: no hook binary beside the plugin.
+// ErrNotInstalled means there is no hook binary beside the plugin.
 var ErrNotInstalled = errors.New(Binary + " is not installed beside the plugin")
 
 // Runner runs the hook binary at Path.

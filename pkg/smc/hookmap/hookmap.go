@@ -52,10 +52,10 @@ var (
 	// ErrNotPinned wraps os.ErrNotExist: the directory or the map pin is
 	// absent on a bpffs (the hook is not loaded on this node).
 	ErrNotPinned error = notPinned{}
-	// ErrNoBPFFS: the pin directory (or, before it exists, its parent) is
+	// ErrNoBPFFS means the pin directory (or, before it exists, its parent) is
 	// not on a bpffs, where a missing pin says nothing of the kernel's hook.
 	ErrNoBPFFS = errors.New("no bpffs mounted")
-	// ErrNotHookMap: the pin is not the hook's map; it is left alone.
+	// ErrNotHookMap means the pin is not the hook's map; it is left alone.
 	ErrNotHookMap = errors.New("not the SMC socket hook's netns map")
 )
 

@@ -300,7 +300,7 @@ func allRunning(p *corev1.Pod) bool {
 // (integration/node/guest/etc: the RDMA shared device plugin's config).
 var rdmaResources = []corev1.ResourceName{"rdma/hca", "aliyun/erdma"}
 
-// asksRDMA: the pod's container name asks for an RDMA device (a device
+// asksRDMA reports whether the pod's container name asks for an RDMA device (a device
 // plugin resource or a DRA claim); the checks look at that container, which
 // need not be the first (a sidecar often is).
 func asksRDMA(p *corev1.Pod, name string) bool {
@@ -341,8 +341,9 @@ func condTime(p *corev1.Pod, t corev1.PodConditionType) time.Time {
 	return time.Time{}
 }
 
-// printTiming: kubelet's startTime (it saw the pod), the sandbox with its
-// network ready (PodReadyToStartContainers), the last container started.
+// printTiming prints kubelet's startTime (it saw the pod), when the sandbox
+// had its network ready (PodReadyToStartContainers) and when the last
+// container started.
 func printTiming(nsName string, p *corev1.Pod) {
 	for _, c := range p.Status.ContainerStatuses {
 		what := "-"
