@@ -97,7 +97,8 @@ func registeredMetrics(t *testing.T) map[string][]string {
 	t.Helper()
 	ch := make(chan *prometheus.Desc, 200)
 	node := metrics.NewNodeCollector(nil, func() []conflist.Network { return nil }, nil, false)
-	for _, c := range append(metrics.NewReconcile().Collectors(), node) {
+	usage := metrics.NewUsageCollector(nil, func() []conflist.Network { return nil }, false)
+	for _, c := range append(metrics.NewReconcile().Collectors(), node, usage) {
 		c.Describe(ch)
 	}
 	close(ch)

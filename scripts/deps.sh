@@ -54,8 +54,11 @@ install_go "$TOOLS/cni/bin" "${plugins[@]}"
 # promtool checks and tests the alerting rules (make test-alerts). Built
 # without the cloud service discoveries (Prometheus's remove_all_sd tag:
 # rules need none, and the AWS, Azure and GCE SDKs are most of the build);
-# docs/development.md says how long it takes on a cold machine.
-GOFLAGS="$GOFLAGS -tags=remove_all_sd" install_go "$TOOLS/bin" "github.com/prometheus/prometheus/cmd/promtool@$PROMETHEUS_VERSION"
+# docs/development.md says how long it takes on a cold machine. Only
+# make test-alerts asks for it (DEPS_PROMTOOL=1).
+if [ "${DEPS_PROMTOOL:-0}" = 1 ]; then
+	GOFLAGS="$GOFLAGS -tags=remove_all_sd" install_go "$TOOLS/bin" "github.com/prometheus/prometheus/cmd/promtool@$PROMETHEUS_VERSION"
+fi
 if [ "${DEPS_LINT:-1}" = 1 ]; then
 	CGO_ENABLED=1 install_go "$TOOLS/bin" "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$GOLANGCI_VERSION"
 fi

@@ -208,8 +208,11 @@ func (cp *controlPlane) smcFallbacks(t *testing.T, node, nsPath string) uint64 {
 func (cp *controlPlane) attachments(node string) ([]inspect.Attachment, error) {
 	pod, err := cp.kubectlOut("-n", "kube-system", "get", "pods", "-l", "app=rdma-chain",
 		"--field-selector", "spec.nodeName="+node, "-o", "jsonpath={.items[*].metadata.name}")
-	if err != nil || pod == "" || strings.Contains(pod, " ") {
-		return nil, fmt.Errorf("the DaemonSet's pod on %s: %v: %q", node, err, pod)
+	if err != nil {
+		return nil, fmt.Errorf("the DaemonSet's pod on %s: %w: %s", node, err, pod)
+	}
+	if pod == "" || strings.Contains(pod, " ") {
+		return nil, fmt.Errorf("the DaemonSet's pods on %s: %q, want one", node, pod)
 	}
 	out, err := cp.execIn([]string{"-n", "kube-system", pod, "-c", "reconcile"}, "/rdma-chain-ops", "inspect", "--json")
 	var r inspect.Report

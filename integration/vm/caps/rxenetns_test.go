@@ -118,7 +118,7 @@ func rpingOnce(a, b guestkit.Pod, addr string) error {
 	defer ccancel()
 	out, err := exec.CommandContext(cctx, "/usr/sbin/ip", "netns", "exec", b.Name, "rping", "-c", "-a", addr, "-C", "1", "-v").CombinedOutput()
 	if strings.Count(string(out), "ping data") != 1 {
-		return fmt.Errorf("rping client: %v: %s / server: %s", err, out, srvOut.String())
+		return fmt.Errorf("rping client: %s: %s / server: %s", fmt.Sprint(err), out, srvOut.String())
 	}
 	return nil
 }

@@ -269,4 +269,3 @@ func rpingOwn(t *testing.T, p1, p2 pod, dev1, dev2, prefix string) error {
 	}
 	return ownTraffic(t, "rping "+a, []string{dev1, dev2}, func() error { return guestkit.Rping(t, dev1, p1, p2, a, 3) })
 }
-
