@@ -134,3 +134,47 @@ func samples(t *testing.T, c prometheus.Collector, names ...string) map[string]b
 	}
 	return out
 }
+
+// TestPodSoftRoCEDeviceNotRemembered: a pod's own rxe device, seen on the
+// host while its record names it, has no rdma_device_present series, then
+// or after its pod's DEL: its going is no device lost.
+func TestPodSoftRoCEDeviceNotRemembered(t *testing.T) {
+	dir := t.TempDir()
+	store := state.New(dir)
+	rec := &state.Record{Network: "rdmanet", ContainerID: "a", IfName: "eth0", NetNS: "/run/netns/a", Mode: "shared",
+		Links: []state.Link{{Device: "rxe_0123456789ab", Kind: state.LinkMACVlan, SoftRoCE: true, Step: state.StepDone}}}
+	if err := store.Put(rec); err != nil {
+		t.Fatal(err)
+	}
+	nets := []conflist.Network{{Name: "rdmanet", DataDir: dir}}
+	podDev := rxeUp
+	podDev.Device = "rxe_0123456789ab"
+	h := &healthStats{fakeStats: fakeStats{mode: rdma.ModeShared}}
+	c := NewNodeCollector(h, func() []conflist.Network { return nets }, nil, false)
+	for _, tc := range []struct {
+		name string
+		host []rdma.PortStats
+		del  bool
+	}{
+		{"pod running", []rdma.PortStats{rxeUp, podDev}, false},
+		{"pod deleted", []rdma.PortStats{rxeUp}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.del {
+				if err := store.Delete(rec.Key()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			h.host = tc.host
+			got := samples(t, c, "rdma_chain_rdma_device_present")
+			if !got[`rdma_chain_rdma_device_present{device="rxe0"} 1`] {
+				t.Errorf("rxe0 not present: %v", got)
+			}
+			for s := range got {
+				if strings.Contains(s, "rxe_0123456789ab") {
+					t.Errorf("sample %s of the pod's own device", s)
+				}
+			}
+		})
+	}
+}

@@ -299,10 +299,19 @@ func (s *scrape) ports(ports []rdma.PortStats, where string, pod []string, seen 
 
 // devices exports rdma_device_present for every device seen now, seen
 // by an earlier scrape, or named by a record's link; unsure are devices
-// whose netns could not be read ("*": the host's), said nothing of.
+// whose netns could not be read ("*": the host's), said nothing of. A
+// pod's own soft-RoCE device goes with its pod: it is never remembered.
 func (s *scrape) devices(recs []*state.Record, seen, unsure map[string]bool) {
 	s.c.devMu.Lock()
 	defer s.c.devMu.Unlock()
+	podOwn := map[string]bool{}
+	for _, r := range recs {
+		for _, l := range r.Links {
+			if l.SoftRoCE {
+				podOwn[l.Device] = true
+			}
+		}
+	}
 	for d := range seen {
 		s.c.devices[d] = true
 	}
@@ -312,6 +321,9 @@ func (s *scrape) devices(recs []*state.Record, seen, unsure map[string]bool) {
 				s.c.devices[l.Device] = true
 			}
 		}
+	}
+	for d := range podOwn {
+		delete(s.c.devices, d)
 	}
 	for d := range s.c.devices {
 		switch {
