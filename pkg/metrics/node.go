@@ -304,25 +304,21 @@ func (s *scrape) ports(ports []rdma.PortStats, where string, pod []string, seen 
 func (s *scrape) devices(recs []*state.Record, seen, unsure map[string]bool) {
 	s.c.devMu.Lock()
 	defer s.c.devMu.Unlock()
-	podOwn := map[string]bool{}
-	for _, r := range recs {
-		for _, l := range r.Links {
-			if l.SoftRoCE {
-				podOwn[l.Device] = true
-			}
-		}
-	}
 	for d := range seen {
 		s.c.devices[d] = true
 	}
+	var podOwn []string
 	for _, r := range recs {
 		for _, l := range r.Links {
-			if l.Device != "" {
+			switch {
+			case l.SoftRoCE:
+				podOwn = append(podOwn, l.Device)
+			case l.Device != "":
 				s.c.devices[l.Device] = true
 			}
 		}
 	}
-	for d := range podOwn {
+	for _, d := range podOwn {
 		delete(s.c.devices, d)
 	}
 	for d := range s.c.devices {
