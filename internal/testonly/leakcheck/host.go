@@ -30,8 +30,10 @@ const turnSocket = "@rdma-chain-leakcheck"
 
 // hostLinksOnce holds a netlink handle opened in TestMain's netns, the
 // host's, before any test runs: the goroutine that reads the links after
-// the tests may sit on any thread.
-var hostLinksOnce = sync.OnceValues(func() (*netlink.Handle, error) { return netlink.NewHandle() })
+// the tests may sit on any thread. Route only: with no family named,
+// netlink opens XFRM and netfilter sockets too, which a kernel built
+// without them (the VM guests') refuses with EPROTONOSUPPORT.
+var hostLinksOnce = sync.OnceValues(func() (*netlink.Handle, error) { return netlink.NewHandle(unix.NETLINK_ROUTE) })
 
 // netnsPins lists the entries of NetnsDir.
 func netnsPins() ([]string, error) {
