@@ -30,8 +30,9 @@ func TestConfWatchSettlesUnderSteadyWrites(t *testing.T) {
 	watchConfDirs(ctx, []string{dir}, changed, slog.New(slog.DiscardHandler))
 	var writing atomic.Bool
 	writing.Store(true)
-	stop := make(chan struct{})
+	stop, done := make(chan struct{}), make(chan struct{})
 	go func() {
+		defer close(done)
 		defer writing.Store(false)
 		deadline := time.Now().Add(5 * confSettleMax)
 		for i := 0; time.Now().Before(deadline); i++ {
@@ -49,6 +50,7 @@ func TestConfWatchSettlesUnderSteadyWrites(t *testing.T) {
 	<-changed
 	stillWriting := writing.Load()
 	close(stop)
+	<-done // the writer ends before t and its temporary dir do
 	if !stillWriting {
 		t.Errorf("the change was reported only once the writes stopped (%v of writes every 50 ms)", 5*confSettleMax)
 	}
