@@ -30,7 +30,7 @@ func (r *reconciler) pass(ctx context.Context) int {
 		return 1
 	}
 	problems, released, kept := 0, 0, 0
-	listed := map[state.Key]bool{}
+	listed, seen := map[state.Key]bool{}, map[state.Key]bool{}
 	reason := metrics.ReasonNetnsGone
 	if live != nil {
 		reason = metrics.ReasonSandboxGone
@@ -51,6 +51,7 @@ func (r *reconciler) pass(ctx context.Context) int {
 			if rec.Network != n.Name {
 				continue
 			}
+			seen[rec.Key()] = true
 			why, p := r.stale(rec, live)
 			problems += p
 			recReason := reason
@@ -82,6 +83,7 @@ func (r *reconciler) pass(ctx context.Context) int {
 		}
 	}
 	r.forgetUnseen(listed)
+	r.forgetReleaseErrs(seen)
 	r.log.Info("pass done", "released", released, "kept", kept, "problems", problems, "liveness", r.liveness())
 	return problems
 }
@@ -266,12 +268,39 @@ func (r *reconciler) forgetUnseen(listed map[state.Key]bool) {
 func (r *reconciler) release(n conflist.Network, rec *state.Record, why, reason string) bool {
 	if err := r.delRecord(n, rec); err != nil {
 		r.metrics.ReleaseFailures.WithLabelValues(n.Name).Inc()
-		r.log.Error("cannot release an attachment", "attachment", describeRec(rec), "why", why, "error", err)
+		r.releaseFailed(rec, why, err)
 		return false
 	}
+	delete(r.releaseErrs, rec.Key())
 	r.metrics.Releases.WithLabelValues(n.Name, reason).Inc()
 	r.log.Info("released an attachment", "attachment", describeRec(rec), "why", why)
 	return true
+}
+
+// releaseFailed says that rec's release failed: at ERROR the first time
+// and whenever the error changes, at DEBUG while it repeats (each pass
+// retries, counts a problem and the failure metric).
+func (r *reconciler) releaseFailed(rec *state.Record, why string, err error) {
+	attrs := []any{"attachment", describeRec(rec), "why", why, "error", err}
+	if r.releaseErrs[rec.Key()] == err.Error() {
+		r.log.Debug("still cannot release an attachment", attrs...)
+		return
+	}
+	if r.releaseErrs == nil {
+		r.releaseErrs = map[state.Key]string{}
+	}
+	r.releaseErrs[rec.Key()] = err.Error()
+	r.log.Error("cannot release an attachment", attrs...)
+}
+
+// forgetReleaseErrs forgets the failed releases of records no pass saw
+// (released since, by the runtime's DEL or by hand).
+func (r *reconciler) forgetReleaseErrs(seen map[state.Key]bool) {
+	for key := range r.releaseErrs {
+		if !seen[key] {
+			delete(r.releaseErrs, key)
+		}
+	}
 }
 
 // delRecord runs the plugin's DEL for rec's attachment.

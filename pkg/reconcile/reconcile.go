@@ -129,6 +129,9 @@ type reconciler struct {
 	// unverified are the attachments CRI lists whose netns this process
 	// cannot read, with the reason already said; the passes' alone.
 	unverified map[state.Key]string
+	// releaseErrs are the attachments whose release failed, with the
+	// error already said; the passes' alone.
+	releaseErrs map[state.Key]string
 	// reloadErr is the last failure of reloadNetworks, said once.
 	reloadErr string
 }

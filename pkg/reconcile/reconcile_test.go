@@ -607,3 +607,26 @@ func TestReloadFailureSaidOnce(t *testing.T) {
 		t.Errorf("another failure not said:\n%s", out)
 	}
 }
+
+// TestReleaseFailureSaidOnce: a release that fails the same way on every
+// pass is an ERROR once, said again when its error changes, and counted
+// as a problem of each pass.
+func TestReleaseFailureSaidOnce(t *testing.T) {
+	n := newFakeNode(t, rec("rdmanet", "fails", "/run/netns/dead", time.Hour))
+	n.gone["/run/netns/dead"] = true
+	r := n.reconciler("")
+	for i, delErr := range []string{"boom", "boom", "boom", "bang"} {
+		n.delErr["fails"] = errors.New(delErr)
+		if problems := r.pass(context.Background()); problems != 1 {
+			t.Errorf("pass %d: problems %d, want 1", i, problems)
+		}
+	}
+	errs := regexp.MustCompile(`level=ERROR msg="cannot release an attachment" .* error=(\w+)`).FindAllStringSubmatch(n.out.String(), -1)
+	var said []string
+	for _, m := range errs {
+		said = append(said, m[1])
+	}
+	if want := []string{"boom", "bang"}; !slices.Equal(said, want) {
+		t.Errorf("ERROR lines say %q, want %q:\n%s", said, want, n.out.String())
+	}
+}
