@@ -40,6 +40,7 @@ type fakeKubelet struct {
 	pods  []*prv1.PodResources
 	get   getMode
 	hang  bool
+	delay time.Duration // Get answers this late (or ends with its context)
 	lists atomic.Int32
 	gets  atomic.Int32
 }
@@ -59,6 +60,11 @@ func (f *fakeKubelet) Get(ctx context.Context, req *prv1.GetPodResourcesRequest)
 	f.gets.Add(1)
 	if f.hang {
 		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	select {
+	case <-time.After(f.delay):
+	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
 	switch f.get {
@@ -235,6 +241,22 @@ func TestHangingKubelet(t *testing.T) {
 	if n := f.gets.Load() - 1; n < 2 {
 		t.Errorf("Lookup asked Get %d times, want it to ask again after a timed-out attempt", n)
 	}
+}
+
+// A kubelet that answers every call late, but within the lookup's
+// budget, is waited for: the attempt after a timed-out one has the rest of
+// the budget, not twice the last attempt's time.
+func TestSlowKubelet(t *testing.T) {
+	f := &fakeKubelet{pods: testPods(), delay: 1600 * time.Millisecond}
+	c := New(serve(t, f), 100*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	start := time.Now()
+	got, err := c.Lookup(ctx, "default", "web", Query{ResourceNames: resources})
+	if err != nil || !got.Known {
+		t.Fatalf("Lookup = %+v, %v after %d calls, want web's answer", got, err, f.gets.Load())
+	}
+	t.Logf("served after %d calls in %v", f.gets.Load(), time.Since(start).Round(time.Millisecond))
 }
 
 // refuseFirst answers ResourceExhausted, as kubelet's rate limit does, to

@@ -22,9 +22,11 @@ const (
 
 // retry calls get, one attempt at a time, until kubelet answers, an
 // attempt fails in a way another attempt would not change, or ctx ends;
-// it returns the last attempt's result and the number of attempts. An
-// attempt is bounded by the client's timeout, doubled after each attempt
-// that timed out (kubelet is there but slow), and is retried at once; an
+// it returns the last attempt's result and the number of attempts. The
+// first attempt is bounded by the client's timeout; one that timed out
+// (kubelet is there but slow) is asked again at once, given the rest of
+// ctx's time: a kubelet starved on a node starting tens of pods answers
+// late, and each abandoned call throws away its place in the queue. An
 // attempt kubelet refused (its rate limit, a full listen backlog) is
 // retried after a backoff. When ctx's deadline comes before the backoff
 // ends, retry gives up at once with the refusal.
@@ -43,7 +45,7 @@ func (c *Client) retry(ctx context.Context, get func(context.Context) (*podResou
 			refusals++
 			wait = backoff(refusals)
 		case grpcunix.StatusOf(err).Code == grpcunix.DeadlineExceeded:
-			timeout *= 2
+			timeout = restOf(ctx, 2*timeout)
 		default:
 			return nil, attempt, err
 		}
@@ -51,6 +53,15 @@ func (c *Client) retry(ctx context.Context, get func(context.Context) (*podResou
 			return nil, attempt, err
 		}
 	}
+}
+
+// restOf is the time left until ctx's deadline, or otherwise when ctx has
+// none.
+func restOf(ctx context.Context, otherwise time.Duration) time.Duration {
+	if dl, ok := ctx.Deadline(); ok {
+		return time.Until(dl)
+	}
+	return otherwise
 }
 
 // refused reports whether kubelet turned the call away without serving
