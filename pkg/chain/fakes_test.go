@@ -270,7 +270,10 @@ func (w *world) AddChild(spec netdev.ChildSpec, _ ns.NetNS) (netdev.Child, error
 	}
 	return netdev.Child{Name: spec.PodName, MAC: "02:00:00:00:00:0" + spec.PodName[len(spec.PodName)-1:], MTU: 1450}, nil
 }
-func (w *world) DelChild(nsPath, name, mac string) error {
+func (w *world) DelChild(nsPath, name, mac string, id *netdev.ChildID) error {
+	if id != nil {
+		return w.record("DelChild %s %s %s %d/%d", nsPath, name, mac, id.NetnsID, id.Index)
+	}
 	return w.record("DelChild %s %s %s", nsPath, name, mac)
 }
 func (w *world) CheckInPod(nsPath, name, mac string) error {
