@@ -38,7 +38,8 @@ type attached struct {
 // attachLocked is ADD's first phase, under the node lock: it selects the
 // devices and makes the host changes for each, each link recorded once
 // before its changes, with whether it will get an IPAM lease (see save).
-// The next record is the one finishAttach writes. What it produced is
+// The next record is saveChildIDs' (children with leases) or the one
+// finishAttach writes. What it produced is
 // returned with an error too: the netns to close, the leases to release.
 func (p *Plugin) attachLocked(c *call, rec *draft, req *request, offered []rdma.Device,
 	result *types100.Result,
