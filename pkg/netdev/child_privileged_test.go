@@ -243,6 +243,11 @@ func TestDelChildByID(t *testing.T) {
 					t.Errorf("child in the held netns: %+v, want kept %v", s, tt.wantKept)
 				}
 			}
+			if tt.wantErr == nil { // again: no link at the index (ENODEV) or no netns (EINVAL)
+				if err := e.inHost(func() error { return DelChild(path, podIf, c.MAC, &id) }); err != nil {
+					t.Errorf("DelChild again = %v", err)
+				}
+			}
 		})
 	}
 }
