@@ -122,8 +122,12 @@ func copyLeaseProgress(cur, released *state.Record) {
 // A child not proven gone fails the release with "try again" (11) before
 // anything is given back; the record stays for a later DEL, GC or
 // reconcile. A child without a recorded nsid (a record of an earlier
-// release) is taken for gone, as before.
+// release) is taken for gone, as before; so is one of an earlier boot,
+// whose nsid may name a netns of this boot (see detachHost).
 func (p *Plugin) unpinnedChildren(c *call, rec *state.Record, nsPath string) error {
+	if rec.BootOf(p.bootID(c)) == state.BootEarlier {
+		return nil
+	}
 	if nsPath != "" {
 		if _, err := p.env.Netns.ID(nsPath); !errors.Is(err, netnsid.ErrGone) {
 			return nil // there, or unreadable: the host side's DelChild decides
