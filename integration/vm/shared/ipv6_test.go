@@ -119,8 +119,11 @@ func heldNetnsDel(t *testing.T, c *guestkit.Calls) {
 // recordHas: the one record of c holds s.
 func recordHas(c *guestkit.Calls, s string) error {
 	recs, err := c.Records()
-	if err != nil || len(recs) != 1 {
-		return fmt.Errorf("records %q: %v", recs, err)
+	if err != nil {
+		return err
+	}
+	if len(recs) != 1 {
+		return fmt.Errorf("records %q, want one", recs)
 	}
 	b, err := os.ReadFile(c.DataDir + "/attachments/" + recs[0])
 	if err == nil && !strings.Contains(string(b), s) {
