@@ -38,7 +38,8 @@ type attached struct {
 // attachLocked is ADD's first phase, under the node lock: it selects the
 // devices and makes the host changes for each, each link recorded once
 // before its changes, with whether it will get an IPAM lease (see save).
-// The next record is the one finishAttach writes. What it produced is
+// The next record is saveChildIDs' (children with leases) or the one
+// finishAttach writes. What it produced is
 // returned with an error too: the netns to close, the leases to release.
 func (p *Plugin) attachLocked(c *call, rec *draft, req *request, offered []rdma.Device,
 	result *types100.Result,
@@ -73,7 +74,18 @@ func (p *Plugin) attachLocked(c *call, rec *draft, req *request, offered []rdma.
 			return att, err
 		}
 	}
-	return att, nil
+	return att, p.saveChildIDs(c, rec)
+}
+
+// saveChildIDs records the children's nsids and ifindexes (see
+// attachShared) before their leases are taken: a release whose netns path
+// names no netns proves each child gone through them before it gives back
+// the child's address.
+func (p *Plugin) saveChildIDs(c *call, rec *draft) error {
+	if leases(rec.Record) == 0 || !slices.ContainsFunc(rec.Links, func(l state.Link) bool { return l.PodNetnsID != nil }) {
+		return nil
+	}
+	return p.save(c, rec)
 }
 
 // selectLocked picks, under the node lock, the devices ADD gives the pod,
@@ -382,9 +394,13 @@ func (p *Plugin) attachShared(c *call, rec *draft, link *state.Link, podNS ns.Ne
 		return 0, err
 	}
 	failpoint.Hit("add-child-created")
-	// Recorded with the next record: until then DEL deletes the child by
-	// name and kind, without its MAC.
+	// Recorded with the next record (saveChildIDs' when the child has a
+	// lease): until then DEL deletes the child by name and kind, without
+	// its MAC, and takes it for gone when the netns path is.
 	link.MAC = child.MAC
+	if child.NetnsID != nil {
+		link.PodNetnsID, link.PodIndex = child.NetnsID, child.Index
+	}
 	if c.conf.PodSoftRoCE != "" {
 		if err := p.attachSoftRoCE(c, rec, link); err != nil {
 			return 0, err

@@ -51,9 +51,11 @@ func TestAddRecordsBoot(t *testing.T) {
 // its device-info file and its record, and nothing of the kernel: the
 // hook key, the pnet rows and the child died with that boot, and this
 // boot's pods may have their numbers (here a pod of this boot lists the
-// same netns inode and wrote the same init_net entry).
+// same netns inode and wrote the same init_net entry), nor looks its
+// child up by the nsid it recorded.
 func TestDelOfEarlierBoot(t *testing.T) {
 	w, dir := erdmaWorld(t), t.TempDir()
+	w.childNsid = true
 	w.boot(t, bootA)
 	addPod(t, w, dir, "c1", smcrMacvlan)
 	rec, err := state.New(dir).Get(state.Key{Network: "rdmanet", ContainerID: "c1", IfName: "eth0"})

@@ -9,6 +9,7 @@ import (
 
 	"github.com/rdma-chain/rdma-chain/internal/failpoint"
 	"github.com/rdma-chain/rdma-chain/pkg/netdev"
+	"github.com/rdma-chain/rdma-chain/pkg/netnsid"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
@@ -43,8 +44,13 @@ func (p *Plugin) del(c *call) error {
 
 // release gives back everything rec holds and forgets it: the IPAM leases
 // without the node lock (an IPAM may be slow), then the host side under it.
-// Progress is recorded, so a failed or killed release can be retried.
+// Progress is recorded, so a failed or killed release can be retried. When
+// nsPath names no netns, the children come first (unpinnedChildren): one
+// still alive holds its lease's address.
 func (p *Plugin) release(c *call, rec *state.Record, nsPath string) error {
+	if err := p.unpinnedChildren(c, rec, nsPath); err != nil {
+		return err
+	}
 	leaseErr := p.releaseLeases(c, rec)
 	unlock, err := c.lock()
 	if err != nil {
@@ -106,6 +112,53 @@ func copyLeaseProgress(cur, released *state.Record) {
 			cur.Links[i].IPAM, cur.Links[i].IPs = false, nil
 		}
 	}
+}
+
+// unpinnedChildren deletes, when nsPath is empty or names no netns, the
+// children rec holds leases for, from the host netns through their
+// recorded nsid and ifindex, or proves them gone (netdev.DelChild): a
+// netns path that is gone does not prove the netns dead, as a leaked
+// process may hold it, and with it a child that has the pod's address.
+// A child not proven gone fails the release with "try again" (11) before
+// anything is given back; the record stays for a later DEL, GC or
+// reconcile. A child without a recorded nsid (a record of an earlier
+// release) is taken for gone, as before; so is one of an earlier boot,
+// whose nsid may name a netns of this boot (see detachHost).
+func (p *Plugin) unpinnedChildren(c *call, rec *state.Record, nsPath string) error {
+	if rec.BootOf(p.bootID(c)) == state.BootEarlier {
+		return nil
+	}
+	if nsPath != "" {
+		if _, err := p.env.Netns.ID(nsPath); !errors.Is(err, netnsid.ErrGone) {
+			return nil // there, or unreadable: the host side's DelChild decides
+		}
+	}
+	for i := range rec.Links {
+		l := &rec.Links[i]
+		if !l.IPAM || l.PodNetnsID == nil || l.Step == state.StepPlanned || l.Step == state.StepReleased {
+			continue
+		}
+		if err := p.delChild(l, ""); err != nil {
+			return err
+		}
+		c.log.Info("child of a netns whose path is gone deleted or proven gone", "ifname", l.PodName, "nsid", *l.PodNetnsID)
+	}
+	return nil
+}
+
+// delChild deletes l's child (netdev.DelChild) from the netns at nsPath, or
+// from the host netns through its recorded nsid when nsPath names none. A
+// child not proven gone is a "try again" (11).
+func (p *Plugin) delChild(l *state.Link, nsPath string) error {
+	var id *netdev.ChildID
+	if l.PodNetnsID != nil {
+		id = &netdev.ChildID{NetnsID: *l.PodNetnsID, Index: l.PodIndex}
+	}
+	err := p.env.Links.DelChild(nsPath, l.PodName, l.MAC, id)
+	if errors.Is(err, netdev.ErrUnproven) {
+		return cniError(types.ErrTryAgainLater, "the pod's netns path is gone and its "+l.PodName+" may still hold its address; try again", err)
+	}
+	return err
 }
 
 // detachHost undoes the host side of an attachment in reverse order: the
@@ -171,7 +224,7 @@ func (p *Plugin) detachLink(l *state.Link, nsPath string) error {
 		if err := p.detachSoftRoCE(l); err != nil {
 			return err
 		}
-		if err := p.env.Links.DelChild(nsPath, l.PodName, l.MAC); err != nil {
+		if err := p.delChild(l, nsPath); err != nil {
 			return err
 		}
 		failpoint.Hit("del-child-deleted")

@@ -145,6 +145,7 @@ type world struct {
 	tcp2smc    bool                       // the kernel has net.smc.tcp2smc
 	offer      smc.Offer                  // what STATUS's probe finds
 	childLeft  bool                       // a failed AddChild created its child (not read back)
+	childNsid  bool                       // AddChild gives its child nsid 7 and ifindex 1048579
 	hooked     map[uint64]bool            // netns inodes listed in the SMC socket hook
 	gids       map[string][2]int          // RDMA device -> free rows and size of port 1's GID table
 	bootIDPath string                     // Env.BootIDPath ("": the kernel's)
@@ -268,9 +269,16 @@ func (w *world) AddChild(spec netdev.ChildSpec, _ ns.NetNS) (netdev.Child, error
 		}
 		return netdev.Child{}, err
 	}
-	return netdev.Child{Name: spec.PodName, MAC: "02:00:00:00:00:0" + spec.PodName[len(spec.PodName)-1:], MTU: 1450}, nil
+	c := netdev.Child{Name: spec.PodName, MAC: "02:00:00:00:00:0" + spec.PodName[len(spec.PodName)-1:], MTU: 1450}
+	if w.childNsid {
+		c.NetnsID, c.Index = new(int32(7)), 1048579
+	}
+	return c, nil
 }
-func (w *world) DelChild(nsPath, name, mac string) error {
+func (w *world) DelChild(nsPath, name, mac string, id *netdev.ChildID) error {
+	if id != nil {
+		return w.record("DelChild %s %s %s %d/%d", nsPath, name, mac, id.NetnsID, id.Index)
+	}
 	return w.record("DelChild %s %s %s", nsPath, name, mac)
 }
 func (w *world) CheckInPod(nsPath, name, mac string) error {

@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/containernetworking/cni/pkg/types"
+
+	"github.com/rdma-chain/rdma-chain/pkg/netdev"
 	"github.com/rdma-chain/rdma-chain/pkg/podres"
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
@@ -237,5 +240,52 @@ func TestDelAfterCrashBeforeIPAM(t *testing.T) {
 			[]string{"IPAMDel c1 rdma0", "ReturnToHost mlx5_0 /var/run/netns/pod", "RestoreToHost eth1 /var/run/netns/pod"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) { delAfterCrash(t, tc.link, withIPAM, tc.want) })
+	}
+}
+
+// With the netns path gone, DEL deletes (or proves gone) a child whose
+// record has its nsid before it releases the child's lease; a child not
+// proven gone answers 11 and releases nothing. GC goes the same way.
+func TestDelUnpinnedChild(t *testing.T) {
+	const delChild = "DelChild  rdma0 02:00:00:00:00:00 7/1048579"
+	for _, tt := range []struct {
+		name   string
+		gc     bool
+		failOn error
+		want   []string
+	}{
+		{name: "DEL: child first", want: []string{delChild, "IPAMDel c1 rdma0", "DelChild /var/run/netns/pod rdma0 02:00:00:00:00:00 7/1048579"}},
+		{name: "GC: child first", gc: true, want: []string{delChild, "IPAMDel c1 rdma0", "DelChild /var/run/netns/pod rdma0 02:00:00:00:00:00 7/1048579"}},
+		{name: "unproven", failOn: fmt.Errorf("look up: %w", netdev.ErrUnproven), want: []string{delChild}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			w := &world{mode: rdma.ModeShared, devices: []rdma.Device{rxe("rxe0", "veth0")}, childNsid: true}
+			dir := t.TempDir()
+			if err := w.plugin().Add(cmd(dir, withIPAM, prevResult100)); err != nil {
+				t.Fatal(err)
+			}
+			w.calls, w.gone = nil, map[string]bool{"/var/run/netns/pod": true}
+			w.failOn = map[string]error{"DelChild": tt.failOn}
+			args := cmd(dir, withIPAM, "")
+			if tt.gc {
+				args = cmd(dir, withIPAM+`,"cni.dev/valid-attachments":[]`, "")
+			}
+			verb := w.plugin().Del
+			if tt.gc {
+				verb = w.plugin().GC
+			}
+			err := verb(args)
+			if tt.failOn != nil {
+				wantCode(t, err, types.ErrTryAgainLater, "may still hold its address")
+				if len(stateFiles(t, dir)) != 1 {
+					t.Error("the record went")
+				}
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if got := w.callsNamed("DelChild", "IPAMDel"); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("calls %q, want %q", got, tt.want)
+			}
+		})
 	}
 }

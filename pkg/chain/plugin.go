@@ -61,7 +61,9 @@ type Links interface {
 	// AddChild's Child names a child it created even with an error (its
 	// undo, DelChild, is then the caller's).
 	AddChild(spec netdev.ChildSpec, podNS ns.NetNS) (netdev.Child, error)
-	DelChild(podNSPath, name, expectMAC string) error
+	// DelChild is netdev.DelChild: id (nil: not recorded) finds the child
+	// from the host netns when podNSPath names no netns.
+	DelChild(podNSPath, name, expectMAC string, id *netdev.ChildID) error
 	CheckInPod(podNSPath, name, mac string) error
 }
 

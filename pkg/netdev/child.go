@@ -17,6 +17,9 @@ type Child struct {
 	Name, MAC string
 	Index     int // ifindex in the pod netns
 	MTU       int
+	// NetnsID is the host netns's nsid of the pod netns (nil: unknown):
+	// with Index, the child's ChildID.
+	NetnsID *int32
 }
 
 // ChildSpec describes a shared-mode child of a host netdev.
@@ -42,6 +45,7 @@ var macvlanModes = map[string]netlink.MacvlanMode{
 func childLink(spec ChildSpec, parent, podFd int) (netlink.Link, error) {
 	attrs := netlink.NewLinkAttrs()
 	attrs.Name, attrs.ParentIndex, attrs.MTU = spec.PodName, parent, spec.MTU
+	attrs.Index = randomChildIndex()
 	attrs.Namespace = netlink.NsFd(podFd)
 	attrs.Flags = net.FlagUp
 	switch spec.Kind {
@@ -67,7 +71,9 @@ func childLink(spec ChildSpec, parent, podFd int) (netlink.Link, error) {
 // named spec.PodName and up, in one request: the kernel unregisters a new
 // link whose up fails. A child created but not read back is returned by
 // name with the error: its undo, DelChild by name, is the caller's, as it
-// is for every child AddChild returns. An existing spec.PodName
+// is for every child AddChild returns. The child's ifindex is drawn from
+// childIndexes, and the host netns gets an nsid for podNS (the Child's
+// NetnsID; see ChildID). An existing spec.PodName
 // in podNS is an error before anything changes; a kernel without the kind
 // gives an error wrapping ErrKindUnsupported. spec comes from the plugin's
 // validated configuration; it is not checked again here (the kernel
@@ -85,31 +91,66 @@ func AddChild(spec ChildSpec, podNS ns.NetNS) (Child, error) {
 	if err != nil {
 		return Child{}, fmt.Errorf("find parent netdev %q: %w", spec.Parent, err)
 	}
-	link, err := childLink(spec, parent.Attrs().Index, s.podFd)
-	if err != nil {
+	if err := addChildLink(s, spec, parent.Attrs().Index); err != nil {
 		return Child{}, err
-	}
-	if err := s.host.LinkAdd(link); err != nil {
-		if errors.Is(err, unix.EOPNOTSUPP) {
-			return Child{}, fmt.Errorf("create %s %q on %q: %w (%w)", spec.Kind, spec.PodName, spec.Parent, ErrKindUnsupported, err)
-		}
-		return Child{}, fmt.Errorf("create %s %q on %q and set it up: %w", spec.Kind, spec.PodName, spec.Parent, err)
 	}
 	pl, err := s.pod.LinkByName(spec.PodName)
 	if err != nil {
 		return Child{Name: spec.PodName}, fmt.Errorf("find new %s %q in the pod netns: %w", spec.Kind, spec.PodName, err)
 	}
-	return Child{Name: spec.PodName, MAC: linkMAC(pl), Index: pl.Attrs().Index, MTU: pl.Attrs().MTU}, nil
+	child := Child{Name: spec.PodName, MAC: linkMAC(pl), Index: pl.Attrs().Index, MTU: pl.Attrs().MTU}
+	id, err := podNetnsID(s.host, s.podFd)
+	if err != nil {
+		return child, err
+	}
+	child.NetnsID = &id
+	return child, nil
+}
+
+// addChildLink creates spec's child of parent in s's pod netns. An
+// ifindex drawn that the pod netns already has (EEXIST: the name was
+// checked absent) is drawn again, at most three times.
+func addChildLink(s *session, spec ChildSpec, parent int) error {
+	for attempt := 1; ; attempt++ {
+		link, err := childLink(spec, parent, s.podFd)
+		if err != nil {
+			return err
+		}
+		err = s.host.LinkAdd(link)
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, unix.EEXIST) && attempt < 3:
+			continue
+		case errors.Is(err, unix.EOPNOTSUPP):
+			return fmt.Errorf("create %s %q on %q: %w (%w)", spec.Kind, spec.PodName, spec.Parent, ErrKindUnsupported, err)
+		default:
+			return fmt.Errorf("create %s %q on %q and set it up: %w", spec.Kind, spec.PodName, spec.Parent, err)
+		}
+	}
 }
 
 // DelChild deletes the ipvlan/macvlan child name from the netns at
-// podNSPath. A missing netns or link is no error (idempotent). It refuses
-// (error, nothing deleted) when expectMAC != "" and the link's MAC differs,
-// or when the link is not an ipvlan or macvlan: it is not ours.
-func DelChild(podNSPath, name, expectMAC string) error {
-	h, gone, err := handleAtPath(podNSPath)
-	if err != nil || gone {
-		return err
+// podNSPath. A missing link is no error (idempotent). It refuses (error,
+// nothing deleted) when expectMAC != "" and the link's MAC differs, or
+// when the link is not an ipvlan or macvlan: it is not ours. When
+// podNSPath is empty or names no netns, a process may still hold the netns
+// and the child: with id, DelChildByID deletes it from the host netns or
+// proves it gone; without one (a record of an earlier release), it is
+// taken for gone.
+func DelChild(podNSPath, name, expectMAC string, id *ChildID) error {
+	h, gone := (*netlink.Handle)(nil), true
+	if podNSPath != "" {
+		var err error
+		if h, gone, err = handleAtPath(podNSPath); err != nil {
+			return err
+		}
+	}
+	if gone {
+		if id == nil {
+			return nil
+		}
+		return DelChildByID(*id, expectMAC)
 	}
 	defer h.Close()
 	pl, err := h.LinkByName(name)

@@ -3,9 +3,13 @@ package netdev
 import (
 	"errors"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
 	"github.com/rdma-chain/rdma-chain/internal/testonly/netnstest"
@@ -39,7 +43,7 @@ func TestAddDelChildMacvlan(t *testing.T) {
 			wantSame(t, "parent", parent, snap(t, e.host, rdmaName))
 			wantAbsent(t, e.host, podIf, "host")
 			for i := range 2 {
-				if err := DelChild(e.pod.Path(), podIf, c.MAC); err != nil {
+				if err := DelChild(e.pod.Path(), podIf, c.MAC, nil); err != nil {
 					t.Fatalf("DelChild #%d: %v", i+1, err)
 				}
 				wantAbsent(t, e.pod, podIf, "pod")
@@ -95,11 +99,11 @@ func TestDelChildRefuses(t *testing.T) {
 	if err != nil {
 		t.Fatalf("AddChild: %v", err)
 	}
-	if err := DelChild(e.pod.Path(), podIf, "02:00:00:00:00:01"); err == nil {
+	if err := DelChild(e.pod.Path(), podIf, "02:00:00:00:00:01", nil); err == nil {
 		t.Error("DelChild with a wrong MAC succeeded")
 	}
 	addVeth(t, e.pod, "eth0", e.peer, "peer1")
-	if err := DelChild(e.pod.Path(), "eth0", ""); err == nil {
+	if err := DelChild(e.pod.Path(), "eth0", "", nil); err == nil {
 		t.Error("DelChild deleted a veth")
 	}
 	if s := snap(t, e.pod, podIf); !s.Exists || s.MAC != c.MAC {
@@ -122,7 +126,7 @@ func TestDelChildNetnsGone(t *testing.T) {
 	path := e.pod.Path()
 	netnstest.Delete(e.pod)
 	for _, p := range []string{path, ""} {
-		if err := DelChild(p, podIf, c.MAC); err != nil {
+		if err := DelChild(p, podIf, c.MAC, nil); err != nil {
 			t.Errorf("DelChild(%q) = %v, want nil", p, err)
 		}
 	}
@@ -144,7 +148,7 @@ func TestAddChildIpvlan(t *testing.T) {
 		if s := snap(t, e.pod, podIf); !s.Up || s.Type != "ipvlan" || s.MAC != c.MAC || c.Name != podIf {
 			t.Errorf("child %+v, pod link %+v", c, s)
 		}
-		if err := DelChild(e.pod.Path(), podIf, c.MAC); err != nil {
+		if err := DelChild(e.pod.Path(), podIf, c.MAC, nil); err != nil {
 			t.Fatalf("DelChild: %v", err)
 		}
 	case strings.Contains(string(mods), "ipvlan "):
@@ -183,4 +187,113 @@ func TestCheckInPod(t *testing.T) {
 			t.Errorf("%s: CheckInPod = %v, want ok=%v", tt.name, err, tt.ok)
 		}
 	}
+}
+
+// TestDelChildByID: with its netns pin removed, a child is found from the
+// host netns through the host's nsid of its netns and its ifindex there:
+// deleted while a holder keeps the netns alive, proven gone when the netns
+// died (also when another netns got its nsid and has a link at that
+// index), and ErrUnproven, the child kept, when the kernel refuses the
+// look-up.
+func TestDelChildByID(t *testing.T) {
+	testenv.Privileged(t)
+	for _, tt := range []struct {
+		name     string
+		after    func(t *testing.T, e *env, c Child, id ChildID) // the pin removed
+		noAdmin  bool
+		wantErr  error
+		wantKept bool // the child is still in the pod's (held) netns
+	}{
+		{name: "netns held", after: func(*testing.T, *env, Child, ChildID) {}},
+		{name: "netns died", after: func(_ *testing.T, e *env, _ Child, _ ChildID) { _ = e.pod.Close() }},
+		{name: "nsid given again", after: giveIDAgain},
+		{name: "look-up refused", after: func(*testing.T, *env, Child, ChildID) {}, noAdmin: true, wantErr: ErrUnproven, wantKept: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.makeRDMA(t, true)
+			c, err := e.addChild(macvlanSpec())
+			if err != nil {
+				t.Fatalf("AddChild: %v", err)
+			}
+			if c.NetnsID == nil || c.Index < childIndexMin {
+				t.Fatalf("child %+v: no nsid or an index of the netns' own", c)
+			}
+			id := ChildID{NetnsID: *c.NetnsID, Index: c.Index}
+			if got := nsidOf(t, e.host, e.pod); got != int(id.NetnsID) {
+				t.Fatalf("host's nsid of the pod netns %d, AddChild said %d", got, id.NetnsID)
+			}
+			path := e.pod.Path()
+			if err := netnstest.Unpin(path); err != nil {
+				t.Fatal(err)
+			}
+			tt.after(t, e, c, id)
+			err = e.inHost(func() error {
+				if tt.noAdmin {
+					return netnstest.WithoutNetAdmin(func() error { return DelChild(path, podIf, c.MAC, &id) })
+				}
+				return DelChild(path, podIf, c.MAC, &id)
+			})
+			t.Logf("DelChild: %v", err)
+			if !errors.Is(err, tt.wantErr) || (err != nil) != (tt.wantErr != nil) {
+				t.Fatalf("DelChild = %v, want %v", err, tt.wantErr)
+			}
+			if tt.name == "netns held" || tt.wantKept {
+				if s := snap(t, e.pod, podIf); s.Exists != tt.wantKept {
+					t.Errorf("child in the held netns: %+v, want kept %v", s, tt.wantKept)
+				}
+			}
+			if tt.wantErr == nil { // again: no link at the index (ENODEV) or no netns (EINVAL)
+				if err := e.inHost(func() error { return DelChild(path, podIf, c.MAC, &id) }); err != nil {
+					t.Errorf("DelChild again = %v", err)
+				}
+			}
+		})
+	}
+}
+
+// giveIDAgain waits until the dead pod netns' nsid is free, gives it to a
+// new netns with a macvlan of another MAC at the child's index, and checks
+// after the test that DelChild left that one alone.
+func giveIDAgain(t *testing.T, e *env, c Child, id ChildID) {
+	_ = e.pod.Close()
+	other := netnstest.NewNS(t)
+	h := handle(t, e.host)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := h.SetNetNsIdByFd(int(other.Fd()), int(id.NetnsID))
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, unix.EEXIST) || time.Now().After(deadline) {
+			t.Fatalf("give nsid %d to a new netns: %v", id.NetnsID, err)
+		}
+		runtime.Gosched() // the kernel frees it when it has destroyed the netns
+	}
+	addVeth(t, other, "v0", e.peer, "peer9")
+	oh := handle(t, other)
+	v0, err := oh.LinkByName("v0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	attrs := netlink.NewLinkAttrs()
+	attrs.Name, attrs.ParentIndex, attrs.Index = podIf, v0.Attrs().Index, c.Index
+	if err := oh.LinkAdd(&netlink.Macvlan{LinkAttrs: attrs, Mode: netlink.MACVLAN_MODE_BRIDGE}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if l, err := oh.LinkByIndex(c.Index); err != nil || l.Attrs().Name != podIf {
+			t.Errorf("the other netns' link at index %d: %v, %v", c.Index, l, err)
+		}
+	})
+}
+
+// nsidOf is host's nsid of n, -1 for none.
+func nsidOf(t *testing.T, host, n ns.NetNS) int {
+	t.Helper()
+	id, err := handle(t, host).GetNetNsIdByFd(int(n.Fd()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
 }

@@ -67,6 +67,12 @@ func corruptCases(t *testing.T) []struct {
 		{"bootId not a boot id", content(valid[:len(valid)-1] + `,"bootId":"1"}`)},
 		{"bootId upper case", content(valid[:len(valid)-1] + `,"bootId":"0A1B2C3D-0000-0000-0000-000000000000"}`)},
 		{"bootId with a newline", content(valid[:len(valid)-1] + `,"bootId":"0a1b2c3d-0000-0000-0000-000000000000\n"}`)},
+		{"pod nsid without ifindex", content(link(`"kind":"ipvlan","podNetnsId":0`))},
+		{"pod ifindex without nsid", content(link(`"kind":"ipvlan","podIndex":3`))},
+		{"pod nsid negative", content(link(`"kind":"macvlan","podNetnsId":-1,"podIndex":3`))},
+		{"pod ifindex negative", content(link(`"kind":"macvlan","podNetnsId":0,"podIndex":-3`))},
+		{"pod nsid on a moved link", content(link(`"kind":"moved","podNetnsId":0,"podIndex":3`))},
+		{"pod nsid out of range", content(link(`"kind":"ipvlan","podNetnsId":2147483648,"podIndex":3`))},
 		{"wrong field type", content(`{"version":1,"network":"n","containerID":"bad","ifName":"eth0","links":"x"}`)},
 		{"too large", content(valid[:len(valid)-1] + `,"x":"` + strings.Repeat("a", maxRecordSize) + `"}`)},
 		{"empty directory", func(t *testing.T, path string) { mkdir(t, path) }},
@@ -179,4 +185,9 @@ func TestCorruptPaths(t *testing.T) {
 // devInfo is a record of badKey with a deviceInfo object of fields.
 func devInfo(fields string) string {
 	return `{"version":1,"network":"n","containerID":"bad","ifName":"eth0","deviceInfo":{` + fields + `,"device":"mlx5_0","pci":"0000:3b:00.0"}}`
+}
+
+// link is a record with one link of fields.
+func link(fields string) string {
+	return `{"version":1,"network":"n","containerID":"bad","ifName":"eth0","links":[{"device":"rxe0",` + fields + `,"hostName":"eth1","podName":"rdma0","step":"done"}]}`
 }

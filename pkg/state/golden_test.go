@@ -68,6 +68,18 @@ func TestGoldenRecords(t *testing.T) {
 			},
 			CreatedAt: at,
 		}},
+		{"shared-nsid.json", Record{
+			Version: 1, Network: "rdmanet", ContainerID: "c0ffee05", IfName: "eth0", NetNS: "/var/run/netns/cni-9abc",
+			NetNSIno: 4026532805, NetNSCookie: 9105, BootID: "9f5defee-91a3-4099-b60f-178d4c2a437b", Mode: "shared", CNIVersion: "1.1.0",
+			Pod: Pod{Namespace: "default", Name: "infer-2", UID: "uid-5"},
+			Links: []Link{
+				{Device: "rxe0", Kind: "ipvlan", HostLink: HostLink{HostName: "eth1", PodName: "rdma0", MAC: "02:00:00:00:00:51"},
+					IPAM: true, IPs: []string{"fd00:5::5/64"}, PodNetnsID: new(int32), PodIndex: 3, Step: "done"},
+				{Device: "rxe1", Kind: "macvlan", HostLink: HostLink{HostName: "eth2", PodName: "rdma1", MAC: "02:00:00:00:00:52"},
+					PodNetnsID: nsid(7), PodIndex: 1048577, Step: "done"},
+			},
+			CreatedAt: at,
+		}},
 		{"passthrough.json", Record{Version: 1, Network: "rdmanet", ContainerID: "c0ffee04", IfName: "eth0", CreatedAt: at}},
 	}
 	for _, tt := range tests {
@@ -94,3 +106,5 @@ func TestGoldenRecords(t *testing.T) {
 		})
 	}
 }
+
+func nsid(id int32) *int32 { return &id }

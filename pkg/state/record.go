@@ -86,11 +86,32 @@ func decodeRecord(path string, data []byte) (*Record, error) {
 	if err := checkDeviceInfo(r.DeviceInfo); err != nil {
 		return corrupt(err)
 	}
+	if err := checkChildIDs(r.Links); err != nil {
+		return corrupt(err)
+	}
 	if r.BootID != "" && !bootIDPattern.MatchString(r.BootID+"\n") {
 		// A wrong one would make a release skip the kernel's undo (BootOf).
 		return corrupt(fmt.Errorf("bootId %.40q is not a boot id", r.BootID))
 	}
 	return &r, nil
+}
+
+// checkChildIDs refuses a link whose pod nsid and ifindex are not both
+// recorded, or are out of range, or name something other than a child: a
+// release would look up, and delete, a link the record never made.
+func checkChildIDs(links []Link) error {
+	for _, l := range links {
+		if l.PodNetnsID == nil && l.PodIndex == 0 {
+			continue
+		}
+		switch {
+		case l.PodNetnsID == nil || *l.PodNetnsID < 0 || l.PodIndex <= 0:
+			return fmt.Errorf("link %.16q: pod nsid and ifindex (%d) not recorded together", l.PodName, l.PodIndex)
+		case l.Kind != LinkIPVlan && l.Kind != LinkMACVlan:
+			return fmt.Errorf("link %.16q: a pod nsid on a %.16q link, not a child", l.PodName, l.Kind)
+		}
+	}
+	return nil
 }
 
 // checkDeviceInfo refuses a device-info path devinfo.CheckPath refuses and

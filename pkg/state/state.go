@@ -111,7 +111,14 @@ type Link struct {
 	// ADD (its netdev's /64 and the block's host bits): the range its lease
 	// is taken from and released with.
 	IPAMRange string `json:"ipamRange,omitempty"`
-	Step      Step   `json:"step"` // progress marker written before/after each host change
+	// PodNetnsID and PodIndex name a shared-mode child from the host
+	// netns: the host netns's nsid of the pod netns and the child's
+	// ifindex there, recorded once the child exists. A release whose
+	// netns path names no netns finds the child through them. Nil: not
+	// recorded (a record of an earlier release, or a child not made yet).
+	PodNetnsID *int32 `json:"podNetnsId,omitempty"`
+	PodIndex   int    `json:"podIndex,omitempty"`
+	Step       Step   `json:"step"` // progress marker written before/after each host change
 }
 
 // HostLink is a netdev's host-side identity, recorded before it moves so

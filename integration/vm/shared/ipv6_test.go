@@ -80,9 +80,56 @@ func ipv6Version(t *testing.T, v string) *guestkit.Calls {
 	guestkit.ExpectOK(t, "del-after-netns-gone", c.Del(t, p3))
 	guestkit.Check(t, "lease-released-netns-gone", func() error { return leaseCount(0) })
 	guestkit.Check(t, "no-records-netns-gone", func() error { return c.RecordCount(0) })
+	heldNetnsDel(t, c)
 	guestkit.DelNetNS(t, p1)
 	guestkit.DelNetNS(t, p2)
 	return c
+}
+
+// heldNetnsDel: DEL after the pin is gone while a process (this one,
+// through an open fd) still holds the netns deletes the child there
+// through the host's nsid of that netns, and only then gives back its
+// lease: no child, GID, lease or record left.
+func heldNetnsDel(t *testing.T, c *guestkit.Calls) {
+	p := guestkit.NewPod("ipv6-", "pod4")
+	if !guestkit.ExpectOK(t, "add-pod4", c.Add(t, p)) {
+		return
+	}
+	held, err := os.Open(p.NetNS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	heldPath := fmt.Sprintf("/proc/%d/fd/%d", os.Getpid(), held.Fd())
+	guestkit.Check(t, "record-has-nsid-pod4", func() error { return recordHas(c, `"podNetnsId":`) })
+	guestkit.DelNetNS(t, p)
+	guestkit.Check(t, "child-in-held-netns-pod4", func() error {
+		_, err := guestkit.PodLink(heldPath, "rdma0")
+		return err
+	})
+	guestkit.ExpectOK(t, "del-pin-gone-netns-held", c.Del(t, p))
+	guestkit.Check(t, "child-gone-netns-held", func() error { return guestkit.NoLink(heldPath, "rdma0") })
+	guestkit.Check(t, "no-gid-netns-held", func() error {
+		return guestkit.Poll(15*time.Second, 100*time.Millisecond, noPodGIDs)
+	})
+	guestkit.Check(t, "lease-released-netns-held", func() error { return leaseCount(0) })
+	guestkit.Check(t, "no-records-netns-held", func() error { return c.RecordCount(0) })
+}
+
+// recordHas: the one record of c holds s.
+func recordHas(c *guestkit.Calls, s string) error {
+	recs, err := c.Records()
+	if err != nil {
+		return err
+	}
+	if len(recs) != 1 {
+		return fmt.Errorf("records %q, want one", recs)
+	}
+	b, err := os.ReadFile(c.DataDir + "/attachments/" + recs[0])
+	if err == nil && !strings.Contains(string(b), s) {
+		err = fmt.Errorf("record %s has no %s: %s", recs[0], s, b)
+	}
+	return err
 }
 
 // podAttached checks the n-th pod ADD of a version: the result's shape

@@ -13,7 +13,9 @@
 // only; the result gains rdma0's entry but not its address, so the whole
 // chain's CHECK passes; the address is a RoCE v2 GID of rxe0 with ndev
 // rdma0; rping between the pods over it moves rxe0's counters; DEL gives
-// the leases and GIDs back, also after the netns is gone. Then a full GID
+// the leases and GIDs back, also after the netns is gone, and, when the
+// pin is gone while a process holds the netns, deletes the child there
+// first (through the host's nsid of it). Then a full GID
 // table refuses a pod's ADD (111) leaving nothing, and a table with room
 // takes it (gidroom_test.go).
 //

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"runtime"
 	"sort"
 	"testing"
 
@@ -233,4 +234,31 @@ func GlobalV6(t testing.TB, n ns.NetNS, name string) []string {
 		t.Errorf("read %s's addresses in the pod: %v", name, err)
 	}
 	return out
+}
+
+// WithoutNetAdmin runs f on the calling goroutine's thread with
+// CAP_NET_ADMIN dropped from the thread's effective set (capabilities are
+// per thread), so the kernel refuses f what needs it in another netns
+// (EACCES). The thread is locked for f; it gets the capability back after,
+// or, when that fails, dies with the goroutine instead of serving others.
+func WithoutNetAdmin(f func() error) error {
+	runtime.LockOSThread()
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		runtime.UnlockOSThread()
+		return fmt.Errorf("capget: %w", err)
+	}
+	saved := data
+	data[0].Effective &^= 1 << unix.CAP_NET_ADMIN
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		runtime.UnlockOSThread()
+		return fmt.Errorf("capset: %w", err)
+	}
+	ferr := f()
+	if err := unix.Capset(&hdr, &saved[0]); err != nil {
+		return fmt.Errorf("capset back (the thread is dropped): %w", err)
+	}
+	runtime.UnlockOSThread()
+	return ferr
 }
