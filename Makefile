@@ -153,7 +153,7 @@ test-vm-node: deps-vm build image
 # anyone's manifests there instead of the tier's scenarios (docs/install.md).
 test-cluster: deps-vm image
 	./scripts/cluster/parts.sh >/dev/null
-	RC_CLUSTER_PODS=$(if $(PODS),$(abspath $(PODS))) $(GO_TEST) -tags cluster -count=1 -timeout 45m -v ./integration/cluster/
+	RC_CLUSTER_PODS=$(if $(PODS),$(abspath $(PODS))) $(GO_TEST) -tags cluster -count=1 -timeout 60m -v ./integration/cluster/
 
 lint: deps-lint
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt: $$out"; exit 1; fi

@@ -82,6 +82,9 @@ func TestCluster(t *testing.T) {
 		return
 	}
 	sum.run(t, "cross-node", func(t *testing.T) {
+		if hosts.pods == nil {
+			t.Fatal("cross-node compares with host-network's pods: run both")
+		}
 		p := testCrossNode(t, cp, hosts)
 		sum.run(t, "daemonset-rollout", func(t *testing.T) { testRollout(t, cp, p) })
 	})
@@ -141,6 +144,26 @@ func extraScenario(t *testing.T, name string) bool {
 	return false
 }
 
+// setUp are the scenarios every run needs, and the groups that hold
+// others: RC_CLUSTER_SCENARIOS never leaves them out.
+var setUp = []string{"control-plane", "nodes-join", "deploy", "per-node", "node-a", "node-b"}
+
+// selected reports whether the scenario name runs: RC_CLUSTER_SCENARIOS
+// (comma-separated; unset: all) names it, or the run needs it. A
+// developer's shortcut: under CI=true a scenario left out fails, as the
+// tier must run whole there.
+func selected(t *testing.T, name string) bool {
+	v := os.Getenv("RC_CLUSTER_SCENARIOS")
+	if v == "" || slices.Contains(setUp, name) || slices.Contains(strings.Split(v, ","), name) {
+		return true
+	}
+	if testenv.InCI() {
+		t.Fatalf("RC_CLUSTER_SCENARIOS=%s leaves %s out, and CI runs the whole tier", v, name)
+	}
+	t.Logf("CLUSTER-SCENARIO %s not run: RC_CLUSTER_SCENARIOS=%s leaves it out", name, v)
+	return false
+}
+
 // scenarioTimes records how long each scenario ran and whether it passed,
 // in the order they ended, and the figures scenarios add, for the tier's
 // CLUSTER-SUMMARY line.
@@ -162,6 +185,9 @@ func (s *scenarioTimes) figure(f string) {
 // returns: its time is recorded by its cleanup, which waits for both.
 func (s *scenarioTimes) run(t *testing.T, name string, f func(*testing.T)) bool {
 	return t.Run(name, func(t *testing.T) {
+		if !selected(t, name) {
+			t.SkipNow()
+		}
 		start := time.Now()
 		t.Cleanup(func() {
 			state := "passed"

@@ -45,7 +45,7 @@ func testReboot(t *testing.T, owner testing.TB, cp *controlPlane, vm *nodeVM) {
 	}
 	t.Cleanup(func() { _, _ = cp.kubectlOut("delete", "-f", path, "--wait=false") })
 	for _, pod := range rebootPods {
-		cp.podBecomesReady(t, pod, 5*time.Minute)
+		cp.podBecomesReady(t, pod, 10*time.Minute)
 		cp.requireRDMA0(t, node, pod)
 	}
 	all, err := cp.attachments(node)
@@ -76,7 +76,7 @@ func testReboot(t *testing.T, owner testing.TB, cp *controlPlane, vm *nodeVM) {
 
 	now := cp.rebootSettled(t, node, old, reset)
 	for _, pod := range rebootPods {
-		cp.podBecomesReady(t, pod, 5*time.Minute)
+		cp.podBecomesReady(t, pod, 10*time.Minute)
 		cp.requireRDMA0(t, node, pod)
 	}
 	after := cp.nodeShell(t, node, nodeStateScript)
@@ -125,8 +125,13 @@ func (cp *controlPlane) rebootSettled(t *testing.T, node string, old map[string]
 				waiting = append(waiting, pod)
 			}
 		}
+		var phases []string
+		for _, pod := range waiting {
+			out, _ := cp.kubectlOut("get", "pod", pod, "-o", `jsonpath={.status.phase} {.status.reason} {.status.message}`)
+			phases = append(phases, pod+": "+strings.TrimSpace(out))
+		}
 		return len(left) == 0 && len(waiting) == 0,
-			fmt.Sprintf("old attachments left: %v; pods without a new one: %v", left, waiting)
+			fmt.Sprintf("old attachments left: %v; pods without a new one: %v", left, phases)
 	})
 	t.Logf("CLUSTER-TIME %s: the last record of the earlier boot gone %.1f s after qemu started again (read by polling inspect)",
 		node, oldGone.Seconds())
