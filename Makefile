@@ -116,7 +116,7 @@ test-netns: deps build
 # A real containerd (Debian's, with runc) runs the chain for CRI pod sandboxes.
 test-containerd: deps build
 	./scripts/containerd-deps.sh
-	$(GO_TEST) -tags containerd -count=1 -v ./integration/containerd/
+	$(GO_TEST) -tags containerd -count=1 -timeout 25m -v ./integration/containerd/
 
 # Real-kernel tier: Debian kernels with soft-RoCE and the simrdma test device
 # under qemu (6.1, 6.12 and 7.3, docs/kernels.md), every kernel's boots in one

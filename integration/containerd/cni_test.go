@@ -133,7 +133,14 @@ func (d cniDirs) attachments(t *testing.T) []string {
 // or all of them for "".
 func (d cniDirs) leases(t *testing.T, containerID string) []string {
 	t.Helper()
-	dir := filepath.Join(d.ipam, netName)
+	return leasesIn(t, d.ipam, containerID)
+}
+
+// leasesIn lists the lease files of host-local's dataDir ipam holding
+// containerID, or all of them for "".
+func leasesIn(t *testing.T, ipam, containerID string) []string {
+	t.Helper()
+	dir := filepath.Join(ipam, netName)
 	entries, err := os.ReadDir(dir)
 	if err != nil && !os.IsNotExist(err) {
 		t.Fatal(err)

@@ -171,6 +171,17 @@ func (d *daemon) terminate(t *testing.T) {
 	_ = os.Remove(d.socket)
 }
 
+// kill sends SIGKILL to the PID this test started, as a crash does, and
+// waits for it to end; its shims and the plugins it was running live on.
+func (d *daemon) kill(t *testing.T) {
+	t.Helper()
+	if err := d.cmd.Process.Kill(); err != nil {
+		t.Fatalf("kill containerd (pid %d): %v", d.cmd.Process.Pid, err)
+	}
+	<-d.done
+	_ = os.Remove(d.socket)
+}
+
 // restart stops containerd by its PID and starts it again on the same
 // state, as an upgrade or a crash-restart does.
 func (d *daemon) restart(t *testing.T) {

@@ -130,6 +130,16 @@ func (c *cri) remove(ctx context.Context, id string) error {
 	return err
 }
 
+// list is ListPodSandbox: the IDs of the sandboxes the runtime has.
+func (c *cri) list(ctx context.Context) ([]string, error) {
+	resp, err := c.rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+	var ids []string
+	for _, s := range resp.GetItems() {
+		ids = append(ids, s.Id)
+	}
+	return ids, err
+}
+
 // removeAll stops and removes every sandbox left, so that containerd's
 // shims exit and its netns and shm mounts go before containerd stops.
 func (c *cri) removeAll(ctx context.Context) []error {

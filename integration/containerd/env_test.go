@@ -8,7 +8,8 @@
 // K8S_POD_* and the pod annotations in
 // runtimeConfig["io.kubernetes.cri.pod-annotations"] reach the plugin, the
 // runtime's ADD/DEL work with it (its cleanup of a failed ADD, a restart
-// between ADD and DEL, concurrent sandboxes) without leaks, and which verbs
+// between ADD and DEL, a kill while DELs run, concurrent sandboxes)
+// without leaks, and which verbs
 // (STATUS, GC, CHECK) each runtime actually sends.
 package containerd
 

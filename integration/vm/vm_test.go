@@ -92,7 +92,7 @@ var bootGroups = []bootGroup{
 	{"upgrade-simrdma", 1, []scenario{{"upgrade-exclusive", true, false}}},                                                             // 32 s
 	{"ops-exclusive-simrdma", 1, []scenario{{"ops-exclusive", true, false}, {"ops-repair", true, false}}},                              // 25 s
 	{"smc-hook", 0, []scenario{{"smc-hook", true, false}}},                                                                             // 19 s (34 s on 6.12)
-	{"multi-exclusive-simrdma", 4, []scenario{{"multi-exclusive", true, false}}},                                                       // 22 s
+	{"multi-exclusive-simrdma", 4, []scenario{{"multi-exclusive", true, false}, {"stranded-exclusive", true, false}}},                  // 72 s (stranded-exclusive 24 s)
 	{"ops", 0, []scenario{{"ops", true, false}, {"ops-unseen", true, false}, {"ops-usage", true, false}, {"ops-health", true, false}}}, // 53 s (ops 18 s, ops-usage 35 s)
 	{"caps-simrdma", 1, []scenario{{"caps", true, false}}},                                                                             // 15 s
 	{"exclusive-mode", 0, []scenario{{"exclusive", true, false}}},                                                                      // 14 s

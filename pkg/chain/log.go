@@ -16,7 +16,8 @@ import (
 )
 
 // newLogger logs to stderr and, when configured, to logFile. It never writes
-// to stdout, which carries the CNI result.
+// to stdout, which carries the CNI result. A line goes to logFile whatever
+// stderr answered (see fileAndStderr).
 func newLogger(conf *config.NetConf, stderr io.Writer) (*slog.Logger, func()) {
 	if stderr == nil {
 		stderr = os.Stderr
@@ -31,12 +32,25 @@ func newLogger(conf *config.NetConf, stderr io.Writer) (*slog.Logger, func()) {
 				// A log problem never fails a verb; the runtime keeps stderr.
 				_, _ = fmt.Fprintf(stderr, "rdma-chain: warning: logFile %s not used: %v\n", conf.LogFile, err)
 			} else {
-				out, closeFn = io.MultiWriter(stderr, f), func() { _ = f.Close() }
+				out, closeFn = fileAndStderr{file: f, stderr: stderr}, func() { _ = f.Close() }
 			}
 		}
 	}
 	h := slog.NewTextHandler(out, &slog.HandlerOptions{Level: level})
 	return slog.New(h).With("plugin", "rdma-chain"), closeFn
+}
+
+// fileAndStderr writes each log line to the log file, then to stderr,
+// each whatever the other answered. The runtime reads the plugin's stderr
+// through a pipe: once it has died (containerd killed while it runs a
+// DEL), that pipe is broken, and io.MultiWriter would stop at its error
+// and lose the line the log file is for.
+type fileAndStderr struct{ file, stderr io.Writer }
+
+func (w fileAndStderr) Write(p []byte) (int, error) {
+	n, err := w.file.Write(p)
+	_, _ = w.stderr.Write(p)
+	return n, err
 }
 
 // openLogFile opens path for appending without following a symlink (the

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
@@ -21,6 +23,7 @@ const maxStdin = 4 << 20
 // library's dispatcher and prints a failure as the spec asks, one error
 // object carrying the configuration's cniVersion. It returns the exit code.
 func Main(p *Plugin, about string) int {
+	survivePipes()
 	stdin, err := replayStdin()
 	if err != nil {
 		return printError(p.env.Stdout, types.NewError(types.ErrIOFailure, "cannot read the network configuration", err.Error()), "")
@@ -35,6 +38,20 @@ func Main(p *Plugin, about string) int {
 		return printError(p.env.Stdout, e, confVersion(stdin))
 	}
 	return 0
+}
+
+// survivePipes keeps the plugin running when its runtime dies during the
+// call (containerd killed or restarted while it waits for a DEL): the
+// runtime reads the plugin's stdout and stderr through pipes, and Go ends a
+// process that writes to a broken pipe on fd 1 or 2 with SIGPIPE unless
+// the signal is notified. The plugin would die at its next log line,
+// halfway through a DEL or ADD, with its log file and outcome log
+// missing the call. Notified, such a write fails with EPIPE, which the
+// logger and the result printer drop. The handler is the runtime's, so the
+// plugin's children (the IPAM, the hook loader) still start with SIGPIPE's
+// default.
+func survivePipes() {
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 }
 
 // replayStdin reads stdin (bounded) and puts an identical stdin back for

@@ -166,3 +166,69 @@ func TestRuntimeUnchanged(t *testing.T) {
 		}
 	})
 }
+
+// TestRuntimeGoneDuringCall: a runtime that died while the plugin ran
+// (containerd killed mid-DEL) left the plugin's stdout and stderr broken
+// pipes. The plugin still ends its call as it would have (a DEL with
+// nothing recorded exits 0, a STATUS without kubelet's socket 1) instead
+// of dying of SIGPIPE at its first log line, and its log file has the
+// call's closing line. Nothing of the host is touched.
+func TestRuntimeGoneDuringCall(t *testing.T) {
+	bin := buildPlugin(t)
+	for _, tc := range []struct {
+		verb, version, closing string
+		code                   int
+	}{
+		{"DEL", "1.0.0", "msg=done", 0},
+		{"STATUS", "1.1.0", "msg=failed", 1},
+	} {
+		t.Run(tc.verb, func(t *testing.T) {
+			dir := t.TempDir()
+			logFile := filepath.Join(dir, "rdma-chain.log")
+			conf := fmt.Sprintf(`{"cniVersion":%q,"name":"n","type":"rdma-chain","podSelection":"requested","resourceNames":["rdma/hca"],`+
+				`"podResourcesSocket":%q,"dataDir":%q,"logFile":%q}`, tc.version, filepath.Join(dir, "kubelet.sock"), filepath.Join(dir, "state"), logFile)
+			env := []string{"CNI_COMMAND=" + tc.verb, "CNI_CONTAINERID=c1", "CNI_IFNAME=eth0", "CNI_PATH=" + dir, "CNI_NETNS="}
+			how := runBrokenPipes(t, bin, env, conf)
+			log, _ := os.ReadFile(logFile)
+			if how != fmt.Sprintf("exit status %d", tc.code) {
+				t.Errorf("%s with the runtime gone: %s, want exit %d; log:\n%s", tc.verb, how, tc.code, log)
+			}
+			if !slices.ContainsFunc(strings.Split(string(log), "\n"), func(l string) bool {
+				return strings.Contains(l, " "+tc.closing+" ") && strings.Contains(l, " verb="+tc.verb+" ")
+			}) {
+				t.Errorf("log file has no %s line of %s:\n%s", tc.closing, tc.verb, log)
+			}
+		})
+	}
+}
+
+// runBrokenPipes runs bin with env and conf on stdin, its stdout and
+// stderr pipes whose read ends are closed, as a dead runtime leaves them,
+// and says how it ended: "exit status N" or "signal: S".
+func runBrokenPipes(t *testing.T, bin string, env []string, conf string) string {
+	t.Helper()
+	stdin := filepath.Join(t.TempDir(), "conf.json")
+	if err := os.WriteFile(stdin, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	in, err := os.Open(stdin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	defer w.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin)
+	cmd.Env, cmd.Stdin, cmd.Stdout, cmd.Stderr = env, in, w, w
+	_ = cmd.Run()
+	if ctx.Err() != nil || cmd.ProcessState == nil {
+		t.Fatalf("%s did not start or did not exit by itself", bin)
+	}
+	return cmd.ProcessState.String()
+}
