@@ -134,10 +134,14 @@ func TestOpsUsage(t *testing.T) {
 // (privileges); the RES dump read here (the host pid namespace) names
 // both pids, one from a new pid namespace neither.
 func runningUsage(t *testing.T, reader int, a, b *usagePod, srv, cli int) error {
-	if err := privileges(t, reader, []*usagePod{a, b}, srv, cli); err != nil {
-		return err
-	}
-	err := pollScrape(func(s guestkit.Scrape) error {
+	return errors.Join(privileges(t, reader, []*usagePod{a, b}, srv, cli), scrapedUsage(a, b),
+		inspectedUsage(t, a, b, srv, cli), pidNamespaces(t, srv, cli))
+}
+
+// scrapedUsage: each pod has at least one QP, CQ, MR and PD on rxe0 and
+// MR bytes in the scrape.
+func scrapedUsage(a, b *usagePod) error {
+	return pollScrape(func(s guestkit.Scrape) error {
 		var errs []error
 		for _, p := range []*usagePod{a, b} {
 			for _, k := range []string{"qp", "cq", "mr", "pd"} {
@@ -147,13 +151,16 @@ func runningUsage(t *testing.T, reader int, a, b *usagePod, srv, cli int) error 
 		}
 		return errors.Join(errs...)
 	})
-	if err != nil {
-		return err
-	}
+}
+
+// inspectedUsage: inspect --json, run as the reconcile container, gives
+// each pod a QP, an MR and MR bytes on rxe0 with its process's pid.
+func inspectedUsage(t *testing.T, a, b *usagePod, srv, cli int) error {
 	in := inspectVia(t, "inspect-usage", readerVia, nil, "--data-dir", usageDataDir)
 	if in.err != nil {
 		return in.err
 	}
+	var errs []error
 	for _, w := range []struct {
 		p   *usagePod
 		pid int
@@ -164,10 +171,10 @@ func runningUsage(t *testing.T, reader int, a, b *usagePod, srv, cli int) error 
 		}
 		i := slices.IndexFunc(at.Usage, func(u deviceUsage) bool { return u.Device == "rxe0" })
 		if i < 0 || at.Usage[i].QP < 1 || at.Usage[i].MR < 1 || at.Usage[i].MRBytes == 0 || !slices.Contains(at.Usage[i].PIDs, w.pid) {
-			return fmt.Errorf("%s's rdmaUsage %+v; want rxe0 with a QP, an MR, MR bytes and pid %d", w.p.Name, at.Usage, w.pid)
+			errs = append(errs, fmt.Errorf("%s's rdmaUsage %+v; want rxe0 with a QP, an MR, MR bytes and pid %d", w.p.Name, at.Usage, w.pid))
 		}
 	}
-	return pidNamespaces(t, srv, cli)
+	return errors.Join(errs...)
 }
 
 // pidNamespaces: the kernel's RES dump, read in this (the host's) pid

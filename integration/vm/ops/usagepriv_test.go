@@ -119,8 +119,15 @@ func privileges(t *testing.T, reader int, pods []*usagePod, pids ...int) error {
 			errs = append(errs, fmt.Errorf("reader %d's %s is not %s: %s", reader, set, readerCaps, st))
 		}
 	}
-	if cg, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", reader)); err != nil || string(cg) != "0::/\n" {
-		errs = append(errs, fmt.Errorf("reader %d's cgroup %q (%v), want 0::/ (its own cgroup namespace)", reader, cg, err))
+	// this process's cgroup namespace is the host's
+	want := "0::" + strings.TrimPrefix(readerCgroup, cgroupRoot) + "\n"
+	if cg, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", reader)); err != nil || string(cg) != want {
+		errs = append(errs, fmt.Errorf("reader %d's cgroup %q (%v), want %q", reader, cg, err, want))
+	}
+	own, errOwn := os.Readlink("/proc/self/ns/cgroup")
+	its, errIts := os.Readlink(fmt.Sprintf("/proc/%d/ns/cgroup", reader))
+	if err := errors.Join(errOwn, errIts); err != nil || own == its {
+		errs = append(errs, fmt.Errorf("reader %d's cgroup namespace %s is the host's %s (%v)", reader, its, own, err))
 	}
 	for i, pid := range pids {
 		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
