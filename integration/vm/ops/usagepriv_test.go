@@ -78,7 +78,7 @@ func setUpCgroups(t *testing.T, pods ...*usagePod) error {
 	}
 	devs, err := filepath.Glob("/dev/infiniband/*")
 	if err != nil || len(devs) == 0 {
-		return fmt.Errorf("no /dev/infiniband devices (%v)", err)
+		return fmt.Errorf("no /dev/infiniband devices (%w)", err)
 	}
 	for _, d := range devs {
 		if err := os.Chmod(d, 0o666); err != nil {
@@ -122,28 +122,28 @@ func privileges(t *testing.T, reader int, pods []*usagePod, pids ...int) error {
 	// this process's cgroup namespace is the host's
 	want := "0::" + strings.TrimPrefix(readerCgroup, cgroupRoot) + "\n"
 	if cg, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", reader)); err != nil || string(cg) != want {
-		errs = append(errs, fmt.Errorf("reader %d's cgroup %q (%v), want %q", reader, cg, err, want))
+		errs = append(errs, fmt.Errorf("reader %d's cgroup %q (%w), want %q", reader, cg, err, want))
 	}
 	own, errOwn := os.Readlink("/proc/self/ns/cgroup")
 	its, errIts := os.Readlink(fmt.Sprintf("/proc/%d/ns/cgroup", reader))
 	if err := errors.Join(errOwn, errIts); err != nil || own == its {
-		errs = append(errs, fmt.Errorf("reader %d's cgroup namespace %s is the host's %s (%v)", reader, its, own, err))
+		errs = append(errs, fmt.Errorf("reader %d's cgroup namespace %s is the host's %s (%w)", reader, its, own, err))
 	}
 	for i, pid := range pids {
 		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 		if err != nil || !bytes.Contains(st, []byte("\nUid:\t"+podUser+"\t")) {
-			errs = append(errs, fmt.Errorf("pod process %d is not of uid %s (%v): %s", pid, podUser, err, st))
+			errs = append(errs, fmt.Errorf("pod process %d is not of uid %s (%w): %s", pid, podUser, err, st))
 		}
 		cg, err := exec.Command(readerVia[0], append(readerVia[1:], "/bin/busybox", "cat", fmt.Sprintf("/proc/%d/cgroup", pid))...).CombinedOutput()
 		dir := podCgroup(pods[i])
 		want := filepath.Base(filepath.Dir(dir)) + "/" + filepath.Base(dir) // the pod's and its container's
 		if err != nil || !bytes.Contains(cg, []byte(want)) {
-			errs = append(errs, fmt.Errorf("the reader reads pod process %d's cgroup as %q (%v), want %s", pid, cg, err, want))
+			errs = append(errs, fmt.Errorf("the reader reads pod process %d's cgroup as %q (%w), want %s", pid, cg, err, want))
 		}
 		t.Logf("pod process %d (uid %s): the reader reads its cgroup %s", pid, podUser, bytes.TrimSpace(cg))
 		out, err := exec.Command(readerVia[0], append(readerVia[1:], "/bin/busybox", "stat", "-L", "-c", "%i", fmt.Sprintf("/proc/%d/ns/net", pid))...).CombinedOutput()
 		if err == nil || !bytes.Contains(out, []byte("ermission denied")) {
-			errs = append(errs, fmt.Errorf("the reader stats pod process %d's /proc/PID/ns/net: %q (%v), want permission denied", pid, out, err))
+			errs = append(errs, fmt.Errorf("the reader stats pod process %d's /proc/PID/ns/net: %q (%w), want permission denied", pid, out, err))
 		}
 	}
 	return errors.Join(errs...)
