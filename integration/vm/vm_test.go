@@ -339,7 +339,7 @@ func buildBinaries(root string) (prepared, error) {
 		}
 		return nil
 	}
-	for _, g := range []string{"fakekubelet", "smcctl", "tcpproto", "kcaps"} {
+	for _, g := range []string{"fakekubelet", "smcctl", "tcpproto", "kcaps", "privexec"} {
 		if err := build(g, "./integration/vm/guest/"+g); err != nil {
 			return p, err
 		}

@@ -43,6 +43,10 @@ var (
 	uidRE = same(alnum("-"), 1, 64)
 )
 
+// ValidPodUID reports whether uid has the shape ParseArgs accepts for
+// K8S_POD_UID: for a pod UID read from anywhere else (a cgroup path).
+func ValidPodUID(uid string) bool { return uidRE.MatchString(uid) }
+
 // ParseArgs reads the pod identity from CNI_ARGS ("K=V;K=V") with the CNI
 // library's rules: a malformed pair is an error, and so is an unknown key
 // unless the runtime passed IgnoreUnknown=1 (as containerd, CRI-O and Multus

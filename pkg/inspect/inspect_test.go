@@ -111,14 +111,14 @@ func writeState(t *testing.T) string {
 	t0 := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
 	recs := []*state.Record{
 		{Network: "rdmanet", ContainerID: "aaaa", IfName: "eth0", NetNS: "/run/netns/a", Mode: "shared", CreatedAt: t0,
-			Pod: state.Pod{Namespace: "default", Name: "smc-pod"},
+			Pod: state.Pod{Namespace: "default", Name: "smc-pod", UID: "uid-a"},
 			Links: []state.Link{{Device: "rxe0", Kind: state.LinkIPVlan, Step: state.StepDone, IPs: []string{"fd00:77::10/64"},
 				HostLink: state.HostLink{HostName: "eth1", PodName: "rdma0", MAC: "52:54:00:12:34:56"}}},
 			SMC: &state.SMC{PnetID: "RXE0", Device: "rxe0", IBPort: 1, PodIfName: "eth0", HostEntry: true, PodEntry: true}},
 		{Network: "rdmanet", ContainerID: "bbbb", IfName: "eth0", NetNS: "/run/netns/b", Mode: "shared", CreatedAt: t0,
-			Pod: state.Pod{Namespace: "default", Name: "gone-pod"}},
+			Pod: state.Pod{Namespace: "default", Name: "gone-pod", UID: "uid-b"}},
 		{Network: "rdmanet", ContainerID: "cccc", IfName: "eth0", NetNS: "/run/netns/c", Mode: "shared", CreatedAt: t0,
-			Pod: state.Pod{Namespace: "default", Name: "broken-pod"},
+			Pod: state.Pod{Namespace: "default", Name: "broken-pod", UID: "uid-c"},
 			Links: []state.Link{{Device: "rxe0", Kind: state.LinkIPVlan, Step: state.StepDone, IPs: []string{"fd00:77::12/64"},
 				HostLink: state.HostLink{HostName: "eth1", PodName: "rdma0", MAC: "52:54:00:12:34:56"}}},
 			SMC: &state.SMC{PnetID: "RXE0", Device: "rxe0", IBPort: 1, PodIfName: "eth0", PodEntry: true}},

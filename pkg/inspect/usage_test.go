@@ -11,8 +11,9 @@ import (
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
-// fakeUsage: pid 10 lives in netns /run/netns/a (inode 100), pid 30 in
-// another netns; /run/netns/c has inode 300; /run/netns/b is gone.
+// fakeUsage: pids 10 and 11 are in the cgroup of pod uid-a (netns
+// /run/netns/a, inode 100), pid 30 in another pod's; /run/netns/c (pod
+// uid-c) has inode 300; /run/netns/b is gone.
 type fakeUsage struct{}
 
 func (fakeUsage) NetnsMode() (rdma.Mode, error) { return rdma.ModeShared, nil }
@@ -24,8 +25,8 @@ func (fakeUsage) Resources(ns string) ([]rdmares.Entry, error) {
 		{Kind: rdmares.QP, Device: "rxe0", ID: 18, PID: 30},
 	}, nil
 }
-func (fakeUsage) NetnsOf(pid uint32) (uint64, error) {
-	return map[uint32]uint64{10: 100, 11: 100, 30: 900}[pid], nil
+func (fakeUsage) PodOf(pid uint32) (string, error) {
+	return map[uint32]string{10: "uid-a", 11: "uid-a", 30: "uid-x"}[pid], nil
 }
 func (fakeUsage) LiveNetns(r *state.Record) (uint64, error) {
 	return map[string]uint64{"/run/netns/a": 100, "/run/netns/c": 300}[r.NetNS], nil

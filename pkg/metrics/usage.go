@@ -12,9 +12,10 @@ import (
 // UsageCollector exports, at scrape time, the RDMA objects (QPs, CQs,
 // MRs, PDs) and registered MR bytes of each attached pod's processes per
 // device, from the RDMA core's resource tracking: an object is a pod's
-// when its owner's netns is the pod's recorded netns. Series exist only
-// for attachments whose record is there and whose netns lives, so they go
-// with DEL; without --metrics-pod-labels they are summed per device.
+// when its owner is in the cgroup kubelet named after the UID of the
+// pod's record. Series exist only for attachments whose record is there
+// and whose netns lives, so they go with DEL; without
+// --metrics-pod-labels they are summed per device.
 type UsageCollector struct {
 	k         rdmares.Reader
 	networks  func() []conflist.Network
@@ -39,7 +40,7 @@ func NewUsageCollector(k rdmares.Reader, networks func() []conflist.Network, pod
 			append([]string{"device", "type"}, pod...)...),
 		mrBytes: d("pod_rdma_mr_bytes", "Bytes the processes of attached pods have registered as RDMA memory regions, by device.",
 			append([]string{"device"}, pod...)...),
-		unattributed: d("rdma_objects_unattributed", "Tracked RDMA objects of no attached pod, by device, type and reason (kernel, no_pid, unreadable, other_netns).",
+		unattributed: d("rdma_objects_unattributed", "Tracked RDMA objects of no attached pod, by device, type and reason (kernel, no_pid, unreadable, no_pod, other_pod).",
 			"device", "type", "reason"),
 		errors: d("usage_collect_errors", "Reads of this scrape's RDMA usage that failed: the netns mode, records, resource dumps, pods' netns."),
 	}

@@ -19,9 +19,10 @@ import (
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
-// fakeUsage is a node whose processes hold RDMA objects: pid P lives in
-// netns inode P*10 (pid 7: its netns unreadable), a record's netns lives
-// with its recorded inode unless its path is /run/netns/dead.
+// fakeUsage is a node whose processes hold RDMA objects: pid P is in the
+// cgroup of pod uid-<P*10> (pid 7: its cgroup unreadable, pid 30 in none),
+// a record's netns lives with its recorded inode unless its path is
+// /run/netns/dead.
 type fakeUsage struct {
 	mode    rdma.Mode
 	host    []rdmares.Entry
@@ -36,11 +37,14 @@ func (f *fakeUsage) Resources(ns string) ([]rdmares.Entry, error) {
 	}
 	return f.pods[ns], nil
 }
-func (f *fakeUsage) NetnsOf(pid uint32) (uint64, error) {
-	if pid == 7 {
-		return 0, os.ErrPermission
+func (f *fakeUsage) PodOf(pid uint32) (string, error) {
+	switch pid {
+	case 7:
+		return "", os.ErrNotExist
+	case 30:
+		return "", nil
 	}
-	return uint64(pid) * 10, nil
+	return fmt.Sprintf("uid-%d", pid*10), nil
 }
 func (f *fakeUsage) LiveNetns(r *state.Record) (uint64, error) {
 	if r.NetNS == "/run/netns/dead" {
@@ -49,10 +53,11 @@ func (f *fakeUsage) LiveNetns(r *state.Record) (uint64, error) {
 	return r.NetNSIno, nil
 }
 
-// usagePod is a shared-mode attachment on rxe0 whose netns has inode ino.
+// usagePod is a shared-mode attachment on rxe0 of pod UID uid-<ino> whose
+// netns has inode ino.
 func usagePod(name string, ino uint64) *state.Record {
 	return &state.Record{Network: "rdmanet", ContainerID: name, IfName: "eth0", NetNS: "/run/netns/" + name, NetNSIno: ino,
-		Mode: "shared", Pod: state.Pod{Namespace: "default", Name: name},
+		Mode: "shared", Pod: state.Pod{Namespace: "default", Name: name, UID: fmt.Sprintf("uid-%d", ino)},
 		Links: []state.Link{{Device: "rxe0", Kind: state.LinkIPVlan, Step: state.StepDone}}}
 }
 
@@ -114,10 +119,11 @@ rdma_chain_pod_rdma_objects{device="rxe1",namespace="default",pod="b",type="cq"}
 rdma_chain_pod_rdma_objects{device="rxe1",namespace="default",pod="b",type="mr"} 0
 rdma_chain_pod_rdma_objects{device="rxe1",namespace="default",pod="b",type="pd"} 0
 rdma_chain_pod_rdma_objects{device="rxe1",namespace="default",pod="b",type="qp"} 1
-`) + `# HELP rdma_chain_rdma_objects_unattributed Tracked RDMA objects of no attached pod, by device, type and reason (kernel, no_pid, unreadable, other_netns).
+`) + `# HELP rdma_chain_rdma_objects_unattributed Tracked RDMA objects of no attached pod, by device, type and reason (kernel, no_pid, unreadable, no_pod, other_pod).
 # TYPE rdma_chain_rdma_objects_unattributed gauge
 rdma_chain_rdma_objects_unattributed{device="rxe0",reason="kernel",type="qp"} 1
-rdma_chain_rdma_objects_unattributed{device="rxe0",reason="other_netns",type="qp"} 2
+rdma_chain_rdma_objects_unattributed{device="rxe0",reason="no_pod",type="qp"} 1
+rdma_chain_rdma_objects_unattributed{device="rxe0",reason="other_pod",type="qp"} 1
 rdma_chain_rdma_objects_unattributed{device="rxe0",reason="unreadable",type="qp"} 1
 # HELP rdma_chain_usage_collect_errors Reads of this scrape's RDMA usage that failed: the netns mode, records, resource dumps, pods' netns.
 # TYPE rdma_chain_usage_collect_errors gauge
@@ -156,6 +162,34 @@ rdma_chain_pod_rdma_objects{device="rxe1",type="qp"} 1
 	}
 }
 
+// TestUsageCollectorByUID: a pod is its UID: its second attachment adds
+// no series and counts its objects once; an attachment without a UID (the
+// runtime passed no K8S_POD_UID) has no series, and its processes'
+// objects count on no pod.
+func TestUsageCollectorByUID(t *testing.T) {
+	dir := t.TempDir()
+	a2 := usagePod("a", 100)
+	a2.ContainerID, a2.IfName = "a", "net1"
+	anon := usagePod("anon", 300)
+	anon.Pod.UID = ""
+	putRecords(t, dir, usagePod("a", 100), a2, anon)
+	f := &fakeUsage{mode: rdma.ModeShared, host: []rdmares.Entry{
+		{Kind: rdmares.QP, Device: "rxe0", ID: 17, PID: 10},
+		{Kind: rdmares.QP, Device: "rxe0", ID: 18, PID: 30},
+		{Kind: rdmares.QP, Device: "rxe0", ID: 19, PID: 31},
+	}}
+	c := NewUsageCollector(f, func() []conflist.Network { return []conflist.Network{{Name: "rdmanet", DataDir: dir}} }, true)
+	if v, ok := valueOf(t, c, "rdma_chain_pod_rdma_objects", map[string]string{"device": "rxe0", "namespace": "default", "pod": "a", "type": "qp"}); !ok || v != 1 {
+		t.Errorf("pod a's QPs %v (%v), want 1", v, ok)
+	}
+	if n := testutil.CollectAndCount(c, "rdma_chain_pod_rdma_objects"); n != 4 {
+		t.Errorf("%d object series, want pod a's 4", n)
+	}
+	if v, _ := valueOf(t, c, "rdma_chain_rdma_objects_unattributed", map[string]string{"device": "rxe0", "type": "qp", "reason": "other_pod"}); v != 1 {
+		t.Errorf("other_pod QPs %v, want 1 (pid 31, of a pod no record with a UID names)", v)
+	}
+}
+
 // TestUsageCollectorExclusive: in exclusive mode a pod's device is dumped
 // in its netns, and its processes' objects are the pod's.
 func TestUsageCollectorExclusive(t *testing.T) {
@@ -181,7 +215,7 @@ rdma_chain_pod_rdma_mr_bytes{device="mlx5_1",namespace="default",pod="x"} 1.0485
 // (4 object types and MR bytes on its one device) besides the node's
 // unattributed ones; after each pod's DEL (its record removed) none of its
 // series is left, while its processes still hold their objects (counted
-// other_netns, by device and type only).
+// other_pod, by device and type only).
 func TestUsageCardinality(t *testing.T) {
 	f, dir, nets := sharedUsage(t)
 	c := NewUsageCollector(f, func() []conflist.Network { return nets }, true)
@@ -203,9 +237,9 @@ func TestUsageCardinality(t *testing.T) {
 	}
 	n := testutil.CollectAndCount(c)
 	left := testutil.CollectAndCount(c, "rdma_chain_rdma_objects_unattributed")
-	if n != base+1 || left != 4 {
-		// one more unattributed series: rxe0's other_netns MRs
-		t.Errorf("%d series (%d unattributed) after every DEL, want %d (4)", n, left, base+1)
+	if n != base+1 || left != 5 {
+		// one more unattributed series: rxe0's other_pod MRs
+		t.Errorf("%d series (%d unattributed) after every DEL, want %d (5)", n, left, base+1)
 	}
 	if _, ok := valueOf(t, c, "rdma_chain_pod_rdma_objects", map[string]string{"device": "rxe0", "namespace": "default", "pod": "p0", "type": "qp"}); ok {
 		t.Error("a deleted pod's series is still there")

@@ -15,18 +15,18 @@ type Reader interface {
 	// Resources dumps the tracked objects of the devices the netns at
 	// nsPath sees ("": the caller's, the host's).
 	Resources(nsPath string) ([]Entry, error)
-	// NetnsOf is the netns inode of a process of the caller's pid
-	// namespace.
-	NetnsOf(pid uint32) (uint64, error)
+	// PodOf is the UID of the pod whose cgroup a process of the caller's
+	// pid namespace is in, "" for none.
+	PodOf(pid uint32) (string, error)
 	// LiveNetns is the inode of rec's netns while the netns it recorded
 	// is there; 0 when it is gone or another netns is at its path.
 	LiveNetns(rec *state.Record) (uint64, error)
 }
 
-// Pod is what the processes of one attached pod's netns hold.
+// Pod is what the processes of one attached pod hold.
 type Pod struct {
-	// Record is the pod's first record with RDMA links (a pod with two
-	// attachments has one netns, and one Pod).
+	// Record is the pod's first record with RDMA links whose netns lives
+	// (a pod with two attachments has one UID, and one Pod).
 	Record *state.Record
 	// Usage is per device: every device of the record's links (zero when
 	// unused) and any other device the pod's processes use.
@@ -43,29 +43,29 @@ type Report struct {
 }
 
 // ReadPods reads the usage of the pods of recs: the records with RDMA
-// links whose recorded netns lives. It dumps the host's devices and, in
-// exclusive mode, those of each pod netns that holds one, and gives each
-// object to the pod whose netns its owner is in. holdsDevice says whether
-// an exclusive-mode record has moved a device into its pod.
+// links and a pod UID whose recorded netns lives. It dumps the host's
+// devices and, in exclusive mode, those of each pod netns that holds one,
+// and gives each object to the pod whose cgroup its owner is in (by the
+// UID kubelet names the cgroup after, Reader.PodOf). A record without a
+// UID (a runtime that passed no K8S_POD_UID) has no usage. holdsDevice
+// says whether an exclusive-mode record has moved a device into its pod.
 func ReadPods(k Reader, recs []*state.Record, holdsDevice func(*state.Record) bool) Report {
 	var rep Report
 	fail := func(format string, a ...any) { rep.Errors = append(rep.Errors, fmt.Errorf(format, a...)) }
-	seen := map[uint64]bool{}
-	var inos []uint64
+	seen := map[string]bool{}
 	for _, r := range recs {
-		if len(r.Links) == 0 {
+		if len(r.Links) == 0 || r.Pod.UID == "" || seen[r.Pod.UID] {
 			continue
 		}
 		ino, err := k.LiveNetns(r)
 		if err != nil {
 			fail("netns of %s/%s: %w", r.Network, r.ContainerID, err)
 		}
-		if ino == 0 || seen[ino] {
+		if ino == 0 {
 			continue
 		}
-		seen[ino] = true
+		seen[r.Pod.UID] = true
 		rep.Pods = append(rep.Pods, Pod{Record: r})
-		inos = append(inos, ino)
 	}
 	entries, err := k.Resources("")
 	if err != nil {
@@ -85,9 +85,9 @@ func ReadPods(k Reader, recs []*state.Record, holdsDevice func(*state.Record) bo
 		}
 		entries = append(entries, es...)
 	}
-	tally := Attribute(entries, k.NetnsOf)
+	tally := Attribute(entries, k.PodOf)
 	for i := range rep.Pods {
-		u := tally.Take(inos[i])
+		u := tally.Take(rep.Pods[i].Record.Pod.UID)
 		for _, l := range rep.Pods[i].Record.Links {
 			if _, ok := u[l.Device]; !ok {
 				u[l.Device] = Usage{}
@@ -114,8 +114,8 @@ func (k Kernel) NetnsMode() (rdma.Mode, error) { return k.sys.NetnsMode() }
 // Resources is Dump.
 func (Kernel) Resources(nsPath string) ([]Entry, error) { return Dump(nsPath) }
 
-// NetnsOf is ProcNetns.
-func (Kernel) NetnsOf(pid uint32) (uint64, error) { return ProcNetns(pid) }
+// PodOf is ProcPodUID.
+func (Kernel) PodOf(pid uint32) (string, error) { return ProcPodUID(pid) }
 
 // LiveNetns identifies the netns at rec's path (netnsid.Of) and compares it
 // with the recorded one (state.Record.NetnsGone).

@@ -3,6 +3,7 @@ package rdmares
 import (
 	"encoding/binary"
 	"errors"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -103,44 +104,47 @@ func TestAttribute(t *testing.T) {
 		{Kind: MR, Device: "rxe0", ID: 1, PID: 10, MRBytes: 4096},
 		{Kind: MR, Device: "rxe0", ID: 2, PID: 11, MRBytes: 100},
 		{Kind: PD, Device: "rxe1", ID: 3, PID: 11},
-		{Kind: CQ, Device: "rxe0", ID: 4, PID: 20}, // another netns
+		{Kind: CQ, Device: "rxe0", ID: 4, PID: 20}, // another pod
+		{Kind: QP, Device: "rxe0", ID: 7, PID: 40}, // a host process
 		{Kind: QP, Device: "rxe0", ID: 1, KernName: "ib_core"},
 		{Kind: PD, Device: "rxe0", ID: 5},           // exited task
 		{Kind: QP, Device: "rxe0", ID: 18, PID: 30}, // unreadable
 		{Kind: CQ, Device: "rxe0", ID: 6, PID: 30},  // unreadable, read once
 	}
 	reads := map[uint32]int{}
-	netnsOf := func(pid uint32) (uint64, error) {
+	podOf := func(pid uint32) (string, error) {
 		reads[pid]++
 		switch pid {
 		case 10, 11:
-			return 100, nil
+			return "uid-a", nil
 		case 20:
-			return 200, nil
+			return "uid-b", nil
+		case 40:
+			return "", nil
 		}
-		return 0, errors.New("permission denied")
+		return "", os.ErrNotExist
 	}
-	tally := Attribute(entries, netnsOf)
-	got := tally.Take(100)
+	tally := Attribute(entries, podOf)
+	got := tally.Take("uid-a")
 	want := map[string]Usage{
 		"rxe0": {QP: 1, MR: 2, MRBytes: 4196, PIDs: []uint32{10, 11}},
 		"rxe1": {PD: 1, PIDs: []uint32{11}},
 	}
 	if !reflect.DeepEqual(got, want) {
-		t.Errorf("netns 100: %+v, want %+v", got, want)
+		t.Errorf("pod uid-a: %+v, want %+v", got, want)
 	}
-	if again := tally.Take(100); len(again) != 0 {
-		t.Errorf("netns 100 taken twice: %+v", again)
+	if again := tally.Take("uid-a"); len(again) != 0 {
+		t.Errorf("pod uid-a taken twice: %+v", again)
 	}
 	tally.Rest()
 	wantUn := map[Unattributed]int{
-		{"rxe0", CQ, OtherNetns}: 1, {"rxe0", QP, KernelOwned}: 1, {"rxe0", PD, NoPID}: 1,
+		{"rxe0", CQ, OtherPod}: 1, {"rxe0", QP, NoPod}: 1, {"rxe0", QP, KernelOwned}: 1, {"rxe0", PD, NoPID}: 1,
 		{"rxe0", QP, Unreadable}: 1, {"rxe0", CQ, Unreadable}: 1,
 	}
 	if !reflect.DeepEqual(tally.Unattributed, wantUn) {
 		t.Errorf("unattributed %+v, want %+v", tally.Unattributed, wantUn)
 	}
 	if reads[30] != 1 || reads[10] != 1 {
-		t.Errorf("netns reads per pid %v, want one each", reads)
+		t.Errorf("cgroup reads per pid %v, want one each", reads)
 	}
 }

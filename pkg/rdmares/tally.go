@@ -1,11 +1,8 @@
 package rdmares
 
 import (
-	"fmt"
 	"maps"
 	"slices"
-
-	"golang.org/x/sys/unix"
 )
 
 // Usage is what the processes of one netns hold on one device.
@@ -47,38 +44,39 @@ func (u *Usage) add(e Entry) {
 	}
 }
 
-// Why an object is counted on no netns.
+// Why an object is counted on no pod.
 const (
-	KernelOwned = "kernel"      // the kernel owns it
-	NoPID       = "no_pid"      // the dump named no owner: it has exited, or it is outside the caller's pid namespace
-	Unreadable  = "unreadable"  // the owner's netns could not be read
-	OtherNetns  = "other_netns" // its owner's netns is none the caller asked for (Tally.Take)
+	KernelOwned = "kernel"     // the kernel owns it
+	NoPID       = "no_pid"     // the dump named no owner: it has exited, or it is outside the caller's pid namespace
+	Unreadable  = "unreadable" // the owner's cgroup could not be read: it has exited since the dump, or its cgroup list is malformed
+	NoPod       = "no_pod"     // the owner is in no pod's cgroup: a host process
+	OtherPod    = "other_pod"  // the owner's pod is none the caller asked for (Tally.Take): no live attachment
 )
 
-// Unattributed keys the objects counted on no netns.
+// Unattributed keys the objects counted on no pod.
 type Unattributed struct {
 	Device string
 	Kind   Kind
-	Reason string // KernelOwned, NoPID, Unreadable or OtherNetns
+	Reason string // KernelOwned, NoPID, Unreadable, NoPod or OtherPod
 }
 
-// Tally is a dump's objects summed per netns of their owners and device,
-// and the objects that are no netns's.
+// Tally is a dump's objects summed per pod of their owners and device,
+// and the objects that are no pod's.
 type Tally struct {
-	netns        map[uint64]map[string]*Usage // netns inode -> device -> usage
+	pods         map[string]map[string]*Usage // pod UID -> device -> usage
 	Unattributed map[Unattributed]int
 }
 
-// NetnsOf gives the inode of the netns of a process of the caller's pid
-// namespace.
-type NetnsOf func(pid uint32) (uint64, error)
+// PodOf gives the UID of the pod whose cgroup a process of the caller's
+// pid namespace is in, "" for none (ProcPodUID).
+type PodOf func(pid uint32) (string, error)
 
-// Attribute sums entries per netns of their owners, read once per pid
-// through netnsOf.
-func Attribute(entries []Entry, netnsOf NetnsOf) Tally {
-	t := Tally{netns: map[uint64]map[string]*Usage{}, Unattributed: map[Unattributed]int{}}
+// Attribute sums entries per pod of their owners, read once per pid
+// through podOf.
+func Attribute(entries []Entry, podOf PodOf) Tally {
+	t := Tally{pods: map[string]map[string]*Usage{}, Unattributed: map[Unattributed]int{}}
 	type owner struct {
-		ino uint64
+		uid string
 		err error
 	}
 	owners := map[uint32]owner{}
@@ -92,20 +90,24 @@ func Attribute(entries []Entry, netnsOf NetnsOf) Tally {
 		}
 		o, seen := owners[e.PID]
 		if why == "" && !seen {
-			o.ino, o.err = netnsOf(e.PID)
+			o.uid, o.err = podOf(e.PID)
 			owners[e.PID] = o
 		}
-		if why == "" && o.err != nil {
+		switch {
+		case why != "":
+		case o.err != nil:
 			why = Unreadable
+		case o.uid == "":
+			why = NoPod
 		}
 		if why != "" {
 			t.Unattributed[Unattributed{e.Device, e.Kind, why}]++
 			continue
 		}
-		devs := t.netns[o.ino]
+		devs := t.pods[o.uid]
 		if devs == nil {
 			devs = map[string]*Usage{}
-			t.netns[o.ino] = devs
+			t.pods[o.uid] = devs
 		}
 		if devs[e.Device] == nil {
 			devs[e.Device] = &Usage{}
@@ -115,41 +117,28 @@ func Attribute(entries []Entry, netnsOf NetnsOf) Tally {
 	return t
 }
 
-// Take returns what the processes of the netns with inode ino hold, per
-// device, and removes it from t. Calling it twice for one inode gives
+// Take returns what the processes of the pod with UID uid hold, per
+// device, and removes it from t. Calling it twice for one UID gives
 // nothing the second time.
-func (t *Tally) Take(ino uint64) map[string]Usage {
+func (t *Tally) Take(uid string) map[string]Usage {
 	out := map[string]Usage{}
-	for dev, u := range t.netns[ino] {
+	for dev, u := range t.pods[uid] {
 		out[dev] = *u
 	}
-	delete(t.netns, ino)
+	delete(t.pods, uid)
 	return out
 }
 
-// Rest counts what no Take took as OtherNetns and removes it.
+// Rest counts what no Take took as OtherPod and removes it.
 func (t *Tally) Rest() {
-	for _, ino := range slices.Sorted(maps.Keys(t.netns)) {
-		for dev, u := range t.netns[ino] {
+	for _, uid := range slices.Sorted(maps.Keys(t.pods)) {
+		for dev, u := range t.pods[uid] {
 			for _, k := range Kinds {
 				if n := u.Count(k); n > 0 {
-					t.Unattributed[Unattributed{dev, k, OtherNetns}] += n
+					t.Unattributed[Unattributed{dev, k, OtherPod}] += n
 				}
 			}
 		}
-		delete(t.netns, ino)
+		delete(t.pods, uid)
 	}
-}
-
-// ProcNetns reads the netns inode of process pid of the caller's pid
-// namespace from /proc/PID/ns/net. The kernel allows it for a process of
-// the caller's uid, or with CAP_SYS_PTRACE; a process that has exited
-// gives an error wrapping os.ErrNotExist.
-func ProcNetns(pid uint32) (uint64, error) {
-	var st unix.Stat_t
-	path := fmt.Sprintf("/proc/%d/ns/net", pid)
-	if err := unix.Stat(path, &st); err != nil {
-		return 0, fmt.Errorf("stat %s: %w", path, err)
-	}
-	return st.Ino, nil
 }

@@ -45,7 +45,14 @@ type OpsRun struct {
 // prints the top test's log lines as the scenario's RC-INFO lines.
 func RunOps(t *testing.T, label string, env []string, args ...string) OpsRun {
 	t.Helper()
-	r := runOps(label, env, args)
+	return RunOpsVia(t, label, nil, env, args...)
+}
+
+// RunOpsVia is RunOps with the operator binary started by a wrapper: via
+// is the wrapper's command line, which the binary and args end.
+func RunOpsVia(t *testing.T, label string, via, env []string, args ...string) OpsRun {
+	t.Helper()
+	r := runOps(label, via, env, args)
 	t.Logf("%s: $ %s(exit %d)", label, r.commandLine(env), r.Code)
 	if out := strings.TrimRight(r.Output(), "\n"); out != "" {
 		for _, l := range strings.Split(out, "\n") {
@@ -59,7 +66,13 @@ func RunOps(t *testing.T, label string, env []string, args ...string) OpsRun {
 // for the --json twin of a run whose text is logged.
 func RunOpsQuiet(t *testing.T, label string, env []string, args ...string) OpsRun {
 	t.Helper()
-	r := runOps(label, env, args)
+	return RunOpsQuietVia(t, label, nil, env, args...)
+}
+
+// RunOpsQuietVia is RunOpsQuiet through a wrapper, as RunOpsVia.
+func RunOpsQuietVia(t *testing.T, label string, via, env []string, args ...string) OpsRun {
+	t.Helper()
+	r := runOps(label, via, env, args)
 	var b bytes.Buffer
 	out := r.Stdout
 	if json.Compact(&b, []byte(out)) == nil {
@@ -69,10 +82,11 @@ func RunOpsQuiet(t *testing.T, label string, env []string, args ...string) OpsRu
 	return r
 }
 
-func runOps(label string, env, args []string) OpsRun {
+func runOps(label string, via, env, args []string) OpsRun {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, OpsBinary, args...)
+	argv := append(append(slices.Clone(via), OpsBinary), args...)
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), env...)
 	var stdout, stderr bytes.Buffer
 	both := &LockedBuffer{}
@@ -206,6 +220,10 @@ func StartCommand(t *testing.T, logPath string, env []string, name string, args 
 	})
 	return d, nil
 }
+
+// Pid is its process id (the operator binary's, once a wrapper has exec'd
+// it).
+func (d *OpsDaemon) Pid() int { return d.cmd.Process.Pid }
 
 // Log is what it has printed so far.
 func (d *OpsDaemon) Log() string {

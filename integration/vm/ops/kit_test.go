@@ -113,8 +113,15 @@ type inspected struct {
 // under label-json.
 func inspect(t *testing.T, label string, env []string, args ...string) inspected {
 	t.Helper()
-	in := inspected{text: guestkit.RunOps(t, label, env, append([]string{"inspect"}, args...)...)}
-	in.json = guestkit.RunOpsQuiet(t, label+"-json", env, append([]string{"inspect", "--json"}, args...)...)
+	return inspectVia(t, label, nil, env, args...)
+}
+
+// inspectVia is inspect with the binary started by the wrapper via
+// (guestkit.RunOpsVia).
+func inspectVia(t *testing.T, label string, via, env []string, args ...string) inspected {
+	t.Helper()
+	in := inspected{text: guestkit.RunOpsVia(t, label, via, env, append([]string{"inspect"}, args...)...)}
+	in.json = guestkit.RunOpsQuietVia(t, label+"-json", via, env, append([]string{"inspect", "--json"}, args...)...)
 	in.err = in.json.Err
 	if in.err == nil {
 		if err := json.Unmarshal([]byte(in.json.Stdout), &in.r); err != nil {

@@ -68,23 +68,28 @@ func TestOpsUsage(t *testing.T) {
 	guestkit.Check(t, "node-v6", func() error { return guestkit.AddrOnce("veth0", "fd00:79::1/64") })
 	a := &usagePod{Pod: guestkit.NewPod("usage-", "usage-a")}
 	b := &usagePod{Pod: guestkit.NewPod("usage-", "usage-b")}
+	if !guestkit.Check(t, "cgroups", func() error { return setUpCgroups(t, a, b) }) {
+		t.Fatal("no cgroups: no case runs")
+	}
 	for _, p := range []*usagePod{a, b} {
 		guestkit.ExpectOK(t, "add-"+p.Name, c.Add(t, p.Pod))
 		p.v6 = podV6(t, p.Pod, "fd00:79:")
 		p.v4, _ = guestkit.PodAddr(p.NetNS, "eth0", "10.97.")
 	}
-	d, err := guestkit.StartOps(t, usageLog, nil, "reconcile", "--conflist", usageConf, "--cni-bin-dir", cniBinDir,
-		"--interval", "10m", "--metrics-bind-address", "127.0.0.1:9743", "--metrics-pod-labels")
+	d, err := guestkit.StartCommand(t, usageLog, nil, readerVia[0], append(readerVia[1:], guestkit.OpsBinary,
+		"reconcile", "--conflist", usageConf, "--cni-bin-dir", cniBinDir,
+		"--interval", "10m", "--metrics-bind-address", "127.0.0.1:9743", "--metrics-pod-labels")...)
 	if err != nil {
 		t.Fatal(err)
 	}
+	reader := d.Pid()
 	guestkit.Check(t, "idle-pods-zero", func() error {
 		return pollScrape(func(s guestkit.Scrape) error {
 			return errors.Join(podObjects(s, a, "qp", 0, 0), podObjects(s, b, "qp", 0, 0))
 		})
 	})
 	guestkit.Check(t, "rping-usage", func() error {
-		return withRping(t, a, b, func(srv, cli int) error { return runningUsage(t, a, b, srv, cli) })
+		return withRping(t, a, b, func(srv, cli int) error { return runningUsage(t, reader, a, b, srv, cli) })
 	})
 	guestkit.Check(t, "perftest-usage", func() error {
 		// ib_send_bw over soft-RoCE under TCG sometimes ends its run with
@@ -92,7 +97,7 @@ func TestOpsUsage(t *testing.T) {
 		// and one more is made
 		var err error
 		for try := 1; try <= 2; try++ {
-			err = withPerftest(t, a, b, func(srv, cli int) error { return runningUsage(t, a, b, srv, cli) })
+			err = withPerftest(t, a, b, func(srv, cli int) error { return runningUsage(t, reader, a, b, srv, cli) })
 			if err == nil || !strings.Contains(err.Error(), "Completion with error") {
 				return err
 			}
@@ -124,11 +129,19 @@ func TestOpsUsage(t *testing.T) {
 
 // runningUsage: while the server (pid srv, in a) and the client (pid cli,
 // in b) run, each pod has at least one QP, CQ, MR and PD on rxe0 and MR
-// bytes in the scrape, and inspect --json names its process; the RES
-// dump read here (the host pid namespace) names both pids, one from a new
-// pid namespace neither.
-func runningUsage(t *testing.T, a, b *usagePod, srv, cli int) error {
-	err := pollScrape(func(s guestkit.Scrape) error {
+// bytes in the scrape of reconcile (pid reader), and inspect --json names
+// its process, both with the reconcile container's privileges alone
+// (privileges); the RES dump read here (the host pid namespace) names
+// both pids, one from a new pid namespace neither.
+func runningUsage(t *testing.T, reader int, a, b *usagePod, srv, cli int) error {
+	return errors.Join(privileges(t, reader, []*usagePod{a, b}, srv, cli), scrapedUsage(a, b),
+		inspectedUsage(t, a, b, srv, cli), pidNamespaces(t, srv, cli))
+}
+
+// scrapedUsage: each pod has at least one QP, CQ, MR and PD on rxe0 and
+// MR bytes in the scrape.
+func scrapedUsage(a, b *usagePod) error {
+	return pollScrape(func(s guestkit.Scrape) error {
 		var errs []error
 		for _, p := range []*usagePod{a, b} {
 			for _, k := range []string{"qp", "cq", "mr", "pd"} {
@@ -138,13 +151,16 @@ func runningUsage(t *testing.T, a, b *usagePod, srv, cli int) error {
 		}
 		return errors.Join(errs...)
 	})
-	if err != nil {
-		return err
-	}
-	in := inspect(t, "inspect-usage", nil, "--data-dir", usageDataDir)
+}
+
+// inspectedUsage: inspect --json, run as the reconcile container, gives
+// each pod a QP, an MR and MR bytes on rxe0 with its process's pid.
+func inspectedUsage(t *testing.T, a, b *usagePod, srv, cli int) error {
+	in := inspectVia(t, "inspect-usage", readerVia, nil, "--data-dir", usageDataDir)
 	if in.err != nil {
 		return in.err
 	}
+	var errs []error
 	for _, w := range []struct {
 		p   *usagePod
 		pid int
@@ -155,10 +171,10 @@ func runningUsage(t *testing.T, a, b *usagePod, srv, cli int) error {
 		}
 		i := slices.IndexFunc(at.Usage, func(u deviceUsage) bool { return u.Device == "rxe0" })
 		if i < 0 || at.Usage[i].QP < 1 || at.Usage[i].MR < 1 || at.Usage[i].MRBytes == 0 || !slices.Contains(at.Usage[i].PIDs, w.pid) {
-			return fmt.Errorf("%s's rdmaUsage %+v; want rxe0 with a QP, an MR, MR bytes and pid %d", w.p.Name, at.Usage, w.pid)
+			errs = append(errs, fmt.Errorf("%s's rdmaUsage %+v; want rxe0 with a QP, an MR, MR bytes and pid %d", w.p.Name, at.Usage, w.pid))
 		}
 	}
-	return pidNamespaces(t, srv, cli)
+	return errors.Join(errs...)
 }
 
 // pidNamespaces: the kernel's RES dump, read in this (the host's) pid
@@ -276,9 +292,14 @@ func withPair(t *testing.T, name string, srvArgs, cliArgs []string, ready func()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var srvOut guestkit.LockedBuffer
-	srv := exec.CommandContext(ctx, "/usr/sbin/ip", append([]string{"netns", "exec", a.Name}, srvArgs...)...)
+	srv, started, err := podCommand(ctx, a, srvArgs)
+	if err != nil {
+		return err
+	}
 	srv.Stdout, srv.Stderr = &srvOut, &srvOut
-	if err := srv.Start(); err != nil {
+	err = srv.Start()
+	started()
+	if err != nil {
 		return fmt.Errorf("%s server: %w", name, err)
 	}
 	defer func() { _ = srv.Process.Kill(); _ = srv.Wait() }()
@@ -287,11 +308,15 @@ func withPair(t *testing.T, name string, srvArgs, cliArgs []string, ready func()
 	}
 	var cli *exec.Cmd
 	var cliOut guestkit.LockedBuffer
-	var err error
 	for try := 1; try <= 3; try++ {
-		cli = exec.CommandContext(ctx, "/usr/sbin/ip", append([]string{"netns", "exec", b.Name}, cliArgs...)...)
+		var started func()
+		if cli, started, err = podCommand(ctx, b, cliArgs); err != nil {
+			return err
+		}
 		cli.Stdout, cli.Stderr = &cliOut, &cliOut
-		if err := cli.Start(); err != nil {
+		err = cli.Start()
+		started()
+		if err != nil {
 			return fmt.Errorf("%s client: %w", name, err)
 		}
 		exited := make(chan struct{})
