@@ -206,7 +206,7 @@ func TestDelChildByID(t *testing.T) {
 	}{
 		{name: "netns held", after: func(*testing.T, *env, Child, ChildID) {}},
 		{name: "netns died", after: func(_ *testing.T, e *env, _ Child, _ ChildID) { _ = e.pod.Close() }},
-		{name: "nsid given again", after: giveIDAgain},
+		{name: "nsid given again", after: giveIDAgain, wantErr: ErrUnproven}, // a child kind at the index, another MAC
 		{name: "look-up refused", after: func(*testing.T, *env, Child, ChildID) {}, noAdmin: true, wantErr: ErrUnproven, wantKept: true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

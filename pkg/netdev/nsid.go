@@ -68,7 +68,8 @@ func podNetnsID(host *netlink.Handle, podFd int) (int32, error) {
 // when the child is proven gone: the nsid names no live netns (its netns
 // died; an id given again names another netns, which has no link at the
 // child's index, see childIndexes), that netns has no link at the index,
-// or the link there is not ours. Any other failure wraps ErrUnproven.
+// or the link there is no ipvlan or macvlan. A child there with another
+// MAC than expectMAC, and any other failure, wrap ErrUnproven.
 func DelChildByID(id ChildID, expectMAC string) error {
 	l, err := linkByID(id)
 	switch {
@@ -81,7 +82,11 @@ func DelChildByID(id ChildID, expectMAC string) error {
 		return nil
 	}
 	if expectMAC != "" && !sameMAC(linkMAC(l), expectMAC) {
-		return nil
+		// A child at the drawn index with another MAC: an ipvlan child
+		// follows its parent's MAC (a bond's failover), a pod with
+		// NET_ADMIN may set a macvlan's. Not proof that ours is gone.
+		return fmt.Errorf("ifindex %d in the netns of nsid %d is a %s with MAC %s, recorded %s: %w",
+			id.Index, id.NetnsID, l.Type(), linkMAC(l), normMAC(expectMAC), ErrUnproven)
 	}
 	err = execByID(unix.RTM_DELLINK, id, nil)
 	if err != nil && !errors.Is(err, unix.EINVAL) && !isNotFound(err) {

@@ -73,6 +73,8 @@ func corruptCases(t *testing.T) []struct {
 		{"pod ifindex negative", content(link(`"kind":"macvlan","podNetnsId":0,"podIndex":-3`))},
 		{"pod nsid on a moved link", content(link(`"kind":"moved","podNetnsId":0,"podIndex":3`))},
 		{"pod nsid out of range", content(link(`"kind":"ipvlan","podNetnsId":2147483648,"podIndex":3`))},
+		{"pod ifindex out of range", content(link(`"kind":"ipvlan","mac":"02:00:00:00:00:01","podNetnsId":0,"podIndex":4294967296`))},
+		{"pod nsid without a MAC", content(link(`"kind":"ipvlan","podNetnsId":0,"podIndex":3`))},
 		{"wrong field type", content(`{"version":1,"network":"n","containerID":"bad","ifName":"eth0","links":"x"}`)},
 		{"too large", content(valid[:len(valid)-1] + `,"x":"` + strings.Repeat("a", maxRecordSize) + `"}`)},
 		{"empty directory", func(t *testing.T, path string) { mkdir(t, path) }},

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -105,8 +106,10 @@ func checkChildIDs(links []Link) error {
 			continue
 		}
 		switch {
-		case l.PodNetnsID == nil || *l.PodNetnsID < 0 || l.PodIndex <= 0:
+		case l.PodNetnsID == nil || *l.PodNetnsID < 0 || l.PodIndex <= 0 || l.PodIndex > math.MaxInt32:
 			return fmt.Errorf("link %.16q: pod nsid and ifindex (%d) not recorded together", l.PodName, l.PodIndex)
+		case l.MAC == "":
+			return fmt.Errorf("link %.16q: a pod nsid without the child's MAC", l.PodName)
 		case l.Kind != LinkIPVlan && l.Kind != LinkMACVlan:
 			return fmt.Errorf("link %.16q: a pod nsid on a %.16q link, not a child", l.PodName, l.Kind)
 		}
