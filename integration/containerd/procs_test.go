@@ -5,6 +5,7 @@ package containerd
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -24,6 +25,7 @@ type cniProc struct {
 	pid                     int
 	plugin, verb, container string
 	logging                 bool // it held the plugin's log file open
+	held                    bool // the test held it stopped across the runtime's death
 }
 
 func (p cniProc) String() string {
@@ -70,9 +72,14 @@ func cniProcs(bin string, pids []int) []cniProc {
 	return out
 }
 
+// reapedByRuntime is how reap says a process ended before the runtime
+// died: the runtime waited for it, so it is no child of this test binary.
+const reapedByRuntime = "reaped by the runtime"
+
 // reap waits for each of procs, which a dead runtime left to this test
 // binary (leakcheck makes it their subreaper), and says how each ended:
-// "exit N" or "signal S".
+// "exit N" or "signal S", or reapedByRuntime (ECHILD), which a process
+// held stopped across the runtime's death cannot be.
 func reap(t *testing.T, procs []cniProc) map[cniProc]string {
 	t.Helper()
 	ended := map[cniProc]string{}
@@ -83,6 +90,8 @@ func reap(t *testing.T, procs []cniProc) map[cniProc]string {
 			}
 			var ws unix.WaitStatus
 			switch pid, err := unix.Wait4(p.pid, &ws, unix.WNOHANG, nil); {
+			case errors.Is(err, unix.ECHILD) && !p.held:
+				ended[p] = reapedByRuntime
 			case err != nil:
 				ended[p] = "unknown: " + err.Error()
 			case pid == p.pid && ws.Signaled():
@@ -94,6 +103,16 @@ func reap(t *testing.T, procs []cniProc) map[cniProc]string {
 		return len(ended) == len(procs), fmt.Sprintf("ended so far: %v of %v", ended, procs)
 	})
 	return ended
+}
+
+// procState is the state letter of pid (/proc/PID/stat), 0 if it is gone.
+func procState(pid int) byte {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	i := strings.LastIndexByte(string(b), ')')
+	if err != nil || i < 0 || i+2 >= len(b) {
+		return 0
+	}
+	return b[i+2]
 }
 
 // childPIDs are the children of pid, each of its threads' (the kernel's

@@ -89,6 +89,10 @@ func (e *env) restartRound(t *testing.T, pods []fakekubelet.Pod, plugin, rdmaIPA
 	t.Logf("containerd killed %v after the sandboxes' stop began, running %v; the first StopPodSandbox and RemovePodSandbox: %v",
 		time.Since(start).Round(time.Millisecond), inFlight, first)
 	for p, how := range reap(t, inFlight) {
+		if how == reapedByRuntime {
+			t.Logf("%v ended before the kill; the runtime had its answer", p)
+			continue
+		}
 		if p.plugin == "rdma-chain" && strings.HasPrefix(how, "signal") || p.logging && how != "exit 0" {
 			t.Errorf("%v, left running by the runtime's death, ended with %s, want exit 0", p, how)
 		} else if p.logging {
@@ -162,7 +166,8 @@ func (e *env) removeAtOnce(ids []string) (wait func() map[string]string) {
 // killOnDEL kills containerd (SIGKILL) as soon as one of the plugins it
 // runs is plugin's DEL (rdma-chain's once it has read its configuration:
 // it holds its log file open), and returns the plugins it was running
-// then.
+// then. That DEL is held stopped (SIGSTOP) across the kill, so the
+// runtime cannot reap it first: it is certain to outlive the runtime.
 func (e *env) killOnDEL(t *testing.T, plugin string) []cniProc {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
@@ -171,16 +176,38 @@ func (e *env) killOnDEL(t *testing.T, plugin string) []cniProc {
 		for i, p := range running {
 			running[i].logging = p.plugin == "rdma-chain" && holdsFile(p.pid, e.cni.log)
 		}
-		if slices.ContainsFunc(running, func(p cniProc) bool {
+		i := slices.IndexFunc(running, func(p cniProc) bool {
 			return p.plugin == plugin && p.verb == "DEL" && (p.logging || plugin != "rdma-chain")
-		}) {
+		})
+		if i >= 0 && holdStopped(running[i].pid) {
 			e.d.kill(t)
+			if err := syscall.Kill(running[i].pid, syscall.SIGCONT); err != nil {
+				t.Fatalf("resume %v: %v", running[i], err)
+			}
+			running[i].held = true
 			return running
 		}
 		time.Sleep(time.Millisecond)
 	}
 	t.Fatalf("no DEL of %s ran within 60 s of the sandboxes' stop", plugin)
 	return nil
+}
+
+// holdStopped stops pid (SIGSTOP) and reports whether it is stopped
+// rather than already ended (a zombie, or gone).
+func holdStopped(pid int) bool {
+	if syscall.Kill(pid, syscall.SIGSTOP) != nil {
+		return false
+	}
+	for {
+		switch procState(pid) {
+		case 'T', 't':
+			return true
+		case 'Z', 'X', 0:
+			return false
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
 }
 
 // delsDone: no attachment whose DEL the plugin reported done (msg=done,
