@@ -15,15 +15,20 @@ import (
 	"github.com/rdma-chain/rdma-chain/pkg/inspect"
 )
 
-// rebootPods are pods/reboot.yaml's: SMC-R, shared-mode and DRA.
-var rebootPods = []string{"reboot-smcr", "reboot-shared", "reboot-dra"}
+// rebootPods are pods/reboot.yaml's: SMC-R and shared-mode (each a
+// StatefulSet's pod) and DRA.
+var rebootPods = []string{rebootSMCR, "reboot-shared-0", "reboot-dra"}
+
+// rebootSMCR is the SMC-R pod of pods/reboot.yaml.
+const rebootSMCR = "reboot-smcr-0"
 
 // testReboot: node-a (diskNode: its /var/lib, with rdma-chain's records
 // and the IPAM leases, is on its disk) is reset while an SMC-R pod, a
 // shared-mode RDMA pod and a DRA pod run on it. The reset loses every pod
 // netns, the bpffs pins and the SMC socket hook, and the kernel may hand
-// out the old netns inodes again. After the boot kubelet gives each pod a
-// new sandbox. Then:
+// out the old netns inodes again. After the boot kubelet gives the DRA pod
+// a new sandbox, and each StatefulSet replaces a device-plugin pod that
+// kubelet failed at admission (see pods/reboot.yaml). Then:
 //   - every record of the earlier boot is gone (released by the runtime's
 //     DEL of the dead sandbox or by reconcile's first pass, whichever came
 //     first), and no DEL of an old sandbox failed;
@@ -84,10 +89,10 @@ func testReboot(t *testing.T, owner testing.TB, cp *controlPlane, vm *nodeVM) {
 		t.Errorf("%s holds %d leases after the reboot, %d before it:\n%s", node, b, a, diffLines(held, after))
 	}
 	cp.oldDELsSucceeded(t, node, old)
-	smcAfterReboot(t, cp, node, now["reboot-smcr"])
+	smcAfterReboot(t, cp, node, now[rebootSMCR])
 
 	start := time.Now()
-	if out, err := cp.kubectlOut("delete", "-f", path, "--wait=true", "--timeout=5m"); err != nil {
+	if out, err := cp.kubectlOut("delete", "-f", path, "--cascade=foreground", "--wait=true", "--timeout=5m"); err != nil {
 		t.Fatalf("kubectl delete: %v: %s", err, out)
 	}
 	cp.nodeAsBefore(t, node, before, start, "the pods' delete began")
@@ -172,10 +177,10 @@ func (cp *controlPlane) oldDELsSucceeded(t *testing.T, node string, old map[stri
 // loopback moves the netns's SMC fallback counter: the socket was SMC.
 func smcAfterReboot(t *testing.T, cp *controlPlane, node string, a inspect.Attachment) {
 	t.Helper()
-	out, err := cp.exec("reboot-smcr", "/bin/busybox", "readlink", "/proc/1/ns/net")
+	out, err := cp.exec(rebootSMCR, "/bin/busybox", "readlink", "/proc/1/ns/net")
 	m := netnsInode.FindStringSubmatch(strings.TrimSpace(out))
 	if err != nil || m == nil {
-		t.Fatalf("reboot-smcr's netns: %v: %q", err, out)
+		t.Fatalf("%s's netns: %v: %q", rebootSMCR, err, out)
 	}
 	hook := cp.nodeShell(t, node, hookState)
 	listed := strings.Count("\n"+hook+"\n", "\n"+m[1]+"\n")
@@ -184,7 +189,7 @@ func smcAfterReboot(t *testing.T, cp *controlPlane, node string, a inspect.Attac
 		t.Errorf("want the hook attached and held with reboot-smcr's netns %s listed once; listed %d times", m[1], listed)
 	}
 	before := cp.smcFallbacks(t, node, a.NetNS)
-	conn, err := cp.exec("reboot-smcr", "/bin/busybox", "sh", "-c",
+	conn, err := cp.exec(rebootSMCR, "/bin/busybox", "sh", "-c",
 		`/bin/busybox nc -l -p 7001 >/dev/null 2>&1 & sleep 1; echo smc | /bin/busybox nc -w 2 127.0.0.1 7001; kill $! 2>/dev/null; true`)
 	after := cp.smcFallbacks(t, node, a.NetNS)
 	t.Logf("reboot-smcr: SMC fallbacks %d before a loopback TCP connection, %d after (%v: %s)", before, after, err, conn)

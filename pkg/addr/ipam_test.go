@@ -4,9 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
+	"os/signal"
+	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/cni/pkg/version"
@@ -241,5 +247,45 @@ func TestAddPluginErrorNoRelease(t *testing.T) {
 	}
 	if got := f.commands(); !slices.Equal(got, []string{"ADD"}) {
 		t.Errorf("commands = %v, want only ADD", got)
+	}
+}
+
+// TestDelegateOutlivesRuntime: the runtime died mid-call and left the
+// plugin's stderr (fd 2) a broken pipe. A delegate that writes to its
+// stderr still ends as it would have (its DEL succeeds), instead of dying
+// of SIGPIPE: pkg/invoke gives it a buffer, never the plugin's fd 2, and
+// writes the buffer out afterwards, where the plugin (SIGPIPE notified,
+// as chain.Main does) gets EPIPE. This guards that rule of pkg/invoke.
+func TestDelegateOutlivesRuntime(t *testing.T) {
+	dir := t.TempDir()
+	script := "#!/bin/sh\necho \"releasing $CNI_CONTAINERID\" >&2\necho done >&2\nexit 0\n"
+	if err := os.WriteFile(filepath.Join(dir, "noisy"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := testRequest()
+	r.PluginType, r.Path = "noisy", dir
+	r.NetConf = []byte(strings.Replace(testConf, `"type":"host-local"`, `"type":"noisy"`, 1))
+
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGPIPE) // as chain.Main does
+	defer signal.Stop(sigs)
+	rd, wr, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rd.Close()
+	saved, err := unix.Dup(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Dup2(int(wr.Fd()), 2); err != nil {
+		t.Fatal(err)
+	}
+	err = Exec().Del(context.Background(), r)
+	_ = unix.Dup2(saved, 2)
+	_ = unix.Close(saved)
+	wr.Close()
+	if err != nil {
+		t.Errorf("DEL of a delegate that logs, with the runtime's stderr broken: %v, want nil", err)
 	}
 }
