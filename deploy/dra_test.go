@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/google/cel-go/cel"
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -46,13 +47,15 @@ func TestDRA(t *testing.T) {
 			for k, objs := range r.objects {
 				kinds[k] = len(objs)
 			}
-			want := map[string]int{"DaemonSet": 2, "ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "DeviceClass": 1}
+			want := map[string]int{"DaemonSet": 2, "ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "DeviceClass": 1,
+				"ValidatingAdmissionPolicy": 2, "ValidatingAdmissionPolicyBinding": 2}
 			if !maps.Equal(kinds, want) {
 				t.Fatalf("objects %v, want %v", kinds, want)
 			}
 			ds := draDaemonSet(t, r)
 			checkDRAPod(t, ds, plain.ds.Spec.Template.Spec)
 			checkDRARBAC(t, r, ds)
+			checkDRAPolicies(t, r, ds)
 			checkDeviceClass(t, r)
 		})
 	}
@@ -177,6 +180,30 @@ func checkDRARBAC(t *testing.T, r rendered, ds appsv1.DaemonSet) {
 	if binding.RoleRef != (rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role.Name}) ||
 		!slices.Equal(binding.Subjects, []rbacv1.Subject{subject}) || sa.Name != subject.Name || sa.Namespace != subject.Namespace {
 		t.Errorf("binding %+v of role %s, service account %s/%s", binding, role.Name, sa.Namespace, sa.Name)
+	}
+}
+
+// checkDRAPolicies: the admission policies (deploy/dra/policy_test.go
+// checks what they decide) match the DaemonSet's service account as
+// rendered, and each has a binding that denies.
+func checkDRAPolicies(t *testing.T, r rendered, ds appsv1.DaemonSet) {
+	t.Helper()
+	user := "system:serviceaccount:" + ds.Namespace + ":" + ds.Spec.Template.Spec.ServiceAccountName
+	denied := map[string]bool{}
+	for _, obj := range r.objects["ValidatingAdmissionPolicyBinding"] {
+		var b admissionv1.ValidatingAdmissionPolicyBinding
+		decodeStrict(t, obj, &b)
+		denied[b.Spec.PolicyName] = slices.Equal(b.Spec.ValidationActions, []admissionv1.ValidationAction{admissionv1.Deny})
+	}
+	for _, obj := range r.objects["ValidatingAdmissionPolicy"] {
+		var p admissionv1.ValidatingAdmissionPolicy
+		decodeStrict(t, obj, &p)
+		if len(p.Spec.MatchConditions) != 1 || p.Spec.MatchConditions[0].Expression != "request.userInfo.username == '"+user+"'" {
+			t.Errorf("policy %s matches %+v, want the requests of %s", p.Name, p.Spec.MatchConditions, user)
+		}
+		if !denied[p.Name] {
+			t.Errorf("policy %s has no binding that denies", p.Name)
+		}
 	}
 }
 

@@ -118,7 +118,10 @@ type proc struct {
 // system:nodes.
 var nodeNames = []string{"node-a", "node-b"}
 
-func startControlPlane(t *testing.T, parts map[string]string) *controlPlane {
+// startControlPlane starts etcd, kube-apiserver (with apiserverFlags
+// after the tier's own), kube-controller-manager and kube-scheduler, and
+// returns once the API server is ready.
+func startControlPlane(t *testing.T, parts map[string]string, apiserverFlags ...string) *controlPlane {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "rc-cluster-")
 	if err != nil {
@@ -165,19 +168,19 @@ func startControlPlane(t *testing.T, parts map[string]string) *controlPlane {
 		fmt.Sprintf("--initial-advertise-peer-urls=http://127.0.0.1:%d", etcdPeer),
 		fmt.Sprintf("--initial-cluster=default=http://127.0.0.1:%d", etcdPeer),
 		"--listen-metrics-urls=")
-	cp.run(t, "kube-apiserver", parts["KUBE_APISERVER"],
+	cp.run(t, "kube-apiserver", parts["KUBE_APISERVER"], append([]string{
 		fmt.Sprintf("--etcd-servers=http://127.0.0.1:%d", etcdClient),
-		"--bind-address=127.0.0.1", "--advertise-address="+guestAPIAddr, fmt.Sprintf("--secure-port=%d", cp.port),
-		"--cert-dir="+filepath.Join(dir, "apiserver-certs"),
-		"--tls-cert-file="+p.serverCert, "--tls-private-key-file="+p.serverKey,
-		"--client-ca-file="+p.caCert, "--token-auth-file="+p.tokens,
+		"--bind-address=127.0.0.1", "--advertise-address=" + guestAPIAddr, fmt.Sprintf("--secure-port=%d", cp.port),
+		"--cert-dir=" + filepath.Join(dir, "apiserver-certs"),
+		"--tls-cert-file=" + p.serverCert, "--tls-private-key-file=" + p.serverKey,
+		"--client-ca-file=" + p.caCert, "--token-auth-file=" + p.tokens,
 		"--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction", "--allow-privileged=true",
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-		"--service-account-key-file="+p.saPub, "--service-account-signing-key-file="+p.saKey,
-		"--service-cluster-ip-range="+serviceCIDR, "--endpoint-reconciler-type=lease",
+		"--service-account-key-file=" + p.saPub, "--service-account-signing-key-file=" + p.saKey,
+		"--service-cluster-ip-range=" + serviceCIDR, "--endpoint-reconciler-type=lease",
 		// The kubelets' API (logs, exec) through the test's egress proxy,
 		// which knows the nodes by address.
-		"--egress-selector-config-file="+egressConfig, "--kubelet-preferred-address-types=InternalIP")
+		"--egress-selector-config-file=" + egressConfig, "--kubelet-preferred-address-types=InternalIP"}, apiserverFlags...)...)
 	if err := cp.waitReady(5 * time.Minute); err != nil {
 		t.Fatalf("kube-apiserver: %v\n%s", err, cp.tails())
 	}
