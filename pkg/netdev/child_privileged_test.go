@@ -2,6 +2,7 @@ package netdev
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"runtime"
 	"strings"
@@ -296,4 +297,58 @@ func nsidOf(t *testing.T, host, n ns.NetNS) int {
 		t.Fatal(err)
 	}
 	return id
+}
+
+// TestAddChildIndexTaken: a child whose drawn ifindex the pod netns has
+// already (a veth there) is created at the next draw, whatever errno this
+// kernel refuses the first with; when every draw is taken AddChild fails
+// after three and leaves nothing in the pod.
+func TestAddChildIndexTaken(t *testing.T) {
+	testenv.Privileged(t)
+	for _, tt := range []struct {
+		name    string
+		taken   int // draws the pod netns has already, from the first
+		wantIdx int // the child's index, 0: AddChild fails
+	}{
+		{name: "first draw taken", taken: 1, wantIdx: childIndexMin + 2},
+		{name: "every draw taken", taken: 3},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.makeRDMA(t, true)
+			for i := 1; i <= tt.taken; i++ {
+				addVethAt(t, e, childIndexMin+i)
+			}
+			next := childIndexMin
+			setDraw(t, func() int { next++; return next })
+			c, err := e.addChild(macvlanSpec())
+			t.Logf("AddChild: %+v, %v", c, err)
+			if tt.wantIdx == 0 {
+				if err == nil || !childIndexTaken(err) {
+					t.Errorf("AddChild = %v, want the kernel's ifindex clash", err)
+				}
+				wantAbsent(t, e.pod, podIf, "pod")
+				return
+			}
+			if err != nil {
+				t.Fatalf("AddChild: %v", err)
+			}
+			if s := snap(t, e.pod, podIf); !s.Exists || c.Index != tt.wantIdx || s.Type != "macvlan" {
+				t.Errorf("child %+v (pod link %+v), want a macvlan at index %d", c, s, tt.wantIdx)
+			}
+		})
+	}
+}
+
+// addVethAt creates a veth in e's pod netns at ifindex index (its peer in
+// e's peer netns).
+func addVethAt(t *testing.T, e *env, index int) {
+	t.Helper()
+	attrs := netlink.NewLinkAttrs()
+	attrs.Name, attrs.Index = fmt.Sprintf("held%d", index-childIndexMin), index
+	v := &netlink.Veth{LinkAttrs: attrs, PeerName: fmt.Sprintf("peer%d", index-childIndexMin+10),
+		PeerNamespace: netlink.NsFd(int(e.peer.Fd()))}
+	if err := handle(t, e.pod).LinkAdd(v); err != nil {
+		t.Fatalf("veth at index %d in the pod: %v", index, err)
+	}
 }
