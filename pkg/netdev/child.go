@@ -144,26 +144,19 @@ func childIndexTaken(err error) bool {
 }
 
 // DelChild deletes the ipvlan/macvlan child name from the netns at
-// podNSPath. A missing link is no error (idempotent). It refuses (error,
-// nothing deleted) when expectMAC != "" and the link's MAC differs, or
-// when the link is not an ipvlan or macvlan: it is not ours. When
-// podNSPath is empty or names no netns, a process may still hold the netns
-// and the child: with id, DelChildByID deletes it from the host netns or
-// proves it gone; without one (a record of an earlier release), it is
-// taken for gone.
-func DelChild(podNSPath, name, expectMAC string, id *ChildID) error {
-	h, gone := (*netlink.Handle)(nil), true
-	if podNSPath != "" {
-		var err error
-		if h, gone, err = handleAtPath(podNSPath); err != nil {
-			return err
-		}
+// podNSPath. A missing link is no error (idempotent), and so is a
+// podNSPath that is empty or names no netns: a child recorded without
+// its ChildID (an earlier release's record) is then taken for gone;
+// DelChildByID finds one recorded with it. It refuses (error, nothing
+// deleted) when expectMAC != "" and the link's MAC differs, or when the
+// link is not an ipvlan or macvlan: it is not ours.
+func DelChild(podNSPath, name, expectMAC string) error {
+	if podNSPath == "" {
+		return nil
 	}
-	if gone {
-		if id == nil {
-			return nil
-		}
-		return DelChildByID(*id, expectMAC)
+	h, gone, err := handleAtPath(podNSPath)
+	if err != nil || gone {
+		return err
 	}
 	defer h.Close()
 	pl, err := h.LinkByName(name)

@@ -44,7 +44,7 @@ func TestAddDelChildMacvlan(t *testing.T) {
 			wantSame(t, "parent", parent, snap(t, e.host, rdmaName))
 			wantAbsent(t, e.host, podIf, "host")
 			for i := range 2 {
-				if err := DelChild(e.pod.Path(), podIf, c.MAC, nil); err != nil {
+				if err := DelChild(e.pod.Path(), podIf, c.MAC); err != nil {
 					t.Fatalf("DelChild #%d: %v", i+1, err)
 				}
 				wantAbsent(t, e.pod, podIf, "pod")
@@ -100,11 +100,11 @@ func TestDelChildRefuses(t *testing.T) {
 	if err != nil {
 		t.Fatalf("AddChild: %v", err)
 	}
-	if err := DelChild(e.pod.Path(), podIf, "02:00:00:00:00:01", nil); err == nil {
+	if err := DelChild(e.pod.Path(), podIf, "02:00:00:00:00:01"); err == nil {
 		t.Error("DelChild with a wrong MAC succeeded")
 	}
 	addVeth(t, e.pod, "eth0", e.peer, "peer1")
-	if err := DelChild(e.pod.Path(), "eth0", "", nil); err == nil {
+	if err := DelChild(e.pod.Path(), "eth0", ""); err == nil {
 		t.Error("DelChild deleted a veth")
 	}
 	if s := snap(t, e.pod, podIf); !s.Exists || s.MAC != c.MAC {
@@ -127,7 +127,7 @@ func TestDelChildNetnsGone(t *testing.T) {
 	path := e.pod.Path()
 	netnstest.Delete(e.pod)
 	for _, p := range []string{path, ""} {
-		if err := DelChild(p, podIf, c.MAC, nil); err != nil {
+		if err := DelChild(p, podIf, c.MAC); err != nil {
 			t.Errorf("DelChild(%q) = %v, want nil", p, err)
 		}
 	}
@@ -149,7 +149,7 @@ func TestAddChildIpvlan(t *testing.T) {
 		if s := snap(t, e.pod, podIf); !s.Up || s.Type != "ipvlan" || s.MAC != c.MAC || c.Name != podIf {
 			t.Errorf("child %+v, pod link %+v", c, s)
 		}
-		if err := DelChild(e.pod.Path(), podIf, c.MAC, nil); err != nil {
+		if err := DelChild(e.pod.Path(), podIf, c.MAC); err != nil {
 			t.Fatalf("DelChild: %v", err)
 		}
 	case strings.Contains(string(mods), "ipvlan "):
@@ -231,13 +231,13 @@ func TestDelChildByID(t *testing.T) {
 			tt.after(t, e, c, id)
 			err = e.inHost(func() error {
 				if tt.noAdmin {
-					return netnstest.WithoutNetAdmin(func() error { return DelChild(path, podIf, c.MAC, &id) })
+					return netnstest.WithoutNetAdmin(func() error { return DelChildByID(id, c.MAC) })
 				}
-				return DelChild(path, podIf, c.MAC, &id)
+				return DelChildByID(id, c.MAC)
 			})
-			t.Logf("DelChild: %v", err)
+			t.Logf("DelChildByID: %v", err)
 			if !errors.Is(err, tt.wantErr) || (err != nil) != (tt.wantErr != nil) {
-				t.Fatalf("DelChild = %v, want %v", err, tt.wantErr)
+				t.Fatalf("DelChildByID = %v, want %v", err, tt.wantErr)
 			}
 			if tt.name == "netns held" || tt.wantKept {
 				if s := snap(t, e.pod, podIf); s.Exists != tt.wantKept {
@@ -245,8 +245,8 @@ func TestDelChildByID(t *testing.T) {
 				}
 			}
 			if tt.wantErr == nil { // again: no link at the index (ENODEV) or no netns (EINVAL)
-				if err := e.inHost(func() error { return DelChild(path, podIf, c.MAC, &id) }); err != nil {
-					t.Errorf("DelChild again = %v", err)
+				if err := e.inHost(func() error { return DelChildByID(id, c.MAC) }); err != nil {
+					t.Errorf("DelChildByID again = %v", err)
 				}
 			}
 		})
@@ -255,7 +255,7 @@ func TestDelChildByID(t *testing.T) {
 
 // giveIDAgain waits until the dead pod netns' nsid is free, gives it to a
 // new netns with a macvlan of another MAC at the child's index, and checks
-// after the test that DelChild left that one alone.
+// after the test that DelChildByID left that one alone.
 func giveIDAgain(t *testing.T, e *env, c Child, id ChildID) {
 	_ = e.pod.Close()
 	other := netnstest.NewNS(t)
