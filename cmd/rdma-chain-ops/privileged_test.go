@@ -214,7 +214,7 @@ func TestInspectRealNetns(t *testing.T) {
 	}) {
 		t.Fatalf("netns %+v", r.Netns)
 	}
-	err = pod.Do(func(ns.NetNS) error { return netdev.DelChild(pod.Path(), "rdma0", "", nil) })
+	err = pod.Do(func(ns.NetNS) error { return netdev.DelChild(pod.Path(), "rdma0", "") })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -78,9 +78,10 @@ func (p *Plugin) attachLocked(c *call, rec *draft, req *request, offered []rdma.
 }
 
 // saveChildIDs records the children's nsids and ifindexes (see
-// attachShared) before their leases are taken: a release whose netns path
-// names no netns proves each child gone through them before it gives back
-// the child's address.
+// attachShared) before their leases are taken: a release deletes or
+// proves gone each child through them, whatever its netns path names,
+// before it gives back the child's address. Without a lease they are
+// recorded with the final record.
 func (p *Plugin) saveChildIDs(c *call, rec *draft) error {
 	if leases(rec.Record) == 0 || !slices.ContainsFunc(rec.Links, func(l state.Link) bool { return l.PodNetnsID != nil }) {
 		return nil

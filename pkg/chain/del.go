@@ -9,7 +9,6 @@ import (
 
 	"github.com/rdma-chain/rdma-chain/internal/failpoint"
 	"github.com/rdma-chain/rdma-chain/pkg/netdev"
-	"github.com/rdma-chain/rdma-chain/pkg/netnsid"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
@@ -36,6 +35,9 @@ func (p *Plugin) del(c *call) error {
 		// Nothing to do without the lock: give back the host side under
 		// the lock already held, from the record just read under it.
 		defer unlock()
+		if err := p.childrenByID(c, rec); err != nil {
+			return err
+		}
 		return p.releaseHost(c, rec, nsPath, nil)
 	}
 	unlock()
@@ -44,11 +46,11 @@ func (p *Plugin) del(c *call) error {
 
 // release gives back everything rec holds and forgets it: the IPAM leases
 // without the node lock (an IPAM may be slow), then the host side under it.
-// Progress is recorded, so a failed or killed release can be retried. When
-// nsPath names no netns, the children come first (unpinnedChildren): one
-// still alive holds its lease's address.
+// Progress is recorded, so a failed or killed release can be retried. The
+// children recorded with their nsid come first (childrenByID): one still
+// alive holds its lease's address.
 func (p *Plugin) release(c *call, rec *state.Record, nsPath string) error {
-	if err := p.unpinnedChildren(c, rec, nsPath); err != nil {
+	if err := p.childrenByID(c, rec); err != nil {
 		return err
 	}
 	leaseErr := p.releaseLeases(c, rec)
@@ -67,7 +69,7 @@ func (p *Plugin) release(c *call, rec *state.Record, nsPath string) error {
 	case err != nil:
 		return cniError(CodeState, "cannot read attachment state", err)
 	}
-	copyLeaseProgress(cur, rec)
+	copyProgress(cur, rec)
 	return p.releaseHost(c, cur, nsPath, leaseErr)
 }
 
@@ -99,64 +101,92 @@ func leaseError(err error) error {
 	return cniError(CodeIPAM, "cannot release the pod's IPAM leases", err)
 }
 
-// copyLeaseProgress clears the lease flags in cur that released cleared in rec.
-func copyLeaseProgress(cur, released *state.Record) {
-	done := map[string]bool{}
-	for _, l := range released.Links {
-		if !l.IPAM {
-			done[l.PodName] = true
-		}
+// copyProgress copies to cur (the record as it is on disk) what release
+// gave back of rec without the node lock: the children childrenByID
+// released (and their rxe devices), the leases releaseLeases released.
+func copyProgress(cur, released *state.Record) {
+	byName := map[string]*state.Link{}
+	for i := range released.Links {
+		byName[released.Links[i].PodName] = &released.Links[i]
 	}
 	for i := range cur.Links {
-		if done[cur.Links[i].PodName] {
+		l, ok := byName[cur.Links[i].PodName]
+		if !ok {
+			continue
+		}
+		if l.Step == state.StepReleased && recordedByID(l) {
+			cur.Links[i].Step, cur.Links[i].SoftRoCE = state.StepReleased, false
+		}
+		if !l.IPAM {
 			cur.Links[i].IPAM, cur.Links[i].IPs = false, nil
 		}
 	}
 }
 
-// unpinnedChildren deletes, when nsPath is empty or names no netns, the
-// children rec holds leases for, from the host netns through their
-// recorded nsid and ifindex, or proves them gone (netdev.DelChild): a
-// netns path that is gone does not prove the netns dead, as a leaked
-// process may hold it, and with it a child that has the pod's address.
-// A child not proven gone fails the release with "try again" (11) before
-// anything is given back; the record stays for a later DEL, GC or
-// reconcile. A child without a recorded nsid (a record of an earlier
-// release) is taken for gone, as before; so is one of an earlier boot,
-// whose nsid may name a netns of this boot (see detachHost).
-func (p *Plugin) unpinnedChildren(c *call, rec *state.Record, nsPath string) error {
+// childrenByID deletes every shared-mode child rec records with its nsid
+// (its rxe device first), or proves it gone, through that nsid and its
+// ifindex from the host netns (delChild), before any lease or host entry
+// is given back. The netns path is not read for them: it may name no
+// netns while a leaked process holds the pod's, with the child and its
+// address; it may name another netns (a /proc/PID/ns/net whose PID was
+// given again), whose ipvlan sibling has the child's name and MAC; it may
+// not be readable. A child not proven gone fails the release with "try
+// again" (11) before anything is given back; the record stays for a later
+// DEL, GC or reconcile. A child given back is marked released, and the
+// host side leaves it (detachLink would take the same route). A child
+// without a recorded nsid (a record of an earlier release) is left to the
+// host side, by name; so is every child of an earlier boot, whose nsid
+// may name a netns of this boot (detachHost touches none).
+func (p *Plugin) childrenByID(c *call, rec *state.Record) error {
 	if rec.BootOf(p.bootID(c)) == state.BootEarlier {
 		return nil
 	}
-	if nsPath != "" {
-		if _, err := p.env.Netns.ID(nsPath); !errors.Is(err, netnsid.ErrGone) {
-			return nil // there, or unreadable: the host side's DelChild decides
-		}
-	}
 	for i := range rec.Links {
 		l := &rec.Links[i]
-		if !l.IPAM || l.PodNetnsID == nil || l.Step == state.StepPlanned || l.Step == state.StepReleased {
+		if !recordedByID(l) || l.Step == state.StepPlanned || l.Step == state.StepReleased {
 			continue
 		}
-		if err := p.delChild(l, ""); err != nil {
-			return err
+		if err := p.detachChild(l, ""); err != nil {
+			return cniError(CodeLinkSetup, "cannot give back the pod's RDMA links", fmt.Errorf("give back %s (%s): %w", l.Device, l.PodName, err))
 		}
-		c.log.Info("child of a netns whose path is gone deleted or proven gone", "ifname", l.PodName, "nsid", *l.PodNetnsID)
+		l.Step = state.StepReleased
+		c.log.Debug("child deleted or proven gone through its nsid", "ifname", l.PodName, "nsid", *l.PodNetnsID, "ifindex", l.PodIndex)
 	}
 	return nil
 }
 
-// delChild deletes l's child (netdev.DelChild) from the netns at nsPath, or
-// from the host netns through its recorded nsid when nsPath names none. A
-// child not proven gone is a "try again" (11).
-func (p *Plugin) delChild(l *state.Link, nsPath string) error {
-	var id *netdev.ChildID
-	if l.PodNetnsID != nil {
-		id = &netdev.ChildID{NetnsID: *l.PodNetnsID, Index: l.PodIndex}
+// recordedByID reports whether l is a child recorded with the host's nsid
+// of its pod netns and its ifindex there.
+func recordedByID(l *state.Link) bool {
+	return (l.Kind == state.LinkIPVlan || l.Kind == state.LinkMACVlan) && l.PodNetnsID != nil
+}
+
+// detachChild deletes l's rxe device, if it made one, then its child
+// (delChild).
+func (p *Plugin) detachChild(l *state.Link, nsPath string) error {
+	if err := p.detachSoftRoCE(l); err != nil {
+		return err
 	}
-	err := p.env.Links.DelChild(nsPath, l.PodName, l.MAC, id)
+	if err := p.delChild(l, nsPath); err != nil {
+		return err
+	}
+	failpoint.Hit("del-child-deleted")
+	return nil
+}
+
+// delChild deletes l's child or proves it gone. One recorded with its
+// nsid (recordedByID) is found from the host netns through that nsid and
+// its ifindex (netdev.DelChildByID), whatever nsPath names; not proven
+// gone, it is a "try again" (11). One recorded without it is deleted by
+// name in the netns at nsPath (netdev.DelChild), taken for gone when
+// nsPath names none.
+func (p *Plugin) delChild(l *state.Link, nsPath string) error {
+	if !recordedByID(l) {
+		return p.env.Links.DelChild(nsPath, l.PodName, l.MAC)
+	}
+	err := p.env.Links.DelChildByID(netdev.ChildID{NetnsID: *l.PodNetnsID, Index: l.PodIndex}, l.MAC)
 	if errors.Is(err, netdev.ErrUnproven) {
-		return cniError(types.ErrTryAgainLater, "the pod's netns path is gone and its "+l.PodName+" may still hold its address; try again", err)
+		return cniError(types.ErrTryAgainLater, "cannot prove the pod's "+l.PodName+" gone: it may still hold its address; try again", err)
 	}
 	return err
 }
@@ -221,13 +251,7 @@ func (p *Plugin) detachLink(l *state.Link, nsPath string) error {
 		if l.Step == state.StepPlanned {
 			return nil
 		}
-		if err := p.detachSoftRoCE(l); err != nil {
-			return err
-		}
-		if err := p.delChild(l, nsPath); err != nil {
-			return err
-		}
-		failpoint.Hit("del-child-deleted")
+		return p.detachChild(l, nsPath)
 	}
 	return nil
 }

@@ -140,8 +140,12 @@ func (kernelLinks) AddChild(spec netdev.ChildSpec, podNS ns.NetNS) (netdev.Child
 	return netdev.AddChild(spec, podNS)
 }
 
-func (kernelLinks) DelChild(podNSPath, name, expectMAC string, id *netdev.ChildID) error {
-	return netdev.DelChild(podNSPath, name, expectMAC, id)
+func (kernelLinks) DelChild(podNSPath, name, expectMAC string) error {
+	return netdev.DelChild(podNSPath, name, expectMAC)
+}
+
+func (kernelLinks) DelChildByID(id netdev.ChildID, expectMAC string) error {
+	return netdev.DelChildByID(id, expectMAC)
 }
 
 func (kernelLinks) CheckInPod(podNSPath, name, mac string) error {

@@ -275,11 +275,11 @@ func (w *world) AddChild(spec netdev.ChildSpec, _ ns.NetNS) (netdev.Child, error
 	}
 	return c, nil
 }
-func (w *world) DelChild(nsPath, name, mac string, id *netdev.ChildID) error {
-	if id != nil {
-		return w.record("DelChild %s %s %s %d/%d", nsPath, name, mac, id.NetnsID, id.Index)
-	}
+func (w *world) DelChild(nsPath, name, mac string) error {
 	return w.record("DelChild %s %s %s", nsPath, name, mac)
+}
+func (w *world) DelChildByID(id netdev.ChildID, mac string) error {
+	return w.record("DelChildByID %d/%d %s", id.NetnsID, id.Index, mac)
 }
 func (w *world) CheckInPod(nsPath, name, mac string) error {
 	return w.record("CheckInPod %s %s %s", nsPath, name, mac)

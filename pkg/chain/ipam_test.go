@@ -1,6 +1,7 @@
 package chain
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -243,48 +244,90 @@ func TestDelAfterCrashBeforeIPAM(t *testing.T) {
 	}
 }
 
-// With the netns path gone, DEL deletes (or proves gone) a child whose
-// record has its nsid before it releases the child's lease; a child not
-// proven gone answers 11 and releases nothing. GC goes the same way.
-func TestDelUnpinnedChild(t *testing.T) {
-	const delChild = "DelChild  rdma0 02:00:00:00:00:00 7/1048579"
+// A child whose record has its nsid is deleted (or proven gone) through
+// that nsid and its ifindex before its lease goes, by DEL and GC, whether
+// the netns path names the pod's netns or none, and never by name; the
+// host side leaves the child released. A child not proven gone answers 11
+// and releases nothing. A lease release that fails keeps the record with
+// the child released: the next DEL gives back the lease alone.
+func TestDelChildByRecordedID(t *testing.T) {
+	const byID = "DelChildByID 7/1048579 02:00:00:00:00:00"
+	unproven := fmt.Errorf("look up: %w", netdev.ErrUnproven)
 	for _, tt := range []struct {
-		name   string
-		gc     bool
-		failOn error
-		want   []string
+		name     string
+		conf     string // withIPAM when ""
+		gc       bool
+		gone     bool // the netns path names no netns
+		failOn   map[string]error
+		wantCode uint
+		want     []string
 	}{
-		{name: "DEL: child first", want: []string{delChild, "IPAMDel c1 rdma0", "DelChild /var/run/netns/pod rdma0 02:00:00:00:00:00 7/1048579"}},
-		{name: "GC: child first", gc: true, want: []string{delChild, "IPAMDel c1 rdma0", "DelChild /var/run/netns/pod rdma0 02:00:00:00:00:00 7/1048579"}},
-		{name: "unproven", failOn: fmt.Errorf("look up: %w", netdev.ErrUnproven), want: []string{delChild}},
+		{name: "DEL, path gone", gone: true, want: []string{byID, "IPAMDel c1 rdma0"}},
+		{name: "DEL, path there", want: []string{byID, "IPAMDel c1 rdma0"}},
+		{name: "GC, path gone", gc: true, gone: true, want: []string{byID, "IPAMDel c1 rdma0"}},
+		{name: "DEL, no lease", conf: podAll, want: []string{byID}},
+		{name: "unproven, path gone", gone: true, failOn: map[string]error{"DelChildByID": unproven}, wantCode: types.ErrTryAgainLater, want: []string{byID}},
+		{name: "unproven, path there", failOn: map[string]error{"DelChildByID": unproven}, wantCode: types.ErrTryAgainLater, want: []string{byID}},
+		{name: "lease kept", failOn: map[string]error{"IPAMDel": errors.New("busy")}, wantCode: CodeIPAM, want: []string{byID, "IPAMDel c1 rdma0"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			w := &world{mode: rdma.ModeShared, devices: []rdma.Device{rxe("rxe0", "veth0")}, childNsid: true}
-			dir := t.TempDir()
-			if err := w.plugin().Add(cmd(dir, withIPAM, prevResult100)); err != nil {
+			dir, conf := t.TempDir(), cmp.Or(tt.conf, withIPAM)
+			if err := w.plugin().Add(cmd(dir, conf, prevResult100)); err != nil {
 				t.Fatal(err)
 			}
-			w.calls, w.gone = nil, map[string]bool{"/var/run/netns/pod": true}
-			w.failOn = map[string]error{"DelChild": tt.failOn}
-			args := cmd(dir, withIPAM, "")
+			w.calls, w.gone, w.failOn = nil, map[string]bool{"/var/run/netns/pod": tt.gone}, tt.failOn
+			args, verb := cmd(dir, conf, ""), w.plugin().Del
 			if tt.gc {
-				args = cmd(dir, withIPAM+`,"cni.dev/valid-attachments":[]`, "")
-			}
-			verb := w.plugin().Del
-			if tt.gc {
-				verb = w.plugin().GC
+				args, verb = cmd(dir, conf+`,"cni.dev/valid-attachments":[]`, ""), w.plugin().GC
 			}
 			err := verb(args)
-			if tt.failOn != nil {
-				wantCode(t, err, types.ErrTryAgainLater, "may still hold its address")
-				if len(stateFiles(t, dir)) != 1 {
-					t.Error("the record went")
-				}
-			} else if err != nil {
-				t.Fatal(err)
-			}
-			if got := w.callsNamed("DelChild", "IPAMDel"); !reflect.DeepEqual(got, tt.want) {
+			if got := w.callsNamed("DelChild", "DelChildByID", "IPAMDel"); !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("calls %q, want %q", got, tt.want)
+			}
+			if tt.wantCode == 0 {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			wantCode(t, err, tt.wantCode, "")
+			rec := onlyRecord(t, dir)
+			if l := rec.Links[0]; !l.IPAM || (l.Step == state.StepReleased) != (tt.wantCode == CodeIPAM) {
+				t.Errorf("kept link %+v, want its lease and the child released only when the lease was kept", l)
+			}
+			w.calls, w.failOn = nil, nil
+			if err := w.plugin().Del(cmd(dir, withIPAM, "")); err != nil {
+				t.Fatalf("next DEL: %v", err)
+			}
+			want := []string{byID, "IPAMDel c1 rdma0"}
+			if tt.wantCode == CodeIPAM {
+				want = want[1:]
+			}
+			if got := w.callsNamed("DelChild", "DelChildByID", "IPAMDel"); !reflect.DeepEqual(got, want) || len(stateFiles(t, dir)) != 0 {
+				t.Errorf("next DEL: calls %q, want %q; records %d", got, want, len(stateFiles(t, dir)))
+			}
+		})
+	}
+}
+
+// A failed ADD's undo deletes a child recorded with its nsid through it
+// before the lease goes, as DEL does, never by name.
+func TestFailedAddDeletesChildByID(t *testing.T) {
+	for _, failAt := range []string{"IPAMAdd", "Configure"} {
+		t.Run(failAt, func(t *testing.T) {
+			w := &world{mode: rdma.ModeShared, devices: []rdma.Device{rxe("rxe0", "veth0")}, childNsid: true}
+			w.failOn = map[string]error{failAt: errors.New("injected")}
+			dir := t.TempDir()
+			if err := w.plugin().Add(cmd(dir, withIPAM, prevResult100)); err == nil {
+				t.Fatal("ADD succeeded")
+			}
+			want := []string{"DelChildByID 7/1048579 02:00:00:00:00:00", "IPAMDel c1 rdma0"}
+			if got := w.callsNamed("DelChild", "DelChildByID", "IPAMDel"); !reflect.DeepEqual(got, want) {
+				t.Errorf("undo %q, want %q", got, want)
+			}
+			if len(stateFiles(t, dir)) != 0 {
+				t.Error("the record is left")
 			}
 		})
 	}

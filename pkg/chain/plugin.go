@@ -61,9 +61,14 @@ type Links interface {
 	// AddChild's Child names a child it created even with an error (its
 	// undo, DelChild, is then the caller's).
 	AddChild(spec netdev.ChildSpec, podNS ns.NetNS) (netdev.Child, error)
-	// DelChild is netdev.DelChild: id (nil: not recorded) finds the child
-	// from the host netns when podNSPath names no netns.
-	DelChild(podNSPath, name, expectMAC string, id *netdev.ChildID) error
+	// DelChild is netdev.DelChild, by name in the netns at podNSPath: for a
+	// child recorded without its nsid.
+	DelChild(podNSPath, name, expectMAC string) error
+	// DelChildByID is netdev.DelChildByID, from the plugin's netns (the
+	// host's) through the pod netns's nsid there and the child's ifindex:
+	// an error wrapping netdev.ErrUnproven when it cannot prove the child
+	// gone.
+	DelChildByID(id netdev.ChildID, expectMAC string) error
 	CheckInPod(podNSPath, name, mac string) error
 }
 

@@ -148,6 +148,28 @@ func TestSoftRoCEDelAfterCrash(t *testing.T) {
 	}
 }
 
+// A child recorded with its nsid has its rxe device deleted before it,
+// and both before its lease goes, once each: the host side leaves them.
+func TestSoftRoCEDelByRecordedID(t *testing.T) {
+	w, dir := softRoCEWorld(), t.TempDir()
+	w.childNsid = true
+	conf := softRoCEConf(filepath.Join(dir, "di.json"))
+	if err := w.plugin().Add(cmd(dir, conf, prevResult100)); err != nil {
+		t.Fatal(err)
+	}
+	w.calls = nil
+	if err := w.plugin().Del(cmd(dir, conf, "")); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"RxeDel " + rdma.SoftRoCEName("rdmanet", "c1", "eth0"), "DelChildByID 7/1048579 02:00:00:00:00:00", "IPAMDel c1 rdma0"}
+	if got := relevant(w.calls, "RxeDel", "DelChild", "DelChildByID", "IPAMDel"); !slices.Equal(got, want) {
+		t.Errorf("DEL calls %v, want %v", got, want)
+	}
+	if len(stateFiles(t, dir)) != 0 {
+		t.Error("the record is left")
+	}
+}
+
 // relevant keeps the calls of the named seam methods, in order.
 func relevant(calls []string, names ...string) []string {
 	var out []string

@@ -45,7 +45,7 @@ var macvlanModes = map[string]netlink.MacvlanMode{
 func childLink(spec ChildSpec, parent, podFd int) (netlink.Link, error) {
 	attrs := netlink.NewLinkAttrs()
 	attrs.Name, attrs.ParentIndex, attrs.MTU = spec.PodName, parent, spec.MTU
-	attrs.Index = randomChildIndex()
+	attrs.Index = drawChildIndex()
 	attrs.Namespace = netlink.NsFd(podFd)
 	attrs.Flags = net.FlagUp
 	switch spec.Kind {
@@ -91,7 +91,7 @@ func AddChild(spec ChildSpec, podNS ns.NetNS) (Child, error) {
 	if err != nil {
 		return Child{}, fmt.Errorf("find parent netdev %q: %w", spec.Parent, err)
 	}
-	if err := addChildLink(s, spec, parent.Attrs().Index); err != nil {
+	if err := addChildLink(s.host.LinkAdd, spec, parent.Attrs().Index, s.podFd); err != nil {
 		return Child{}, err
 	}
 	pl, err := s.pod.LinkByName(spec.PodName)
@@ -107,20 +107,20 @@ func AddChild(spec ChildSpec, podNS ns.NetNS) (Child, error) {
 	return child, nil
 }
 
-// addChildLink creates spec's child of parent in s's pod netns. An
-// ifindex drawn that the pod netns already has (EEXIST: the name was
-// checked absent) is drawn again, at most three times.
-func addChildLink(s *session, spec ChildSpec, parent int) error {
+// addChildLink creates spec's child of parent in the pod netns behind
+// podFd through add (the host handle's LinkAdd). An ifindex drawn that is
+// taken (childIndexTaken) is drawn again, at most three times in all.
+func addChildLink(add func(netlink.Link) error, spec ChildSpec, parent, podFd int) error {
 	for attempt := 1; ; attempt++ {
-		link, err := childLink(spec, parent, s.podFd)
+		link, err := childLink(spec, parent, podFd)
 		if err != nil {
 			return err
 		}
-		err = s.host.LinkAdd(link)
+		err = add(link)
 		switch {
 		case err == nil:
 			return nil
-		case errors.Is(err, unix.EEXIST) && attempt < 3:
+		case childIndexTaken(err) && attempt < 3:
 			continue
 		case errors.Is(err, unix.EOPNOTSUPP):
 			return fmt.Errorf("create %s %q on %q: %w (%w)", spec.Kind, spec.PodName, spec.Parent, ErrKindUnsupported, err)
@@ -130,27 +130,33 @@ func addChildLink(s *session, spec ChildSpec, parent int) error {
 	}
 }
 
+// childIndexTaken reports whether err is the kernel's refusal of a new
+// link at an ifindex already taken (the name was checked absent). A link
+// at that index in the pod netns gives EBUSY up to Linux 6.14, from
+// register_netdevice (its own look-up; dev_index_reserve's xa_insert
+// since 6.6), and EEXIST since 6.15, whose RTM_NEWLINK with
+// NLM_F_CREATE|NLM_F_EXCL looks the index up in the target netns first
+// (rtnetlink "Lookup device in target netns when creating link", applied
+// in February 2025; measured on 6.18). Before that change the look-up ran
+// in the caller's netns: a host link at the index gave EEXIST.
+func childIndexTaken(err error) bool {
+	return errors.Is(err, unix.EBUSY) || errors.Is(err, unix.EEXIST)
+}
+
 // DelChild deletes the ipvlan/macvlan child name from the netns at
-// podNSPath. A missing link is no error (idempotent). It refuses (error,
-// nothing deleted) when expectMAC != "" and the link's MAC differs, or
-// when the link is not an ipvlan or macvlan: it is not ours. When
-// podNSPath is empty or names no netns, a process may still hold the netns
-// and the child: with id, DelChildByID deletes it from the host netns or
-// proves it gone; without one (a record of an earlier release), it is
-// taken for gone.
-func DelChild(podNSPath, name, expectMAC string, id *ChildID) error {
-	h, gone := (*netlink.Handle)(nil), true
-	if podNSPath != "" {
-		var err error
-		if h, gone, err = handleAtPath(podNSPath); err != nil {
-			return err
-		}
+// podNSPath. A missing link is no error (idempotent), and so is a
+// podNSPath that is empty or names no netns: a child recorded without
+// its ChildID (an earlier release's record) is then taken for gone;
+// DelChildByID finds one recorded with it. It refuses (error, nothing
+// deleted) when expectMAC != "" and the link's MAC differs, or when the
+// link is not an ipvlan or macvlan: it is not ours.
+func DelChild(podNSPath, name, expectMAC string) error {
+	if podNSPath == "" {
+		return nil
 	}
-	if gone {
-		if id == nil {
-			return nil
-		}
-		return DelChildByID(*id, expectMAC)
+	h, gone, err := handleAtPath(podNSPath)
+	if err != nil || gone {
+		return err
 	}
 	defer h.Close()
 	pl, err := h.LinkByName(name)

@@ -2,6 +2,7 @@ package netdev
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"runtime"
 	"strings"
@@ -43,7 +44,7 @@ func TestAddDelChildMacvlan(t *testing.T) {
 			wantSame(t, "parent", parent, snap(t, e.host, rdmaName))
 			wantAbsent(t, e.host, podIf, "host")
 			for i := range 2 {
-				if err := DelChild(e.pod.Path(), podIf, c.MAC, nil); err != nil {
+				if err := DelChild(e.pod.Path(), podIf, c.MAC); err != nil {
 					t.Fatalf("DelChild #%d: %v", i+1, err)
 				}
 				wantAbsent(t, e.pod, podIf, "pod")
@@ -99,11 +100,11 @@ func TestDelChildRefuses(t *testing.T) {
 	if err != nil {
 		t.Fatalf("AddChild: %v", err)
 	}
-	if err := DelChild(e.pod.Path(), podIf, "02:00:00:00:00:01", nil); err == nil {
+	if err := DelChild(e.pod.Path(), podIf, "02:00:00:00:00:01"); err == nil {
 		t.Error("DelChild with a wrong MAC succeeded")
 	}
 	addVeth(t, e.pod, "eth0", e.peer, "peer1")
-	if err := DelChild(e.pod.Path(), "eth0", "", nil); err == nil {
+	if err := DelChild(e.pod.Path(), "eth0", ""); err == nil {
 		t.Error("DelChild deleted a veth")
 	}
 	if s := snap(t, e.pod, podIf); !s.Exists || s.MAC != c.MAC {
@@ -126,7 +127,7 @@ func TestDelChildNetnsGone(t *testing.T) {
 	path := e.pod.Path()
 	netnstest.Delete(e.pod)
 	for _, p := range []string{path, ""} {
-		if err := DelChild(p, podIf, c.MAC, nil); err != nil {
+		if err := DelChild(p, podIf, c.MAC); err != nil {
 			t.Errorf("DelChild(%q) = %v, want nil", p, err)
 		}
 	}
@@ -148,7 +149,7 @@ func TestAddChildIpvlan(t *testing.T) {
 		if s := snap(t, e.pod, podIf); !s.Up || s.Type != "ipvlan" || s.MAC != c.MAC || c.Name != podIf {
 			t.Errorf("child %+v, pod link %+v", c, s)
 		}
-		if err := DelChild(e.pod.Path(), podIf, c.MAC, nil); err != nil {
+		if err := DelChild(e.pod.Path(), podIf, c.MAC); err != nil {
 			t.Fatalf("DelChild: %v", err)
 		}
 	case strings.Contains(string(mods), "ipvlan "):
@@ -230,13 +231,13 @@ func TestDelChildByID(t *testing.T) {
 			tt.after(t, e, c, id)
 			err = e.inHost(func() error {
 				if tt.noAdmin {
-					return netnstest.WithoutNetAdmin(func() error { return DelChild(path, podIf, c.MAC, &id) })
+					return netnstest.WithoutNetAdmin(func() error { return DelChildByID(id, c.MAC) })
 				}
-				return DelChild(path, podIf, c.MAC, &id)
+				return DelChildByID(id, c.MAC)
 			})
-			t.Logf("DelChild: %v", err)
+			t.Logf("DelChildByID: %v", err)
 			if !errors.Is(err, tt.wantErr) || (err != nil) != (tt.wantErr != nil) {
-				t.Fatalf("DelChild = %v, want %v", err, tt.wantErr)
+				t.Fatalf("DelChildByID = %v, want %v", err, tt.wantErr)
 			}
 			if tt.name == "netns held" || tt.wantKept {
 				if s := snap(t, e.pod, podIf); s.Exists != tt.wantKept {
@@ -244,8 +245,8 @@ func TestDelChildByID(t *testing.T) {
 				}
 			}
 			if tt.wantErr == nil { // again: no link at the index (ENODEV) or no netns (EINVAL)
-				if err := e.inHost(func() error { return DelChild(path, podIf, c.MAC, &id) }); err != nil {
-					t.Errorf("DelChild again = %v", err)
+				if err := e.inHost(func() error { return DelChildByID(id, c.MAC) }); err != nil {
+					t.Errorf("DelChildByID again = %v", err)
 				}
 			}
 		})
@@ -254,7 +255,7 @@ func TestDelChildByID(t *testing.T) {
 
 // giveIDAgain waits until the dead pod netns' nsid is free, gives it to a
 // new netns with a macvlan of another MAC at the child's index, and checks
-// after the test that DelChild left that one alone.
+// after the test that DelChildByID left that one alone.
 func giveIDAgain(t *testing.T, e *env, c Child, id ChildID) {
 	_ = e.pod.Close()
 	other := netnstest.NewNS(t)
@@ -296,4 +297,58 @@ func nsidOf(t *testing.T, host, n ns.NetNS) int {
 		t.Fatal(err)
 	}
 	return id
+}
+
+// TestAddChildIndexTaken: a child whose drawn ifindex the pod netns has
+// already (a veth there) is created at the next draw, whatever errno this
+// kernel refuses the first with; when every draw is taken AddChild fails
+// after three and leaves nothing in the pod.
+func TestAddChildIndexTaken(t *testing.T) {
+	testenv.Privileged(t)
+	for _, tt := range []struct {
+		name    string
+		taken   int // draws the pod netns has already, from the first
+		wantIdx int // the child's index, 0: AddChild fails
+	}{
+		{name: "first draw taken", taken: 1, wantIdx: childIndexMin + 2},
+		{name: "every draw taken", taken: 3},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.makeRDMA(t, true)
+			for i := 1; i <= tt.taken; i++ {
+				addVethAt(t, e, childIndexMin+i)
+			}
+			next := childIndexMin
+			setDraw(t, func() int { next++; return next })
+			c, err := e.addChild(macvlanSpec())
+			t.Logf("AddChild: %+v, %v", c, err)
+			if tt.wantIdx == 0 {
+				if err == nil || !childIndexTaken(err) {
+					t.Errorf("AddChild = %v, want the kernel's ifindex clash", err)
+				}
+				wantAbsent(t, e.pod, podIf, "pod")
+				return
+			}
+			if err != nil {
+				t.Fatalf("AddChild: %v", err)
+			}
+			if s := snap(t, e.pod, podIf); !s.Exists || c.Index != tt.wantIdx || s.Type != "macvlan" {
+				t.Errorf("child %+v (pod link %+v), want a macvlan at index %d", c, s, tt.wantIdx)
+			}
+		})
+	}
+}
+
+// addVethAt creates a veth in e's pod netns at ifindex index (its peer in
+// e's peer netns).
+func addVethAt(t *testing.T, e *env, index int) {
+	t.Helper()
+	attrs := netlink.NewLinkAttrs()
+	attrs.Name, attrs.Index = fmt.Sprintf("held%d", index-childIndexMin), index
+	v := &netlink.Veth{LinkAttrs: attrs, PeerName: fmt.Sprintf("peer%d", index-childIndexMin+10),
+		PeerNamespace: netlink.NsFd(int(e.peer.Fd()))}
+	if err := handle(t, e.pod).LinkAdd(v); err != nil {
+		t.Fatalf("veth at index %d in the pod: %v", index, err)
+	}
 }

@@ -39,6 +39,10 @@ const (
 // randomChildIndex draws an ifindex for a new child from childIndexes.
 func randomChildIndex() int { return childIndexMin + rand.IntN(childIndexRange) } //nolint:gosec // a spread, not a secret
 
+// drawChildIndex is the draw childLink makes: randomChildIndex, which the
+// tests replace to force an ifindex already taken.
+var drawChildIndex = randomChildIndex
+
 // podNetnsID returns the nsid host (a handle on the host netns) has for
 // the netns behind podFd, asking the kernel to allocate one when there is
 // none (NETNSA_NSID -1: the lowest free id).

@@ -8,6 +8,8 @@ import (
 	"os"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/rdma-chain/rdma-chain/pkg/config"
 )
 
@@ -20,8 +22,7 @@ const maxCgroupFile = 64 << 10
 // caller's pid namespace is in, from /proc/PID/cgroup (ParsePodCgroup);
 // "" when it is in no pod's cgroup. The file is readable by everyone: no
 // capability is needed for a process of another uid. A process that has
-// exited gives an error wrapping os.ErrNotExist (ESRCH while reading is
-// wrapped as such too).
+// exited gives an error wrapping os.ErrNotExist (readPodUID).
 func ProcPodUID(pid uint32) (string, error) {
 	path := fmt.Sprintf("/proc/%d/cgroup", pid)
 	f, err := os.Open(path)
@@ -29,7 +30,19 @@ func ProcPodUID(pid uint32) (string, error) {
 		return "", fmt.Errorf("read %s: %w", path, err)
 	}
 	defer f.Close()
+	return readPodUID(f, path)
+}
+
+// readPodUID is ProcPodUID of the open /proc/PID/cgroup f at path. When
+// the process exits after the open, the kernel answers the read with
+// ESRCH (fs/proc/base.c, proc_single_show finds no task): that error wraps
+// os.ErrNotExist too, as the open's ENOENT does, so a caller sees one
+// "exited" either way.
+func readPodUID(f io.Reader, path string) (string, error) {
 	b, err := io.ReadAll(io.LimitReader(f, maxCgroupFile+1))
+	if errors.Is(err, unix.ESRCH) {
+		return "", fmt.Errorf("read %s: %w (%w)", path, err, os.ErrNotExist)
+	}
 	if err != nil {
 		return "", fmt.Errorf("read %s: %w", path, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -87,15 +88,46 @@ func TestParsePodCgroup(t *testing.T) {
 	}
 }
 
+// TestProcPodUID: the own process's file parses; a process that is not
+// there, or that exited between the open and the read (the kernel answers
+// the read with ESRCH), is an error wrapping os.ErrNotExist.
 func TestProcPodUID(t *testing.T) {
-	// this process: whatever its cgroup, the file parses
-	if _, err := ProcPodUID(uint32(os.Getpid())); err != nil {
-		t.Errorf("own cgroup: %v", err)
+	for _, tc := range []struct {
+		name    string
+		read    func(t *testing.T) (string, error)
+		notHere bool
+	}{
+		{name: "own process", read: func(*testing.T) (string, error) { return ProcPodUID(uint32(os.Getpid())) }},
+		// pid 2^31-1 is above pid_max: it never exists
+		{name: "no such process", read: func(*testing.T) (string, error) { return ProcPodUID(1<<31 - 1) }, notHere: true},
+		{name: "exited after the open", read: readAfterExit, notHere: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := tc.read(t)
+			t.Logf("error: %v", err)
+			if tc.notHere != errors.Is(err, os.ErrNotExist) || (err != nil) != tc.notHere {
+				t.Errorf("error %v, want one wrapping os.ErrNotExist: %v", err, tc.notHere)
+			}
+		})
 	}
-	// pid 2^31-1 is above pid_max: it never exists
-	if _, err := ProcPodUID(1<<31 - 1); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("an absent process: %v, want os.ErrNotExist", err)
+}
+
+// readAfterExit opens the cgroup file of a child process, lets the child
+// exit and be reaped, then reads the file.
+func readAfterExit(t *testing.T) (string, error) {
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
 	}
+	path := fmt.Sprintf("/proc/%d/cgroup", cmd.Process.Pid)
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	return readPodUID(f, path)
 }
 
 // FuzzParsePodCgroup feeds /proc/PID/cgroup texts to ParsePodCgroup. No

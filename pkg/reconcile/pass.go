@@ -29,7 +29,7 @@ func (r *reconciler) pass(ctx context.Context) int {
 		r.log.Warn("nothing released: the sandboxes are unknown", "error", err)
 		return 1
 	}
-	problems, released, kept := 0, 0, 0
+	problems, released, kept, listFailed := 0, 0, 0, false
 	listed, seen := map[state.Key]bool{}, map[state.Key]bool{}
 	reason := metrics.ReasonNetnsGone
 	if live != nil {
@@ -45,6 +45,7 @@ func (r *reconciler) pass(ctx context.Context) int {
 		if err != nil {
 			r.log.Error("cannot list the attachments", "dataDir", n.DataDir, "error", err)
 			problems++
+			listFailed = true
 		}
 		r.countStranded(n.Name, recs)
 		for _, rec := range recs {
@@ -82,8 +83,10 @@ func (r *reconciler) pass(ctx context.Context) int {
 			}
 		}
 	}
-	r.forgetUnseen(listed)
-	r.forgetReleaseErrs(seen)
+	if !listFailed { // records it did not list may still be there
+		r.forgetUnseen(listed)
+		r.forgetReleaseErrs(seen)
+	}
 	r.log.Info("pass done", "released", released, "kept", kept, "problems", problems, "liveness", r.liveness())
 	return problems
 }
@@ -253,7 +256,9 @@ func (r *reconciler) unseen(rec *state.Record, err error) {
 func (r *reconciler) forgetOne(key state.Key) { delete(r.unverified, key) }
 
 // forgetUnseen forgets the attachments no longer kept unverified because
-// CRI no longer lists them or their record is gone.
+// CRI no longer lists them or their record is gone. Only a pass that
+// listed every network's records calls it: a record a failed listing left
+// out is not gone.
 func (r *reconciler) forgetUnseen(listed map[state.Key]bool) {
 	for key := range r.unverified {
 		if !listed[key] {
@@ -293,8 +298,11 @@ func (r *reconciler) releaseFailed(rec *state.Record, why string, err error) {
 	r.log.Error("cannot release an attachment", attrs...)
 }
 
-// forgetReleaseErrs forgets the failed releases of records no pass saw
-// (released since, by the runtime's DEL or by hand).
+// forgetReleaseErrs forgets the failed releases of records the pass did
+// not see (released since, by the runtime's DEL or by hand). Only a pass
+// that listed every network's records calls it: a record a failed listing
+// left out is not gone, and its failure, said again, would be an ERROR
+// again.
 func (r *reconciler) forgetReleaseErrs(seen map[state.Key]bool) {
 	for key := range r.releaseErrs {
 		if !seen[key] {

@@ -630,3 +630,46 @@ func TestReleaseFailureSaidOnce(t *testing.T) {
 		t.Errorf("ERROR lines say %q, want %q:\n%s", said, want, n.out.String())
 	}
 }
+
+// TestFailedListForgetsNothing: a pass whose listing of the records fails
+// forgets nothing it said once (a failed release, an attachment kept
+// unverified): the pass after it, listing them again, does not say them
+// again.
+func TestFailedListForgetsNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name, cid, netns, cri, said string
+	}{
+		{name: "release failed", cid: "fails", netns: "/run/netns/dead", said: `level=ERROR msg="cannot release an attachment"`},
+		{name: "kept unverified", cid: "unreadable", netns: "/run/netns/broken", cri: "/run/cri.sock", said: `msg="kept an attachment CRI lists`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := newFakeNode(t, rec("rdmanet", tc.cid, tc.netns, time.Hour))
+			n.gone["/run/netns/dead"] = true
+			n.delErr["fails"] = errors.New("boom")
+			n.sandboxes = []cri.Sandbox{{ID: "other"}}
+			if tc.cri != "" {
+				n.sandboxes = append(n.sandboxes, cri.Sandbox{ID: tc.cid})
+			}
+			r := n.reconciler(tc.cri)
+			for i, listFails := range []bool{false, true, false} {
+				// A directory every user may write is refused: List fails.
+				mode := os.FileMode(0o700)
+				if listFails {
+					mode = 0o777
+				}
+				if err := os.Chmod(n.dir, mode); err != nil {
+					t.Fatal(err)
+				}
+				if problems := r.pass(context.Background()); problems != 1 {
+					t.Errorf("pass %d: problems %d, want 1\n%s", i+1, problems, n.out.String())
+				}
+			}
+			if !strings.Contains(n.out.String(), `msg="cannot list the attachments"`) {
+				t.Fatalf("the second pass listed the records:\n%s", n.out.String())
+			}
+			if got := strings.Count(n.out.String(), tc.said); got != 1 {
+				t.Errorf("said %d times, want once:\n%s", got, n.out.String())
+			}
+		})
+	}
+}

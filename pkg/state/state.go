@@ -113,9 +113,10 @@ type Link struct {
 	IPAMRange string `json:"ipamRange,omitempty"`
 	// PodNetnsID and PodIndex name a shared-mode child from the host
 	// netns: the host netns's nsid of the pod netns and the child's
-	// ifindex there, recorded once the child exists. A release whose
-	// netns path names no netns finds the child through them. Nil: not
-	// recorded (a record of an earlier release, or a child not made yet).
+	// ifindex there, recorded once the child exists. A release finds the
+	// child through them, whatever its netns path names. Nil: not recorded
+	// (a record of an earlier release, or a child not made yet): the
+	// release deletes the child by name in the netns at the path.
 	PodNetnsID *int32 `json:"podNetnsId,omitempty"`
 	PodIndex   int    `json:"podIndex,omitempty"`
 	Step       Step   `json:"step"` // progress marker written before/after each host change
