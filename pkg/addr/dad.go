@@ -11,11 +11,12 @@ import (
 	"github.com/rdma-chain/rdma-chain/internal/nldump"
 )
 
-// ip.SettleAddresses cannot serve: its DAD failure is plain text (no ErrDADFailed for errors.Is), and at the deadline it reports success while addresses are still tentative if the link is not operationally up.
-
 // waitDAD polls link's IPv6 addresses until none is tentative. A DAD
 // failure is an ErrDADFailed naming the address; addresses still
-// tentative at the deadline are an error naming them.
+// tentative at the deadline are an error naming them. It stands in for
+// ip.SettleAddresses, whose DAD failure is plain text (no ErrDADFailed
+// for errors.Is) and which reports success at the deadline while
+// addresses are still tentative on a link that is not operationally up.
 func waitDAD(h *netlink.Handle, link netlink.Link, timeout time.Duration) error {
 	name := link.Attrs().Name
 	deadline := time.Now().Add(timeout)

@@ -144,12 +144,12 @@ func logNoDevice(c *call, known bool) {
 	c.log.Info(msg, "resourceNames", c.conf.ResourceNames, "draDrivers", c.conf.DRADrivers)
 }
 
-// kubeletUnanswered is what ADD does when kubelet gave no answer: error 11,
-// so that the runtime retries the sandbox, or, with kubeletUnreachable
-// passThrough and no kubelet at the socket, nothing: the pod passes
-// through without RDMA whatever it was allocated, which the log says. A
-// kubelet that answers with an error, refuses or is slow is there and is
-// always retried.
+// kubeletUnanswered is what ADD does when kubelet gave no answer. It
+// returns error 11, so that the runtime retries the sandbox, or, with
+// kubeletUnreachable passThrough and no kubelet at the socket, nothing, and
+// the pod passes through without RDMA whatever it was allocated, which the
+// log says. A kubelet that answers with an error, refuses or is slow is
+// there and is always retried.
 func kubeletUnanswered(c *call, err error) error {
 	if c.conf.KubeletUnreachable == config.KubeletPassThrough && errors.Is(err, podres.ErrUnavailable) {
 		c.log.Warn("kubelet pod-resources API unreachable: pod passed through without RDMA (kubeletUnreachable: passThrough)", "socket", c.conf.PodResourcesSocket, "error", err)

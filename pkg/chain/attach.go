@@ -18,9 +18,10 @@ import (
 // draft is the record an ADD builds, with how far it got on disk.
 type draft struct {
 	*state.Record
-	// written: a version is on disk, so a failure has something to release.
+	// written says that a version is on disk, so a failure has something
+	// to release.
 	written bool
-	// leasesSynced: how many IPAM leases the last synced version names.
+	// leasesSynced is how many IPAM leases the last synced version names.
 	leasesSynced int
 }
 

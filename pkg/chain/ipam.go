@@ -212,9 +212,10 @@ func (p *Plugin) gcLeases(c *call, kept []*state.Record) error {
 	return nil
 }
 
-// gcStdin is the IPAM's conf for GC: with podIPv6Block, one range set per
-// range the kept attachments recorded (an IPAM needs some to parse its
-// conf), nil when there is none (nothing is held: nothing to collect).
+// gcStdin is the IPAM's conf for GC. With podIPv6Block it has one range
+// set per range the kept attachments recorded, since an IPAM needs some to
+// parse its conf; it is nil when there is none, as nothing is held and
+// there is nothing to collect.
 func gcStdin(c *call, ranges []string) ([]byte, error) {
 	if _, ok := c.conf.PodBlock(); !ok {
 		return c.ipamStdin, nil

@@ -66,8 +66,8 @@ func WriteAtomic(path string, data []byte, orig os.FileInfo) error {
 }
 
 // ReplaceIfUnchanged is WriteAtomic that renames over path only while it
-// still holds was (nil: whatever it holds): the file is read again once the
-// temp file is synced, right before the rename, and ErrChanged is returned
+// still holds was (nil: whatever it holds). It reads the file again once
+// the temp file is synced, right before the rename, and returns ErrChanged
 // with nothing written when another writer (the primary's agent) replaced
 // or rewrote it since was was read, so that its write is never replaced by
 // an edit of an older version.

@@ -66,9 +66,9 @@ func OfferOfConfDir(dir string) Offer {
 }
 
 // withoutUplinks takes out of seen, in exclusive mode, the NICs on the host
-// whose netdev carries the node's own traffic (uplinks: netdev name -> what
-// it carries), into skipped with why: the plugin refuses to move them (CNI
-// error 110), so a pod allocated one would never start. A NIC a pod holds
+// whose netdev carries the node's own traffic (uplinks maps a netdev name
+// to what it carries), into skipped with why. The plugin refuses to move
+// them (CNI error 110), so a pod allocated one would never start. A NIC a pod holds
 // is not on the host and stays.
 func withoutUplinks(seen map[string]NIC, uplinks map[string]string, skipped map[string]string) {
 	for name, n := range seen {

@@ -131,9 +131,10 @@ const (
 // read once for all of it.
 const eventSettle = 200 * time.Millisecond
 
-// nextRead waits for the next reading of the node: the interval's tick or
-// a kernel event, whose burst is let settle (after: time.After) and
-// drained. False when ctx ends.
+// nextRead waits for the next reading of the node, on the interval's tick
+// or on a kernel event, whose burst is let settle (after is time.After)
+// and drained, and returns what started it. It returns false when ctx
+// ends.
 func nextRead(ctx context.Context, tick <-chan time.Time, events chan struct{}, after func(time.Duration) <-chan time.Time) (string, bool) {
 	select {
 	case <-ctx.Done():

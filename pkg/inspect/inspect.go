@@ -111,7 +111,7 @@ type LinkState struct {
 	Host    string         `json:"host,omitempty"`
 	IPs     []string       `json:"ips,omitempty"`
 	Step    state.Step     `json:"step"`
-	// SoftRoCE: Device is the pod's own rxe device on PodName
+	// SoftRoCE says that Device is the pod's own rxe device on PodName
 	// (podSoftRoCE), made in the pod netns.
 	SoftRoCE bool `json:"softRoCE,omitempty"`
 }

@@ -119,7 +119,7 @@ const editAttempts = 5
 var beforeReplace func(path string)
 
 // editFile writes edit's result for the conflist at path (nil: nothing to
-// write) only over the version it was computed from: when another writer
+// write) only over the version it was computed from. When another writer
 // changed the file in between, it reads the file again and edits that,
 // up to editAttempts times. It reports whether it wrote.
 func editFile(path string, edit func(data []byte) ([]byte, error)) (bool, error) {

@@ -91,7 +91,7 @@ func MoveToPod(hl state.HostLink, podNS ns.NetNS) error {
 
 // crossNetns moves the netdev with index idx from the netns of sock (nil:
 // the caller's) into the netns behind toFd, named name there, in one
-// RTM_SETLINK (what `ip link set DEV netns NS name NAME` sends): the kernel
+// RTM_SETLINK (what `ip link set DEV netns NS name NAME` sends). The kernel
 // moves it, under name instead of its old one if that one is taken there,
 // then renames it, all under one hold of the rtnl lock, so no name can
 // clash on the way and nothing sees it half way. alias, when not nil,

@@ -65,11 +65,11 @@ func restOf(ctx context.Context, otherwise time.Duration) time.Duration {
 }
 
 // refused reports whether kubelet turned the call away without serving
-// it, so that the same call later may be served: ResourceExhausted sent by
-// the server (kubelet's rate limit; the client's own ResourceExhausted, a
-// reply over its limit, would come again), or a connect that found the
-// socket's listen backlog full (EAGAIN: a listener that does not accept
-// fast enough, not a missing one).
+// it, so that the same call later may be served. That is a
+// ResourceExhausted sent by the server (kubelet's rate limit; the client's
+// own ResourceExhausted, a reply over its limit, would come again), or a
+// connect that found the socket's listen backlog full (EAGAIN, from a
+// listener that does not accept fast enough, not a missing one).
 func refused(err error) bool {
 	st := grpcunix.StatusOf(err)
 	return (st.Code == grpcunix.ResourceExhausted && st.Server) || errors.Is(err, syscall.EAGAIN)

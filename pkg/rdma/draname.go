@@ -8,7 +8,7 @@ const maxDRAName = 63
 // DRADeviceName is the name under which the DRA driver (pkg/dra) publishes
 // the RDMA device called rdmaName in its ResourceSlice, and under which the
 // plugin finds it again in kubelet's pod-resources answer without asking
-// the API server: the device name lower-cased, each character outside
+// the API server. It is the device name lower-cased, each character outside
 // [a-z0-9] turned into '-', trimmed of '-' at both ends and to 63
 // characters (a DNS label, as the API requires of device names): mlx5_0 ->
 // mlx5-0, erdma_0 -> erdma-0, rxe0 -> rxe0. It is "" for a name with no

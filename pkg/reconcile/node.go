@@ -45,8 +45,8 @@ func (k kernelNode) Del(args *skel.CmdArgs) error { return k.plugin.Del(args) }
 func (kernelNode) Now() time.Time { return time.Now() }
 
 // Stranded says why rec is a stranded exclusive-mode attachment: it
-// holds a device, its pod netns is gone (as ADD's reclaim decides: the
-// path, its inode, its cookie) and the kernel shows a refunded device in
+// holds a device, its pod netns is gone (as ADD's reclaim decides, by the
+// path, its inode and its cookie) and the kernel shows a refunded device in
 // this netns (the RDMA device, or a netdev with the moved NIC's MAC). Both
 // must hold: a netns path this process cannot see (a mount it lacks) never
 // releases a live pod, since that pod's device is not back.

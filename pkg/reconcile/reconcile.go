@@ -58,7 +58,8 @@ type Options struct {
 	// pass, since the leases it releases would be the container's, not
 	// the node's.
 	IPAMDirsUnder string
-	// MinAge: with CRISocket, attachments younger than this are kept.
+	// MinAge is the age below which, with CRISocket, an attachment is
+	// kept.
 	MinAge time.Duration
 	// Interval runs a pass every interval until ctx ends, and repairs on
 	// kernel events between passes; 0 runs one pass.
@@ -356,6 +357,3 @@ func podArgs(p state.Pod) string {
 	}
 	return strings.Join(args, ";")
 }
-
-// say prints a log line; a failed write to the log is not something
-// reconcile can report anywhere.

@@ -101,9 +101,9 @@ type Link struct {
 	// parent, PodName and MAC the child's), flattened into the record.
 	HostLink
 	RDMAMoved bool `json:"rdmaMoved,omitempty"` // exclusive: RDMA device is in the pod netns
-	// SoftRoCE: Device is a soft-RoCE (rxe) device made, or being made, on
-	// the child PodName inside the pod netns (podSoftRoCE); the release
-	// deletes it before the child.
+	// SoftRoCE says that Device is a soft-RoCE (rxe) device made, or being
+	// made, on the child PodName inside the pod netns (podSoftRoCE); the
+	// release deletes it before the child.
 	SoftRoCE bool     `json:"softRoCE,omitempty"`
 	IPAM     bool     `json:"ipam,omitempty"` // an IPAM lease was (or is being) taken for PodName
 	IPs      []string `json:"ips,omitempty"`  // CIDRs the IPAM gave PodName

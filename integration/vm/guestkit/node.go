@@ -202,10 +202,10 @@ func rdmaDevices() ([]string, error) {
 	return out, nil
 }
 
-// gids reads each GID without its row: the kernel numbers the rows in the
+// gids reads each GID without its row. The kernel numbers the rows in the
 // order its GID work queue sees the addresses come back, which a restore
-// does not fix (measured on 6.12: the IPv4-mapped and the global IPv6 rows
-// swapped after a GC). The set of GIDs is what must come back.
+// does not fix (on 6.12 the IPv4-mapped and the global IPv6 rows can swap
+// after a GC), so the set of GIDs is what must come back.
 func gids() ([]string, error) {
 	gs, err := rdma.New().GIDs()
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {

@@ -39,9 +39,9 @@ type OpsRun struct {
 	output         string
 }
 
-// RunOps runs the operator binary with args (env: variables added to
-// this process's) and logs the command, its exit status and each line
-// of its output, prefixed with label, as lines of t's own log: go_checks
+// RunOps runs the operator binary with args (env holds variables added
+// to this process's) and logs the command, its exit status and each line
+// of its output, prefixed with label, as lines of t's own log; go_checks
 // prints the top test's log lines as the scenario's RC-INFO lines.
 func RunOps(t *testing.T, label string, env []string, args ...string) OpsRun {
 	t.Helper()

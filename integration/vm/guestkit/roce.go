@@ -18,14 +18,14 @@ import (
 )
 
 // Rping runs an rping server on addr in server's netns and a client of
-// count verified rounds in client's (Pod{}: init_net), over soft-RoCE device dev, and wants
-// dev's sent and received packet counters to rise. The client starts once
-// the server's cm_id listens on addr. A client whose address resolution
-// timed out (RDMA_CM_EVENT_ADDR_ERROR, -110: the neighbour's answer came
-// later than rping's 2 s under TCG with other guests running; ci13 saw it
-// on 6.1 and 6.12) never reached the server, which still listens: such a
-// try is logged and the client tried again, up to 3 times; any other
-// failure fails at once.
+// count verified rounds in client's (Pod{}: init_net), over soft-RoCE
+// device dev, and wants dev's sent and received packet counters to rise.
+// The client starts once the server's cm_id listens on addr. A client
+// whose address resolution timed out (RDMA_CM_EVENT_ADDR_ERROR, -110, when
+// the neighbour's answer came later than rping's 2 s under TCG with other
+// guests running, on 6.1 and 6.12 alike) never reached the server, which
+// still listens: such a try is logged and the client tried again, up to 3
+// times. Any other failure fails at once.
 func Rping(t *testing.T, dev string, server, client Pod, addr string, count int) error {
 	t.Helper()
 	sent0, rcvd0, err := counters(dev)
