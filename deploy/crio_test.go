@@ -10,9 +10,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// TestCRIO: with the crio component, reconcile asks CRI-O's socket
-// (CRI_SOCKET, which --cri-socket names, under /run/crio mounted at its host
-// path) and nothing else of the overlay changes.
+// TestCRIO checks that, with the crio component, reconcile asks CRI-O's
+// socket (CRI_SOCKET, which --cri-socket names, under /run/crio mounted at
+// its host path) and nothing else of the overlay changes.
 func TestCRIO(t *testing.T) {
 	for _, o := range overlays {
 		t.Run(o.dir, func(t *testing.T) {
@@ -38,8 +38,8 @@ func TestCRIO(t *testing.T) {
 	}
 }
 
-// TestCRIOWithMonitoring: the crio and monitoring components compose, in
-// either order.
+// TestCRIOWithMonitoring checks that the crio and monitoring components
+// compose, in either order.
 func TestCRIOWithMonitoring(t *testing.T) {
 	for _, components := range []string{"[../deploy/crio, ../deploy/monitoring]", "[../deploy/monitoring, ../deploy/crio]"} {
 		t.Run(components, func(t *testing.T) {

@@ -31,9 +31,9 @@ func decodeStrict(t *testing.T, obj map[string]any, into any) {
 	}
 }
 
-// TestDRA: the dra component adds the driver's DaemonSet on the overlay's
-// nodes, its ServiceAccount and RBAC, and the DeviceClass, and changes
-// nothing of the node component.
+// TestDRA checks that the dra component adds the driver's DaemonSet on
+// the overlay's nodes, its ServiceAccount and RBAC, and the DeviceClass,
+// and changes nothing of the node component.
 func TestDRA(t *testing.T) {
 	for _, o := range overlays {
 		t.Run(o.dir, func(t *testing.T) {
@@ -61,8 +61,8 @@ func TestDRA(t *testing.T) {
 	}
 }
 
-// TestDRAImageByDigest: a user's images entry reaches the driver's
-// container too.
+// TestDRAImageByDigest checks that a user's images entry reaches the
+// driver's container too.
 func TestDRAImageByDigest(t *testing.T) {
 	const digest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 	r := userKustomization(t, treeFS(t), "resources: [../deploy/overlays/generic]\ncomponents: [../deploy/dra]\n"+
@@ -85,9 +85,9 @@ func draDaemonSet(t *testing.T, r rendered) appsv1.DaemonSet {
 	return appsv1.DaemonSet{}
 }
 
-// checkDRAPod: the driver runs on the node component's nodes, from the
-// same image, with its own service account, every path it is given
-// mounted at the host's path, as root with no capability.
+// checkDRAPod checks that the driver runs on the node component's
+// nodes, from the same image, with its own service account, every path
+// it is given mounted at the host's path, as root with no capability.
 func checkDRAPod(t *testing.T, ds appsv1.DaemonSet, node corev1.PodSpec) {
 	t.Helper()
 	s := ds.Spec.Template.Spec
@@ -155,8 +155,8 @@ func checkDRAPod(t *testing.T, ds appsv1.DaemonSet, node corev1.PodSpec) {
 	}
 }
 
-// checkDRARBAC: exactly the rules docs/dra.md lists, bound to the
-// DaemonSet's service account.
+// checkDRARBAC checks that the RBAC is exactly the rules docs/dra.md
+// lists, bound to the DaemonSet's service account.
 func checkDRARBAC(t *testing.T, r rendered, ds appsv1.DaemonSet) {
 	t.Helper()
 	var role rbacv1.ClusterRole
@@ -183,9 +183,10 @@ func checkDRARBAC(t *testing.T, r rendered, ds appsv1.DaemonSet) {
 	}
 }
 
-// checkDRAPolicies: the admission policies (deploy/dra/policy_test.go
-// checks what they decide) match the DaemonSet's service account as
-// rendered, and each has a binding that denies.
+// checkDRAPolicies checks that the admission policies
+// (deploy/dra/policy_test.go checks what they decide) match the
+// DaemonSet's service account as rendered, and each has a binding that
+// denies.
 func checkDRAPolicies(t *testing.T, r rendered, ds appsv1.DaemonSet) {
 	t.Helper()
 	user := "system:serviceaccount:" + ds.Namespace + ":" + ds.Spec.Template.Spec.ServiceAccountName
@@ -207,8 +208,9 @@ func checkDRAPolicies(t *testing.T, r rendered, ds appsv1.DaemonSet) {
 	}
 }
 
-// checkDeviceClass: the class selects this driver's devices and no other
-// driver's, its CEL evaluated as the scheduler would on a device's driver.
+// checkDeviceClass checks that the class selects this driver's devices and
+// no other driver's, its CEL evaluated as the scheduler would on a
+// device's driver.
 func checkDeviceClass(t *testing.T, r rendered) {
 	t.Helper()
 	var dc resourcev1.DeviceClass

@@ -19,8 +19,8 @@ const rulesHeader = `# Generated from rdma-chain.rules.yaml (the rules' one sour
 # loads it when its ruleSelector (and ruleNamespaceSelector) select it.
 `
 
-// TestAlertRulesAgree: the PrometheusRule the monitoring component
-// applies has the rules file's groups, as generated from it.
+// TestAlertRulesAgree checks that the PrometheusRule the monitoring
+// component applies has the rules file's groups, as generated from it.
 func TestAlertRulesAgree(t *testing.T) {
 	want := prometheusRule(t)
 	path := filepath.Join("monitoring", "prometheusrule.yaml")
@@ -63,10 +63,10 @@ func prometheusRule(t *testing.T) []byte {
 	return append([]byte(rulesHeader), out...)
 }
 
-// TestEveryAlertFiresAndResolves: the promtool test file has, for every
-// alert of the rules file, a test in which it fires at one evaluation
-// and is gone at a later one (promtool checks that it does; this checks
-// that no alert is left out).
+// TestEveryAlertFiresAndResolves checks that the promtool test file
+// has, for every alert of the rules file, a test in which it fires at
+// one evaluation and is gone at a later one (promtool checks that it
+// does; this checks that no alert is left out).
 func TestEveryAlertFiresAndResolves(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join("monitoring", "rdma-chain.rules.test.yaml"))
 	if err != nil {

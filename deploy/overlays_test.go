@@ -63,8 +63,9 @@ func TestOverlays(t *testing.T) {
 	}
 }
 
-// TestBase: the base is the generic primary's install on every node (the
-// node tier runs it as a static pod, where no node affinity applies).
+// TestBase checks that the base is the generic primary's install on
+// every node (the node tier runs it as a static pod, where no node
+// affinity applies).
 func TestBase(t *testing.T) {
 	r := render(t, treeFS(t), "/deploy/base")
 	checkPod(t, r.ds.Spec.Template.Spec, overlays[0])
@@ -122,10 +123,10 @@ func checkPodOn(t *testing.T, s corev1.PodSpec, o overlay, rt runtime) {
 	checkProbe(t, reconcile, "127.0.0.1")
 }
 
-// checkArgs: the container runs the image's rdma-chain-ops with exactly
-// the flags of want, and every path it is given, directly or through a
-// $(VAR) of its env, lies under one of its mounts, at the path the host
-// uses.
+// checkArgs checks that the container runs the image's rdma-chain-ops
+// with exactly the flags of want, and every path it is given, directly
+// or through a $(VAR) of its env, lies under one of its mounts, at the
+// path the host uses.
 func checkArgs(t *testing.T, c corev1.Container, sub string, want map[string]string) {
 	t.Helper()
 	if !slices.Equal(c.Command, []string{"/rdma-chain-ops", sub}) || c.Image != image || c.ImagePullPolicy != corev1.PullIfNotPresent {
@@ -161,10 +162,10 @@ func envValue(c corev1.Container, name string) string {
 	return ""
 }
 
-// checkHostIPs: $(HOST_IPS), which --node-addresses names, is the downward
-// API's status.hostIPs in c's own env (kubelet expands only a container's
-// own variables; one it does not know stays "$(HOST_IPS)", which the flag
-// refuses).
+// checkHostIPs checks that $(HOST_IPS), which --node-addresses names, is
+// the downward API's status.hostIPs in c's own env (kubelet expands only a
+// container's own variables; one it does not know stays "$(HOST_IPS)",
+// which the flag refuses).
 func checkHostIPs(t *testing.T, c corev1.Container) {
 	t.Helper()
 	for _, e := range c.Env {
@@ -178,9 +179,9 @@ func checkHostIPs(t *testing.T, c corev1.Container) {
 	t.Errorf("%s: no HOST_IPS in env %+v", c.Name, c.Env)
 }
 
-// checkContainer: capabilities (all dropped, add only these), no
-// escalation, a read-only root, and exactly these mounts ("path mode
-// [propagation]").
+// checkContainer checks the container's capabilities (all dropped, add
+// only these), no escalation, a read-only root, and exactly these
+// mounts ("path mode [propagation]").
 func checkContainer(t *testing.T, c corev1.Container, add []corev1.Capability, mounts map[string]string) {
 	t.Helper()
 	sc := c.SecurityContext
@@ -208,10 +209,11 @@ func checkContainer(t *testing.T, c corev1.Container, add []corev1.Capability, m
 	}
 }
 
-// checkVolumes: the host paths, each at its host path. The CRI socket is
-// mounted by its directory (rt's): a restarted runtime's new socket is
-// seen, and a socket not there yet is not made a directory by the kubelet.
-// No kubelet pod-resources socket: nothing in the pod asks kubelet.
+// checkVolumes checks that every volume is a host path, mounted at that
+// same path. The CRI socket is mounted by its directory (rt's): a
+// restarted runtime's new socket is seen, and a socket not there yet is
+// not made a directory by the kubelet. No kubelet pod-resources socket:
+// nothing in the pod asks kubelet.
 func checkVolumes(t *testing.T, vols []corev1.Volume, rt runtime) {
 	t.Helper()
 	want := map[string]string{
@@ -233,8 +235,8 @@ func checkVolumes(t *testing.T, vols []corev1.Volume, rt runtime) {
 	}
 }
 
-// checkProbe: the livenessProbe asks /healthz where reconcile serves it:
-// host (empty: the pod's address, the node's) and port of its
+// checkProbe checks that the livenessProbe asks /healthz where reconcile
+// serves it: host (empty: the pod's address, the node's) and port of its
 // --metrics-bind-address, through the env value it refers to.
 func checkProbe(t *testing.T, c corev1.Container, host string) {
 	t.Helper()
@@ -264,9 +266,9 @@ func checkProbe(t *testing.T, c corev1.Container, host string) {
 	}
 }
 
-// checkNodes: the pod runs on nodes carrying the platform's RDMA label, or
-// the admin's rdma-chain.github.io/enabled=true, or its old name,
-// rdma-chain/enabled=true, kept for one release (terms are ORed).
+// checkNodes checks that the pod runs on nodes carrying the platform's
+// RDMA label, or the admin's rdma-chain.github.io/enabled=true, or its old
+// name, rdma-chain/enabled=true, kept for one release (terms are ORed).
 func checkNodes(t *testing.T, a *corev1.Affinity, label string) {
 	t.Helper()
 	if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {

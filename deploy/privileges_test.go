@@ -11,9 +11,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// TestPrivilegeTable: the privilege table of docs/install.md ("container |
-// capabilities | host paths") says exactly what the base's containers
-// get: the capabilities added, and each host path with its mode.
+// TestPrivilegeTable checks that the privilege table of docs/install.md
+// ("container | capabilities | host paths") says exactly what the base's
+// containers get: the capabilities added, and each host path with its
+// mode.
 func TestPrivilegeTable(t *testing.T) {
 	doc, err := os.ReadFile("../docs/install.md")
 	if err != nil {
@@ -52,11 +53,11 @@ func TestPrivilegeTable(t *testing.T) {
 	}
 }
 
-// TestHostPID: the pod shares the host's PID namespace and network, no
-// other host namespace, and docs/install.md says why: the RDMA core lists
-// the owners of a pod's QPs, CQs, MRs and PDs only to a reader in a pid
-// namespace that holds their processes (measured in the VM tier, scenario
-// ops-usage).
+// TestHostPID checks that the pod shares the host's PID namespace and
+// network, no other host namespace, and docs/install.md says why: the
+// RDMA core lists the owners of a pod's QPs, CQs, MRs and PDs only to a
+// reader in a pid namespace that holds their processes (measured in the
+// VM tier, scenario ops-usage).
 func TestHostPID(t *testing.T) {
 	doc, err := os.ReadFile("../docs/install.md")
 	if err != nil {

@@ -25,8 +25,9 @@ func userKustomization(t *testing.T, mem filesys.FileSystem, body string) render
 	return render(t, mem, "/user")
 }
 
-// TestImageByDigest: a user's images entry for localhost/rdma-chain puts the
-// pushed index's digest into both containers of every overlay.
+// TestImageByDigest checks that a user's images entry for
+// localhost/rdma-chain puts the pushed index's digest into both containers
+// of every overlay.
 func TestImageByDigest(t *testing.T) {
 	const digest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 	for _, o := range overlays {
@@ -43,12 +44,12 @@ func TestImageByDigest(t *testing.T) {
 	}
 }
 
-// TestMonitoring: with the monitoring component, reconcile binds the node's
-// address (NODE_IP is defined before the variable that refers to it, as
-// the kubelet's expansion needs), the probe asks there, the port is named
-// for the PodMonitor, whose selector picks the DaemonSet's pods in its
-// namespace; the PrometheusRule is there, in that namespace; nothing else
-// of the overlay changes.
+// TestMonitoring checks that, with the monitoring component, reconcile
+// binds the node's address (NODE_IP is defined before the variable that
+// refers to it, as the kubelet's expansion needs), the probe asks there,
+// the port is named for the PodMonitor, whose selector picks the
+// DaemonSet's pods in its namespace; the PrometheusRule is there, in that
+// namespace; nothing else of the overlay changes.
 func TestMonitoring(t *testing.T) {
 	for _, o := range overlays {
 		t.Run(o.dir, func(t *testing.T) {
@@ -139,9 +140,10 @@ func opsBinary(t *testing.T) string {
 	return opsBin
 }
 
-// TestEntryInstalls: each overlay's entry (its --after and --set), put by
-// this tree's installer into a conflist as the platform's primary writes
-// it, passes validate: the keys and values are ones the plugin accepts.
+// TestEntryInstalls checks that each overlay's entry (its --after and
+// --set), put by this tree's installer into a conflist as the platform's
+// primary writes it, passes validate: the keys and values are ones the
+// plugin accepts.
 func TestEntryInstalls(t *testing.T) {
 	ops := opsBinary(t)
 	mem := treeFS(t)
@@ -178,8 +180,8 @@ const confHeader = `# Generated from deploy/base (kustomize): do not edit; edit 
 # static pod. Clusters apply an overlay: kubectl apply -k deploy/overlays/...
 `
 
-// TestConfDaemonSet: conf/daemonset.yaml, from which the node tier derives
-// its static pod, is the rendered base.
+// TestConfDaemonSet checks that conf/daemonset.yaml, from which the node
+// tier derives its static pod, is the rendered base.
 func TestConfDaemonSet(t *testing.T) {
 	r := render(t, treeFS(t), "/deploy/base")
 	path := filepath.Join("..", "conf", "daemonset.yaml")

@@ -5,8 +5,9 @@ import (
 	"testing"
 )
 
-// TestChecksFail: each check of the pages reports what it exists for, on a
-// page written for it, and passes the same page put right.
+// TestChecksFail checks that each check of the pages reports what it
+// exists for, on a page written for it, and passes the same page put
+// right.
 func TestChecksFail(t *testing.T) {
 	tops := trackedTopDirs(t)
 	targets := makefileTargets(t)

@@ -17,10 +17,10 @@ import (
 	"testing"
 )
 
-// TestCommandLines: every `rdma-chain-ops COMMAND --flag...` a page gives
-// (in a code span or a code block, synopses included) names a command the
-// binary has, and each flag after it is one of that command's (its --help);
-// every `rdma-chain-dra --flag...` names the driver's flags.
+// TestCommandLines checks that every `rdma-chain-ops COMMAND --flag...` a
+// page gives (in a code span or a code block, synopses included) names a
+// command the binary has, and each flag after it is one of that command's
+// (its --help); every `rdma-chain-dra --flag...` names the driver's flags.
 func TestCommandLines(t *testing.T) {
 	ops := opsCommands(t)
 	dra := draFlags(t)
@@ -70,9 +70,9 @@ func commandProblems(p page, ops map[string]map[string]bool, dra map[string]bool
 	return out, n
 }
 
-// TestCommandsListed: the pages that list the operator commands (the
-// README's binaries, operations.md's count and its sections) list every
-// command the binary has, and no other.
+// TestCommandsListed checks that the pages that list the operator
+// commands (the README's binaries, operations.md's count and its
+// sections) list every command the binary has, and no other.
 func TestCommandsListed(t *testing.T) {
 	want := slices.Sorted(maps.Keys(opsCommands(t)))
 	readme, err := os.ReadFile("../README.md")

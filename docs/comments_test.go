@@ -10,10 +10,11 @@ import (
 	"testing"
 )
 
-// TestDocCommentsStartWithName: the doc comment of every top-level
-// declaration of the tree's non-test Go files starts with the declared name
-// and goes on as a sentence ("ErrX means ...", not "ErrX: ..."). Generated
-// files are left out.
+// TestDocCommentsStartWithName checks that the doc comment of every
+// top-level declaration of the tree's Go files, tests included, starts
+// with the declared name and goes on as a sentence ("ErrX means ...", not
+// "ErrX: ..."), and that no struct field's doc comment starts "Field:".
+// Generated files are left out.
 func TestDocCommentsStartWithName(t *testing.T) {
 	fset := token.NewFileSet()
 	files, checked := 0, 0
@@ -24,7 +25,7 @@ func TestDocCommentsStartWithName(t *testing.T) {
 		if d.IsDir() && p != ".." && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) {
 			return filepath.SkipDir
 		}
-		if d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+		if d.IsDir() || !strings.HasSuffix(p, ".go") {
 			return nil
 		}
 		f, err := parser.ParseFile(fset, p, nil, parser.ParseComments)
@@ -43,12 +44,17 @@ func TestDocCommentsStartWithName(t *testing.T) {
 					fset.Position(doc.group.Pos()), doc.name, first)
 			}
 		}
+		for _, doc := range colonFields(f) {
+			first, _, _ := strings.Cut(doc.group.Text(), "\n")
+			t.Errorf("%s: the doc comment of field %s starts with its name and a colon: %q",
+				fset.Position(doc.group.Pos()), doc.name, first)
+		}
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if files < 100 || checked < 1000 {
+	if files < 300 || checked < 2500 {
 		t.Fatalf("read %d files and %d doc comments: the walk missed the tree", files, checked)
 	}
 }
@@ -93,6 +99,26 @@ func documented(f *ast.File) []namedDoc {
 	return out
 }
 
+// colonFields lists f's struct fields whose doc comment starts with the
+// field's name and a colon, a label where a sentence belongs.
+func colonFields(f *ast.File) []namedDoc {
+	var out []namedDoc
+	ast.Inspect(f, func(n ast.Node) bool {
+		if st, ok := n.(*ast.StructType); ok {
+			for _, field := range st.Fields.List {
+				for _, name := range field.Names {
+					if field.Doc != nil && strings.HasPrefix(field.Doc.Text(), name.Name+":") {
+						out = append(out, namedDoc{name.Name, field.Doc})
+					}
+				}
+			}
+		}
+		return true
+	})
+	return out
+}
+
+// specDoc returns the doc comment of a type or value spec.
 func specDoc(spec ast.Spec) *ast.CommentGroup {
 	switch s := spec.(type) {
 	case *ast.TypeSpec:

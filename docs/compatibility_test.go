@@ -7,10 +7,10 @@ import (
 	"testing"
 )
 
-// TestCompatibility: every row of compatibility.md's table is tested or
-// sourced; a tested row names a tier of development.md's tier table
-// ("VM tier"), a sourced row names what it rests on. The parts the table
-// must cover are all there.
+// TestCompatibility checks that every row of compatibility.md's table is
+// tested or sourced; a tested row names a tier of development.md's tier
+// table ("VM tier"), a sourced row names what it rests on. The parts the
+// table must cover are all there.
 func TestCompatibility(t *testing.T) {
 	doc, err := os.ReadFile("compatibility.md")
 	if err != nil {

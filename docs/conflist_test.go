@@ -17,11 +17,11 @@ import (
 // configuration table leaves to the CNI specification.
 var cniKeys = []string{"cniVersion", "name", "type", "capabilities", "runtimeConfig", "args", "dns"}
 
-// TestConflistKeys: every rdma-chain entry a page writes (in a conflist, as
-// an entry of "type":"rdma-chain", or as keys for `--set`) uses only keys
-// the configuration table of configuration.md defines, nested ones
-// included, and the plugin's own parser accepts it; so does every
-// `key: value` code span whose key is one of the table's.
+// TestConflistKeys checks that every rdma-chain entry a page writes (in a
+// conflist, as an entry of "type":"rdma-chain", or as keys for `--set`)
+// uses only keys the configuration table of configuration.md defines,
+// nested ones included, and the plugin's own parser accepts it; so does
+// every `key: value` code span whose key is one of the table's.
 func TestConflistKeys(t *testing.T) {
 	table := configTable(t)
 	checked := 0
@@ -112,8 +112,8 @@ func entries(text string, table map[string]bool) []map[string]json.RawMessage {
 	return out
 }
 
-// entriesOf: a conflist's rdma-chain entries, an rdma-chain entry, or keys
-// for --set (no type, and a key of the table).
+// entriesOf returns a conflist's rdma-chain entries, an rdma-chain entry,
+// or keys for --set (no type, and a key of the table).
 func entriesOf(obj map[string]json.RawMessage, table map[string]bool) []map[string]json.RawMessage {
 	if raw, ok := obj["plugins"]; ok {
 		var plugins []map[string]json.RawMessage
@@ -140,8 +140,9 @@ func entriesOf(obj map[string]json.RawMessage, table map[string]bool) []map[stri
 	return nil
 }
 
-// entryKeyProblems: the entry's keys, and those of its objects the table
-// details, must be the table's or the CNI specification's.
+// entryKeyProblems lists the entry's keys, and those of its objects the
+// table details, that are neither the table's nor the CNI
+// specification's.
 func entryKeyProblems(page string, entry map[string]json.RawMessage, table map[string]bool) []string {
 	var out []string
 	for k, raw := range entry {
@@ -171,8 +172,8 @@ func hasNested(table map[string]bool, key string) bool {
 	return false
 }
 
-// entryParseProblems: the plugin's parser must accept the entry (with the
-// keys every conflist gives it).
+// entryParseProblems reports what the plugin's parser refuses of the
+// entry (with the keys every conflist gives it).
 func entryParseProblems(page string, entry map[string]json.RawMessage) []string {
 	conf := map[string]json.RawMessage{"cniVersion": json.RawMessage(`"1.0.0"`), "name": json.RawMessage(`"docs"`), "type": json.RawMessage(`"rdma-chain"`)}
 	for k, v := range entry {

@@ -18,8 +18,9 @@ func makeVar(t *testing.T, makefile, name string) string {
 	return strings.TrimSpace(m[1])
 }
 
-// TestImageBinaries: the base DaemonSet's header, which says what the image
-// holds, names every binary make image packs (IMAGE_BINARIES).
+// TestImageBinaries checks that the base DaemonSet's header, which says
+// what the image holds, names every binary make image packs
+// (IMAGE_BINARIES).
 func TestImageBinaries(t *testing.T) {
 	makefile, err := os.ReadFile("../Makefile")
 	if err != nil {
@@ -42,10 +43,10 @@ func TestImageBinaries(t *testing.T) {
 // the reference name after it if any.
 var ociArchive = regexp.MustCompile(`oci-archive:bin/rdma-chain-image\.tar(?::(\S+))?`)
 
-// TestOCIArchiveRef: make image's archive names its index once per --tag,
-// so a tool reading it (skopeo's oci-archive:PATH:REF) must be given one of
-// them: every command of the pages that reads the archive names the
-// default IMAGE_TAG or a placeholder.
+// TestOCIArchiveRef checks that make image's archive names its index once
+// per --tag, so a tool reading it (skopeo's oci-archive:PATH:REF) must be
+// given one of them: every command of the pages that reads the archive
+// names the default IMAGE_TAG or a placeholder.
 func TestOCIArchiveRef(t *testing.T) {
 	makefile, err := os.ReadFile("../Makefile")
 	if err != nil {

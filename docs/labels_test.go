@@ -33,12 +33,12 @@ var (
 	labelColumns = regexp.MustCompile(`(?:-L|--label-columns)[ =](\S+)`)
 )
 
-// TestLabels: every label a page names is one the manifests of deploy/
-// use (a node affinity's key, the admission policy's namespace label):
-// the project's own keys wherever a page names them, and every key a
-// `kubectl label` command sets or a `-L` list shows. Every key of the
-// project's the manifests use is under labelPrefix, or an old name that
-// releases.md says is kept for one release.
+// TestLabels checks that every label a page names is one the manifests
+// of deploy/ use (a node affinity's key, the admission policy's
+// namespace label): the project's own keys wherever a page names them,
+// and every key a `kubectl label` command sets or a `-L` list shows.
+// Every key of the project's the manifests use is under labelPrefix, or
+// an old name that releases.md says is kept for one release.
 func TestLabels(t *testing.T) {
 	used := manifestLabels(t)
 	checked := 0

@@ -10,9 +10,10 @@ import (
 	"testing"
 )
 
-// TestDesignLayout: the Layout block of design.md names every Go package
-// directory of cmd, plugins, pkg and internal and every first-level
-// directory of integration, and every directory it names exists.
+// TestDesignLayout checks that the Layout block of design.md names every
+// Go package directory of cmd, plugins, pkg and internal and every
+// first-level directory of integration, and every directory it names
+// exists.
 func TestDesignLayout(t *testing.T) {
 	doc, err := os.ReadFile("design.md")
 	if err != nil {

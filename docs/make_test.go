@@ -15,8 +15,8 @@ var makeRun = regexp.MustCompile(`(?:^|[\s;&|(])make((?:\s+[A-Z_][A-Z0-9_]*=\S*)
 // prose ("make sure").
 var shellComment = regexp.MustCompile(`(?m)(?:^|\s)#.*$`)
 
-// TestMakeTargets: every `make TARGET` a page gives is a target of the
-// Makefile.
+// TestMakeTargets checks that every `make TARGET` a page gives is a
+// target of the Makefile.
 func TestMakeTargets(t *testing.T) {
 	targets := makefileTargets(t)
 	checked := 0

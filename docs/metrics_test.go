@@ -15,9 +15,9 @@ import (
 	"github.com/rdma-chain/rdma-chain/pkg/metrics"
 )
 
-// TestMetricsTable: the metrics table of operations.md lists every
-// metric reconcile registers (pkg/metrics) with its labels, and nothing
-// else.
+// TestMetricsTable checks that the metrics table of operations.md lists
+// every metric reconcile registers (pkg/metrics) with its labels, and
+// nothing else.
 func TestMetricsTable(t *testing.T) {
 	doc, err := os.ReadFile("operations.md")
 	if err != nil {
@@ -32,9 +32,9 @@ func TestMetricsTable(t *testing.T) {
 	}
 }
 
-// TestMetricsTableFails: the check finds a metric missing from the
-// table, one the table has and pkg/metrics does not, and labels that
-// differ.
+// TestMetricsTableFails checks that the check finds a metric missing
+// from the table, one the table has and pkg/metrics does not, and
+// labels that differ.
 func TestMetricsTableFails(t *testing.T) {
 	reg := map[string][]string{"rdma_chain_a": {"device", "port"}, "rdma_chain_b": nil}
 	for _, c := range []struct{ name, doc, want string }{
@@ -118,8 +118,8 @@ func registeredMetrics(t *testing.T) map[string][]string {
 	return out
 }
 
-// TestAlertsListed: operations.md's alerts table has a row for every
-// alert of the rules file, and for no other.
+// TestAlertsListed checks that operations.md's alerts table has a row
+// for every alert of the rules file, and for no other.
 func TestAlertsListed(t *testing.T) {
 	doc, err := os.ReadFile("operations.md")
 	if err != nil {

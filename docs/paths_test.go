@@ -11,12 +11,12 @@ import (
 	"unicode"
 )
 
-// TestRepoPaths: every path of the repository a page names, as a code span,
-// a word of code or a relative link, exists. A path is a word whose first
-// element is a tracked top-level folder (deploy/dra, pkg/chain/del.go); an
-// upper-case placeholder (install-set-MODE.json) matches any name, "..."
-// ends a path at its folder, and pkg/smc.Detect names the package
-// pkg/smc.
+// TestRepoPaths checks that every path of the repository a page names, as a
+// code span, a word of code or a relative link, exists. A path is a word
+// whose first element is a tracked top-level folder (deploy/dra,
+// pkg/chain/del.go); an upper-case placeholder (install-set-MODE.json)
+// matches any name, "..." ends a path at its folder, and pkg/smc.Detect
+// names the package pkg/smc.
 func TestRepoPaths(t *testing.T) {
 	tops := trackedTopDirs(t)
 	checked := 0

@@ -158,7 +158,8 @@ func standInRdma(args []string) error {
 	return nil
 }
 
-// standInMake: make push with REGISTRY=HOST/REPO, in the checkout.
+// standInMake answers make push with REGISTRY=HOST/REPO, in the
+// checkout.
 func standInMake(args []string) error {
 	makefile, err := os.ReadFile("Makefile")
 	if err != nil {
@@ -176,8 +177,9 @@ func standInMake(args []string) error {
 	return withState(func(st *quickRun) error { st.Pushed = repo; return nil })
 }
 
-// standInKustomize: create --resources DIR (an overlay of the checkout) and
-// edit set image of the base's image to the pushed repository by digest.
+// standInKustomize answers kustomize's create --resources DIR (an overlay
+// of the checkout) and edit set image of the base's image to the pushed
+// repository by digest.
 func standInKustomize(args []string) error {
 	switch {
 	case len(args) == 3 && args[0] == "create" && args[1] == "--resources":
@@ -252,7 +254,8 @@ func standInKubectl(args []string) error {
 	})
 }
 
-// labelNode: KEY=true is a node label the overlays select nodes by.
+// labelNode checks that KEY=true is a node label the overlays select
+// nodes by.
 func labelNode(kv string) error {
 	key, value, _ := strings.Cut(kv, "=")
 	nodes, err := os.ReadFile(inRoot("deploy/overlays/generic/nodes.yaml"))
@@ -265,8 +268,8 @@ func labelNode(kv string) error {
 	return withState(func(st *quickRun) error { st.Labelled = true; return nil })
 }
 
-// applyKustomization: DIR is a kustomization of an overlay of the
-// checkout with the pushed image.
+// applyKustomization checks that DIR is a kustomization of an overlay
+// of the checkout with the pushed image.
 func applyKustomization(dir string) error {
 	data, err := os.ReadFile(filepath.Join(dir, "kustomization.yaml"))
 	if err != nil {
@@ -282,7 +285,8 @@ func applyKustomization(dir string) error {
 	})
 }
 
-// rolloutStatus: the base's DaemonSet is rdma-chain in kube-system.
+// rolloutStatus checks that the base's DaemonSet is rdma-chain in
+// kube-system.
 func rolloutStatus() error {
 	base, err := os.ReadFile(inRoot("deploy/base/daemonset.yaml"))
 	if err != nil {
@@ -301,8 +305,8 @@ func rolloutStatus() error {
 	})
 }
 
-// applyPod: FILE is a Pod (decoded strictly) whose container asks for one
-// of the entry's default resource names.
+// applyPod checks that FILE is a Pod (decoded strictly) whose container
+// asks for one of the entry's default resource names.
 func applyPod(file string) error {
 	data, err := os.ReadFile(file)
 	if err != nil {

@@ -112,8 +112,9 @@ func TestInstallRefusesSymlinkAndMissing(t *testing.T) {
 	}
 }
 
-// TestInstallCommandBinaries: the init container's one command, binaries
-// then the conflist, waiting for the conflist the primary plugin writes.
+// TestInstallCommandBinaries runs the init container's one command,
+// binaries then the conflist, waiting for the conflist the primary
+// plugin writes.
 func TestInstallCommandBinaries(t *testing.T) {
 	src, dst := newBinTree(t)
 	list := filepath.Join(t.TempDir(), "10-rdmanet.conflist")
@@ -213,9 +214,10 @@ func TestReconcileCommandNetns(t *testing.T) {
 	}
 }
 
-// TestInstallAutoAndUninstall: install --conflist auto finds the
-// primary's conflist as runtimes do; uninstall drains the entry and keeps
-// it and the binaries while an attachment is recorded, unless --force.
+// TestInstallAutoAndUninstall checks that install --conflist auto finds
+// the primary's conflist as runtimes do; uninstall drains the entry and
+// keeps it and the binaries while an attachment is recorded, unless
+// --force.
 func TestInstallAutoAndUninstall(t *testing.T) {
 	src, bin := newBinTree(t)
 	conf := t.TempDir()
@@ -283,8 +285,8 @@ func TestInstallAutoAndUninstall(t *testing.T) {
 	}
 }
 
-// TestUninstallUnreadableEntry: an entry the plugin cannot read drains
-// nothing: uninstall refuses it, --force takes it out.
+// TestUninstallUnreadableEntry checks that an entry the plugin cannot
+// read drains nothing: uninstall refuses it, --force takes it out.
 func TestUninstallUnreadableEntry(t *testing.T) {
 	conf := t.TempDir()
 	primary := filepath.Join(conf, "10-ptp.conflist")

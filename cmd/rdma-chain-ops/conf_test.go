@@ -22,7 +22,8 @@ import (
 
 func confDir() string { return filepath.Join(testenv.RepoRoot(), "conf") }
 
-// TestExampleConflists: every example conflist passes validate.
+// TestExampleConflists checks that every example conflist passes
+// validate.
 func TestExampleConflists(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join(confDir(), "*.conflist"))
 	if err != nil || len(files) < 5 {
@@ -38,9 +39,10 @@ func TestExampleConflists(t *testing.T) {
 	}
 }
 
-// TestTerwayConfigMap: the conflist embedded in the eni-config example
-// passes validate too, and so does the file terway-cli makes of it with
-// datapath v2 (cilium-cni appended last), with a note on the order.
+// TestTerwayConfigMap checks that the conflist embedded in the
+// eni-config example passes validate too, and so does the file
+// terway-cli makes of it with datapath v2 (cilium-cni appended last),
+// with a note on the order.
 func TestTerwayConfigMap(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join(confDir(), "terway-eni-config.yaml"))
 	if err != nil {
@@ -86,8 +88,9 @@ func readManifest(t *testing.T) *appsv1.DaemonSet {
 	return &ds
 }
 
-// TestDaemonSetImage: both containers run the image make image builds
-// (the Makefile's IMAGE:IMAGE_TAG), and only binaries that image holds.
+// TestDaemonSetImage checks that both containers run the image make
+// image builds (the Makefile's IMAGE:IMAGE_TAG), and only binaries that
+// image holds.
 func TestDaemonSetImage(t *testing.T) {
 	mk, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "Makefile"))
 	if err != nil {

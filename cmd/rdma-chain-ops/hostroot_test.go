@@ -45,11 +45,12 @@ func runProcess(t *testing.T, args ...string) (int, string) {
 	return 0, string(out)
 }
 
-// TestUninstallHostRoot: uninstall in a debug pod sees the node at
-// --host-root. Every path it uses is then the node's: the entry's dataDir
-// (the default, /var/lib/cni/rdma-chain) holds a recorded attachment there,
-// which keeps the entry, draining, and the binaries; once the record is
-// gone, the entry and the binaries go, from the node's tree only.
+// TestUninstallHostRoot checks that uninstall in a debug pod sees the node
+// at --host-root. Every path it uses is then the node's: the entry's
+// dataDir (the default, /var/lib/cni/rdma-chain) holds a recorded
+// attachment there, which keeps the entry, draining, and the binaries; once
+// the record is gone, the entry and the binaries go, from the node's tree
+// only.
 func TestUninstallHostRoot(t *testing.T) {
 	testenv.Privileged(t)
 	root := t.TempDir()

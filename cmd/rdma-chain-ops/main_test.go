@@ -10,9 +10,10 @@ import (
 	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 )
 
-// TestServesCommandsWhateverTheCNIEnvironment: an operator who exported
-// cnitool's variables (CNI_PATH, even CNI_COMMAND) still gets the operator
-// commands, and the plugin binary answers a CNI error instead of guessing.
+// TestServesCommandsWhateverTheCNIEnvironment checks that an operator who
+// exported cnitool's variables (CNI_PATH, even CNI_COMMAND) still gets the
+// operator commands, and the plugin binary answers a CNI error instead of
+// guessing.
 func TestServesCommandsWhateverTheCNIEnvironment(t *testing.T) {
 	dir := t.TempDir()
 	for out, pkg := range map[string]string{"ops": "./cmd/rdma-chain-ops", "plugin": "./plugins/meta/rdma-chain"} {

@@ -7,12 +7,12 @@ import (
 	"testing"
 )
 
-// TestInstallAutoMultus: on a node whose first conflist is Multus's,
-// install --conflist auto puts the entry into the file the thick plugin's
-// clusterNetwork names, and refuses the thin plugin's copy of the primary
-// network after waiting out --wait (an init container that stays rather
-// than restarts at once), saying so at once and naming --conflist; it
-// edits no file of Multus.
+// TestInstallAutoMultus checks that on a node whose first conflist is
+// Multus's, install --conflist auto puts the entry into the file the
+// thick plugin's clusterNetwork names, and refuses the thin plugin's copy
+// of the primary network after waiting out --wait (an init container that
+// stays rather than restarts at once), saying so at once and naming
+// --conflist; it edits no file of Multus.
 func TestInstallAutoMultus(t *testing.T) {
 	calico := `{"cniVersion":"0.3.1","name":"k8s-pod-network","plugins":[{"type":"calico"},{"type":"portmap","capabilities":{"portMappings":true}}]}`
 	for _, tc := range []struct {

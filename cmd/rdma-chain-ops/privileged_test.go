@@ -111,9 +111,9 @@ func reconcileIn(t *testing.T, node ns.NetNS, args ...string) (int, string) {
 	return code, out
 }
 
-// TestReconcileNetnsGone: without CRI, the attachment whose netns was
-// deleted is released through the plugin's real DEL; the live one and its
-// child are untouched.
+// TestReconcileNetnsGone checks that, without CRI, the attachment whose
+// netns was deleted is released through the plugin's real DEL; the live
+// one and its child are untouched.
 func TestReconcileNetnsGone(t *testing.T) {
 	testenv.Privileged(t)
 	node := newNodeNS(t)
@@ -134,9 +134,9 @@ func TestReconcileNetnsGone(t *testing.T) {
 	}
 }
 
-// TestReconcileCRIGone: with CRI, an attachment whose sandbox the runtime
-// no longer lists is released although its netns lives: its child is
-// deleted in that netns. A listed one and a young one are kept.
+// TestReconcileCRIGone checks that, with CRI, an attachment whose sandbox
+// the runtime no longer lists is released although its netns lives: its
+// child is deleted in that netns. A listed one and a young one are kept.
 func TestReconcileCRIGone(t *testing.T) {
 	testenv.Privileged(t)
 	node := newNodeNS(t)
@@ -157,10 +157,10 @@ func TestReconcileCRIGone(t *testing.T) {
 	}
 }
 
-// TestReconcileCRINotReady: with CRI, a listed sandbox whose netns pin was
-// deleted is released through the plugin's real DEL when the runtime says
-// it is not ready; a ready one is kept, a problem, as is its lease; a not
-// ready one whose netns lives is kept with its child.
+// TestReconcileCRINotReady checks that, with CRI, a listed sandbox whose
+// netns pin was deleted is released through the plugin's real DEL when the
+// runtime says it is not ready; a ready one is kept, a problem, as is its
+// lease; a not ready one whose netns lives is kept with its child.
 func TestReconcileCRINotReady(t *testing.T) {
 	testenv.Privileged(t)
 	node := newNodeNS(t)
@@ -195,8 +195,9 @@ func TestReconcileCRINotReady(t *testing.T) {
 	}
 }
 
-// TestInspectRealNetns: inspect reads a real pod netns and judges the
-// recorded child healthy, then missing once it is deleted behind its back.
+// TestInspectRealNetns checks that inspect reads a real pod netns and
+// judges the recorded child healthy, then missing once it is deleted
+// behind its back.
 func TestInspectRealNetns(t *testing.T) {
 	testenv.Privileged(t)
 	node := newNodeNS(t)
@@ -252,10 +253,10 @@ func (l *lineSignal) String() string {
 	return l.buf.String()
 }
 
-// TestUninstallLiveAttachment: uninstall never strands a live pod's
-// attachment. With a pod holding a macvlan child on the real kernel, it
-// drains the entry and keeps the entry and the binaries (the child stays);
-// with --wait it waits until the pod's netns is gone, releases the
+// TestUninstallLiveAttachment checks that uninstall never strands a live
+// pod's attachment. With a pod holding a macvlan child on the real kernel,
+// it drains the entry and keeps the entry and the binaries (the child
+// stays); with --wait it waits until the pod's netns is gone, releases the
 // attachment through the plugin's DEL, and only then takes the entry and
 // the binaries out.
 func TestUninstallLiveAttachment(t *testing.T) {

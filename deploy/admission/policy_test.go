@@ -37,8 +37,8 @@ func policy(t *testing.T) (*admissionv1.ValidatingAdmissionPolicy, *admissionv1.
 	return &p, &b
 }
 
-// The binding applies the policy with Deny, which fails closed, to pod
-// creation and update.
+// TestPolicyShape checks that the binding applies the policy with Deny,
+// which fails closed, to pod creation and update.
 func TestPolicyShape(t *testing.T) {
 	p, b := policy(t)
 	if p.APIVersion != "admissionregistration.k8s.io/v1" || p.Kind != "ValidatingAdmissionPolicy" ||
@@ -118,8 +118,9 @@ func admitted(t *testing.T, p *admissionv1.ValidatingAdmissionPolicy, vars map[s
 	return true, ""
 }
 
-// The policy's expressions compile and decide as intended: any case of
-// "true" is what the plugin acts on, so it is what needs the label.
+// TestPolicyDecides checks that the policy's expressions compile and
+// decide as intended: any case of "true" is what the plugin acts on, so
+// it is what needs the label.
 func TestPolicyDecides(t *testing.T) {
 	p, _ := policy(t)
 	labelled := map[string]any{"metadata": map[string]any{"name": "ml", "labels": map[string]any{"rdma-chain.github.io/smcr-allowed": "true"}}}

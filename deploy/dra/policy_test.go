@@ -57,8 +57,8 @@ func policies(t *testing.T) map[string]*admissionv1.ValidatingAdmissionPolicy {
 	return out
 }
 
-// checkShape: the binding denies with its policy, which fails closed and
-// matches the driver's service account alone.
+// checkShape checks that the binding denies with its policy, which fails
+// closed and matches the driver's service account alone.
 func checkShape(t *testing.T, p *admissionv1.ValidatingAdmissionPolicy, b *admissionv1.ValidatingAdmissionPolicyBinding) {
 	t.Helper()
 	if p.APIVersion != "admissionregistration.k8s.io/v1" || p.Kind != "ValidatingAdmissionPolicy" ||
@@ -78,8 +78,9 @@ func checkShape(t *testing.T, p *admissionv1.ValidatingAdmissionPolicy, b *admis
 	}
 }
 
-// TestPolicyRules: each policy matches the writes the RBAC grants the
-// driver on its resource, in every served version (Equivalent).
+// TestPolicyRules checks that each policy matches the writes the RBAC
+// grants the driver on its resource, in every served version
+// (Equivalent).
 func TestPolicyRules(t *testing.T) {
 	ps := policies(t)
 	for _, tc := range []struct {
@@ -189,9 +190,9 @@ func slice(node string) map[string]any {
 	return map[string]any{"metadata": map[string]any{"name": node + "-" + driver}, "spec": spec}
 }
 
-// TestSlicePolicyDecides: the driver's service account writes the
-// ResourceSlices of the node its token names and no other; a token that
-// names no node writes none; other users are not matched.
+// TestSlicePolicyDecides checks that the driver's service account
+// writes the ResourceSlices of the node its token names and no other; a
+// token that names no node writes none; other users are not matched.
 func TestSlicePolicyDecides(t *testing.T) {
 	p := policies(t)[slicesVP]
 	const other = "one of node node-b"
@@ -272,9 +273,10 @@ func with(c map[string]any, field string, v any) map[string]any {
 	return c
 }
 
-// TestClaimPolicyDecides: the driver's service account changes only its
-// driver's status.devices entries of a claim; another driver's entries,
-// the allocation and the reservations stay; other users are not matched.
+// TestClaimPolicyDecides checks that the driver's service account
+// changes only its driver's status.devices entries of a claim; another
+// driver's entries, the allocation and the reservations stay; other
+// users are not matched.
 func TestClaimPolicyDecides(t *testing.T) {
 	p := policies(t)[claimsVP]
 	own, gpu := status(driver, "mlx5-0", "rdma0"), status("gpu.example.com", "gpu-0", "")

@@ -105,12 +105,12 @@ func (cp *controlPlane) dsPod(t *testing.T, node string) string {
 		"-o", "jsonpath={.items[0].metadata.name}")
 }
 
-// testPrimaryRewrite: the primary's agent rewrites its conflist on a node
-// from its own copy, without the rdma-chain entry, as Calico's, Flannel's
-// or Terway's do on restart; the DaemonSet's reconcile puts the entry back
-// within seconds (its pass interval is 30 s), logs it and counts it.
-// The scenarios after this one start RDMA pods on this node through the
-// restored entry.
+// testPrimaryRewrite checks that the primary's agent rewrites its conflist
+// on a node from its own copy, without the rdma-chain entry, as Calico's,
+// Flannel's or Terway's do on restart; the DaemonSet's reconcile puts the
+// entry back within seconds (its pass interval is 30 s), logs it and
+// counts it. The scenarios after this one start RDMA pods on this node
+// through the restored entry.
 func testPrimaryRewrite(t *testing.T, cp *controlPlane) {
 	node := nodeNames[0]
 	out := cp.nodeShell(t, node, `F=/host/etc/cni/net.d/10-podnet.conflist
@@ -135,15 +135,15 @@ wget -qO- http://127.0.0.1:9742/metrics | grep '^rdma_chain_conflist_restores_to
 	}
 }
 
-// testUninstall: the admin's uninstall exactly as docs/install.md gives it:
-// the DaemonSets deleted with `kubectl delete -k`, then `rdma-chain-ops
-// uninstall --host-root /host ... --wait 10m` in a `kubectl debug node`
-// pod of the image the DaemonSet ran, on every node. On node-a a pod holds
-// an attachment: uninstall drains the entry and waits; once the pod is
-// deleted (its DEL, through the draining entry, gives rdma0, the GIDs and
-// the lease back) the entry, the SMC socket hook the DaemonSet held and
-// the binaries go. Nothing is left of the pod on node-a, and a new pod
-// still starts there on the primary alone.
+// testUninstall runs the admin's uninstall exactly as docs/install.md gives
+// it: the DaemonSets deleted with `kubectl delete -k`, then `rdma-chain-ops
+// uninstall --host-root /host ... --wait 10m` in a `kubectl debug node` pod
+// of the image the DaemonSet ran, on every node. On node-a a pod holds an
+// attachment: uninstall drains the entry and waits; once the pod is deleted
+// (its DEL, through the draining entry, gives rdma0, the GIDs and the lease
+// back) the entry, the SMC socket hook the DaemonSet held and the binaries
+// go. Nothing is left of the pod on node-a, and a new pod still starts
+// there on the primary alone.
 func testUninstall(t *testing.T, cp *controlPlane) {
 	cp.podReady(t, "uninstall-keeper", 10*time.Minute)
 	gid := expandIPv6(podRDMAAddr(t, cp, "uninstall-keeper"))

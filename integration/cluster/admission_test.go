@@ -11,8 +11,8 @@ import (
 	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 )
 
-// testAdmission: deploy/admission's ValidatingAdmissionPolicy, applied as
-// shipped, on the real API server: a pod asking for SMC-R
+// testAdmission tests deploy/admission's ValidatingAdmissionPolicy,
+// applied as shipped, on the real API server: a pod asking for SMC-R
 // (network.alibabacloud.com/erdma-smcr: "true", in any letter case) is
 // refused with the policy's message in a namespace without the label
 // rdma-chain.io/smcr-allowed=true, and admitted in one with it; a pod

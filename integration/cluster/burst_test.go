@@ -21,15 +21,15 @@ const burstPlain, burstRDMA = 52, 8
 // pluginLog is the plugin's log file on a node, as the shell pod sees it.
 const pluginLog = "/host/var/log/rdma-chain.log"
 
-// testBurst: a node's boot starts tens of pods at once, and kubelet's
-// pod-resources API refuses lookups past 100 QPS (burst 10). 60 pods (52
-// passed through, 8 with rdma/hca) are created at once on node-b: all run,
-// the node's network never turns NotReady (the plugin's STATUS), no
-// FailedCreatePodSandBox names the plugin, and the plugin's ADD p50, p99
-// and max go into CLUSTER-SUMMARY. Then kubelet is killed while ten ADDs
-// are in flight (its supervisor starts it again): every pod runs, with
-// rdma0 where it asked for RDMA. Deleted, each group leaves the node as
-// it was.
+// testBurst plays a node's boot, which starts tens of pods at once while
+// kubelet's pod-resources API refuses lookups past 100 QPS (burst 10). It
+// creates 60 pods (52 passed through, 8 with rdma/hca) at once on node-b
+// and checks that all run, the node's network never turns NotReady (the
+// plugin's STATUS) and no FailedCreatePodSandBox names the plugin; the
+// plugin's ADD p50, p99 and max go into CLUSTER-SUMMARY. Then kubelet is
+// killed while ten ADDs are in flight (its supervisor starts it again),
+// and every pod runs, with rdma0 where it asked for RDMA. Deleted, each
+// group leaves the node as it was.
 func testBurst(t *testing.T, cp *controlPlane, sum *scenarioTimes) {
 	node := twoRootNode
 	cp.nodeQuiet(t, node)

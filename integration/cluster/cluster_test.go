@@ -148,8 +148,9 @@ func extraScenario(t *testing.T, name string) bool {
 // others: RC_CLUSTER_SCENARIOS never leaves them out.
 var setUp = []string{"control-plane", "nodes-join", "deploy", "per-node", "node-a", "node-b"}
 
-// selected reports whether the scenario name runs: RC_CLUSTER_SCENARIOS
-// (comma-separated; unset: all) names it, or the run needs it. A
+// selected reports whether the scenario name runs, which it does when
+// RC_CLUSTER_SCENARIOS (comma-separated; unset: all) names it or the run
+// needs it. A
 // developer's shortcut: under CI=true a scenario left out fails, as the
 // tier must run whole there.
 func selected(t *testing.T, name string) bool {
@@ -251,9 +252,9 @@ func testNodesJoin(t *testing.T, owner testing.TB, cp *controlPlane) []*nodeVM {
 	return vms
 }
 
-// testControlPlane: the API answers the admin through kubectl, and the
-// controller-manager did its first work (default ServiceAccounts, the
-// kube-root-ca.crt ConfigMap in every namespace).
+// testControlPlane checks that the API answers the admin through
+// kubectl, and the controller-manager did its first work (default
+// ServiceAccounts, the kube-root-ca.crt ConfigMap in every namespace).
 func testControlPlane(t *testing.T, cp *controlPlane) {
 	ver := cp.poll(t, time.Minute, func(s string) bool { return strings.Contains(s, `"gitVersion"`) }, "get", "--raw", "/version")
 	t.Logf("API /version: %s", strings.Join(strings.Fields(ver), " "))

@@ -33,7 +33,7 @@ const guestAPIAddr = "10.0.2.100"
 // serviceCIDR holds the kubernetes Service's address (the first one).
 const serviceCIDR = "10.96.0.0/16"
 
-// parts reads scripts/cluster/parts.sh's KEY=VALUE output.
+// readParts reads scripts/cluster/parts.sh's KEY=VALUE output.
 func readParts(t *testing.T) map[string]string {
 	t.Helper()
 	path := filepath.Join(testenv.RepoRoot(), ".cache/cluster/parts.env")

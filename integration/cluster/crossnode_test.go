@@ -155,8 +155,8 @@ func (cp *controlPlane) rping(server, client, addr string, tries int) (bool, str
 	return false, out, took
 }
 
-// rpingListening: whether `rdma resource show cm_id` lists a cm_id in
-// state LISTEN on addr (iproute2 prints "src-addr ADDR:PORT").
+// rpingListening reports whether `rdma resource show cm_id` lists a
+// cm_id in state LISTEN on addr (iproute2 prints "src-addr ADDR:PORT").
 func rpingListening(out, addr string) bool {
 	for _, line := range strings.Split(out, "\n") {
 		if strings.Contains(line, " state LISTEN ") && strings.Contains(line, " src-addr "+addr+":") {
@@ -166,8 +166,8 @@ func rpingListening(out, addr string) bool {
 	return false
 }
 
-// rpingDone: whether an rping client's output (with -v) shows count verified
-// pings, each a "ping data" line. Exit code 255 after exactly
+// rpingDone reports whether an rping client's output (with -v) shows count
+// verified pings, each a "ping data" line. Exit code 255 after exactly
 // "rdma_get_cm_event: Bad file descriptor" is rping's own teardown race
 // (integration/vm/scenarios/lib.sh, rping_done, says which) and counts as
 // done when the pings are all there; any other failure does not.
@@ -191,11 +191,12 @@ func rpingDone(out string, err error, count int) bool {
 
 const rxe = "/sys/class/infiniband/rxe0/ports/1"
 
-// testHostNetwork: the GDR StatefulSet (hostNetwork, aliyun/erdma) runs on
-// both nodes with no attachment recorded for it (kubelet never calls CNI for
-// it), and rping between the nodes' own addresses on the RDMA network is
-// the host-to-host figure. Its pods stay until owner ends, for the
-// scenarios after it: they read the nodes' RDMA counters.
+// testHostNetwork checks that the GDR StatefulSet (hostNetwork,
+// aliyun/erdma) runs on both nodes with no attachment recorded for it
+// (kubelet never calls CNI for it), and rping between the nodes' own
+// addresses on the RDMA network is the host-to-host figure. Its pods stay
+// until owner ends, for the scenarios after it: they read the nodes' RDMA
+// counters.
 func testHostNetwork(t *testing.T, owner testing.TB, cp *controlPlane) pair {
 	p := runPair(t, owner, cp, "gdr-statefulset.yaml", "app=nccltest")
 	for i, pod := range p.pods {
@@ -248,13 +249,13 @@ func (p pair) hostPod(node string) string {
 	return ""
 }
 
-// testCrossNode: the Lingjun Job (two pods, rdma/hca: 1, anti-affinity)
-// runs one pod per node; each container has rdma0 with a global IPv6
-// address from its node's /64, which its node's RDMA device holds as a
-// RoCE GID; the pods reach each other over rdma0 across the nodes. RoCE
-// between them is tried with rping through `kubectl exec` as a user would.
-// The pods stay for the caller's next scenario (the DaemonSet's rollout);
-// t's end deletes them.
+// testCrossNode checks that the Lingjun Job (two pods, rdma/hca: 1,
+// anti-affinity) runs one pod per node; each container has rdma0 with a
+// global IPv6 address from its node's /64, which its node's RDMA device
+// holds as a RoCE GID; the pods reach each other over rdma0 across the
+// nodes. RoCE between them is tried with rping through `kubectl exec` as a
+// user would. The pods stay for the caller's next scenario (the
+// DaemonSet's rollout); t's end deletes them.
 func testCrossNode(t *testing.T, cp *controlPlane, hosts pair) pair {
 	start := time.Now()
 	p := runPair(t, t, cp, "lingjun-job.yaml", "app=lingjun-rping")

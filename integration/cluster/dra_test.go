@@ -12,16 +12,16 @@ import (
 	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 )
 
-// testDRA: the DRA driver of deploy/dra publishes each node's RDMA NICs in
-// a ResourceSlice; a pod whose claim asks the driver's DeviceClass for
-// simrdma0 is scheduled from it, gets rdma0 from the plugin (which learns
-// the claim from kubelet's pod-resources), and the driver writes rdma0 into
-// the claim's status (networkData, Ready). Deleting the pod deletes its
-// claim.
 // claimStatus prints a claim's status.devices: driver, device, interface,
 // addresses, MAC and the Ready condition.
 const claimStatus = `jsonpath={range .status.devices[*]}{.driver} {.device} {.networkData.interfaceName} {.networkData.ips} {.networkData.hardwareAddress} {.conditions[?(@.type=="Ready")].status} {.conditions[?(@.type=="Ready")].reason}{end}`
 
+// testDRA checks that the DRA driver of deploy/dra publishes each node's
+// RDMA NICs in a ResourceSlice; that a pod whose claim asks the driver's
+// DeviceClass for simrdma0 is scheduled from it and gets rdma0 from the
+// plugin (which learns the claim from kubelet's pod-resources); and that
+// the driver writes rdma0 into the claim's status (networkData, Ready).
+// Deleting the pod deletes its claim.
 func testDRA(t *testing.T, cp *controlPlane) {
 	for _, n := range nodeNames {
 		out := cp.poll(t, 5*time.Minute, func(s string) bool { return strings.Contains(s, "simrdma0") },
@@ -84,8 +84,9 @@ for c in infiniband_verbs/* infiniband_mad/*; do [ "$(cat "$c/ibdev" 2>/dev/null
 	return out
 }
 
-// assertCharDevices: pod's /dev/infiniband holds exactly want (its
-// device's uverbs and umad/issm, rdma_cm), nothing of other devices.
+// assertCharDevices checks that pod's /dev/infiniband holds exactly
+// want (its device's uverbs and umad/issm, rdma_cm), nothing of other
+// devices.
 func assertCharDevices(t *testing.T, cp *controlPlane, pod string, want []string) {
 	t.Helper()
 	out, err := cp.exec(pod, "/bin/busybox", "ls", "/dev/infiniband")

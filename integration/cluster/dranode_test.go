@@ -54,15 +54,15 @@ const emptyGIDs = gidTable + `/usr/sbin/ip -6 -o addr show dev $ND | grep -o 'fd
 echo "$ND: $(free) of $(ls $P/gids | wc -l) GID rows free"
 `
 
-// testDRAAttachFailed: a DRA pod's ADD that the plugin refuses shows why
-// in its claim. On node-b, simrdma0's GID table is filled with host
-// addresses; the scheduler, which counts only claims against the port's
-// gids capacity, places a pod there, and the plugin refuses its address
-// (CNI error 111). The driver reads the failure from the plugin's outcome
-// log and writes it into the claim (Ready False, AttachFailed, the
-// plugin's message); the pod's events (kubectl describe pod) carry the
-// plugin's message too, as kubelet's FailedCreatePodSandBox. With the
-// addresses gone, kubelet's next try attaches the pod and the claim says so.
+// testDRAAttachFailed checks that a DRA pod's ADD that the plugin refuses
+// shows why in its claim. On node-b, simrdma0's GID table is filled with
+// host addresses; the scheduler, which counts only claims against the port's
+// gids capacity, places a pod there, and the plugin refuses its address (CNI
+// error 111). The driver reads the failure from the plugin's outcome log and
+// writes it into the claim (Ready False, AttachFailed, the plugin's
+// message); the pod's events (kubectl describe pod) carry the plugin's
+// message too, as kubelet's FailedCreatePodSandBox. With the addresses gone,
+// kubelet's next try attaches the pod and the claim says so.
 func testDRAAttachFailed(t *testing.T, cp *controlPlane) {
 	node := nodeNames[1]
 	t.Logf("%s: %s", node, strings.TrimSpace(cp.nodeShell(t, node, fillGIDs)))
@@ -127,10 +127,10 @@ const delRXE = `/usr/sbin/rdma link delete rxeev0 2>/dev/null
 
 var publishedLine = regexp.MustCompile(`published the node's RDMA devices.* devices=(\d+) .*trigger=(\w+)`)
 
-// testDRAEvents: the driver reads the node again on the kernel's events,
-// not only every --interval (30 s): an RDMA device made on node-b is in
-// its ResourceSlice from a reading an event started, and is out of it
-// once removed.
+// testDRAEvents checks that the driver reads the node again on the
+// kernel's events, not only every --interval (30 s): an RDMA device made
+// on node-b is in its ResourceSlice from a reading an event started, and
+// is out of it once removed.
 func testDRAEvents(t *testing.T, cp *controlPlane) {
 	node := nodeNames[1]
 	slice := []string{"get", "resourceslices", "--field-selector", "spec.nodeName=" + node, "-o", `jsonpath={.items[*].spec.devices[*].name}`}
@@ -177,11 +177,11 @@ func testDRAEvents(t *testing.T, cp *controlPlane) {
 	}
 }
 
-// testDRACapacity: node-a's simrdma0 is shared by claims up to its GID
-// table: two pods whose claims ask for 20 of its 32 rows each do not both
-// fit. The scheduler places the first and leaves the second Pending
-// (Unschedulable, its claims cannot be allocated) until the first is
-// deleted; then it runs.
+// testDRACapacity checks that node-a's simrdma0 is shared by claims up to
+// its GID table: two pods whose claims ask for 20 of its 32 rows each do
+// not both fit. The scheduler places the first and leaves the second
+// Pending (Unschedulable, its claims cannot be allocated) until the first
+// is deleted; then it runs.
 func testDRACapacity(t *testing.T, cp *controlPlane) {
 	path := filepath.Join(testenv.RepoRoot(), "integration/cluster/pods/dra-wide.yaml")
 	if out, err := cp.kubectlOut("apply", "-f", path); err != nil {

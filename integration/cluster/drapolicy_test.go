@@ -28,7 +28,7 @@ const (
 	policyClaim     = "policy-probe"
 )
 
-// TestDRAPolicy: deploy/dra's admission policies on a real API server,
+// TestDRAPolicy tests deploy/dra's admission policies on a real API server,
 // with no node VMs. The driver's service account and its RBAC and
 // policies, rendered from the tier's kustomization, are applied; a Node
 // and a pod of the driver's service account bound to it (never run: no
@@ -224,8 +224,8 @@ func setupPolicyObjects(t *testing.T, cp *controlPlane) {
 	}
 }
 
-// checkTypeChecking: the API server type-checked each policy against the
-// typed objects (and their cost) and has no warning.
+// checkTypeChecking checks that the API server type-checked each policy
+// against the typed objects (and their cost) and has no warning.
 func checkTypeChecking(t *testing.T, cp *controlPlane) {
 	t.Helper()
 	for _, p := range []string{slicePolicy, claimPolicy} {
@@ -271,9 +271,9 @@ func (cp *controlPlane) waitPolicy(t *testing.T, policy, token, stdin string, ar
 	}
 }
 
-// checkClaimEntries: after the cases, the claim holds the driver's entry
-// as it applied it, gpu.example.com's as the admin wrote it, both devices
-// allocated and no reservation.
+// checkClaimEntries checks that, after the cases, the claim holds the
+// driver's entry as it applied it, gpu.example.com's as the admin wrote
+// it, both devices allocated and no reservation.
 func checkClaimEntries(t *testing.T, cp *controlPlane) {
 	t.Helper()
 	out, err := cp.kubectlOut("get", "resourceclaim", policyClaim, "-n", "default", "-o",

@@ -44,8 +44,8 @@ func echoServer(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// TestEgressProxy: CONNECT to a routed node address reaches its loopback
-// port both ways; any other target is refused.
+// TestEgressProxy checks that CONNECT to a routed node address reaches
+// its loopback port both ways; any other target is refused.
 func TestEgressProxy(t *testing.T) {
 	p := startEgressProxy(t, t.TempDir())
 	p.route("192.168.50.11:10250", echoServer(t))
@@ -77,8 +77,8 @@ func TestEgressProxy(t *testing.T) {
 	}
 }
 
-// TestFwd: the guestfwd copier carries a conversation both ways and ends
-// when the server closes.
+// TestFwd checks that the guestfwd copier carries a conversation both
+// ways and ends when the server closes.
 func TestFwd(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "fwd")
 	testenv.Build(t, bin, "./integration/cluster/fwd", "")

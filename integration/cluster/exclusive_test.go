@@ -13,12 +13,13 @@ import (
 	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 )
 
-// testDRAOnly: twoRootNode's NIC under secondRoot through DRA alone, in
-// both netns modes. The node's device plugin is stopped first (kubelet
-// then offers none of its resources there) and started again at the end.
-// Its slice publishes its two NICs under different PCIe roots. Two pods
-// whose claims ask for the NIC under secondRoot (pods/dra-root.yaml, no
-// node named) are placed on that node by their claims alone:
+// testDRAOnly attaches twoRootNode's NIC under secondRoot through DRA
+// alone, in both netns modes. The node's device plugin is stopped first
+// (kubelet then offers none of its resources there) and started again at
+// the end. Its slice publishes its two NICs under different PCIe roots.
+// Two pods whose claims ask for the NIC under secondRoot
+// (pods/dra-root.yaml, no node named) are placed on that node by their
+// claims alone:
 //   - shared mode: both run, each with an ipvlan child of eth2 and only
 //     simrdma1's character devices;
 //   - exclusive mode, switched as its admin would switch it (no pod netns
@@ -108,11 +109,12 @@ echo "eth2 and simrdma1 back: $(/usr/sbin/ip -6 -o addr show dev eth2 scope glob
 	shared = true
 }
 
-// assertUplinkUnpublished: in exclusive mode node's DRA driver leaves out
-// simrdma0, whose netdev eth1 holds the node's InternalIP (kubelet's
-// --node-ip, on a netdev no default route uses: only the entry's
-// nodeAddresses shows it), and its log since then says so. Published, a
-// claim allocated it would move the node's address into a pod.
+// assertUplinkUnpublished checks that in exclusive mode node's DRA driver
+// leaves out simrdma0, whose netdev eth1 holds the node's InternalIP
+// (kubelet's --node-ip, on a netdev no default route uses: only the
+// entry's nodeAddresses shows it), and its log since then says so.
+// Published, a claim allocated it would move the node's address into a
+// pod.
 func assertUplinkUnpublished(t *testing.T, cp *controlPlane, node string, since time.Time) {
 	t.Helper()
 	ip, err := cp.kubectlOut("get", "node", node, "-o", `jsonpath={.status.addresses[?(@.type=="InternalIP")].address}`)
@@ -160,12 +162,13 @@ while pidof k8s-rdma-shared-dp >/dev/null; do i=$((i + 1)); [ $i -le 100 ] || ex
 	t.Logf("%s: device plugin stopped; allocatable rdma/hca %s", node, out)
 }
 
-// assertHoldsNIC: pod runs on twoRootNode with simrdma1 allocated to its
-// claim and an rdma0 of eth2 (its MAC: eth2 itself in exclusive mode, an
-// ipvlan child in shared mode) with an address of eth2's /64, holds
-// exactly chars in /dev/infiniband, and its claim's status carries rdma0.
-// In exclusive mode the pod sees simrdma1 only and the node has neither
-// eth2 nor simrdma1; in shared mode both stay on the node.
+// assertHoldsNIC checks that pod runs on twoRootNode with simrdma1
+// allocated to its claim and an rdma0 of eth2 (its MAC: eth2 itself in
+// exclusive mode, an ipvlan child in shared mode) with an address of
+// eth2's /64, holds exactly chars in /dev/infiniband, and its claim's
+// status carries rdma0. In exclusive mode the pod sees simrdma1 only and
+// the node has neither eth2 nor simrdma1; in shared mode both stay on the
+// node.
 func assertHoldsNIC(t *testing.T, cp *controlPlane, pod, mode string, chars []string) {
 	t.Helper()
 	cp.requireRDMA0(t, twoRootNode, pod)

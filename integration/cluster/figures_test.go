@@ -9,12 +9,12 @@ import (
 	"time"
 )
 
-// testPluginShare: the plugin's own log on each node (logFile of the
-// cluster's entry) says how long each of its calls took; every pod the
-// tier gave RDMA has an ADD there that succeeded and attached. Printed beside the pods'
-// created-to-Ready times above, it is the plugin's share of a pod's start.
-// An ADD whose container has an "attached" line gave the pod RDMA; the
-// others passed the pod through.
+// testPluginShare reads how long each of the plugin's calls took from its own
+// log on each node (logFile of the cluster's entry) and checks that every pod
+// the tier gave RDMA has an ADD there that succeeded and attached. Printed
+// beside the pods' created-to-Ready times above, it is the plugin's share of a
+// pod's start. An ADD whose container has an "attached" line gave the pod
+// RDMA; the others passed the pod through.
 func testPluginShare(t *testing.T, cp *controlPlane) {
 	var adds []time.Duration
 	kinds := map[string][]time.Duration{}

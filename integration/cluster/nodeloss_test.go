@@ -20,7 +20,7 @@ import (
 // run again elsewhere. The operator removes it once the node is back.
 const outOfService = "node.kubernetes.io/out-of-service=nodeshutdown:NoExecute"
 
-// testNodeLoss: a node with RDMA pods on it loses power (its qemu is
+// testNodeLoss cuts the power of a node with RDMA pods on it (its qemu is
 // killed). Once the API says the node is not Ready, the operator taints it
 // out of service and the Deployment's pods run again, with RDMA, on the
 // other node; the node boots again from its disk (diskNode), and nothing

@@ -15,8 +15,9 @@ import (
 	"github.com/rdma-chain/rdma-chain/pkg/inspect"
 )
 
-// hookHeld: hookState's output says the hook is attached and held
-// (nodeShell's output is trimmed: the lines, not a prefix with newlines).
+// hookHeld checks that hookState's output says the hook is attached and
+// held (nodeShell's output is trimmed: the lines, not a prefix with
+// newlines).
 func hookHeld(state string) bool {
 	l := strings.Split(state, "\n")
 	return len(l) >= 2 && l[0] == "attached 1" && l[1] == "held 1"
@@ -76,14 +77,14 @@ const reconcileLog = "/host/var/log/pods/kube-system_rdma-chain-*/reconcile/*.lo
 
 var netnsInode = regexp.MustCompile(`^net:\[(\d+)\]$`)
 
-// testOrphanedSMCR: an SMC-R pod on node-a runs with its pnet entries in
-// place (the node tier's check), then dies with its netns while
-// kubelet is stopped, so no DEL comes. Its netns inode must not stay in the
-// node-wide SMC socket hook map, where a later pod's netns reusing the
-// inode would have its TCP sockets made SMC: the DaemonSet's reconcile
-// (CRI still lists the sandbox) releases the attachment and the inode is
-// unlisted before kubelet runs again. Resumed, kubelet's DEL finds nothing
-// left and succeeds; the hook stays held, with nothing listed.
+// testOrphanedSMCR runs an SMC-R pod on node-a with its pnet entries in
+// place (the node tier's check), then kills its netns while kubelet is
+// stopped, so no DEL comes. Its netns inode must not stay in the node-wide
+// SMC socket hook map, where a later pod's netns reusing the inode would
+// have its TCP sockets made SMC: the DaemonSet's reconcile (CRI still lists
+// the sandbox) releases the attachment and the inode is unlisted before
+// kubelet runs again. Resumed, kubelet's DEL finds nothing left and
+// succeeds; the hook stays held, with nothing listed.
 func testOrphanedSMCR(t *testing.T, cp *controlPlane) {
 	node := nodeNames[0]
 	cp.podReady(t, "smcr-orphan", 5*time.Minute)
@@ -121,8 +122,8 @@ grep 'verb=DEL .*pod=default/smcr-orphan ' /host/var/log/rdma-chain.log | sed 's
 	}
 }
 
-// testOrphanedExclusive: pod holds twoRootNode's eth2 and simrdma1 in
-// exclusive mode (testExclusiveDRA) and dies with its netns while kubelet
+// testOrphanedExclusive kills the netns of pod, which holds twoRootNode's
+// eth2 and simrdma1 in exclusive mode (testExclusiveDRA), while kubelet
 // is stopped, so no DEL comes. The kernel gives a physical NIC and its
 // RDMA device back to the node when the netns dies, under another name
 // and without the node's address: the DaemonSet's reconcile must repair
@@ -180,10 +181,11 @@ func atoi(t *testing.T, s string) uint64 {
 	return n
 }
 
-// assertPnetEntries: while pod runs, rdma-chain's inspect on node (the
-// DaemonSet pod's reconcile container) finds its attachment healthy with
-// an SMC-R pnet entry, which inspect checks in the kernel's tables: the
-// node's for the RDMA port and the pod netns' for its interface.
+// assertPnetEntries checks that, while pod runs, rdma-chain's inspect on
+// node (the DaemonSet pod's reconcile container) finds its attachment
+// healthy with an SMC-R pnet entry, which inspect checks in the kernel's
+// tables: the node's for the RDMA port and the pod netns' for its
+// interface.
 func assertPnetEntries(t *testing.T, cp *controlPlane, node, pod string) {
 	t.Helper()
 	out, err := cp.execIn([]string{"-n", "kube-system", cp.dsPod(t, node), "-c", "reconcile"}, "/rdma-chain-ops", "inspect", "--json")

@@ -69,9 +69,9 @@ func (cp *controlPlane) perf(prog string, srv, cli perfEnd, oob string, port int
 	return nil, out + "\n--- server:\n" + stop(), fmt.Errorf("%s client: %w", prog, err)
 }
 
-// tcpListening: whether /proc/net/tcp or tcp6 (their lines concatenated in
-// procNetTCP) list a socket in state LISTEN (0A) on port, the hex number
-// after the local address's colon.
+// tcpListening reports whether /proc/net/tcp or tcp6 (their lines
+// concatenated in procNetTCP) list a socket in state LISTEN (0A) on port,
+// the hex number after the local address's colon.
 func tcpListening(procNetTCP string, port int) bool {
 	hex := fmt.Sprintf("%04X", port)
 	for _, line := range strings.Split(procNetTCP, "\n") {
@@ -172,8 +172,8 @@ func samePerf(t *testing.T, cp *controlPlane, node, srvAddr, cliAddr string) {
 const perfMaxRuns = 8
 
 // unmeasured is the sides (true: the pods) that get one more run after
-// done runs: those without a measured one, while fewer than perfMaxRuns
-// ran. perftest converts the CPU cycles it counts with the clock rate it
+// done runs, which are those without a measured one while fewer than
+// perfMaxRuns ran. perftest converts the CPU cycles it counts with the clock rate it
 // samples at its start (rdtsc against gettimeofday); in a TCG guest on a
 // loaded host that sampling can fail ("Correlation coefficient r^2 < 0.9",
 // perftest's get_clock.c), and the run, which completed, prints 0.00 MB/s

@@ -182,9 +182,10 @@ current-context: test
 	return os.WriteFile(path, []byte(cfg), 0o600)
 }
 
-// TestPKI: the serving certificate verifies against the CA for every
-// address clients use (the host's loopback, the guests' forward, the
-// kubernetes Service), and each identity's token line names its groups.
+// TestPKI checks that the serving certificate verifies against the CA
+// for every address clients use (the host's loopback, the guests'
+// forward, the kubernetes Service), and each identity's token line
+// names its groups.
 func TestPKI(t *testing.T) {
 	dir := t.TempDir()
 	p, err := newPKI(dir, []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP(guestAPIAddr)}, []string{"kubernetes.default.svc"},

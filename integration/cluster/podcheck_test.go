@@ -91,7 +91,7 @@ func (p *podItem) condition(typ string) (status, reason, message string, at time
 	return "", "", "", time.Time{}
 }
 
-// settled: the pod is where expect says it ends up.
+// settled reports whether the pod is where expect says it ends up.
 func (p *podItem) settled(expect string) bool {
 	if expect == "pending" {
 		status, reason, _, _ := p.condition("PodScheduled")
@@ -154,9 +154,10 @@ func logReady(t *testing.T, p *podItem) {
 	t.Logf("CLUSTER-TIME pod %s on %s: created to Ready %.0f s (API timestamps)", p.id(), p.Spec.NodeName, at.Sub(p.Metadata.CreationTimestamp).Seconds())
 }
 
-// checkRDMAPod: the RDMA container sees rdma0 with a global IPv6 address
-// that is a RoCE GID of a port it sees, and an RDMA link; its
-// /dev/infiniband holds exactly the char devices of what it was granted.
+// checkRDMAPod checks that the RDMA container sees rdma0 with a global
+// IPv6 address that is a RoCE GID of a port it sees, and an RDMA link;
+// its /dev/infiniband holds exactly the char devices of what it was
+// granted.
 func checkRDMAPod(t *testing.T, cp *controlPlane, p *podItem) {
 	t.Helper()
 	c := p.rdmaContainer()
@@ -226,10 +227,10 @@ ls /dev/infiniband 2>&1
 true
 `
 
-// dpCharDevices: the char devices the device plugin mounts for this
-// cluster's config (integration/node/guest/etc/rdma-dp/config.json: every
-// virtio PCI function's RDMA device): those of each RDMA device under a
-// PCI function, and rdma_cm.
+// dpCharDevices returns the char devices the device plugin mounts for
+// this cluster's config (integration/node/guest/etc/rdma-dp/config.json:
+// every virtio PCI function's RDMA device): those of each RDMA device
+// under a PCI function, and rdma_cm.
 const dpCharDevices = `cd /sys/class
 for c in infiniband_verbs/uverbs* infiniband_mad/umad* infiniband_mad/issm*; do
 	[ -e "$c/ibdev" ] || continue
@@ -270,8 +271,8 @@ func grantedCharDevices(t *testing.T, cp *controlPlane, p *podItem, c podContain
 	return nil, "granted no device"
 }
 
-// checkPlainPod: a pod expected to pass through rdma-chain has no rdma0,
-// and no attachment record on its node names it.
+// checkPlainPod checks that a pod expected to pass through rdma-chain
+// has no rdma0, and no attachment record on its node names it.
 func checkPlainPod(t *testing.T, cp *controlPlane, p *podItem) {
 	t.Helper()
 	in := []string{"-n", p.Metadata.Namespace, p.Metadata.Name, "-c", p.Spec.Containers[0].Name}

@@ -22,8 +22,8 @@ var rebootPods = []string{rebootSMCR, "reboot-shared-0", "reboot-dra"}
 // rebootSMCR is the SMC-R pod of pods/reboot.yaml.
 const rebootSMCR = "reboot-smcr-0"
 
-// testReboot: node-a (diskNode: its /var/lib, with rdma-chain's records
-// and the IPAM leases, is on its disk) is reset while an SMC-R pod, a
+// testReboot resets node-a (diskNode: its /var/lib, with rdma-chain's
+// records and the IPAM leases, is on its disk) while an SMC-R pod, a
 // shared-mode RDMA pod and a DRA pod run on it. The reset loses every pod
 // netns, the bpffs pins and the SMC socket hook, and the kernel may hand
 // out the old netns inodes again. After the boot kubelet gives the DRA pod
@@ -172,9 +172,10 @@ func (cp *controlPlane) oldDELsSucceeded(t *testing.T, node string, old map[stri
 	}
 }
 
-// smcAfterReboot: the new SMC-R pod's netns is listed in node's SMC
-// socket hook exactly once, and a TCP connection made in it over
-// loopback moves the netns's SMC fallback counter: the socket was SMC.
+// smcAfterReboot checks that the new SMC-R pod's netns is listed in
+// node's SMC socket hook exactly once, and a TCP connection made in it
+// over loopback moves the netns's SMC fallback counter: the socket was
+// SMC.
 func smcAfterReboot(t *testing.T, cp *controlPlane, node string, a inspect.Attachment) {
 	t.Helper()
 	out, err := cp.exec(rebootSMCR, "/bin/busybox", "readlink", "/proc/1/ns/net")

@@ -15,9 +15,9 @@ import (
 // passAfterRestart is a reconcile pass that listed the runtime's sandboxes.
 var passAfterRestart = regexp.MustCompile(`msg="pass done" released=\d+ kept=\d+ problems=0 liveness="CRI /run/containerd/containerd\.sock"`)
 
-// testContainerdRestart: containerd on node-a is killed and its
-// supervisor starts it again, with a new socket at the same path. The
-// DaemonSet mounts the socket's directory, not the socket: its reconcile
+// testContainerdRestart kills containerd on node-a, and its supervisor
+// starts it again, with a new socket at the same path. The DaemonSet
+// mounts the socket's directory, not the socket: its reconcile
 // container, not restarted, lists the sandboxes again at its next pass
 // (0 problems, CRI liveness), so garbage collection goes on.
 func testContainerdRestart(t *testing.T, cp *controlPlane) {

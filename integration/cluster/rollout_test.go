@@ -11,7 +11,7 @@ import (
 	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 )
 
-// testRollout: a rolling update of the rdma-chain DaemonSet (`kubectl
+// testRollout makes a rolling update of the rdma-chain DaemonSet (`kubectl
 // rollout restart`, its RollingUpdate strategy as shipped) while the
 // Lingjun Job's pods hold RDMA on both nodes. The rollout completes with a
 // new DaemonSet pod on each node; the pods stay Ready with rdma0 and the
@@ -20,8 +20,8 @@ import (
 // they leave no record and no GID of theirs on either node: the new pods'
 // plugin undid what the old ones' did.
 //
-// The release half of the issue's upgrade (the newest release's image to
-// this tree's and back) cannot run: v0.2.0 (docs/releases.md) predates the
+// An upgrade from the newest release's image to this tree's and back
+// cannot run: v0.2.0 (docs/releases.md) predates the
 // image, the DaemonSet's ops binary and the DRA driver. The VM tier's
 // upgrade scenarios cross from v0.2.0's plugin at the binary level.
 func testRollout(t *testing.T, cp *controlPlane, p pair) {

@@ -16,16 +16,17 @@ import (
 // rxeCounters prints node's rxe0 sent and received RoCE packets.
 const rxeCounters = "cat " + rxe + "/hw_counters/sent_pkts " + rxe + "/hw_counters/rcvd_pkts"
 
-// testSameNode: two RDMA pods on node-a rping each other from inside their
-// containers over their rdma0 addresses (RoCE v2 over rxe0; node-a's rxe0
-// counts the packets), and perftest's send bandwidth and latency between
-// them is printed beside the same tests between node-a's own address and
-// itself on the same rxe0. Then kubelet is killed under them and its
-// supervisor starts it again (the node tier's kubelet restart): CRI's
-// NetworkReady turns false while kubelet is down and true again, the node
-// turns Ready again, both pods stay Ready with rdma0, the same address and
-// the same containers, and rping runs again. The DaemonSet pod's restart
-// under running pods is the daemonset-rollout scenario's.
+// testSameNode checks that two RDMA pods on node-a rping each other from
+// inside their containers over their rdma0 addresses (RoCE v2 over rxe0;
+// node-a's rxe0 counts the packets), and perftest's send bandwidth and
+// latency between them is printed beside the same tests between node-a's
+// own address and itself on the same rxe0. Then kubelet is killed under
+// them and its supervisor starts it again (the node tier's kubelet
+// restart): CRI's NetworkReady turns false while kubelet is down and true
+// again, the node turns Ready again, both pods stay Ready with rdma0, the
+// same address and the same containers, and rping runs again. The
+// DaemonSet pod's restart under running pods is the daemonset-rollout
+// scenario's.
 func testSameNode(t *testing.T, cp *controlPlane) {
 	node := nodeNames[0]
 	path := filepath.Join(testenv.RepoRoot(), "integration/cluster/pods/same-node-rping.yaml")
@@ -178,8 +179,8 @@ func (cp *controlPlane) containerIDs(t *testing.T, pods []string) string {
 	return out
 }
 
-// sameNodeRping: rping-client pings rping-server at addr 10 times; node's
-// rxe0 counts packets sent and received.
+// sameNodeRping has rping-client ping rping-server at addr 10 times and
+// checks that node's rxe0 counts the packets sent and received.
 func sameNodeRping(t *testing.T, cp *controlPlane, node, addr string) {
 	t.Helper()
 	before := strings.Fields(cp.nodeShell(t, node, rxeCounters))

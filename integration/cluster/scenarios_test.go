@@ -11,7 +11,7 @@ import (
 	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 )
 
-// testDeploy: rdma-chain installed as docs/install.md tells an admin whose
+// testDeploy installs rdma-chain as docs/install.md tells an admin whose
 // primary is not Terway: the nodes labelled rdma-chain/enabled=true, then
 // `kubectl apply -k` of a kustomization of their own
 // (integration/cluster/deploy) listing deploy/overlays/generic with their

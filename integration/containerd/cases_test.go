@@ -115,8 +115,8 @@ func runCases(t *testing.T, e *env) {
 	})
 }
 
-// testOldRuntimeNewConflist: containerd 1.6's CNI library cannot read a
-// 1.1.0 result, so no pod starts on a 1.1.0 conflist there: the first
+// testOldRuntimeNewConflist checks that containerd 1.6's CNI library cannot
+// read a 1.1.0 result, so no pod starts on a 1.1.0 conflist there: the first
 // plugin's ADD fails in the runtime, the chain never reaches rdma-chain, and
 // the runtime's DEL leaves nothing behind.
 func testOldRuntimeNewConflist(t *testing.T, e *env) {
@@ -138,8 +138,9 @@ func (e *env) pod(name string, annotations map[string]string) *runtimeapi.PodSan
 	return podConfig(name, "uid-"+name, filepath.Join(e.dir, "pods", name), annotations)
 }
 
-// testPlainPod: a pod kubelet allocated nothing gets ptp's IP; the plugin saw
-// its identity and its annotations, recorded nothing, and DEL succeeds.
+// testPlainPod checks that a pod kubelet allocated nothing gets ptp's IP; the
+// plugin saw its identity and its annotations, recorded nothing, and DEL
+// succeeds.
 func testPlainPod(t *testing.T, e *env) {
 	id, err := e.cri.run(callCtx(t), e.pod(plainPod, map[string]string{config.AnnotationSMCR: "maybe"}))
 	if err != nil {
@@ -171,8 +172,9 @@ func testPlainPod(t *testing.T, e *env) {
 	expectNoLease(t, e, id)
 }
 
-// testRDMAPodFails: a pod allocated rdma/hca on a kernel without RDMA fails
-// ADD (code 100); containerd's own cleanup DEL succeeds and frees the IP.
+// testRDMAPodFails checks that a pod allocated rdma/hca on a kernel without
+// RDMA fails ADD (code 100); containerd's own cleanup DEL succeeds and
+// frees the IP.
 func testRDMAPodFails(t *testing.T, e *env) {
 	_, err := e.cri.run(callCtx(t), e.pod(rdmaPod, map[string]string{config.AnnotationSMCR: "true"}))
 	if err == nil || !strings.Contains(err.Error(), "no RDMA subsystem") {
@@ -185,8 +187,9 @@ func testRDMAPodFails(t *testing.T, e *env) {
 	expectNoLease(t, e, id)
 }
 
-// testKubeletGone: with the pod-resources socket gone ADD fails (code 11)
-// naming the socket, and nothing stays recorded or leased.
+// testKubeletGone checks that with the pod-resources socket gone ADD
+// fails (code 11) naming the socket, and nothing stays recorded or
+// leased.
 func testKubeletGone(t *testing.T, e *env) {
 	e.stopKubelet(t)
 	t.Cleanup(func() { e.startKubelet(t) })

@@ -19,13 +19,14 @@ import (
 
 const ipsPod = "rdma-ips"
 
-// A pod that really gets rdma0 with an IPv6 address (the fake-RDMA build:
-// only the RDMA subsystem is a model, a veth in containerd's netns stands in
-// for mlx5_0's netdev; shared mode, a macvlan child, host-local
-// fd00:77::/64) has containerd's CRI pod IPs from eth0 only: with the
-// default result, which lists no rdma0 address, and with reportIPs, which
-// does (go-cni groups the result's IPs by interface and CRI reports
-// CNI_IFNAME's). containerd 1.6 runs no 1.1.0 chain (TestContainerd).
+// TestContainerdPodIPs checks that a pod that really gets rdma0 with an IPv6
+// address (the fake-RDMA build: only the RDMA subsystem is a model, a veth
+// in containerd's netns stands in for mlx5_0's netdev; shared mode, a
+// macvlan child, host-local fd00:77::/64) has containerd's CRI pod IPs from
+// eth0 only: with the default result, which lists no rdma0 address, and with
+// reportIPs, which does (go-cni groups the result's IPs by interface and CRI
+// reports CNI_IFNAME's). containerd 1.6 runs no 1.1.0 chain
+// (TestContainerd).
 func TestContainerdPodIPs(t *testing.T) {
 	testenv.RequireRoot(t)
 	plugin := filepath.Join(t.TempDir(), "rdma-chain")

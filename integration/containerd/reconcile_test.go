@@ -13,10 +13,10 @@ import (
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
-// testReconcile: `rdma-chain-ops reconcile --cri-socket` asks this containerd
-// which sandboxes live. A record whose sandbox was removed behind the
-// plugin's back (here: one containerd never had) is released; the record of
-// a live sandbox is kept. The records are planted (shared mode, no link:
+// testReconcile checks that `rdma-chain-ops reconcile --cri-socket` asks this
+// containerd which sandboxes live. A record whose sandbox was removed behind
+// the plugin's back (here: one containerd never had) is released; the record
+// of a live sandbox is kept. The records are planted (shared mode, no link:
 // this kernel has no RDMA to attach), the liveness is the runtime's.
 func testReconcile(t *testing.T, e *env) {
 	live, err := e.cri.run(callCtx(t), e.pod("reconcile-live", nil))

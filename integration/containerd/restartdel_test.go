@@ -26,22 +26,22 @@ import (
 // at once.
 const restartPods = 6
 
-// TestContainerdRestartDuringDELs: restartPods sandboxes that each got
-// rdma0 (the fake-RDMA build, as TestContainerdPodIPs: shared mode, a
-// macvlan child of a veth standing in for mlx5_0's netdev, a host-local
-// lease of fd00:78::/64) are stopped and removed all at once, and
-// containerd is killed (SIGKILL) as soon as one of them runs the DEL of a
-// given plugin of the chain (each round another: rdma-chain's, then the
-// primary's), then started again as the tier starts it. The plugin's DELs
-// it left running end as they would have (not of SIGPIPE on their stderr,
-// a pipe to the dead runtime), those past reading their configuration
-// with exit 0 and their closing line in the plugin's log file; once they
-// have ended, no attachment whose DEL the plugin reported done holds a
-// record or a lease; kubelet's retry (StopPodSandbox and
-// RemovePodSandbox again until they succeed) removes every sandbox left,
-// and then no record, lease (rdma0's or the primary's), pod netns pin,
-// mount under the test's folders, link (ptp's veth, a child) in
-// containerd's netns or plugin process is left.
+// TestContainerdRestartDuringDELs stops and removes, all at once,
+// restartPods sandboxes that each got rdma0 (the fake-RDMA build, as in
+// TestContainerdPodIPs: shared mode, a macvlan child of a veth standing
+// in for mlx5_0's netdev, a host-local lease of fd00:78::/64), and kills
+// containerd (SIGKILL) as soon as one of them runs the DEL of a given
+// plugin of the chain (each round another: rdma-chain's, then the
+// primary's), then starts it again as the tier does. The plugin's DELs it
+// left running end as they would have (not of SIGPIPE on their stderr, a
+// pipe to the dead runtime), those past reading their configuration with
+// exit 0 and their closing line in the plugin's log file; once they have
+// ended, no attachment whose DEL the plugin reported done holds a record
+// or a lease; kubelet's retry (StopPodSandbox and RemovePodSandbox again
+// until they succeed) removes every sandbox left, and then no record,
+// lease (rdma0's or the primary's), pod netns pin, mount under the test's
+// folders, link (ptp's veth, a child) in containerd's netns or plugin
+// process is left.
 func TestContainerdRestartDuringDELs(t *testing.T) {
 	testenv.RequireRoot(t)
 	plugin := filepath.Join(t.TempDir(), "rdma-chain")
@@ -210,9 +210,9 @@ func holdStopped(pid int) bool {
 	}
 }
 
-// delsDone: no attachment whose DEL the plugin reported done (msg=done,
-// outcome ok) is still recorded or holds rdma0's lease. Nothing has run
-// since containerd died and its plugins ended.
+// delsDone checks that no attachment whose DEL the plugin reported done
+// (msg=done, outcome ok) is still recorded or holds rdma0's lease.
+// Nothing has run since containerd died and its plugins ended.
 func (e *env) delsDone(t *testing.T, rdmaIPAM string, ids []string) {
 	t.Helper()
 	recs, err := state.New(e.cni.state).List()
@@ -287,12 +287,12 @@ func (e *env) expectNothingLeft(t *testing.T, rdmaIPAM string) {
 	e.lostShims(t)
 }
 
-// lostShims: containerd 1.6 killed while it stops a sandbox can lose the
-// sandbox's shim, which outlives the sandbox's removal with its pause
-// process (seen once in four runs). That is the runtime's leak, not the
-// plugin's: the pause keeps its netns alive, which must hold no rdma0;
-// the shim and its pause are then logged and killed by their PIDs, so that the daemon's
-// stop, which fails on a shim left in any other case, does not.
+// lostShims deals with the shims containerd 1.6 can lose when it is killed
+// while it stops a sandbox: such a shim outlives the sandbox's removal with
+// its pause process. That is the runtime's leak, not the plugin's: the pause
+// keeps its netns alive, which must hold no rdma0; the shim and its pause are
+// then logged and killed by their PIDs, so that the daemon's stop, which fails
+// on a shim left in any other case, does not.
 func (e *env) lostShims(t *testing.T) {
 	t.Helper()
 	var shims []int

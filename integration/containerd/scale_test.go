@@ -57,9 +57,9 @@ func runRemove(t *testing.T, e *env, name string, annotations map[string]string)
 	expectLine(t, e.cni.logLines(t), "verb", "DEL", "container", id, "outcome", "ok")
 }
 
-// testBatch: 30 sandboxes one after the other; the 15 allocated rdma/hca get
-// code 100 and are cleaned up by the runtime, the other 15 pass through and
-// are removed. Nothing stays recorded or leased.
+// testBatch runs 30 sandboxes one after the other; the 15 allocated rdma/hca
+// get code 100 and are cleaned up by the runtime, the other 15 pass through
+// and are removed. Nothing stays recorded or leased.
 func testBatch(t *testing.T, e *env) {
 	var ids []string
 	refused := 0
@@ -93,12 +93,13 @@ func testBatch(t *testing.T, e *env) {
 		e.rt.name, e.cni.version, len(ids), refused)
 }
 
-// testSMCR: SMC-R is set up only for a pod that got an RDMA device, which no
-// pod gets on this kernel (no RDMA): with smcr.onUnsupported "warn" and with
-// "fail" an annotated pod that asked for no RDMA starts (pass-through), and
-// an annotated pod allocated rdma/hca does not start, the runtime's error
-// carrying the plugin's code-100 message. (Code 108 for "fail" with SMC
-// missing needs an RDMA device: the VM tier's business.)
+// testSMCR checks that SMC-R is set up only for a pod that got an RDMA
+// device, which no pod gets on this kernel (no RDMA): with
+// smcr.onUnsupported "warn" and with "fail" an annotated pod that asked for
+// no RDMA starts (pass-through), and an annotated pod allocated rdma/hca
+// does not start, the runtime's error carrying the plugin's code-100
+// message. (Code 108 for "fail" with SMC missing needs an RDMA device: the
+// VM tier's business.)
 func testSMCR(t *testing.T, e *env) {
 	ann := map[string]string{config.AnnotationSMCR: "true"}
 	for i, mode := range []string{"warn", "fail"} {
@@ -130,9 +131,9 @@ func (e *env) reloadConflist(t *testing.T, onUnsupported string) {
 	}
 }
 
-// testRestart: containerd is stopped by its PID and started again between a
-// sandbox's ADD and its DEL; the DEL (StopPodSandbox after the restart)
-// still succeeds and frees the lease.
+// testRestart stops containerd by its PID and starts it again between a
+// sandbox's ADD and its DEL, and checks that the DEL (StopPodSandbox after
+// the restart) still succeeds and frees the lease.
 func testRestart(t *testing.T, e *env) {
 	name, _ := batchPod("restart", 0)
 	id, err := e.cri.run(callCtx(t), e.pod(name, map[string]string{config.AnnotationSMCR: "true"}))
@@ -157,9 +158,10 @@ func testRestart(t *testing.T, e *env) {
 	expectNoRecord(t, e)
 }
 
-// testConcurrent: 8 sandboxes created and removed at once (half refused
-// with code 100); all finish within a bound (no deadlock between the
-// plugin's node lock, host-local's lock and the runtime), nothing leaks.
+// testConcurrent creates and removes 8 sandboxes at once (half refused
+// with code 100) and checks that all finish within a bound (no deadlock
+// between the plugin's node lock, host-local's lock and the runtime),
+// nothing leaks.
 func testConcurrent(t *testing.T, e *env) {
 	var wg sync.WaitGroup
 	for i := 0; i < concurrency; i++ {

@@ -85,8 +85,9 @@ func (c *cycleNode) cycle(net string, i int) (sample, error) {
 	return sample{wall: time.Since(start), cpu: childrenCPU() - cpu0}, nil
 }
 
-// A pod's whole network cycle through cnitool with rdma-chain passing the pod
-// through, against the same with upstream tuning in its place.
+// BenchmarkPodCycleCnitool measures a pod's whole network cycle through
+// cnitool with rdma-chain passing the pod through, against the same with
+// upstream tuning in its place.
 func BenchmarkPodCycleCnitool(b *testing.B) {
 	testenv.Privileged(b)
 	c := newCycleNode(b)
@@ -105,8 +106,9 @@ func BenchmarkPodCycleCnitool(b *testing.B) {
 	}
 }
 
-// 16 runtimes' workers at once, each 100 pass-through ADD+DEL of rdma-chain
-// on its own container: throughput and cycle latency under contention.
+// BenchmarkConcurrentPassThrough measures throughput and cycle latency
+// under contention: 16 runtimes' workers at once, each running 100
+// pass-through ADD+DEL of rdma-chain on its own container.
 func BenchmarkConcurrentPassThrough(b *testing.B) {
 	testenv.Privileged(b)
 	rc := pluginBin(b)

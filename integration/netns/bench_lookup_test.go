@@ -23,9 +23,10 @@ func lookupProbe(b *testing.B) string {
 	return bin
 }
 
-// The pod-resources lookup of ADD, each in a fresh process against a local
-// server speaking kubelet's API: Get, and List where kubelet does not serve
-// Get, with 0, 100 and 1,000 pods on the node.
+// BenchmarkPodResourcesLookup measures the pod-resources lookup of ADD,
+// each in a fresh process against a local server speaking kubelet's API:
+// Get, and List where kubelet does not serve Get, with 0, 100 and 1,000
+// pods on the node.
 func BenchmarkPodResourcesLookup(b *testing.B) {
 	testenv.Privileged(b)
 	probe := lookupProbe(b)

@@ -61,9 +61,10 @@ func (n *netdevNode) cycle(bin, ifname string, conf map[string]any) func() (samp
 	}
 }
 
-// Exclusive mode's move of the RDMA netdev into the pod and back, against
-// upstream host-device moving the same veth; then shared mode's child with
-// IPv6 from host-local, against upstream macvlan with the same IPAM.
+// BenchmarkNetdevModes measures exclusive mode's move of the RDMA netdev
+// into the pod and back, against upstream host-device moving the same
+// veth; then shared mode's child with IPv6 from host-local, against
+// upstream macvlan with the same IPAM.
 func BenchmarkNetdevModes(b *testing.B) {
 	testenv.Privileged(b)
 	fake := fakeRDMAPlugin(b)

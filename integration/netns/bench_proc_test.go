@@ -63,9 +63,9 @@ func (p *benchPod) env(id string) []string {
 		"CNI_ARGS=IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=web;K8S_POD_UID=uid-web"}
 }
 
-// What every pod pays for rdma-chain's process, against upstream tuning:
-// start-up (VERSION), STATUS, a pass-through ADD and its peak RSS, and the
-// binary's size.
+// BenchmarkProcess measures what every pod pays for rdma-chain's process,
+// against upstream tuning: start-up (VERSION), STATUS, a pass-through ADD
+// and its peak RSS, and the binary's size.
 func BenchmarkProcess(b *testing.B) {
 	testenv.Privileged(b)
 	rc, tuning := pluginBin(b), upstream(b, "tuning")

@@ -8,9 +8,10 @@ import (
 	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 )
 
-// What chaining rdma-chain costs a pod that needs no RDMA: one ADD+DEL cycle
-// of [ptp+host-local] alone against [ptp+host-local, rdma-chain] through
-// libcni, the real binaries, in one pod netns.
+// BenchmarkPodCycle measures what chaining rdma-chain costs a pod that needs
+// no RDMA: one ADD+DEL cycle of [ptp+host-local] alone against
+// [ptp+host-local, rdma-chain] through libcni, the real binaries, in one pod
+// netns.
 func BenchmarkPodCycle(b *testing.B) {
 	testenv.Privileged(b)
 	for _, chained := range []bool{false, true} {

@@ -28,9 +28,10 @@ import (
 
 var versions = []string{"0.4.0", "1.0.0"}
 
-// A pod kubelet allocated no RDMA resource to passes through: the chain's
-// result is the primary's, the pod has only what ptp gave it, CHECK passes,
-// DEL works twice and after the netns vanished, and no state is written.
+// TestPassThroughChain checks that a pod kubelet allocated no RDMA resource
+// to passes through: the chain's result is the primary's, the pod has only
+// what ptp gave it, CHECK passes, DEL works twice and after the netns
+// vanished, and no state is written.
 func TestPassThroughChain(t *testing.T) {
 	testenv.Privileged(t)
 	for _, v := range versions {
@@ -58,8 +59,9 @@ func TestPassThroughChain(t *testing.T) {
 	}
 }
 
-// The plugin's output for a given prevResult is that prevResult, byte for
-// byte in meaning, at the conf's version (the real ptp result as input).
+// TestPassThroughEqualsPrimary checks that the plugin's output for a
+// given prevResult is that prevResult, byte for byte in meaning, at the
+// conf's version (the real ptp result as input).
 func TestPassThroughEqualsPrimary(t *testing.T) {
 	testenv.Privileged(t)
 	for _, v := range versions {
@@ -89,8 +91,9 @@ func TestPassThroughEqualsPrimary(t *testing.T) {
 	}
 }
 
-// A pod that needs RDMA on a kernel without RDMA gets code 100 and the node
-// keeps no state; the runtime's DEL then cleans the primary's part.
+// TestNeedsRDMAWithoutKernelSupport checks that a pod that needs RDMA on a
+// kernel without RDMA gets code 100 and the node keeps no state; the
+// runtime's DEL then cleans the primary's part.
 func TestNeedsRDMAWithoutKernelSupport(t *testing.T) {
 	testenv.Privileged(t)
 	cases := []struct {
@@ -161,9 +164,9 @@ func TestDelVanishedNetns(t *testing.T) {
 	}
 }
 
-// With kubeletUnreachable passThrough and no kubelet at the socket, a pod
-// gets the primary's result and nothing else, DEL works, and STATUS keeps
-// the node ready.
+// TestKubeletUnreachablePassThrough checks that with kubeletUnreachable
+// passThrough and no kubelet at the socket, a pod gets the primary's
+// result and nothing else, DEL works, and STATUS keeps the node ready.
 func TestKubeletUnreachablePassThrough(t *testing.T) {
 	testenv.Privileged(t)
 	for _, v := range []string{"1.0.0", "1.1.0"} {
@@ -190,8 +193,9 @@ func TestKubeletUnreachablePassThrough(t *testing.T) {
 	}
 }
 
-// A draining entry (what uninstall sets) passes a pod allocated rdma/hca
-// through: without drain the same pod gets 100 here (no RDMA subsystem).
+// TestDrainPassesThrough checks that a draining entry (what uninstall
+// sets) passes a pod allocated rdma/hca through: without drain the same
+// pod gets 100 here (no RDMA subsystem).
 func TestDrainPassesThrough(t *testing.T) {
 	testenv.Privileged(t)
 	n := newNode(t, "1.1.0", map[string]any{"drain": true})
@@ -280,9 +284,10 @@ func wantCode(t *testing.T, err error, code uint, substr string) {
 	}
 }
 
-// GC with a valid-attachments list releases the records of attachments not
-// in it (here: sharedLink none records, which need no RDMA kernel) and keeps
-// the valid ones and other networks'.
+// TestGCValidAttachments checks that GC with a valid-attachments list
+// releases the records of attachments not in it (here: sharedLink none
+// records, which need no RDMA kernel) and keeps the valid ones and other
+// networks'.
 func TestGCValidAttachments(t *testing.T) {
 	testenv.Privileged(t)
 	n := newNode(t, "1.1.0", nil)

@@ -26,8 +26,8 @@ func (n *node) cnitool(t *testing.T, p *pod, verb string) (string, error) {
 	return string(out), err
 }
 
-// The chain runs through cnitool at both versions: ADD prints ptp's result,
-// CHECK, STATUS and GC pass, DEL works twice.
+// TestCnitool checks that the chain runs through cnitool at both versions:
+// ADD prints ptp's result, CHECK, STATUS and GC pass, DEL works twice.
 func TestCnitool(t *testing.T) {
 	testenv.Privileged(t)
 	for _, v := range []string{"0.4.0", "1.0.0", "1.1.0"} {

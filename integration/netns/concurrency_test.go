@@ -32,11 +32,12 @@ type concurrencyRun struct {
 	corrupt       bool // a goroutine damages records underneath
 }
 
-// 16 workers drive ADD/CHECK/STATUS/GC/DEL of their pods through the plugin
-// binary (production code over the fake RDMA subsystem) on one node; some
-// pods are abandoned without DEL for GC to reap. Every call answers within
-// the bound, success or one proper CNI error, never a panic; at the end a
-// GC leaves no records, no temp files and no leases.
+// TestConcurrency has 16 workers drive ADD/CHECK/STATUS/GC/DEL of their
+// pods through the plugin binary (production code over the fake RDMA
+// subsystem) on one node, abandoning some pods without DEL for GC to reap,
+// and checks that every call answers within the bound, success or one
+// proper CNI error, never a panic; at the end a GC leaves no records, no
+// temp files and no leases.
 func TestConcurrency(t *testing.T) {
 	testenv.Privileged(t)
 	bin := concurrencyPlugin(t)
@@ -65,7 +66,8 @@ type callStats struct {
 	messages map[string]int // verb/code msg
 	bad      []string       // panics, improper answers, calls over the bound
 	slowest  time.Duration
-	// childrenLeft: pods whose child DEL could not remove (damaged record).
+	// childrenLeft counts the pods whose child DEL could not remove
+	// (damaged record).
 	childrenLeft int
 	durTotal     time.Duration
 }

@@ -72,10 +72,11 @@ type crashScenario struct {
 	mode  string         // the fake RDMA subsystem's netns mode
 	entry map[string]any // extra keys of the rdma-chain entry
 	ipam  bool
-	// devinfo: the runtime passes CNIDeviceInfoFile (and the device has a
-	// PCI address).
+	// devinfo says that the runtime passes CNIDeviceInfoFile (and the
+	// device has a PCI address).
 	devinfo bool
-	// must: substrings that some discovered ADD and DEL failpoint must contain.
+	// must lists substrings that some discovered ADD and DEL failpoint
+	// must contain.
 	must []string
 }
 
@@ -106,9 +107,10 @@ func (c *crashTally) leak(format string, args ...any) {
 	c.leaks = append(c.leaks, fmt.Sprintf(format, args...))
 }
 
-// For every failpoint a normal run reaches: ADD killed there, then DEL (and,
-// separately, GC) returns the node to its exact prior state; DEL killed
-// there, then DEL again (or GC), likewise.
+// TestCrashFailpoints checks, for every failpoint a normal run reaches, that
+// ADD killed there, then DEL (and, separately, GC), returns the node to its
+// exact prior state, and that DEL killed there, then DEL again (or GC), does
+// likewise.
 func TestCrashFailpoints(t *testing.T) {
 	testenv.Privileged(t)
 	bin := failpointPlugin(t)

@@ -154,14 +154,15 @@ func (n *resultNode) followerGot(verb string) json.RawMessage {
 	return conf.PrevResult
 }
 
-// [primary + host-local, rdma-chain with ipam, follower] through cnitool:
-// the result is the primary's plus rdma0's interface entry, which the
-// follower receives as is on ADD and on CHECK; CRI-O's and Multus's rules
-// read eth0's address only and eth0 as default; CHECK passes in the primary
-// (ptp, bridge), in rdma-chain and in the follower; rdma0 holds its
-// address in the pod all the same, and the device-info file the runtime
-// asked for is there until DEL. With reportIPs the result lists rdma0's
-// address and the primary's CHECK fails on it, as its code says it must.
+// TestResultFollowersAndCheck runs [primary + host-local, rdma-chain with
+// ipam, follower] through cnitool: the result is the primary's plus rdma0's
+// interface entry, which the follower receives as is on ADD and on CHECK;
+// CRI-O's and Multus's rules read eth0's address only and eth0 as default;
+// CHECK passes in the primary (ptp, bridge), in rdma-chain and in the
+// follower; rdma0 holds its address in the pod all the same, and the
+// device-info file the runtime asked for is there until DEL. With reportIPs
+// the result lists rdma0's address and the primary's CHECK fails on it, as
+// its code says it must.
 func TestResultFollowersAndCheck(t *testing.T) {
 	testenv.Privileged(t)
 	for _, primary := range []string{"ptp", "bridge"} {
@@ -229,8 +230,9 @@ func runResultCase(t *testing.T, primary, mode, ver string, report bool) {
 	}
 }
 
-// assertRDMAEntry: rdma0 follows the primary's entries, in the pod's
-// sandbox, with its MAC, and at 1.1.0 its MTU and the device's PCI address.
+// assertRDMAEntry checks that rdma0 follows the primary's entries, in the
+// pod's sandbox, with its MAC, and at 1.1.0 its MTU and the device's PCI
+// address.
 func assertRDMAEntry(t *testing.T, r *types100.Result, sandbox, ver string) {
 	t.Helper()
 	last := r.Interfaces[len(r.Interfaces)-1]
@@ -248,9 +250,9 @@ func assertRDMAEntry(t *testing.T, r *types100.Result, sandbox, ver string) {
 	}
 }
 
-// assertMultusDefault: Multus's network-status makes eth0 the default with
-// the primary's address; rdma0 is never the default and shows an address
-// only with reportIPs.
+// assertMultusDefault checks that Multus's network-status makes eth0 the
+// default with the primary's address; rdma0 is never the default and shows
+// an address only with reportIPs.
 func assertMultusDefault(t *testing.T, r *types100.Result, report bool) {
 	t.Helper()
 	st := followers.MultusStatuses(r, true)

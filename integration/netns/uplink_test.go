@@ -12,11 +12,12 @@ import (
 	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 )
 
-// The built plugin (rdma-chain over the fake RDMA subsystem, every netdev
-// real), chained after ptp + host-local in exclusive mode, never moves the
-// node's ens9 while a main-table default route of the node netns goes out
-// through it: ADD is refused with 110 naming ens9 and the route, ens9 keeps
-// its addresses and routes, no RDMA device moves, no record stays, and the
+// TestExclusiveUplinkRefusedByTheBinary checks that the built plugin
+// (rdma-chain over the fake RDMA subsystem, every netdev real), chained
+// after ptp + host-local in exclusive mode, never moves the node's ens9
+// while a main-table default route of the node netns goes out through it:
+// ADD is refused with 110 naming ens9 and the route, ens9 keeps its
+// addresses and routes, no RDMA device moves, no record stays, and the
 // chain's DEL succeeds. A default route only in ens9's per-NIC table (the
 // setup's) moves it as before.
 func TestExclusiveUplinkRefusedByTheBinary(t *testing.T) {

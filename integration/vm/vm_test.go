@@ -56,12 +56,12 @@ import (
 	"github.com/rdma-chain/rdma-chain/pkg/smc/hookcmd"
 )
 
-// A boot runs several scenarios in one VM; they share the RDMA netns mode.
-// exclusive switches the mode, which needs a boot without any earlier netns.
-// A boot with simrdma NICs gets that many virtio-net NICs (qemu user
-// networking with restrict=on: nothing leaves qemu) and the simrdma test
-// module with one device on each (integration/vm/simrdma, loaded by init.sh
-// on rc.simrdma=eth0,eth1,...).
+// bootGroup is one boot: several scenarios in one VM, which share the RDMA
+// netns mode. exclusive switches the mode, which needs a boot without any
+// earlier netns. A boot with simrdma NICs gets that many virtio-net NICs
+// (qemu user networking with restrict=on: nothing leaves qemu) and the
+// simrdma test module with one device on each (integration/vm/simrdma,
+// loaded by init.sh on rc.simrdma=eth0,eth1,...).
 type bootGroup struct {
 	name      string
 	simrdma   int
@@ -78,9 +78,9 @@ type scenario struct {
 // binaries (NAME.test) the guest runs.
 var guestTests = []string{"crash", "exclusive", "shared", "smcr", "lingjun", "soak", "ops", "upgrade", "caps"}
 
-// Longest first (mean guest uptime on the three kernels, ci13): the
-// kernels' boots interleave in the VM slots, and the tier ends with its
-// shortest boots, not a long one begun late.
+// bootGroups lists the boots longest first, by mean guest uptime on the
+// three kernels: the kernels' boots interleave in the VM slots, and the
+// tier ends with its shortest boots, not a long one begun late.
 var bootGroups = []bootGroup{
 	{"shared-mode", 0, []scenario{{"smoke", false, false}, {"shared", true, false}, {"podres", true, false},
 		{"ipv6", true, false}, {"softroce", true, false}, {"crash-softroce", true, false}, {"smc", true, false}, {"upgrade-shared", true, false}, {"demo", true, true}}}, // 107 s (two 40 s rping timeouts; 83 s on 7.3)

@@ -138,8 +138,9 @@ func TestCallAgainstGRPCServer(t *testing.T) {
 	}
 }
 
-// The server sees the client's deadline (grpc-timeout) and the client gives
-// up at it, against a server that never answers.
+// TestCallDeadline checks that the server sees the client's deadline
+// (grpc-timeout) and the client gives up at it, against a server that never
+// answers.
 func TestCallDeadline(t *testing.T) {
 	seen := make(chan time.Duration, 1)
 	sock := serveGRPC(t, func(ctx context.Context, _ string, _ []byte) ([]byte, error) {
@@ -196,7 +197,8 @@ func TestCallUnreachable(t *testing.T) {
 	}
 }
 
-// Many calls one after another leave no descriptor behind.
+// TestCallClosesConnections checks that many calls one after another
+// leave no descriptor behind.
 func TestCallClosesConnections(t *testing.T) {
 	sock := serveGRPC(t, func(context.Context, string, []byte) ([]byte, error) { return []byte("ok"), nil })
 	before := openFDs(t)

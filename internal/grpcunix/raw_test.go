@@ -82,7 +82,8 @@ func grpcMsg(flag byte, body string) []byte {
 
 func cat(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
 
-// Replies that break HTTP/2 or gRPC each give a status, never a reply.
+// TestCallRefusesMalformedReplies checks that replies that break HTTP/2
+// or gRPC each give a status, never a reply.
 func TestCallRefusesMalformedReplies(t *testing.T) {
 	ok := headerBlock(t, ":status", "200", "content-type", "application/grpc")
 	trailers := headerBlock(t, "grpc-status", "0")
@@ -161,10 +162,11 @@ func TestCallRefusesMalformedReplies(t *testing.T) {
 	}
 }
 
-// Whatever the server writes, Call returns within its deadline without
-// panicking, and a success carries at most maxReply bytes. The deadline
-// is the context's: a server may itself answer DEADLINE_EXCEEDED
-// (grpc-status 4), which Call reports as it is.
+// FuzzCallReply checks that whatever the server writes, Call returns
+// within its deadline without panicking, and a success carries at most
+// maxReply bytes. The deadline is the context's: a server may itself
+// answer DEADLINE_EXCEEDED (grpc-status 4), which Call reports as it
+// is.
 func FuzzCallReply(f *testing.F) {
 	ok := headerBlock(f, ":status", "200", "content-type", "application/grpc")
 	f.Add(cat(appendFrame(nil, frameHeaders, flagEndHeaders, 1, ok...),

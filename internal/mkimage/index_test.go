@@ -39,10 +39,11 @@ func crossBuild(t *testing.T, dir, name, arch string) {
 	}
 }
 
-// TestBuildIndex: with linux/amd64 and linux/arm64 the tags name one OCI
-// image index whose manifests carry their platforms; each image's config
-// says the same platform and the version; each image's files are ELF
-// binaries of its architecture (aarch64 for arm64), cross-compiled.
+// TestBuildIndex checks that with linux/amd64 and linux/arm64 the tags
+// name one OCI image index whose manifests carry their platforms; each
+// image's config says the same platform and the version; each image's
+// files are ELF binaries of its architecture (aarch64 for arm64),
+// cross-compiled.
 func TestBuildIndex(t *testing.T) {
 	names := []string{"rdma-chain", "rdma-chain-ops"}
 	root := t.TempDir()
@@ -108,8 +109,8 @@ func TestBuildIndex(t *testing.T) {
 	}
 }
 
-// checkPlatformImage: the config's platform and version label, and the
-// layer's binaries, each an ELF of the platform's machine.
+// checkPlatformImage checks the config's platform and version label,
+// and the layer's binaries, each an ELF of the platform's machine.
 func checkPlatformImage(t *testing.T, img v1.Image, p *v1.Platform, version string, names []string) {
 	t.Helper()
 	cf, err := img.ConfigFile()

@@ -126,7 +126,8 @@ func TestBuild(t *testing.T) {
 	}
 }
 
-// TestBuildReproducible: the same inputs give the same archive, byte for byte.
+// TestBuildReproducible checks that the same inputs give the same archive,
+// byte for byte.
 func TestBuildReproducible(t *testing.T) {
 	sp := testSpec(t)
 	var archives [2][]byte
@@ -182,8 +183,9 @@ func TestBuildRefuses(t *testing.T) {
 	}
 }
 
-// TestBuildTree: a test image's tree goes in as it is (directories, files
-// with their modes, symlinks), owned by root, and its entrypoint may be in it.
+// TestBuildTree checks that a test image's tree goes in as it is (directories,
+// files with their modes, symlinks), owned by root, and its entrypoint may be
+// in it.
 func TestBuildTree(t *testing.T) {
 	tree := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(tree, "bin"), 0o755); err != nil {

@@ -9,7 +9,8 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
-// The encoder writes what protowire writes.
+// TestAppendMatchesProtowire checks that the encoder writes what
+// protowire writes.
 func TestAppendMatchesProtowire(t *testing.T) {
 	for _, x := range []uint64{0, 1, 127, 128, 300, 1<<21 - 1, 1 << 35, math.MaxUint64} {
 		if got, want := AppendVarint(nil, x), protowire.AppendVarint(nil, x); !bytes.Equal(got, want) {
@@ -31,7 +32,8 @@ func TestAppendMatchesProtowire(t *testing.T) {
 	}
 }
 
-// Fields reads every wire type protowire writes, in order.
+// TestFieldsReadsProtowire checks that Fields reads every wire type
+// protowire writes, in order.
 func TestFieldsReadsProtowire(t *testing.T) {
 	var msg []byte
 	msg = protowire.AppendTag(msg, 1, protowire.BytesType)

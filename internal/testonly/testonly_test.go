@@ -11,9 +11,9 @@ import (
 	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 )
 
-// TestProductImportsNone: no package of the product (the binaries and
-// every package under pkg/ and plugins/, without their tests) depends on
-// a package of this room.
+// TestProductImportsNone checks that no package of the product (the
+// binaries and every package under pkg/ and plugins/, without their
+// tests) depends on a package of this room.
 func TestProductImportsNone(t *testing.T) {
 	gobin, err := exec.LookPath("go")
 	if err != nil {
@@ -41,10 +41,10 @@ func TestProductImportsNone(t *testing.T) {
 	}
 }
 
-// TestPrivilegedPackagesCheckLeaks: every package whose tests change the
-// host (a case gated by testenv.Privileged, or the containerd tier) runs
-// them under leakcheck's TestMain, so a tier leaves the machine as it found
-// it.
+// TestPrivilegedPackagesCheckLeaks checks that every package whose tests
+// change the host (a case gated by testenv.Privileged, or the containerd
+// tier) runs them under leakcheck's TestMain, so a tier leaves the machine
+// as it found it.
 func TestPrivilegedPackagesCheckLeaks(t *testing.T) {
 	gated, checked := map[string]bool{}, map[string]bool{}
 	root := testenv.RepoRoot()

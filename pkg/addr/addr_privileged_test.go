@@ -93,7 +93,7 @@ func addMacvlan(parent, name string, pod ns.NetNS) error {
 	})
 }
 
-// sysctl reads net.ipv6.conf.<dev>.<key> in n.
+// readSysctl reads net.ipv6.conf.<dev>.<key> in n.
 func readSysctl(t *testing.T, n ns.NetNS, dev, key string) string {
 	t.Helper()
 	var v string

@@ -7,10 +7,11 @@ import (
 	"testing"
 )
 
-// TestWriteSysctlRefusesEscapes: names that would write another
-// interface's, the netns-wide or a path outside net.ipv6.conf are refused
-// before anything is opened; a plain name reaches /proc/sys (and, for an
-// interface that does not exist, fails there with the kernel's ENOENT).
+// TestWriteSysctlRefusesEscapes checks that names that would write
+// another interface's, the netns-wide or a path outside net.ipv6.conf are
+// refused before anything is opened; a plain name reaches /proc/sys (and,
+// for an interface that does not exist, fails there with the kernel's
+// ENOENT).
 func TestWriteSysctlRefusesEscapes(t *testing.T) {
 	for _, name := range []string{"", ".", "..", "all", "default", "../../ipv4/ip_forward", "a/b"} {
 		err := writeSysctl(name, "disable_ipv6", "0")

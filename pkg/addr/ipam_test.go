@@ -250,12 +250,13 @@ func TestAddPluginErrorNoRelease(t *testing.T) {
 	}
 }
 
-// TestDelegateOutlivesRuntime: the runtime died mid-call and left the
-// plugin's stderr (fd 2) a broken pipe. A delegate that writes to its
-// stderr still ends as it would have (its DEL succeeds), instead of dying
-// of SIGPIPE: pkg/invoke gives it a buffer, never the plugin's fd 2, and
-// writes the buffer out afterwards, where the plugin (SIGPIPE notified,
-// as chain.Main does) gets EPIPE. This guards that rule of pkg/invoke.
+// TestDelegateOutlivesRuntime checks that, when the runtime died mid-call
+// and left the plugin's stderr (fd 2) a broken pipe, a delegate that
+// writes to its stderr still ends as it would have (its DEL succeeds),
+// instead of dying of SIGPIPE: pkg/invoke gives it a buffer, never the
+// plugin's fd 2, and writes the buffer out afterwards, where the plugin
+// (SIGPIPE notified, as chain.Main does) gets EPIPE. This guards that
+// rule of pkg/invoke.
 func TestDelegateOutlivesRuntime(t *testing.T) {
 	dir := t.TempDir()
 	script := "#!/bin/sh\necho \"releasing $CNI_CONTAINERID\" >&2\necho done >&2\nexit 0\n"

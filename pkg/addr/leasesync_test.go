@@ -14,8 +14,8 @@ import (
 	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 )
 
-// TestSyncHostLocalLeasesRealStore: the path rule is host-local's own: the
-// lease the real plugin took is the file synced.
+// TestSyncHostLocalLeasesRealStore checks that the path rule is
+// host-local's own: the lease the real plugin took is the file synced.
 func TestSyncHostLocalLeasesRealStore(t *testing.T) {
 	bin := testenv.RequireBinary(t, "host-local", testenv.ToolsDir("cni", "bin"))
 	dataDir := t.TempDir()

@@ -30,8 +30,9 @@ func route(t *testing.T, cidr string) *types.Route {
 	return &types.Route{Dst: *n}
 }
 
-// ReportIPs appends the RDMA interface's IPs pointing at it, without
-// gateways, and its routes except default routes.
+// TestReportIPs checks that ReportIPs appends the RDMA interface's IPs
+// pointing at it, without gateways, and its routes except default
+// routes.
 func TestReportIPs(t *testing.T) {
 	dns := types.DNS{Nameservers: []string{"10.96.0.10"}}
 	dst := &types100.Result{
@@ -82,9 +83,9 @@ func TestReportIPsNil(t *testing.T) {
 	}
 }
 
-// ClaimIndexless points IPs without an interface index at the primary's
-// pod interface, adding its entry when the primary reported only host-side
-// interfaces or none.
+// TestClaimIndexless checks that ClaimIndexless points IPs without an
+// interface index at the primary's pod interface, adding its entry when
+// the primary reported only host-side interfaces or none.
 func TestClaimIndexless(t *testing.T) {
 	indexless := func() *types100.IPConfig { ip := ipc(t, "10.0.0.5/32", 0); ip.Interface = nil; return ip }
 	cases := []struct {

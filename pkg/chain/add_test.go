@@ -40,8 +40,9 @@ func TestAddNeedsPrevResult(t *testing.T) {
 	wantCode(t, err, types.ErrInvalidNetworkConfig, "chained")
 }
 
-// A pod allocated nothing passes through at every CNI version, unchanged,
-// without touching the RDMA subsystem.
+// TestPassThroughEveryVersion checks that a pod allocated nothing passes
+// through at every CNI version, unchanged, without touching the RDMA
+// subsystem.
 func TestPassThroughEveryVersion(t *testing.T) {
 	prev := map[string]string{
 		"0.3.0": `{"cniVersion":"0.3.0","interfaces":[{"name":"eth0","mac":"00:16:3e:01:02:03","sandbox":"/ns"}],"ips":[{"version":"4","address":"10.1.0.5/24","interface":0}]}`,
@@ -247,9 +248,9 @@ func TestAddSharedThenDel(t *testing.T) {
 	}
 }
 
-// A draining network passes every new pod through without asking kubelet,
-// even one with a deviceID, while an attachment recorded before still gets
-// its DEL; STATUS needs no kubelet.
+// TestDrain checks that a draining network passes every new pod through
+// without asking kubelet, even one with a deviceID, while an attachment
+// recorded before still gets its DEL; STATUS needs no kubelet.
 func TestDrain(t *testing.T) {
 	w := &world{mode: rdma.ModeShared, devices: []rdma.Device{rxe("rxe0", "veth0")},
 		allocs: []podres.Allocation{{ResourceName: "rdma/hca", DeviceIDs: []string{"rxe0"}}}}
@@ -295,10 +296,11 @@ func TestAddSharedLinkNone(t *testing.T) {
 	}
 }
 
-// Every step of an exclusive ADD that fails is undone from its record, in
-// reverse order, as DEL would, and leaves no state. A link's netdev and RDMA
-// device are recorded in one write before either moves, so a failed netdev
-// move also gives back the RDMA device, which never left: changing nothing.
+// TestExclusiveRollbackAtEveryStep checks that every step of an exclusive
+// ADD that fails is undone from its record, in reverse order, as DEL would,
+// and leaves no state. A link's netdev and RDMA device are recorded in one
+// write before either moves, so a failed netdev move also gives back the
+// RDMA device, which never left: changing nothing.
 func TestExclusiveRollbackAtEveryStep(t *testing.T) {
 	devs := []rdma.Device{rxe("mlx5_0", "eth1"), rxe("mlx5_1", "eth2")}
 	cases := []struct {
@@ -333,9 +335,10 @@ func TestExclusiveRollbackAtEveryStep(t *testing.T) {
 	}
 }
 
-// A shared-mode ADD whose AddChild fails undoes the children made before
-// it, and the failing one too when AddChild says it created it (a child
-// not read back: DelChild by name, without its MAC).
+// TestSharedRollbackAtAddChild checks that a shared-mode ADD whose
+// AddChild fails undoes the children made before it, and the failing one
+// too when AddChild says it created it (a child not read back: DelChild
+// by name, without its MAC).
 func TestSharedRollbackAtAddChild(t *testing.T) {
 	devs := []rdma.Device{rxe("rxe0", "veth0"), rxe("rxe1", "veth1")}
 	cases := []struct {
@@ -366,10 +369,11 @@ func TestSharedRollbackAtAddChild(t *testing.T) {
 	}
 }
 
-// TestAddExclusiveRereadsUnderLock: the netdev ADD moves is the one the
-// kernel has under the node lock, not what ADD read before it: a netdev
-// back from a dead pod netns as rdma0, renamed eth0 by the reconcile
-// daemon's repair while this ADD waited for the lock, is moved as eth0.
+// TestAddExclusiveRereadsUnderLock checks that the netdev ADD moves is
+// the one the kernel has under the node lock, not what ADD read before
+// it: a netdev back from a dead pod netns as rdma0, renamed eth0 by the
+// reconcile daemon's repair while this ADD waited for the lock, is
+// moved as eth0.
 func TestAddExclusiveRereadsUnderLock(t *testing.T) {
 	w := &world{mode: rdma.ModeExclusive, devices: []rdma.Device{rxe("mlx5_0", "rdma0")},
 		devicesNow: []rdma.Device{rxe("mlx5_0", "eth0")}}

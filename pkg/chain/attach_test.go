@@ -8,11 +8,11 @@ import (
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
-// An attachment released while its ADD runs without the node lock (the
-// reconcile daemon's DEL, or the runtime's) is not written back by ADD's
-// last phase: ADD fails, so that the runtime tries again, and gives back
-// what it made after the release, leaving no record of an attachment that
-// no longer exists.
+// TestAddReleasedMidway checks that an attachment released while its ADD
+// runs without the node lock (the reconcile daemon's DEL, or the
+// runtime's) is not written back by ADD's last phase: ADD fails, so that
+// the runtime tries again, and gives back what it made after the release,
+// leaving no record of an attachment that no longer exists.
 func TestAddReleasedMidway(t *testing.T) {
 	const conf = `,"podSelection":"all","ipam":{"type":"host-local"}`
 	for _, c := range []struct {

@@ -19,8 +19,8 @@ import (
 	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 )
 
-// The pass-through ADD is what every pod without RDMA pays: parse, one
-// kubelet lookup (faked), print.
+// BenchmarkAddPassThrough measures the pass-through ADD, which every
+// pod without RDMA pays: parse, one kubelet lookup (faked), print.
 func BenchmarkAddPassThrough(b *testing.B) {
 	w := &world{}
 	p := w.plugin()
@@ -36,8 +36,9 @@ func BenchmarkAddPassThrough(b *testing.B) {
 	}
 }
 
-// A shared-mode ADD+DEL cycle with the kernel faked: the plugin's own cost
-// (state writes, lock, selection, result conversion).
+// BenchmarkAddDelShared measures a shared-mode ADD+DEL cycle with the
+// kernel faked: the plugin's own cost (state writes, lock, selection,
+// result conversion).
 func BenchmarkAddDelShared(b *testing.B) {
 	w := &world{mode: rdma.ModeShared, devices: []rdma.Device{rxe("rxe0", "veth0")},
 		allocs: []podres.Allocation{{ResourceName: "rdma/hca", DeviceIDs: []string{"1"}}}}
@@ -61,7 +62,8 @@ func BenchmarkAddDelShared(b *testing.B) {
 	}
 }
 
-// Device selection over a node with many devices and IDs.
+// BenchmarkSelectDevices measures device selection over a node with
+// many devices and IDs.
 func BenchmarkSelectDevices(b *testing.B) {
 	var offered []rdma.Device
 	var ids []string
@@ -79,11 +81,11 @@ func BenchmarkSelectDevices(b *testing.B) {
 	}
 }
 
-// ADD latency with 0, 50 and 200 attachment records on the node (shared
-// mode without IPAM, kernel faked, real state files, none synced): the
-// records a call reads must not make every ADD slower. Rows go to
-// RC_BENCH_OUT for scripts/bench.sh; run with -benchtime=1x, the benchmark
-// takes its own samples.
+// BenchmarkAddRecords measures ADD latency with 0, 50 and 200 attachment
+// records on the node (shared mode without IPAM, kernel faked, real state
+// files, none synced): the records a call reads must not make every ADD
+// slower. Rows go to RC_BENCH_OUT for scripts/bench.sh; run with
+// -benchtime=1x, the benchmark takes its own samples.
 func BenchmarkAddRecords(b *testing.B) {
 	const samples = 40
 	for range b.N {
@@ -159,9 +161,9 @@ func processCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// benchLine labels one row: what is measured, its baseline, a note, and per
-// (>1: the values and the baseline are divided by it and by baseDiv: a
-// per-unit cost).
+// benchLine labels one row: what is measured, its baseline, a note, and
+// per. A per above 1 divides the values by it and the baseline by baseDiv,
+// for a per-unit cost.
 type benchLine struct {
 	measure, base, note string
 	per, baseDiv        float64
@@ -187,12 +189,13 @@ func benchRow(b *testing.B, l benchLine, v, base, cpu []float64) {
 	testenv.BenchRow(b, line)
 }
 
-// ADD+DEL of one pod granted 1, 4 and 8 devices, in shared mode (an ipvlan
-// child and an IPAM lease per device, podIPv6Block rendering each device's
-// range) and exclusive mode (a netdev and a device moved per device), the
-// kernel and the IPAM faked, real state files: the cost per device must stay
-// flat (the ratio compares the per-device cost with one device's). Rows go
-// to RC_BENCH_OUT for scripts/bench.sh; run with -benchtime=1x.
+// BenchmarkAddDelDevices measures ADD+DEL of one pod granted 1, 4 and 8
+// devices, in shared mode (an ipvlan child and an IPAM lease per device,
+// podIPv6Block rendering each device's range) and exclusive mode (a netdev
+// and a device moved per device), the kernel and the IPAM faked, real state
+// files: the cost per device must stay flat (the ratio compares the
+// per-device cost with one device's). Rows go to RC_BENCH_OUT for
+// scripts/bench.sh; run with -benchtime=1x.
 func BenchmarkAddDelDevices(b *testing.B) {
 	const samples = 40
 	for range b.N {

@@ -12,10 +12,11 @@ import (
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
-// On the kernel's netns: a pod's netns dies without a DEL and the kernel
-// gives its inode number to the next netns, an SMC-R pod's. The old pod's
-// DEL leaves the number listed in the socket hook (the fake's map; the
-// netns identities are the kernel's).
+// TestSMCHookKeyOfReusedInodeKernel checks, on the kernel's netns, that
+// when a pod's netns dies without a DEL and the kernel gives its inode
+// number to the next netns, an SMC-R pod's, the old pod's DEL leaves the
+// number listed in the socket hook (the fake's map; the netns identities
+// are the kernel's).
 func TestSMCHookKeyOfReusedInodeKernel(t *testing.T) {
 	n := newNode(t, rdma.ModeShared)
 	n.w.boot(t, bootA)

@@ -27,13 +27,13 @@ func (w *world) boot(t *testing.T, id string) {
 	}
 }
 
-// smcrMacvlan: an SMC-R pod listed in the socket hook, with a macvlan
-// child and an IPAM lease.
+// smcrMacvlan returns an SMC-R pod listed in the socket hook, with a
+// macvlan child and an IPAM lease.
 const smcrMacvlan = `,"sharedLink":{"type":"macvlan"}` + withIPAM +
 	`,"runtimeConfig":{"io.kubernetes.cri.pod-annotations":{"network.alibabacloud.com/erdma-smcr":"true"}}` +
 	`,"smcr":{"transparent":"bpf","onUnsupported":"fail"}`
 
-// ADD records the boot it runs in.
+// TestAddRecordsBoot checks that ADD records the boot it runs in.
 func TestAddRecordsBoot(t *testing.T) {
 	w, dir := erdmaWorld(t), t.TempDir()
 	w.boot(t, bootA)
@@ -47,12 +47,12 @@ func TestAddRecordsBoot(t *testing.T) {
 	}
 }
 
-// The DEL of an attachment made in an earlier boot gives back its lease,
-// its device-info file and its record, and nothing of the kernel: the
-// hook key, the pnet rows and the child died with that boot, and this
-// boot's pods may have their numbers (here a pod of this boot lists the
-// same netns inode and wrote the same init_net entry), nor looks its
-// child up by the nsid it recorded.
+// TestDelOfEarlierBoot checks that the DEL of an attachment made in an
+// earlier boot gives back its lease, its device-info file and its
+// record, and nothing of the kernel: the hook key, the pnet rows and the
+// child died with that boot, and this boot's pods may have their numbers
+// (here a pod of this boot lists the same netns inode and wrote the same
+// init_net entry), nor looks its child up by the nsid it recorded.
 func TestDelOfEarlierBoot(t *testing.T) {
 	w, dir := erdmaWorld(t), t.TempDir()
 	w.childNsid = true
@@ -94,8 +94,9 @@ func TestDelOfEarlierBoot(t *testing.T) {
 	}
 }
 
-// After a reboot, the first SMC-R pod writes the init_net pnet entry and
-// owns it: the earlier boot's attachments held an entry that died with it.
+// TestAddAfterRebootWritesHostPnet checks that, after a reboot, the first
+// SMC-R pod writes the init_net pnet entry and owns it: the earlier boot's
+// attachments held an entry that died with it.
 func TestAddAfterRebootWritesHostPnet(t *testing.T) {
 	w, dir := erdmaWorld(t), t.TempDir()
 	w.boot(t, bootA)
@@ -122,10 +123,11 @@ func TestAddAfterRebootWritesHostPnet(t *testing.T) {
 	}
 }
 
-// The DEL of the last SMC-R attachment recorded before boot ids were (a
-// record of the previous release, whose boot is unknown) removes the
-// init_net entry it owns once its netns is gone, as it would have: the
-// entry stays only while another live attachment holds it.
+// TestDelOfUnknownBootRemovesHostPnet checks that the DEL of the last
+// SMC-R attachment recorded before boot ids were (a record of the
+// previous release, whose boot is unknown) removes the init_net entry
+// it owns once its netns is gone, as it would have: the entry stays
+// only while another live attachment holds it.
 func TestDelOfUnknownBootRemovesHostPnet(t *testing.T) {
 	w, dir := erdmaWorld(t), t.TempDir()
 	w.boot(t, bootA)

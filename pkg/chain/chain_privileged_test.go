@@ -129,7 +129,8 @@ func TestExclusiveMoveAndExactRestore(t *testing.T) {
 	}
 }
 
-// soft-RoCE and other drivers that cannot change netns: code 102 and the
+// TestExclusiveDriverCannotMove checks that a device of a driver that
+// cannot change netns (soft-RoCE and others) gets code 102 and its
 // netdev goes back exactly.
 func TestExclusiveDriverCannotMove(t *testing.T) {
 	testenv.Privileged(t)
@@ -146,8 +147,9 @@ func TestExclusiveDriverCannotMove(t *testing.T) {
 	}
 }
 
-// Soft-RoCE is refused before the netdev moves: moving an rxe netdev to
-// another netns would make the kernel destroy the rxe device.
+// TestExclusiveSoftRoCERefusedUpFront checks that soft-RoCE is refused
+// before the netdev moves: moving an rxe netdev to another netns would
+// make the kernel destroy the rxe device.
 func TestExclusiveSoftRoCERefusedUpFront(t *testing.T) {
 	testenv.Privileged(t)
 	n := newNode(t, rdma.ModeExclusive)
@@ -160,8 +162,9 @@ func TestExclusiveSoftRoCERefusedUpFront(t *testing.T) {
 	}
 }
 
-// The pod netns is gone before DEL; the kernel refunded the netdev under
-// another name (as it does for physical netdevs): DEL finds it by MAC.
+// TestExclusiveRestoreAfterNetnsGone checks that DEL finds the netdev by
+// MAC when the pod netns is gone before DEL and the kernel refunded the
+// netdev under another name (as it does for physical netdevs).
 func TestExclusiveRestoreAfterNetnsGone(t *testing.T) {
 	testenv.Privileged(t)
 	n := newNode(t, rdma.ModeExclusive)
@@ -180,8 +183,9 @@ func TestExclusiveRestoreAfterNetnsGone(t *testing.T) {
 	}
 }
 
-// A virtual netdev is destroyed with the netns: DEL still succeeds and
-// forgets the attachment.
+// TestExclusiveNetdevDestroyedWithNetns checks that a virtual netdev is
+// destroyed with the netns: DEL still succeeds and forgets the
+// attachment.
 func TestExclusiveNetdevDestroyedWithNetns(t *testing.T) {
 	testenv.Privileged(t)
 	n := newNode(t, rdma.ModeExclusive)
@@ -198,7 +202,8 @@ func TestExclusiveNetdevDestroyedWithNetns(t *testing.T) {
 	}
 }
 
-// Host and pod both already have a netdev called like the other side's name.
+// TestExclusiveNameCollisions checks that ADD and DEL succeed when host and
+// pod both already have a netdev called like the other side's name.
 func TestExclusiveNameCollisions(t *testing.T) {
 	testenv.Privileged(t)
 	n := newNode(t, rdma.ModeExclusive)
@@ -220,7 +225,8 @@ func TestExclusiveNameCollisions(t *testing.T) {
 	}
 }
 
-// Two pods a device: the second is told to try again.
+// TestExclusiveDeviceHeld checks that, of two pods asking for one
+// device, the second is told to try again.
 func TestExclusiveDeviceHeld(t *testing.T) {
 	testenv.Privileged(t)
 	n := newNode(t, rdma.ModeExclusive)
@@ -278,9 +284,10 @@ func TestSharedMacvlanChildren(t *testing.T) {
 	n.assertHostRestored(t)
 }
 
-// The default shared link is ipvlan: where the kernel has it (the VM tier)
-// the pod gets an ipvlan child; where it has none (this machine) ADD fails
-// with code 104 and leaves nothing behind.
+// TestSharedIPVlan checks that the default shared link is ipvlan: where
+// the kernel has it (the VM tier) the pod gets an ipvlan child; where it
+// has none (this machine) ADD fails with code 104 and leaves nothing
+// behind.
 func TestSharedIPVlan(t *testing.T) {
 	testenv.Privileged(t)
 	n := newNode(t, rdma.ModeShared)

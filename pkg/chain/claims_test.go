@@ -22,11 +22,12 @@ func foreignDev(claim, device string) podres.ClaimDevice {
 	return podres.ClaimDevice{ClaimNamespace: "default", ClaimName: claim, Driver: "dranet.gke.io", Pool: "node1", Device: device}
 }
 
-// A pod's RDMA devices from DRA claims: the served driver's devices map to
-// the node's RDMA devices by DRA name; with device-plugin devices too, the
-// pod gets both; another driver's device is never touched (not offered to
-// the pod, and a pod with only such devices passes through); ambiguous or
-// unknown DRA names are refused before anything changes.
+// TestAddFromClaims checks a pod's RDMA devices from DRA claims: the
+// served driver's devices map to the node's RDMA devices by DRA name; with
+// device-plugin devices too, the pod gets both; another driver's device is
+// never touched (not offered to the pod, and a pod with only such devices
+// passes through); ambiguous or unknown DRA names are refused before
+// anything changes.
 func TestAddFromClaims(t *testing.T) {
 	devs := []rdma.Device{rxe("mlx5_0", "eth1"), rxe("mlx5_1", "eth2"), rxe("mlx5_2", "eth3")}
 	cases := []struct {
@@ -125,8 +126,9 @@ func TestAddFromClaims(t *testing.T) {
 	}
 }
 
-// A share of a device with consumable capacity is recorded with its share
-// ID; DEL gives it back from the record alone, without kubelet.
+// TestClaimShareRecordedAndDelWithoutKubelet checks that a share of a
+// device with consumable capacity is recorded with its share ID; DEL
+// gives it back from the record alone, without kubelet.
 func TestClaimShareRecordedAndDelWithoutKubelet(t *testing.T) {
 	share := claimDev("nic", "mlx5-0")
 	share.ShareID = "8c1d"

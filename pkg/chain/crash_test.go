@@ -13,8 +13,9 @@ import (
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
-// A plugin killed in the middle of ADD leaves a record whose step says how
-// far it got; the runtime's DEL undoes exactly that much.
+// TestDelAfterCrashMidAdd checks that a plugin killed in the middle of ADD
+// leaves a record whose step says how far it got; the runtime's DEL undoes
+// exactly that much.
 func TestDelAfterCrashMidAdd(t *testing.T) {
 	cases := []struct {
 		name string
@@ -38,9 +39,10 @@ func TestDelAfterCrashMidAdd(t *testing.T) {
 	}
 }
 
-// Concurrent ADDs serialise on the node lock: in exclusive mode exactly one
-// pod gets the device and the others are told to try again; in shared mode
-// every pod gets its child and its own record.
+// TestConcurrentAdds checks that concurrent ADDs serialise on the node
+// lock: in exclusive mode exactly one pod gets the device and the others
+// are told to try again; in shared mode every pod gets its child and its
+// own record.
 func TestConcurrentAdds(t *testing.T) {
 	for _, mode := range []rdma.Mode{rdma.ModeExclusive, rdma.ModeShared} {
 		t.Run(string(mode), func(t *testing.T) {

@@ -14,10 +14,10 @@ import (
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 )
 
-// With runtimeConfig CNIDeviceInfoFile, ADD writes the device's pci record
-// and DEL removes it; a file already there is left, on ADD and on DEL; a
-// failed ADD removes what it wrote; a device without a PCI address gets no
-// file.
+// TestDeviceInfoFile checks that, with runtimeConfig CNIDeviceInfoFile,
+// ADD writes the device's pci record and DEL removes it; a file already
+// there is left, on ADD and on DEL; a failed ADD removes what it wrote; a
+// device without a PCI address gets no file.
 func TestDeviceInfoFile(t *testing.T) {
 	withPCI := rxe("mlx5_0", "veth0")
 	withPCI.PCI = "0000:3b:00.0"
@@ -84,10 +84,10 @@ func assertFile(t *testing.T, path, want, when string) {
 	}
 }
 
-// A device-info file DEL cannot remove (its folder replaced by a file after
-// ADD, or not writable) is logged and forgotten: DEL succeeds and drops the
-// record, and a second DEL has nothing left. The folders ADD created are
-// removed on DEL when empty.
+// TestDeviceInfoUnremovable checks that a device-info file DEL cannot
+// remove (its folder replaced by a file after ADD, or not writable) is
+// logged and forgotten: DEL succeeds and drops the record, and a second DEL
+// has nothing left. The folders ADD created are removed on DEL when empty.
 func TestDeviceInfoUnremovable(t *testing.T) {
 	withPCI := rxe("mlx5_0", "veth0")
 	withPCI.PCI = "0000:3b:00.0"

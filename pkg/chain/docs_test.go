@@ -17,7 +17,8 @@ import (
 	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 )
 
-// The error table of docs/configuration.md lists exactly the codes in Codes.
+// TestDocumentedErrorTable checks that the error table of
+// docs/configuration.md lists exactly the codes in Codes.
 func TestDocumentedErrorTable(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "docs", "configuration.md"))
 	if err != nil {
@@ -50,7 +51,8 @@ var libraryCodes = map[string]uint{
 	"ErrInvalidNetNS": types.ErrInvalidNetNS, "ErrTryAgainLater": types.ErrTryAgainLater, "ErrInternal": types.ErrInternal,
 }
 
-// Every types.Err* the plugin's packages name in non-test code is in Codes.
+// TestCodesCoverTheCode checks that every types.Err* the plugin's packages
+// name in non-test code is in Codes.
 func TestCodesCoverTheCode(t *testing.T) {
 	for _, dir := range []string{"pkg/chain", "pkg/config"} {
 		fset := token.NewFileSet()

@@ -296,7 +296,7 @@ func (w *world) Serving(_ context.Context, socket string) error {
 	return w.record("Serving %s", socket)
 }
 
-// IPAM fake: hands out fd00:77::N/64 per interface.
+// Add is the IPAM fake: it hands out fd00:77::N/64 per interface.
 func (w *world) Add(_ context.Context, r addr.Request) (*types100.Result, error) {
 	if err := w.record("IPAMAdd %s %s", r.ContainerID, r.IfName); err != nil {
 		return nil, err

@@ -10,11 +10,12 @@ import (
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
-// A shared-mode link that will get an address needs room for it in its
-// port's GID table (the kernel adds no GID to a full table and says
-// nothing): refused before the child is made, the record gone; a link
-// without an address, or a port without a table, is not checked. The
-// table is the fake's (logic only); pkg/rdma reads the kernel's rows.
+// TestGIDRoom checks that a shared-mode link that will get an address
+// needs room for it in its port's GID table (the kernel adds no GID to
+// a full table and says nothing): refused before the child is made, the
+// record gone; a link without an address, or a port without a table, is
+// not checked. The table is the fake's (logic only); pkg/rdma reads the
+// kernel's rows.
 func TestGIDRoom(t *testing.T) {
 	tests := []struct {
 		name    string

@@ -18,8 +18,9 @@ import (
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
-// A pod whose netns died without a DEL does not hold its exclusive device
-// forever: the next pod's ADD gives it back as DEL would and gets it.
+// TestExclusiveStrandedHolderReclaimed checks that a pod whose netns died
+// without a DEL does not hold its exclusive device forever: the next
+// pod's ADD gives it back as DEL would and gets it.
 func TestExclusiveStrandedHolderReclaimed(t *testing.T) {
 	dir := t.TempDir()
 	w := &world{mode: rdma.ModeExclusive, devices: []rdma.Device{{Name: "mlx5_0", Driver: "mlx5_core", Netdev: "eth1"}}}
@@ -52,8 +53,9 @@ func TestExclusiveStrandedHolderReclaimed(t *testing.T) {
 	}
 }
 
-// A holder whose netns path now names another netns (the path was reused)
-// is stranded too; an alive one is never touched.
+// TestStrandedNeedsDeadNetns checks that a holder whose netns path now
+// names another netns (the path was reused) is stranded too; an alive one
+// is never touched.
 func TestStrandedNeedsDeadNetns(t *testing.T) {
 	dir := t.TempDir()
 	w := &world{mode: rdma.ModeExclusive, devices: []rdma.Device{{Name: "mlx5_0", Driver: "mlx5_core", Netdev: "eth1"}}}
@@ -79,8 +81,9 @@ func TestStrandedNeedsDeadNetns(t *testing.T) {
 	_ = rec
 }
 
-// After a reclaim the devices are listed again: the kernel gave the
-// holder's netdev back under its pod name, and the reclaim renamed it.
+// TestReclaimRelistsDevices checks that after a reclaim the devices are
+// listed again: the kernel gave the holder's netdev back under its pod
+// name, and the reclaim renamed it.
 func TestReclaimRelistsDevices(t *testing.T) {
 	dir := t.TempDir()
 	w := &world{mode: rdma.ModeExclusive, devices: []rdma.Device{{Name: "mlx5_0", Driver: "mlx5_core", Netdev: "eth1"}}}
@@ -103,7 +106,8 @@ func TestReclaimRelistsDevices(t *testing.T) {
 	}
 }
 
-// An IPAM plugin missing from CNI_PATH holds no lease: DEL goes on.
+// TestDelIPAMPluginMissing checks that an IPAM plugin missing from
+// CNI_PATH holds no lease: DEL goes on.
 func TestDelIPAMPluginMissing(t *testing.T) {
 	dir := t.TempDir()
 	w := &world{mode: rdma.ModeShared, devices: []rdma.Device{rxe("rxe0", "veth0")}}
@@ -120,8 +124,9 @@ func TestDelIPAMPluginMissing(t *testing.T) {
 	}
 }
 
-// DEL of an unreadable record succeeds, moves the record aside and
-// releases the leases the pod may hold.
+// TestDelQuarantinesUnreadableRecord checks that DEL of an unreadable
+// record succeeds, moves the record aside and releases the leases the
+// pod may hold.
 func TestDelQuarantinesUnreadableRecord(t *testing.T) {
 	for _, body := range []string{"", "{", "[1,2]", "null", "\x00\x01binary", `{"version":99}`} {
 		dir := t.TempDir()
@@ -153,7 +158,8 @@ func TestDelQuarantinesUnreadableRecord(t *testing.T) {
 	}
 }
 
-// GC goes on past unreadable records (quarantined) and succeeds.
+// TestGCQuarantinesUnreadableRecord checks that GC goes on past
+// unreadable records (quarantined) and succeeds.
 func TestGCQuarantinesUnreadableRecord(t *testing.T) {
 	dir := t.TempDir()
 	w, _ := added(t, dir, "c1")
@@ -168,7 +174,8 @@ func TestGCQuarantinesUnreadableRecord(t *testing.T) {
 	}
 }
 
-// DEL succeeds when the state directory cannot even exist.
+// TestDelWithoutPossibleStateDir checks that DEL succeeds when the
+// state directory cannot even exist.
 func TestDelWithoutPossibleStateDir(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "file")
@@ -181,8 +188,8 @@ func TestDelWithoutPossibleStateDir(t *testing.T) {
 	}
 }
 
-// A held node lock is waited for only so long; then the runtime is told to
-// try again.
+// TestLockBounded checks that a held node lock is waited for only so long;
+// then the runtime is told to try again.
 func TestLockBounded(t *testing.T) {
 	dir := t.TempDir()
 	w, _ := added(t, dir, "c1")
@@ -200,8 +207,9 @@ func TestLockBounded(t *testing.T) {
 	}
 }
 
-// A DEL with no record to act on (a pod ADD passed through, a second DEL)
-// ends without the node lock: it succeeds while another call holds it.
+// TestDelWithoutRecordTakesNoLock checks that a DEL with no record to act
+// on (a pod ADD passed through, a second DEL) ends without the node lock:
+// it succeeds while another call holds it.
 func TestDelWithoutRecordTakesNoLock(t *testing.T) {
 	for _, tt := range []struct {
 		name  string
@@ -231,8 +239,8 @@ func TestDelWithoutRecordTakesNoLock(t *testing.T) {
 	}
 }
 
-// The node lock is not held while a delegated IPAM runs: another verb gets
-// it meanwhile.
+// TestLockNotHeldAcrossIPAM checks that the node lock is not held while a
+// delegated IPAM runs: another verb gets it meanwhile.
 func TestLockNotHeldAcrossIPAM(t *testing.T) {
 	dir := t.TempDir()
 	w := &world{mode: rdma.ModeShared, devices: []rdma.Device{rxe("rxe0", "veth0")}}
@@ -255,8 +263,8 @@ func TestLockNotHeldAcrossIPAM(t *testing.T) {
 	}
 }
 
-// CNI_NETNS naming the plugin's own netns is refused before anything runs,
-// with one error.
+// TestOwnNetnsRefused checks that CNI_NETNS naming the plugin's own netns
+// is refused before anything runs, with one error.
 func TestOwnNetnsRefused(t *testing.T) {
 	for _, verb := range []string{"ADD", "DEL", "CHECK"} {
 		w := &world{}
@@ -278,7 +286,8 @@ func TestOwnNetnsRefused(t *testing.T) {
 	}
 }
 
-// Null entries in a result never crash the plugin's own loops.
+// TestResultHelpersSkipNil checks that null entries in a result never
+// crash the plugin's own loops.
 func TestResultHelpersSkipNil(t *testing.T) {
 	r := mustResult(t, `{"cniVersion":"1.0.0","interfaces":[{"name":"eth0","sandbox":"/x","mac":"02:00:00:00:00:01"}],"ips":[{"address":"10.0.0.1/24"}]}`)
 	r.Interfaces = append(r.Interfaces, nil)
@@ -301,8 +310,8 @@ func mustResult(t *testing.T, js string) *types100.Result {
 	return res
 }
 
-// Every verb leaves its outcome in the bounded log inspect reads; a
-// failure keeps its code and message.
+// TestOutcomeRecorded checks that every verb leaves its outcome in the
+// bounded log inspect reads; a failure keeps its code and message.
 func TestOutcomeRecorded(t *testing.T) {
 	dir := t.TempDir()
 	w := &world{mode: rdma.ModeShared}
@@ -316,8 +325,9 @@ func TestOutcomeRecorded(t *testing.T) {
 	}
 }
 
-// CHECK of an unreadable record cannot verify the attachment: 105, and the
-// record stays where it is for DEL.
+// TestCheckUnreadableRecord checks that CHECK of an unreadable record
+// cannot verify the attachment: 105, and the record stays where it is for
+// DEL.
 func TestCheckUnreadableRecord(t *testing.T) {
 	dir := t.TempDir()
 	w, result := added(t, dir, "c1")
@@ -331,8 +341,9 @@ func TestCheckUnreadableRecord(t *testing.T) {
 	}
 }
 
-// A record that names the plugin's own netns as the pod's is never acted
-// on: DEL and GC quarantine it and succeed.
+// TestRecordNamingOwnNetns checks that a record that names the plugin's
+// own netns as the pod's is never acted on: DEL and GC quarantine it and
+// succeed.
 func TestRecordNamingOwnNetns(t *testing.T) {
 	for _, verb := range []string{"DEL", "GC"} {
 		dir := t.TempDir()
@@ -360,7 +371,8 @@ func TestRecordNamingOwnNetns(t *testing.T) {
 	}
 }
 
-// A dataDir that is a regular file holds no state: DEL succeeds.
+// TestDelDataDirIsFile checks that a dataDir that is a regular file
+// holds no state: DEL succeeds.
 func TestDelDataDirIsFile(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "state")
 	if err := os.WriteFile(file, []byte("x"), 0o600); err != nil {

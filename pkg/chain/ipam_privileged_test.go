@@ -37,10 +37,10 @@ func leaseCount(t *testing.T, dir string) int {
 	return len(files)
 }
 
-// The pod's RDMA interface gets the IPAM's IPv6 address (settled), its
-// routes and per-interface sysctls; the result at 0.4.0 and 1.0.0 carries
-// rdma0's entry but not its address (reportIPs is off); DEL and GC release
-// the lease.
+// TestIPv6OnRDMAInterface checks that the pod's RDMA interface gets the
+// IPAM's IPv6 address (settled), its routes and per-interface sysctls; the
+// result at 0.4.0 and 1.0.0 carries rdma0's entry but not its address
+// (reportIPs is off); DEL and GC release the lease.
 func TestIPv6OnRDMAInterface(t *testing.T) {
 	testenv.Privileged(t)
 	for _, tc := range []struct {
@@ -78,8 +78,9 @@ func TestIPv6OnRDMAInterface(t *testing.T) {
 	}
 }
 
-// DAD finds the pod's address already on the wire: ADD fails and gives back
-// the lease and the child.
+// TestIPv6DADFailureReleases checks that, when DAD finds the pod's
+// address already on the wire, ADD fails and gives back the lease and
+// the child.
 func TestIPv6DADFailureReleases(t *testing.T) {
 	testenv.Privileged(t)
 	n, conf, leases := ipamNode(t, true)
@@ -94,8 +95,8 @@ func TestIPv6DADFailureReleases(t *testing.T) {
 	}
 }
 
-// GC releases the lease of an attachment the runtime no longer lists even
-// after its netns is gone.
+// TestIPv6GCReleases checks that GC releases the lease of an attachment
+// the runtime no longer lists even after its netns is gone.
 func TestIPv6GCReleases(t *testing.T) {
 	testenv.Privileged(t)
 	n, conf, leases := ipamNode(t, false)
@@ -158,9 +159,10 @@ func assertSysctl(t *testing.T, pod ns.NetNS, key, want string) {
 	})
 }
 
-// podIPv6Block with the real host-local and real addresses on the node's
-// netdev: two pods get the block's first addresses in ens9's /64, DEL
-// releases them, and the block, once exhausted, is 109 naming it.
+// TestPodIPv6BlockRealIPAM runs podIPv6Block with the real host-local
+// and real addresses on the node's netdev: two pods get the block's
+// first addresses in ens9's /64, DEL releases them, and the block, once
+// exhausted, is 109 naming it.
 func TestPodIPv6BlockRealIPAM(t *testing.T) {
 	testenv.Privileged(t)
 	n := newNode(t, rdma.ModeShared)

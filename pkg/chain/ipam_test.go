@@ -36,10 +36,10 @@ type resultShape struct {
 	Routes []struct{ Dst string }
 }
 
-// By default the result gains rdma0's interface entry only (mtu and pciID
-// at 1.1.0); with reportIPs also its addresses, pointing at it, without
-// gateway, and its routes other than default routes. The primary's part is
-// unchanged either way.
+// TestIPAMResultShape checks that by default the result gains rdma0's
+// interface entry only (mtu and pciID at 1.1.0); with reportIPs also its
+// addresses, pointing at it, without gateway, and its routes other than
+// default routes. The primary's part is unchanged either way.
 func TestIPAMResultShape(t *testing.T) {
 	for _, ver := range []string{"0.4.0", "1.0.0", "1.1.0"} {
 		for _, mode := range []rdma.Mode{rdma.ModeShared, rdma.ModeExclusive} {
@@ -110,7 +110,8 @@ func assertResultShape(t *testing.T, res resultShape, ver string, mode rdma.Mode
 	}
 }
 
-// The delegated IPAM's calls are the same with and without reportIPs.
+// TestIPAMCalls checks that the delegated IPAM's calls are the same
+// with and without reportIPs.
 func TestIPAMCalls(t *testing.T) {
 	w := &world{mode: rdma.ModeShared, devices: []rdma.Device{rxe("rxe0", "veth0")}}
 	if err := w.plugin().Add(cmd(t.TempDir(), withIPAM, prevResult100)); err != nil {
@@ -122,10 +123,10 @@ func TestIPAMCalls(t *testing.T) {
 	}
 }
 
-// A failure after the lease was taken releases it and deletes the child by
-// name and kind (its MAC is recorded with the final record); DEL releases
-// it too, also when the netns is gone; a DEL after a crash between record and lease
-// releases it as well.
+// TestIPAMRelease checks that a failure after the lease was taken releases it
+// and deletes the child by name and kind (its MAC is recorded with the final
+// record); DEL releases it too, also when the netns is gone; a DEL after a
+// crash between record and lease releases it as well.
 func TestIPAMRelease(t *testing.T) {
 	t.Run("configure fails", func(t *testing.T) {
 		w := &world{mode: rdma.ModeShared, devices: []rdma.Device{rxe("rxe0", "veth0")},
@@ -187,9 +188,9 @@ func TestIPAMRelease(t *testing.T) {
 	})
 }
 
-// Every lease is on record before its IPAM ADD runs: each link's record,
-// written before its host changes, names its lease (the one a DEL after a
-// crash must release).
+// TestLeaseRecordedBeforeIPAM checks that every lease is on record before
+// its IPAM ADD runs: each link's record, written before its host changes,
+// names its lease (the one a DEL after a crash must release).
 func TestLeaseRecordedBeforeIPAM(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -224,9 +225,10 @@ func TestLeaseRecordedBeforeIPAM(t *testing.T) {
 	}
 }
 
-// A crash after a link was recorded with its lease but before the IPAM ran
-// leaves a lease flag without a lease: DEL releases it (an IPAM's DEL of a
-// lease it does not hold changes nothing) and gives the host side back.
+// TestDelAfterCrashBeforeIPAM checks that a crash after a link was
+// recorded with its lease but before the IPAM ran leaves a lease flag
+// without a lease: DEL releases it (an IPAM's DEL of a lease it does not
+// hold changes nothing) and gives the host side back.
 func TestDelAfterCrashBeforeIPAM(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -244,12 +246,13 @@ func TestDelAfterCrashBeforeIPAM(t *testing.T) {
 	}
 }
 
-// A child whose record has its nsid is deleted (or proven gone) through
-// that nsid and its ifindex before its lease goes, by DEL and GC, whether
-// the netns path names the pod's netns or none, and never by name; the
-// host side leaves the child released. A child not proven gone answers 11
-// and releases nothing. A lease release that fails keeps the record with
-// the child released: the next DEL gives back the lease alone.
+// TestDelChildByRecordedID checks that a child whose record has its nsid
+// is deleted (or proven gone) through that nsid and its ifindex before
+// its lease goes, by DEL and GC, whether the netns path names the pod's
+// netns or none, and never by name; the host side leaves the child
+// released. A child not proven gone answers 11 and releases nothing. A
+// lease release that fails keeps the record with the child released: the
+// next DEL gives back the lease alone.
 func TestDelChildByRecordedID(t *testing.T) {
 	const byID = "DelChildByID 7/1048579 02:00:00:00:00:00"
 	unproven := fmt.Errorf("look up: %w", netdev.ErrUnproven)
@@ -311,8 +314,9 @@ func TestDelChildByRecordedID(t *testing.T) {
 	}
 }
 
-// A failed ADD's undo deletes a child recorded with its nsid through it
-// before the lease goes, as DEL does, never by name.
+// TestFailedAddDeletesChildByID checks that a failed ADD's undo deletes
+// a child recorded with its nsid through it before the lease goes, as
+// DEL does, never by name.
 func TestFailedAddDeletesChildByID(t *testing.T) {
 	for _, failAt := range []string{"IPAMAdd", "Configure"} {
 		t.Run(failAt, func(t *testing.T) {

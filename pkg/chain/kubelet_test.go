@@ -16,10 +16,10 @@ import (
 	"github.com/rdma-chain/rdma-chain/pkg/podres"
 )
 
-// STATUS asks kubelet only when no lookup or probe it answered is noted in
-// the state directory for the conf's socket within kubeletAnsweredMaxAge,
-// and otherwise only checks that the socket is served; a note it cannot
-// read strictly is absent.
+// TestStatusKubeletNote checks that STATUS asks kubelet only when no
+// lookup or probe it answered is noted in the state directory for the
+// conf's socket within kubeletAnsweredMaxAge, and otherwise only checks
+// that the socket is served; a note it cannot read strictly is absent.
 func TestStatusKubeletNote(t *testing.T) {
 	probe, serving := "Probe "+podres.DefaultSocket, "Serving "+podres.DefaultSocket
 	note := func(content string) func(t *testing.T, dir string) {
@@ -92,7 +92,8 @@ func TestStatusKubeletNote(t *testing.T) {
 	}
 }
 
-// A refused or failed probe notes nothing: the next STATUS asks again.
+// TestStatusKubeletNoteOnlyAnswers checks that a refused or failed
+// probe notes nothing: the next STATUS asks again.
 func TestStatusKubeletNoteOnlyAnswers(t *testing.T) {
 	w := &world{failOn: map[string]error{"Probe": fmt.Errorf("probe: %w", podres.ErrRateLimited)}}
 	p, dir := w.plugin(), t.TempDir()
@@ -117,8 +118,9 @@ func kubeletCalls(w *world) []string {
 	return out
 }
 
-// With a fresh note, a socket nothing serves any more is still what STATUS
-// reports (a kubelet that is gone), and a busy one is not.
+// TestStatusKubeletNoteGone checks that, with a fresh note, a socket
+// nothing serves any more is still what STATUS reports (a kubelet that is
+// gone), and a busy one is not.
 func TestStatusKubeletNoteGone(t *testing.T) {
 	fresh := `{"socket":"` + podres.DefaultSocket + `"}`
 	tests := []struct {
@@ -151,11 +153,12 @@ func TestStatusKubeletNoteGone(t *testing.T) {
 	}
 }
 
-// A node starting many pods at once: 200 ADDs of pods without RDMA
-// together, and STATUS calls among them, with the plugin's own kubelet
-// client against grpc-go serving kubelet's service behind kubelet's own
-// rate limit (100 calls a second, burst 10, the rest refused with
-// ResourceExhausted). No ADD and no STATUS fails.
+// TestAddBurstUnderKubeletRateLimit plays a node starting many pods at
+// once: 200 ADDs of pods without RDMA together, and STATUS calls among
+// them, with the plugin's own kubelet client against grpc-go serving
+// kubelet's service behind kubelet's own rate limit (100 calls a
+// second, burst 10, the rest refused with ResourceExhausted). It checks
+// that no ADD and no STATUS fails.
 func TestAddBurstUnderKubeletRateLimit(t *testing.T) {
 	const adds, statuses = 200, 20
 	var pods []fakekubelet.Pod

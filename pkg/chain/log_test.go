@@ -8,8 +8,9 @@ import (
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 )
 
-// Every line a call logs carries the call's verb, container and pod once,
-// bound by the call's logger, whatever step logged it.
+// TestLogLinesCarryTheCall checks that every line a call logs carries the
+// call's verb, container and pod once, bound by the call's logger,
+// whatever step logged it.
 func TestLogLinesCarryTheCall(t *testing.T) {
 	for _, c := range []struct {
 		name  string

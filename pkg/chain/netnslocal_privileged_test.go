@@ -56,10 +56,11 @@ func bridgeNode(t *testing.T) *node {
 	return n
 }
 
-// An exclusive-mode device on a netdev that cannot leave the host netns is
-// refused before anything is recorded or moved, with 102 naming it and why.
-// Were the refusal to miss it, the kernel's refusal of the move (EINVAL)
-// must still leave no record, and DEL nothing to be stuck on.
+// TestExclusiveNetnsLocalNetdev checks that an exclusive-mode device on a
+// netdev that cannot leave the host netns is refused before anything is
+// recorded or moved, with 102 naming it and why. Were the refusal to miss
+// it, the kernel's refusal of the move (EINVAL) must still leave no record,
+// and DEL nothing to be stuck on.
 func TestExclusiveNetnsLocalNetdev(t *testing.T) {
 	testenv.Privileged(t)
 	for _, tt := range []struct {

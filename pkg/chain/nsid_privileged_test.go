@@ -17,12 +17,13 @@ import (
 	"github.com/rdma-chain/rdma-chain/pkg/netnsid"
 )
 
-// TestSharedDelUnpinnedNetns: DEL of a pod whose netns pin is gone while
-// the test still holds the netns (as a leaked process would) deletes its
-// child from the host netns through the recorded nsid and ifindex, and
-// only then releases the lease; a netns that really died is released as
-// before; a look-up the kernel refuses (no CAP_NET_ADMIN) fails with 11,
-// keeping the child, the lease and the record, and the next DEL finishes.
+// TestSharedDelUnpinnedNetns checks that DEL of a pod whose netns pin is
+// gone while the test still holds the netns (as a leaked process would)
+// deletes its child from the host netns through the recorded nsid and
+// ifindex, and only then releases the lease; a netns that really died is
+// released as before; a look-up the kernel refuses (no CAP_NET_ADMIN)
+// fails with 11, keeping the child, the lease and the record, and the
+// next DEL finishes.
 func TestSharedDelUnpinnedNetns(t *testing.T) {
 	testenv.Privileged(t)
 	for _, tt := range []struct {
@@ -85,13 +86,14 @@ func TestSharedDelUnpinnedNetns(t *testing.T) {
 	}
 }
 
-// TestSharedDelByRecordedID: DEL deletes a child whose record has its
-// nsid through that nsid and ifindex from the host netns, before the lease
+// TestSharedDelByRecordedID checks that DEL deletes a child whose record has
+// its nsid through that nsid and ifindex from the host netns, before the lease
 // goes, whatever the netns path names: a recorded path that cannot be read
-// (CNI_NETNS empty, as reconcile's DEL), a CNI_NETNS that names another netns (with a macvlan of the child's name and MAC there,
-// as another pod's ipvlan sibling would be: left alone), a pin that goes
-// after the netns was looked at. A child not proven gone (the look-up
-// refused) is 11 with nothing given back, and the next DEL finishes.
+// (CNI_NETNS empty, as reconcile's DEL), a CNI_NETNS that names another netns
+// (with a macvlan of the child's name and MAC there, as another pod's ipvlan
+// sibling would be: left alone), a pin that goes after the netns was looked
+// at. A child not proven gone (the look-up refused) is 11 with nothing given
+// back, and the next DEL finishes.
 func TestSharedDelByRecordedID(t *testing.T) {
 	testenv.Privileged(t)
 	for _, tt := range []struct {

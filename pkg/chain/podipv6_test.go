@@ -41,9 +41,9 @@ func ipamRanges(t *testing.T, w *world) map[string]string {
 	return out
 }
 
-// Each pod interface's lease comes from its own device's /64 with the
-// block's host bits, and DEL releases it through the same range, in both
-// modes.
+// TestPodIPv6BlockPerDevice checks that each pod interface's lease comes
+// from its own device's /64 with the block's host bits, and DEL releases
+// it through the same range, in both modes.
 func TestPodIPv6BlockPerDevice(t *testing.T) {
 	for _, mode := range []rdma.Mode{rdma.ModeShared, rdma.ModeExclusive} {
 		t.Run(string(mode), func(t *testing.T) {
@@ -76,8 +76,9 @@ func TestPodIPv6BlockPerDevice(t *testing.T) {
 	}
 }
 
-// A netdev without a global /64 and an exhausted block are 109, naming
-// device, netdev and block; nothing is left behind.
+// TestPodIPv6BlockRefusals checks that a netdev without a global /64
+// and an exhausted block are 109, naming device, netdev and block;
+// nothing is left behind.
 func TestPodIPv6BlockRefusals(t *testing.T) {
 	for _, tt := range []struct {
 		name  string
@@ -113,7 +114,8 @@ func TestPodIPv6BlockRefusals(t *testing.T) {
 	}
 }
 
-// The block is validated strictly; its ranges come from the plugin only.
+// TestPodIPv6BlockConfig checks that the block is validated strictly;
+// its ranges come from the plugin only.
 func TestPodIPv6BlockConfig(t *testing.T) {
 	for _, tt := range []struct{ conf, word string }{
 		{`,"podIPv6Block":"::f:0:c00/124"`, "needs an ipam section"},

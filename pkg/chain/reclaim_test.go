@@ -13,11 +13,12 @@ import (
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
-// Two exclusive-mode holders whose netns paths are gone while a process
-// keeps each netns alive (the kernel never gives their devices back) do
-// not stall the node: of three ADDs at once, one waits for one of them
-// once, the others never, and all three get the free devices well inside
-// the lock's timeout. A later ADD waits for neither, and each stranded
+// TestStrandedHoldersNeverStallTheNode checks that two exclusive-mode
+// holders whose netns paths are gone while a process keeps each netns
+// alive (the kernel never gives their devices back) do not stall the
+// node: of three ADDs at once, one waits for one of them once, the
+// others never, and all three get the free devices well inside the
+// lock's timeout. A later ADD waits for neither, and each stranded
 // holder is reported once.
 func TestStrandedHoldersNeverStallTheNode(t *testing.T) {
 	const wait = 1500 * time.Millisecond // each stuck device's wait

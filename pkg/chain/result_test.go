@@ -17,12 +17,13 @@ import (
 const prevIndexless = `{"cniVersion":"1.0.0","interfaces":[{"name":"cali1234"}],
 	"ips":[{"address":"10.1.0.5/32"}],"routes":[{"dst":"0.0.0.0/0"}],"dns":{}}`
 
-// CRI-O's and Multus's rules (internal/testonly/followers: their modules cannot be
-// linked here) applied to the final result: by default the pod IPs are the
-// primary's only and eth0 is Multus's default with eth0's addresses, behind
-// an indexed (ptp) and an index-less (Calico) primary; with reportIPs
-// Multus shows rdma0's address on rdma0, never as default, and CRI-O lists
-// it as a pod IP (why reportIPs is off by default).
+// TestResultAsFollowersReadIt applies CRI-O's and Multus's rules
+// (internal/testonly/followers, since their modules cannot be linked here) to
+// the final result and checks that by default the pod IPs are the primary's
+// only and eth0 is Multus's default with eth0's addresses, behind an indexed
+// (ptp) and an index-less (Calico) primary; with reportIPs Multus shows
+// rdma0's address on rdma0, never as default, and CRI-O lists it as a pod IP
+// (why reportIPs is off by default).
 func TestResultAsFollowersReadIt(t *testing.T) {
 	eth0 := followers.Status{Interface: "eth0", IPs: []string{"10.1.0.5"}, Default: true}
 	rdma0 := followers.Status{Interface: "rdma0", IPs: nil}

@@ -83,12 +83,13 @@ func (a faultyAddrs) Configure(podNS ns.NetNS, ifName string, res *types100.Resu
 	return a.f.run("Configure", func() error { return a.Addressing.Configure(podNS, ifName, res, opts) })
 }
 
-// A failure at each step of ADD, before or after the step's own change,
-// leaves the node as it was: the host netdev exactly restored (addresses,
-// routes, MTU, state), the pod netns empty, the host-local lease released,
-// no device-info file, pnet entry, hook listing or record. The kernel steps
-// are real; RDMA and SMC stay behind the fake seam (this kernel has neither:
-// their failures come from the world).
+// TestFailedAddLeavesNodeAsBefore checks that a failure at each step of ADD,
+// before or after the step's own change, leaves the node as it was: the host
+// netdev exactly restored (addresses, routes, MTU, state), the pod netns
+// empty, the host-local lease released, no device-info file, pnet entry,
+// hook listing or record. The kernel steps are real; RDMA and SMC stay
+// behind the fake seam (this kernel has neither: their failures come from
+// the world).
 func TestFailedAddLeavesNodeAsBefore(t *testing.T) {
 	testenv.Privileged(t)
 	cases := []struct {

@@ -96,8 +96,9 @@ func undoneLater(calls []string, undo, target string) bool {
 	return false
 }
 
-// A failure at any step of ADD is undone by DEL's own release from the
-// record, and the runtime sees that step's error with its documented code.
+// TestFailedAddReleasedAtEveryStep checks that a failure at any step of
+// ADD is undone by DEL's own release from the record, and the runtime sees
+// that step's error with its documented code.
 func TestFailedAddReleasedAtEveryStep(t *testing.T) {
 	cases := []struct {
 		failAt string
@@ -148,9 +149,10 @@ func TestFailedAddReleasedAtEveryStep(t *testing.T) {
 	})
 }
 
-// An undo that fails after a failed ADD is logged, the runtime still sees
-// the ADD's own error, and the record stays, with the progress made, for
-// the runtime's DEL (or GC), which then gives back the rest.
+// TestFailedAddReleaseFailureKeepsRecord checks that an undo that fails
+// after a failed ADD is logged, the runtime still sees the ADD's own
+// error, and the record stays, with the progress made, for the runtime's
+// DEL (or GC), which then gives back the rest.
 func TestFailedAddReleaseFailureKeepsRecord(t *testing.T) {
 	w, dir, conf, devInfo := fullAdd(t)
 	w.failOn = map[string]error{"EnsureUEID": errors.New("injected"), "RestoreToHost": errors.New("EBUSY")}

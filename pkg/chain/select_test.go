@@ -88,8 +88,9 @@ func TestOfferedDevices(t *testing.T) {
 	}
 }
 
-// In exclusive mode a device held by another pod is invisible from the host:
-// the pod is told to try again, not that the device does not exist.
+// TestSelectHeldDeviceInvisible checks that in exclusive mode a device held
+// by another pod is invisible from the host: the pod is told to try again,
+// not that the device does not exist.
 func TestSelectHeldDeviceInvisible(t *testing.T) {
 	busy := map[string]string{"mlx5_0": "c9"}
 	_, err := selectDevices(&request{}, selectInput{mode: rdma.ModeExclusive, busy: busy})
@@ -101,7 +102,8 @@ func TestSelectHeldDeviceInvisible(t *testing.T) {
 	wantCode(t, err, CodeNoDevice, "no RDMA device")
 }
 
-// A device without a netdev cannot parent a child: shared mode skips it.
+// TestSelectSkipsNetdevLessForChildren checks that a device without a
+// netdev cannot parent a child: shared mode skips it.
 func TestSelectSkipsNetdevLessForChildren(t *testing.T) {
 	offered := []rdma.Device{{Name: "ib0dev"}, {Name: "rxe0", Netdev: "veth0"}}
 	got, err := selectDevices(&request{}, selectInput{mode: rdma.ModeShared, offered: offered, needNetdev: true})

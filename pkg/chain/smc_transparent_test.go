@@ -10,9 +10,9 @@ import (
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
-// smcr.transparent picks tcp2smc, the BPF socket hook or nothing, and
-// onUnsupported decides whether an explicit choice the kernel cannot serve
-// fails ADD with 108.
+// TestSMCTransparentModes checks that smcr.transparent picks tcp2smc, the
+// BPF socket hook or nothing, and onUnsupported decides whether an
+// explicit choice the kernel cannot serve fails ADD with 108.
 func TestSMCTransparentModes(t *testing.T) {
 	noHook := errors.New("no update_socket_protocol hook (Linux >= 6.6)")
 	cases := []struct {
@@ -84,11 +84,12 @@ func TestSMCTransparentModes(t *testing.T) {
 	}
 }
 
-// The hook lists a netns by inode, which the kernel gives again once the
-// netns is gone. The DEL of a pod whose netns died before it (a later pod
-// at the same path got its inode) removes the key only when no live
-// attachment lists it: an SMC-R pod that got the inode stays listed, with
-// its pnet rows; a plain pod that got it is not listed.
+// TestSMCHookKeyOfReusedInode checks that the hook lists a netns by
+// inode, which the kernel gives again once the netns is gone. The DEL of
+// a pod whose netns died before it (a later pod at the same path got its
+// inode) removes the key only when no live attachment lists it: an SMC-R
+// pod that got the inode stays listed, with its pnet rows; a plain pod
+// that got it is not listed.
 func TestSMCHookKeyOfReusedInode(t *testing.T) {
 	const smcr = `,"smcr":{"transparent":"bpf","onUnsupported":"fail"}`
 	tests := []struct {

@@ -41,8 +41,8 @@ var (
 	podEntry  = smc.PnetEntry{PnetID: "00163E0A0B0C", EthName: "eth0"}
 )
 
-// Entries live until the last annotated pod on the device goes; the pod
-// entry goes with its pod.
+// TestSMCEntriesRefCounted checks that entries live until the last
+// annotated pod on the device goes; the pod entry goes with its pod.
 func TestSMCEntriesRefCounted(t *testing.T) {
 	w, dir := erdmaWorld(t), t.TempDir()
 	addPod(t, w, dir, "a", annotated("true"))
@@ -79,8 +79,9 @@ func TestSMCCheckFindsMissingEntry(t *testing.T) {
 	wantCode(t, w.plugin().Check(cmd(dir, annotated("true"), result)), CodeCheckFailed, "eth0")
 }
 
-// A port that already carries another PNETID keeps it: the pod entry uses
-// it, and the plugin never removes an entry it did not write.
+// TestSMCAdoptsExistingPnetID checks that a port that already carries
+// another PNETID keeps it: the pod entry uses it, and the plugin never
+// removes an entry it did not write.
 func TestSMCAdoptsExistingPnetID(t *testing.T) {
 	w, dir := erdmaWorld(t), t.TempDir()
 	w.pnet = map[string][]smc.PnetEntry{"": {{PnetID: "FABRIC1", IBName: "erdma_0", IBPort: 1}}}
@@ -115,7 +116,8 @@ func TestSMCUnavailable(t *testing.T) {
 	})
 }
 
-// A pod entry that cannot be written undoes the host entry it just wrote.
+// TestSMCPodEntryFailureRollsBack checks that a pod entry that cannot be
+// written undoes the host entry it just wrote.
 func TestSMCPodEntryFailureRollsBack(t *testing.T) {
 	w, dir := erdmaWorld(t), t.TempDir()
 	w.failOn = map[string]error{"EnsurePnet": errors.New("EPERM")}
@@ -179,8 +181,9 @@ func TestSMCWarnsWithoutIPv4(t *testing.T) {
 	}
 }
 
-// GC of every annotated pod removes the init_net entry even though
-// ownership moved between records on the way.
+// TestSMCGCRemovesHostEntry checks that GC of every annotated pod
+// removes the init_net entry even though ownership moved between
+// records on the way.
 func TestSMCGCRemovesHostEntry(t *testing.T) {
 	w, dir := erdmaWorld(t), t.TempDir()
 	addPod(t, w, dir, "a", annotated("true"))
@@ -193,9 +196,9 @@ func TestSMCGCRemovesHostEntry(t *testing.T) {
 	}
 }
 
-// An annotated pod that smcr.enabled or smcr.namespaces does not allow gets
-// no pnet entry, no UEID and no socket hook; ADD succeeds with a warning
-// naming why.
+// TestSMCRNotAllowed checks that an annotated pod that smcr.enabled or
+// smcr.namespaces does not allow gets no pnet entry, no UEID and no socket
+// hook; ADD succeeds with a warning naming why.
 func TestSMCRNotAllowed(t *testing.T) {
 	for _, tc := range []struct{ name, smcr, words string }{
 		{"turned off", `"enabled":false`, "smcr.enabled is false"},

@@ -28,9 +28,10 @@ func softRoCEWorld() *world {
 		allocs: []podres.Allocation{{ResourceName: "rdma/hca", DeviceIDs: []string{"7"}}}}
 }
 
-// The pod's rxe device is made on its macvlan child inside the pod netns
-// after the child, recorded before it is made, named after the attachment
-// and reported in the device-info file; DEL deletes it before the child.
+// TestSoftRoCEAttachAndDel checks that the pod's rxe device is made on
+// its macvlan child inside the pod netns after the child, recorded before
+// it is made, named after the attachment and reported in the device-info
+// file; DEL deletes it before the child.
 func TestSoftRoCEAttachAndDel(t *testing.T) {
 	w, dir := softRoCEWorld(), t.TempDir()
 	devInfo := filepath.Join(dir, "devinfo", "c1.json")
@@ -67,8 +68,9 @@ func TestSoftRoCEAttachAndDel(t *testing.T) {
 	}
 }
 
-// Where the pod's own rxe device could not carry its RoCE, ADD is refused
-// with 112 saying why, before any change.
+// TestSoftRoCERefused checks that where the pod's own rxe device could
+// not carry its RoCE, ADD is refused with 112 saying why, before any
+// change.
 func TestSoftRoCERefused(t *testing.T) {
 	name := rdma.SoftRoCEName("rdmanet", "c1", "eth0")
 	cases := []struct {
@@ -100,9 +102,10 @@ func TestSoftRoCERefused(t *testing.T) {
 	}
 }
 
-// A failure at any step after the rxe device is recorded is undone from
-// the record: the device is deleted before its child, and a device the
-// kernel never made is only looked for.
+// TestSoftRoCEFailedAddReleased checks that a failure at any step after
+// the rxe device is recorded is undone from the record: the device is
+// deleted before its child, and a device the kernel never made is only
+// looked for.
 func TestSoftRoCEFailedAddReleased(t *testing.T) {
 	for _, failAt := range []string{"RxeAdd", "IPAMAdd", "Configure"} {
 		t.Run(failAt, func(t *testing.T) {
@@ -124,8 +127,9 @@ func TestSoftRoCEFailedAddReleased(t *testing.T) {
 	}
 }
 
-// A record a killed ADD left (the rxe device recorded, made or not) and a
-// DEL that failed half way are given back by the next DEL, in order.
+// TestSoftRoCEDelAfterCrash checks that a record a killed ADD left (the
+// rxe device recorded, made or not) and a DEL that failed half way are
+// given back by the next DEL, in order.
 func TestSoftRoCEDelAfterCrash(t *testing.T) {
 	w, dir := softRoCEWorld(), t.TempDir()
 	conf := softRoCEConf(filepath.Join(dir, "di.json"))
@@ -148,8 +152,9 @@ func TestSoftRoCEDelAfterCrash(t *testing.T) {
 	}
 }
 
-// A child recorded with its nsid has its rxe device deleted before it,
-// and both before its lease goes, once each: the host side leaves them.
+// TestSoftRoCEDelByRecordedID checks that a child recorded with its
+// nsid has its rxe device deleted before it, and both before its lease
+// goes, once each: the host side leaves them.
 func TestSoftRoCEDelByRecordedID(t *testing.T) {
 	w, dir := softRoCEWorld(), t.TempDir()
 	w.childNsid = true
@@ -202,8 +207,8 @@ func prevWithRDMA(t *testing.T, w *world) string {
 	return fmt.Sprint(out)
 }
 
-// STATUS says whether ADD can give pods their own rxe devices here, and
-// stays successful either way.
+// TestSoftRoCEStatus checks that STATUS says whether ADD can give pods
+// their own rxe devices here, and stays successful either way.
 func TestSoftRoCEStatus(t *testing.T) {
 	cases := []struct {
 		name  string
@@ -228,9 +233,9 @@ func TestSoftRoCEStatus(t *testing.T) {
 	}
 }
 
-// A pod's own rxe device sends from the pod netns: ADD does not warn that
-// the host lacks a route to the pod's subnet, as it does for a child of a
-// shared device.
+// TestSoftRoCENoHostRouteWarning checks that a pod's own rxe device sends
+// from the pod netns: ADD does not warn that the host lacks a route to
+// the pod's subnet, as it does for a child of a shared device.
 func TestSoftRoCENoHostRouteWarning(t *testing.T) {
 	w, dir := softRoCEWorld(), t.TempDir()
 	if err := w.plugin().Add(cmd(dir, softRoCEConf(filepath.Join(dir, "di.json")), prevResult100)); err != nil {

@@ -5,7 +5,8 @@ import (
 	"testing"
 )
 
-// synthetic accepts exactly what ^(eni-)?[0-9]+$ accepts.
+// TestSyntheticMatchesExpression checks that synthetic accepts exactly
+// what ^(eni-)?[0-9]+$ accepts.
 func TestSyntheticMatchesExpression(t *testing.T) {
 	re := regexp.MustCompile(`^(eni-)?[0-9]+$`)
 	for _, in := range []string{"", "0", "17", "eni-3", "eni-", "eni-eni-3", "eni-3a", "3a", "-3", "ENI-3",

@@ -63,12 +63,13 @@ func upper(link netlink.Link, addr string) func() error {
 	}
 }
 
-// Exclusive mode never moves the netdev that carries the node's own
-// traffic, on the real kernel: the host netns of each case is given a
-// default route (or the node's address) on ens9 or above it, and ADD is
-// refused with 110 naming what ens9 carries; ens9, its addresses and its
-// routes stay, nothing is recorded or moved, and DEL has nothing to do. A
-// default route through another netdev leaves ens9 movable.
+// TestExclusiveNeverMovesTheNodeUplink checks that exclusive mode never
+// moves the netdev that carries the node's own traffic, on the real
+// kernel: the host netns of each case is given a default route (or the
+// node's address) on ens9 or above it, and ADD is refused with 110 naming
+// what ens9 carries; ens9, its addresses and its routes stay, nothing is
+// recorded or moved, and DEL has nothing to do. A default route through
+// another netdev leaves ens9 movable.
 func TestExclusiveNeverMovesTheNodeUplink(t *testing.T) {
 	testenv.Privileged(t)
 	for _, tt := range []struct {
@@ -162,8 +163,9 @@ func TestExclusiveNeverMovesTheNodeUplink(t *testing.T) {
 	}
 }
 
-// With no device named, a free device on a netdev that carries nothing of
-// the node's is picked before the node's uplink.
+// TestExclusivePicksPastTheNodeUplink checks that, with no device named,
+// a free device on a netdev that carries nothing of the node's is picked
+// before the node's uplink.
 func TestExclusivePicksPastTheNodeUplink(t *testing.T) {
 	testenv.Privileged(t)
 	n := newNode(t, rdma.ModeExclusive)
@@ -188,10 +190,11 @@ func TestExclusivePicksPastTheNodeUplink(t *testing.T) {
 	}
 }
 
-// A pod that names no device, while the only free one is the node's
-// uplink (here by nodeAddresses) and another pod holds the rest, waits:
-// 11 naming the holder, nothing moved; once the holder's DEL gives its
-// device back, the next try gets it.
+// TestExclusiveWaitsPastTheNodeUplink checks that a pod that names no
+// device, while the only free one is the node's uplink (here by
+// nodeAddresses) and another pod holds the rest, waits: 11 naming the
+// holder, nothing moved; once the holder's DEL gives its device back,
+// the next try gets it.
 func TestExclusiveWaitsPastTheNodeUplink(t *testing.T) {
 	testenv.Privileged(t)
 	n := newNode(t, rdma.ModeExclusive)

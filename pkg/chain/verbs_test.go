@@ -274,7 +274,8 @@ func TestCheckExclusiveDevice(t *testing.T) {
 	wantCode(t, w.plugin().Check(cmd(dir, `,"podSelection":"all"`, result)), CodeCheckFailed, "mlx5_0 is not in the pod netns")
 }
 
-// A DEL that fails on one link keeps exactly that link for the retry.
+// TestDelPartialFailureKeepsFailedLink checks that a DEL that fails on
+// one link keeps exactly that link for the retry.
 func TestDelPartialFailureKeepsFailedLink(t *testing.T) {
 	dir := t.TempDir()
 	w := &world{mode: rdma.ModeShared, devices: []rdma.Device{rxe("rxe0", "veth0"), rxe("rxe1", "veth1")}}
@@ -293,7 +294,8 @@ func TestDelPartialFailureKeepsFailedLink(t *testing.T) {
 	}
 }
 
-// A conf that lost its ipam section must not block DEL forever.
+// TestDelLeaseWithoutIPAMConf checks that a conf that lost its ipam
+// section does not block DEL forever.
 func TestDelLeaseWithoutIPAMConf(t *testing.T) {
 	dir := t.TempDir()
 	w := &world{mode: rdma.ModeShared, devices: []rdma.Device{rxe("rxe0", "veth0")}}

@@ -188,8 +188,9 @@ func assertCode7(t *testing.T, err error, field string) {
 	}
 }
 
-// With draDrivers, podSelection requested needs no resourceNames: the pods
-// that claimed a device of those drivers are the requested ones.
+// TestDRADriversOnly checks that, with draDrivers, podSelection requested
+// needs no resourceNames: the pods that claimed a device of those drivers
+// are the requested ones.
 func TestDRADriversOnly(t *testing.T) {
 	conf, _, err := parse(t, `,"resourceNames":[],"draDrivers":["rdma-chain.github.io","dra.example.com"]`)
 	if err != nil {

@@ -9,9 +9,9 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 )
 
-// FuzzParse: any stdin is either one CNI error (code 1, 6 or 7, with a
-// message) or a conf whose fields pass validation and whose prevResult
-// converts to every supported version. The seed corpus under
+// FuzzParse checks that any stdin is either one CNI error (code 1, 6 or 7,
+// with a message) or a conf whose fields pass validation and whose
+// prevResult converts to every supported version. The seed corpus under
 // testdata/fuzz/FuzzParse holds prevResults at every version with nulls and
 // out-of-range indexes, case-variant keys and wrong types.
 func FuzzParse(f *testing.F) {
@@ -31,8 +31,8 @@ func FuzzParse(f *testing.F) {
 	})
 }
 
-// checkFuzzWithoutPrev: the DEL/GC/STATUS parse never fails on prevResult
-// and never returns one.
+// checkFuzzWithoutPrev checks that the DEL/GC/STATUS parse never fails on
+// prevResult and never returns one.
 func checkFuzzWithoutPrev(t *testing.T, stdin []byte) {
 	t.Helper()
 	conf, _, err := ParseWithoutPrevResult(stdin)
@@ -97,8 +97,8 @@ func checkFuzzConf(t *testing.T, conf *NetConf) {
 	assertConverts(t, conf)
 }
 
-// FuzzParseArgs: any CNI_ARGS is either a code-7 error or a pod identity
-// whose every value matches its rule.
+// FuzzParseArgs checks that any CNI_ARGS is either a code-7 error or a
+// pod identity whose every value matches its rule.
 func FuzzParseArgs(f *testing.F) {
 	f.Add("IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=web-0;K8S_POD_INFRA_CONTAINER_ID=abc;K8S_POD_UID=1f2e-33")
 	f.Add("K8S_POD_NAME=a=b")
@@ -123,8 +123,8 @@ func FuzzParseArgs(f *testing.F) {
 	})
 }
 
-// FuzzAnnotations: the pod author's SMC-R annotation value (and the whole
-// annotations object) never fails in a way other than code 7 for a
+// FuzzAnnotations checks that the pod author's SMC-R annotation value (and
+// the whole annotations object) never fails in a way other than code 7 for a
 // non-string map, and only "true"/"false" in ASCII letters of any case count.
 func FuzzAnnotations(f *testing.F) {
 	f.Add("true", "")

@@ -85,8 +85,9 @@ func hostileConfigs() []hostileCase {
 	}
 }
 
-// hostilePrevResults: at every version with a result type, nulls and
-// out-of-range indexes, then wrong types, huge lists and bad addresses.
+// hostilePrevResults returns, at every version with a result type,
+// nulls and out-of-range indexes, then wrong types, huge lists and bad
+// addresses.
 func hostilePrevResults() []hostileCase {
 	var out []hostileCase
 	for _, v := range []string{"0.3.1", "0.4.0", "1.0.0", "1.1.0"} {

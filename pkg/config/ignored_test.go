@@ -6,8 +6,9 @@ import (
 	"testing"
 )
 
-// TestCaseVariantKeysIgnored: a key that differs from a known one only in
-// case is reported and never used, at every level Parse decodes.
+// TestCaseVariantKeysIgnored checks that a key that differs from a known
+// one only in case is reported and never used, at every level Parse
+// decodes.
 func TestCaseVariantKeysIgnored(t *testing.T) {
 	cases := []struct {
 		name, extra, warned string
@@ -58,8 +59,8 @@ func TestCaseVariantKeysIgnored(t *testing.T) {
 	}
 }
 
-// TestIPAMStdinDropsIgnoredKeys: the delegated IPAM never sees a key Parse
-// ignored, so its own case-insensitive decoder cannot use it.
+// TestIPAMStdinDropsIgnoredKeys checks that the delegated IPAM never sees
+// a key Parse ignored, so its own case-insensitive decoder cannot use it.
 func TestIPAMStdinDropsIgnoredKeys(t *testing.T) {
 	conf, _, err := Parse([]byte(confAt("1.0.0", `,"ipam":{"type":"host-local","ranges":[[{"subnet":"fd00::/64"}]]},"IPAM":{"type":"host-local","dataDir":"/etc"},"zeta":1`)))
 	if err != nil {
@@ -128,7 +129,8 @@ func TestSMCRAnnotationValues(t *testing.T) {
 	}
 }
 
-// TestSMCRAnnotationKeyExact: only the exact annotation key counts.
+// TestSMCRAnnotationKeyExact checks that only the exact annotation key
+// counts.
 func TestSMCRAnnotationKeyExact(t *testing.T) {
 	conf, _, err := Parse([]byte(confAt("1.0.0", `,"runtimeConfig":{"io.kubernetes.cri.pod-annotations":{"Network.AlibabaCloud.com/ERDMA-SMCR":"true"}}`)))
 	if err != nil {
@@ -144,8 +146,9 @@ func jsonString(s string) string {
 	return string(b)
 }
 
-// TestSMCRFor: smcr.enabled and smcr.namespaces decide whether an
-// annotated pod gets SMC-R; one the conflist does not allow is a warning.
+// TestSMCRFor checks that smcr.enabled and smcr.namespaces decide whether
+// an annotated pod gets SMC-R; one the conflist does not allow is a
+// warning.
 func TestSMCRFor(t *testing.T) {
 	for _, tc := range []struct {
 		name, smcr, value, namespace string
@@ -184,9 +187,10 @@ type hostLocalRange struct {
 	RangeEnd   string
 }
 
-// host-local decodes its ipam section with encoding/json, whose key
-// matching is case-insensitive with Unicode folding: each of these keys
-// sets its range or subnet, so podIPv6Block must refuse every one.
+// TestIPAMRangeKeysAsHostLocalReadsThem checks that podIPv6Block refuses
+// each of these keys: host-local decodes its ipam section with
+// encoding/json, whose key matching is case-insensitive with Unicode
+// folding, so each sets its range or subnet.
 func TestIPAMRangeKeysAsHostLocalReadsThem(t *testing.T) {
 	for _, key := range []string{"subnet", "Subnet", "SUBNET", "\u017fubnet", "Ranges", "RANGE", "rangestart", "RangeEnd"} {
 		var hostLocal hostLocalRange

@@ -6,9 +6,10 @@ import (
 	"testing"
 )
 
-// Each shape matches exactly what the regular expression it stands for
-// (with the length range) matches: random strings over an alphabet of every
-// character class the shapes distinguish, plus the corner cases.
+// TestShapesMatchTheirExpressions checks that each shape matches exactly
+// what the regular expression it stands for (with the length range)
+// matches: random strings over an alphabet of every character class the
+// shapes distinguish, plus the corner cases.
 func TestShapesMatchTheirExpressions(t *testing.T) {
 	shapes := []struct {
 		name string

@@ -10,7 +10,8 @@ import (
 	types100 "github.com/containernetworking/cni/pkg/types/100"
 )
 
-// A primary's result as ptp writes it, at every version with a result type.
+// TestResultEveryVersion checks that a primary's result as ptp writes it
+// converts at every version with a result type.
 func TestResultEveryVersion(t *testing.T) {
 	body := `{"interfaces":[{"name":"veth1","mac":"02:00:00:00:00:02"},` + eth0 + `],
 		"ips":[{"interface":1,"address":"10.1.0.5/16","gateway":"10.1.0.1"},{"address":"fd00::5/64"}],
@@ -54,8 +55,8 @@ func assertConverts(t *testing.T, conf *NetConf) {
 	}
 }
 
-// TestResultHandBuilt: a NetConf not from Parse (as in other packages'
-// tests) gets the same checks before the library converts it.
+// TestResultHandBuilt checks that a NetConf not from Parse (as in other
+// packages' tests) gets the same checks before the library converts it.
 func TestResultHandBuilt(t *testing.T) {
 	_, cidr, _ := net.ParseCIDR("10.0.0.0/24")
 	cases := []struct {
@@ -83,8 +84,8 @@ func TestResultHandBuilt(t *testing.T) {
 	assertCNIError(t, err, types.ErrInvalidNetworkConfig, "prevResult")
 }
 
-// TestParseWithoutPrevResult: DEL, GC and STATUS do not fail on a prevResult
-// they never read; the configuration is still checked.
+// TestParseWithoutPrevResult checks that DEL, GC and STATUS do not fail on a
+// prevResult they never read; the configuration is still checked.
 func TestParseWithoutPrevResult(t *testing.T) {
 	for _, tc := range hostilePrevResults() {
 		conf, warnings, err := ParseWithoutPrevResult([]byte(tc.input))

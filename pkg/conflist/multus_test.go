@@ -26,13 +26,13 @@ const (
 	multusThickCluster = `{"cniVersion":"0.3.1","name":"multus-cni-network","type":"multus-shim","logLevel":"verbose","logToStderr":true,"clusterNetwork":"CN"}`
 )
 
-// TestPrimaryThroughMultus: a conf dir whose first file is Multus's gives
-// the file Multus's clusterNetwork names there, which Multus reads at each
-// ADD; a primary network copied into Multus's file (thin or thick), a
-// clusterNetwork elsewhere, by name or through a symlink, and a Multus
-// file naming no network are refused with a message that names
-// --conflist (and the file holding a network of the delegate's name); a
-// single-plugin .conf of another type is the primary's.
+// TestPrimaryThroughMultus checks that a conf dir whose first file is
+// Multus's gives the file Multus's clusterNetwork names there, which
+// Multus reads at each ADD; a primary network copied into Multus's file
+// (thin or thick), a clusterNetwork elsewhere, by name or through a
+// symlink, and a Multus file naming no network are refused with a message
+// that names --conflist (and the file holding a network of the delegate's
+// name); a single-plugin .conf of another type is the primary's.
 func TestPrimaryThroughMultus(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -93,9 +93,9 @@ func TestPrimaryThroughMultus(t *testing.T) {
 	}
 }
 
-// TestWaitPrimaryMultus: a Multus file that is refused is waited out for
-// the whole wait, reported once as soon as it is seen, and the error after
-// the wait says why.
+// TestWaitPrimaryMultus checks that a Multus file that is refused is
+// waited out for the whole wait, reported once as soon as it is seen, and
+// the error after the wait says why.
 func TestWaitPrimaryMultus(t *testing.T) {
 	dir := t.TempDir()
 	write(t, dir, "00-multus.conf", multusThin)
@@ -110,9 +110,10 @@ func TestWaitPrimaryMultus(t *testing.T) {
 	}
 }
 
-// The DaemonSet's install sees the node's conf dir as /host/etc/cni/net.d,
-// its reconcile as /etc/cni/net.d, and Multus writes clusterNetwork as it
-// sees it: each spelling names the same file for both.
+// TestSameDirSeen checks that the DaemonSet's install sees the node's conf
+// dir as /host/etc/cni/net.d, its reconcile as /etc/cni/net.d, and Multus
+// writes clusterNetwork as it sees it: each spelling names the same file
+// for both.
 func TestSameDirSeen(t *testing.T) {
 	for _, tt := range []struct {
 		a, b string
@@ -133,8 +134,9 @@ func TestSameDirSeen(t *testing.T) {
 	}
 }
 
-// A clusterNetwork spelled as install's view names the file reconcile sees
-// in its own, and the other way round.
+// TestClusterNetworkAcrossViews checks that a clusterNetwork spelled as
+// install's view names the file reconcile sees in its own, and the other
+// way round.
 func TestClusterNetworkAcrossViews(t *testing.T) {
 	root := t.TempDir()
 	dir := filepath.Join(root, "host", "etc", "cni", "net.d")

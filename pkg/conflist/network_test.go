@@ -71,9 +71,9 @@ func TestNetworkFromConflist(t *testing.T) {
 	}
 }
 
-// TestDiscoverRefusesFIFO: a FIFO in the conflist directory (it blocks a
-// plain read forever) is named and skipped; the directory's networks are
-// still found.
+// TestDiscoverRefusesFIFO checks that a FIFO in the conflist directory
+// (it blocks a plain read forever) is named and skipped; the directory's
+// networks are still found.
 func TestDiscoverRefusesFIFO(t *testing.T) {
 	dir := t.TempDir()
 	if err := syscall.Mkfifo(filepath.Join(dir, "05-fifo.conflist"), 0o600); err != nil {

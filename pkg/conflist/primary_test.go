@@ -12,9 +12,9 @@ import (
 
 const primaryList = `{"cniVersion":"1.0.0","name":"calico","plugins":[{"type":"calico"},{"type":"portmap"}]}`
 
-// TestPrimary: the first *.conf, *.conflist or *.json in lexical order, as
-// runtimes choose; a symlink or FIFO there is refused, never followed or
-// skipped; an empty directory has none.
+// TestPrimary checks that the primary is the first *.conf, *.conflist or
+// *.json in lexical order, as runtimes choose; a symlink or FIFO there is
+// refused, never followed or skipped; an empty directory has none.
 func TestPrimary(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -66,8 +66,8 @@ func TestPrimary(t *testing.T) {
 	}
 }
 
-// TestWaitPrimary: waits for the primary's agent to write its conflist,
-// and says how long it waited when none came.
+// TestWaitPrimary checks that WaitPrimary waits for the primary's agent
+// to write its conflist, and says how long it waited when none came.
 func TestWaitPrimary(t *testing.T) {
 	dir := t.TempDir()
 	go func() {

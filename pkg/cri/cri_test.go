@@ -43,8 +43,8 @@ var want = []Sandbox{
 	{ID: "c3"},
 }
 
-// TestListOverGRPC: the client talks to a server registered with the
-// generated CRI service over a unix socket.
+// TestListOverGRPC checks that the client talks to a server registered
+// with the generated CRI service over a unix socket.
 func TestListOverGRPC(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "cri.sock")
 	l, err := net.Listen("unix", sock)

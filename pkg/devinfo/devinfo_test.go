@@ -15,7 +15,8 @@ import (
 
 var ours = Content("0000:3b:00.0", "mlx5_0")
 
-// The content is the spec's v1.1.0 "pci" record.
+// TestContent checks that the content is the spec's v1.1.0 "pci"
+// record.
 func TestContent(t *testing.T) {
 	var got map[string]any
 	if err := json.Unmarshal(ours, &got); err != nil {
@@ -30,9 +31,9 @@ func TestContent(t *testing.T) {
 	}
 }
 
-// Write creates the file (and its folder) atomically and never replaces
-// what is there, a dangling link included; a temporary file a killed call
-// left is replaced.
+// TestWrite checks that Write creates the file (and its folder)
+// atomically and never replaces what is there, a dangling link included;
+// a temporary file a killed call left is replaced.
 func TestWrite(t *testing.T) {
 	cases := []struct {
 		name    string
@@ -68,7 +69,8 @@ func TestWrite(t *testing.T) {
 	}
 }
 
-// Remove removes only a regular file holding exactly the plugin's content.
+// TestRemove checks that Remove removes only a regular file holding
+// exactly the plugin's content.
 func TestRemove(t *testing.T) {
 	cases := []struct {
 		name     string
@@ -135,11 +137,11 @@ func link(t *testing.T, target, path string) {
 	}
 }
 
-// Write follows no symbolic link in a parent folder that anyone but root
-// could have placed (owned by another user, or in a folder others may
-// write): a parent linked to another folder makes nothing there. A link
-// root placed in a folder only root writes (systemd's /var/run -> /run) is
-// followed.
+// TestWriteFollowsNoUntrustedLink checks that Write follows no symbolic
+// link in a parent folder that anyone but root could have placed (owned by
+// another user, or in a folder others may write): a parent linked to
+// another folder makes nothing there. A link root placed in a folder only
+// root writes (systemd's /var/run -> /run) is followed.
 func TestWriteFollowsNoUntrustedLink(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -205,8 +207,9 @@ func TestWriteFollowsNoUntrustedLink(t *testing.T) {
 	}
 }
 
-// Remove removes the folders Write created when they are empty, and fails,
-// changing nothing, when a folder of the path was replaced by a file.
+// TestRemoveFolders checks that Remove removes the folders Write created
+// when they are empty, and fails, changing nothing, when a folder of the
+// path was replaced by a file.
 func TestRemoveFolders(t *testing.T) {
 	base := t.TempDir()
 	path := filepath.Join(base, "a", "b", "x.json")
@@ -238,8 +241,8 @@ func TestRemoveFolders(t *testing.T) {
 	}
 }
 
-// MissingDirs names the folders Write will create, outermost first, and
-// refuses what Write refuses.
+// TestMissingDirs checks that MissingDirs names the folders Write will
+// create, outermost first, and refuses what Write refuses.
 func TestMissingDirs(t *testing.T) {
 	base := t.TempDir()
 	path := filepath.Join(base, "a", "b", "x.json")

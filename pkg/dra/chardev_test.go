@@ -5,9 +5,9 @@ import (
 	"testing"
 )
 
-// A device's character devices are its own uverbs, its umad/issm pairs
-// and rdma_cm; another device's never (a name that is a prefix of the
-// other's included).
+// TestCharDevices checks that a device's character devices are its own
+// uverbs, its umad/issm pairs and rdma_cm; another device's never (a
+// name that is a prefix of the other's included).
 func TestCharDevices(t *testing.T) {
 	s := newSysfs(t)
 	s.charDev("infiniband_verbs", "uverbs0", "mlx5_0")

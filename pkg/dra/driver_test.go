@@ -39,11 +39,12 @@ func result(req, pool, dev string) resourceapi.DeviceRequestAllocationResult {
 	return resourceapi.DeviceRequestAllocationResult{Request: req, Driver: DriverName, Pool: pool, Device: dev}
 }
 
-// Prepare writes one CDI spec per claim with exactly the allocated
-// device's character devices; another driver's or another pool's results
-// are not this node's; kubelet asking again (or a restarted driver, with
-// the device gone from the host in exclusive mode) gets the same answer
-// from the spec on disk; Unprepare removes it, twice without error.
+// TestPrepareUnprepare checks that Prepare writes one CDI spec per claim
+// with exactly the allocated device's character devices; another
+// driver's or another pool's results are not this node's; kubelet asking
+// again (or a restarted driver, with the device gone from the host in
+// exclusive mode) gets the same answer from the spec on disk; Unprepare
+// removes it, twice without error.
 func TestPrepareUnprepare(t *testing.T) {
 	d, _ := testDriver(t)
 	share := types.UID("0c9f")

@@ -76,10 +76,11 @@ func reservedClaim(ns, name string, pods []string, devices ...string) *resourcea
 	return c
 }
 
-// A failed ADD leaves no record: the claims reserved for the pod show the
-// plugin's error on this driver's devices, through the runtime's DEL of the
-// failed sandbox, until an ADD succeeds (the record speaks); a pod that is
-// gone has no claim reserved for it (cleared).
+// TestStatusOfFailedADD checks that a failed ADD leaves no record: the
+// claims reserved for the pod show the plugin's error on this driver's
+// devices, through the runtime's DEL of the failed sandbox, until an ADD
+// succeeds (the record speaks); a pod that is gone has no claim reserved
+// for it (cleared).
 func TestStatusOfFailedADD(t *testing.T) {
 	otherPool := reservedClaim("team", "c3", []string{"trainer"})
 	otherPool.Status.Allocation.Devices.Results = append(otherPool.Status.Allocation.Devices.Results,
@@ -135,8 +136,9 @@ func TestStatusOfFailedADD(t *testing.T) {
 	}
 }
 
-// A failure of a pod of the same name but another UID (a StatefulSet's
-// pod made again) is not the reserving pod's.
+// TestFailureMatchesPodUID checks that a failure of a pod of the same
+// name but another UID (a StatefulSet's pod made again) is not the
+// reserving pod's.
 func TestFailureMatchesPodUID(t *testing.T) {
 	for _, tc := range []struct {
 		name, uid string
@@ -160,8 +162,9 @@ func TestFailureMatchesPodUID(t *testing.T) {
 	}
 }
 
-// A claim list that fails leaves what the API holds as it is, and the next
-// pass lists again even when nothing changed on the node.
+// TestStatusOfFailedADDListFails checks that a claim list that fails
+// leaves what the API holds as it is, and the next pass lists again even
+// when nothing changed on the node.
 func TestStatusOfFailedADDListFails(t *testing.T) {
 	e := newStatusEnv(t, reservedClaim("team", "c1", []string{"trainer"}, "mlx5-0"))
 	entries := []outcome.Entry{addFailed("team/trainer", "s1")}

@@ -14,9 +14,9 @@ import (
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 )
 
-// TestDiscoverOffered: only the devices the plugin's entries offer are
-// published, by RDMA device or netdev name; the others are skipped with
-// where the offer came from.
+// TestDiscoverOffered checks that only the devices the plugin's entries
+// offer are published, by RDMA device or netdev name; the others are
+// skipped with where the offer came from.
 func TestDiscoverOffered(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -60,8 +60,9 @@ func publishedNames(node *Node) []string {
 	return out
 }
 
-// TestOfferOfConfDir: the offer is the union of the rdma-chain entries'
-// devices lists; an entry without one offers all; no entry offers none.
+// TestOfferOfConfDir checks that the offer is the union of the
+// rdma-chain entries' devices lists; an entry without one offers all;
+// no entry offers none.
 func TestOfferOfConfDir(t *testing.T) {
 	const primary = `{"type":"ptp","ipam":{"type":"host-local","subnet":"10.1.0.0/24"}}`
 	entry := func(devices string) string {
@@ -102,10 +103,11 @@ func TestOfferOfConfDir(t *testing.T) {
 	}
 }
 
-// TestDiscoverWithoutUplinks: in exclusive mode a device whose netdev
-// carries the node's traffic (what netdev.NodeUplinks maps, given the
-// entries' nodeAddresses) is not published, and says why; in shared mode
-// it is, and the uplinks are not read. A failed read fails the discovery.
+// TestDiscoverWithoutUplinks checks that in exclusive mode a device whose
+// netdev carries the node's traffic (what netdev.NodeUplinks maps, given
+// the entries' nodeAddresses) is not published, and says why; in shared
+// mode it is, and the uplinks are not read. A failed read fails the
+// discovery.
 func TestDiscoverWithoutUplinks(t *testing.T) {
 	nodeAddr := netip.MustParseAddr("192.168.50.12")
 	for _, tc := range []struct {
@@ -163,8 +165,8 @@ func TestDiscoverWithoutUplinks(t *testing.T) {
 	}
 }
 
-// TestOfferNodeAddresses: the offer carries the union of the entries'
-// nodeAddresses, each once.
+// TestOfferNodeAddresses checks that the offer carries the union of the
+// entries' nodeAddresses, each once.
 func TestOfferNodeAddresses(t *testing.T) {
 	dir := t.TempDir()
 	entry := func(addrs string) string {
@@ -182,10 +184,10 @@ func TestOfferNodeAddresses(t *testing.T) {
 	}
 }
 
-// TestDiscoverKeepsOfferOnLoss: a read of the conflists without an
-// rdma-chain entry within the grace period of the last one with an entry
-// publishes that one's devices; past it, none. An entry back, or a
-// changed one, is published at once.
+// TestDiscoverKeepsOfferOnLoss checks that a read of the conflists
+// without an rdma-chain entry within the grace period of the last one
+// with an entry publishes that one's devices; past it, none. An entry
+// back, or a changed one, is published at once.
 func TestDiscoverKeepsOfferOnLoss(t *testing.T) {
 	const grace = time.Minute
 	entry := func(devices string) string {

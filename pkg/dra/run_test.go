@@ -6,8 +6,9 @@ import (
 	"time"
 )
 
-// TestNextRead: a tick reads the node at once; an event waits for its
-// burst to settle and the burst makes one reading; an ended context none.
+// TestNextRead checks that a tick reads the node at once; an event waits
+// for its burst to settle and the burst makes one reading; an ended
+// context none.
 func TestNextRead(t *testing.T) {
 	for _, tc := range []struct {
 		name        string

@@ -16,9 +16,10 @@ import (
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
-// node: mlx5_0 on PCI 0000:3b:00.0 under pci0000:3a (NUMA 1), RoCE, ACTIVE,
-// 4 GIDs, on bond0 of ens1f0/ens1f1; erdma_0 without a parent on a virtio
-// NIC under pci0000:00 (no NUMA); rxe0 (soft, no PCI).
+// testSysfs builds a node with mlx5_0 on PCI 0000:3b:00.0 under pci0000:3a
+// (NUMA 1), RoCE, ACTIVE, 4 GIDs, on bond0 of ens1f0/ens1f1; erdma_0
+// without a parent on a virtio NIC under pci0000:00 (no NUMA); rxe0 (soft,
+// no PCI).
 func testSysfs(t *testing.T) *sysfs {
 	s := newSysfs(t)
 	s.pciFunction("pci0000:3a", "0000:3b:00.0", 1)
@@ -108,9 +109,10 @@ func TestDevicesShared(t *testing.T) {
 	}
 }
 
-// In exclusive mode a NIC is allocated whole; a device a pod holds is gone
-// from the host's view and stays published, from the last discovery or,
-// after a restart, from the plugin's record.
+// TestDevicesExclusiveHeld checks that in exclusive mode a NIC is
+// allocated whole; a device a pod holds is gone from the host's view and
+// stays published, from the last discovery or, after a restart, from the
+// plugin's record.
 func TestDevicesExclusiveHeld(t *testing.T) {
 	s := testSysfs(t)
 	d, node := discover(t, s, "exclusive", nil)
@@ -150,7 +152,8 @@ func TestDevicesExclusiveHeld(t *testing.T) {
 	}
 }
 
-// Two devices whose DRA names collide are published by neither.
+// TestDevicesNameCollision checks that two devices whose DRA names
+// collide are published by neither.
 func TestDevicesNameCollision(t *testing.T) {
 	s := testSysfs(t)
 	s.port("mlx5-0", "Ethernet", "4: ACTIVE", 4)
@@ -165,8 +168,9 @@ func TestDevicesNameCollision(t *testing.T) {
 	}
 }
 
-// The devices make one valid ResourceSlice for the node's pool through the
-// real slice controller (against the API's fake clientset: logic only).
+// TestPublishedSlice checks that the devices make one valid ResourceSlice
+// for the node's pool through the real slice controller (against the API's
+// fake clientset: logic only).
 func TestPublishedSlice(t *testing.T) {
 	_, node := discover(t, testSysfs(t), "shared", nil)
 	client := fake.NewClientset()

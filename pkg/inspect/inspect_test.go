@@ -189,8 +189,8 @@ func TestInspectReport(t *testing.T) {
 	}
 }
 
-// TestInspectExclusiveGIDs: in exclusive mode the pod's GIDs come from the
-// pod netns's own view.
+// TestInspectExclusiveGIDs checks that in exclusive mode the pod's GIDs
+// come from the pod netns's own view.
 func TestInspectExclusiveGIDs(t *testing.T) {
 	f := newFakeReader()
 	f.mode = rdma.ModeExclusive
@@ -238,8 +238,8 @@ func TestGIDIP(t *testing.T) {
 	}
 }
 
-// TestOperationsDocs: docs/operations.md describes every field of inspect
-// --json, with the schema version.
+// TestOperationsDocs checks that docs/operations.md describes every field
+// of inspect --json, with the schema version.
 func TestOperationsDocs(t *testing.T) {
 	doc, err := os.ReadFile("../../docs/operations.md")
 	if err != nil {
@@ -286,7 +286,8 @@ func jsonFields(t reflect.Type) []string {
 	return out
 }
 
-// inspect says whether the kernel serves podSoftRoCE, and why not.
+// TestInspectPodSoftRoCEKernel checks that inspect says whether the
+// kernel serves podSoftRoCE, and why not.
 func TestInspectPodSoftRoCEKernel(t *testing.T) {
 	for _, why := range []string{"", "kernel 6.12.41: rdma_rxe works inside a netns only from Linux 7.1"} {
 		t.Run(fmt.Sprintf("refused=%v", why != ""), func(t *testing.T) {
@@ -309,8 +310,9 @@ func TestInspectPodSoftRoCEKernel(t *testing.T) {
 	}
 }
 
-// A pod's own rxe device (podSoftRoCE) is shown as such, and one the
-// kernel no longer lists is a problem of its attachment.
+// TestInspectSoftRoCE checks that a pod's own rxe device (podSoftRoCE)
+// is shown as such, and one the kernel no longer lists is a problem of
+// its attachment.
 func TestInspectSoftRoCE(t *testing.T) {
 	cases := []struct {
 		device  string

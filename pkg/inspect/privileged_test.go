@@ -17,11 +17,11 @@ import (
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
-// TestReplacedNetnsIsGone: a record whose netns path now names another
-// netns (the pod's netns died and a runtime mounted a new one at the same
-// path) is reclaimable to ADD and unhealthy to inspect: both ask the
-// record, by inode and cookie. The path alone still names a netns, which
-// inspect used to read as healthy.
+// TestReplacedNetnsIsGone checks that a record whose netns path now names
+// another netns (the pod's netns died and a runtime mounted a new one at
+// the same path) is reclaimable to ADD and unhealthy to inspect: both ask
+// the record, by inode and cookie. The path alone still names a netns,
+// which must not read as healthy.
 func TestReplacedNetnsIsGone(t *testing.T) {
 	testenv.Privileged(t)
 	pod, next := netnstest.NewNS(t), netnstest.NewNS(t)

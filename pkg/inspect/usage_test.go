@@ -11,9 +11,9 @@ import (
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
-// fakeUsage: pids 10 and 11 are in the cgroup of pod uid-a (netns
-// /run/netns/a, inode 100), pid 30 in another pod's; /run/netns/c (pod
-// uid-c) has inode 300; /run/netns/b is gone.
+// fakeUsage is a node where pids 10 and 11 are in the cgroup of pod
+// uid-a (netns /run/netns/a, inode 100), pid 30 in another pod's;
+// /run/netns/c (pod uid-c) has inode 300; /run/netns/b is gone.
 type fakeUsage struct{}
 
 func (fakeUsage) NetnsMode() (rdma.Mode, error) { return rdma.ModeShared, nil }
@@ -32,8 +32,9 @@ func (fakeUsage) LiveNetns(r *state.Record) (uint64, error) {
 	return map[string]uint64{"/run/netns/a": 100, "/run/netns/c": 300}[r.NetNS], nil
 }
 
-// TestInspectUsage: each attachment whose netns lives shows what its
-// pod's processes hold, in text and JSON; the gone pod shows nothing.
+// TestInspectUsage checks that each attachment whose netns lives shows
+// what its pod's processes hold, in text and JSON; the gone pod shows
+// nothing.
 func TestInspectUsage(t *testing.T) {
 	in := &inspector{k: newFakeReader(), usage: fakeUsage{}, dataDirs: []string{writeState(t)}}
 	r := in.inspect("")

@@ -138,8 +138,9 @@ func TestInstallBinaries(t *testing.T) {
 	}
 }
 
-// TestInstallBinariesNeverFollowSymlinks: a symlinked bin dir or binary in
-// the bin dir is refused and what it points at stays as it was.
+// TestInstallBinariesNeverFollowSymlinks checks that a symlinked bin dir
+// or binary in the bin dir is refused and what it points at stays as it
+// was.
 func TestInstallBinariesNeverFollowSymlinks(t *testing.T) {
 	t.Run("bin dir", func(t *testing.T) {
 		b := newBinTree(t)

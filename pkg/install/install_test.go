@@ -12,12 +12,13 @@ import (
 	"github.com/rdma-chain/rdma-chain/pkg/conflist"
 )
 
-// TestEditsKeepAgentWrite: the primary's agent writes a new version of its
-// conflist between an edit's read and its rename (once, or at every
-// attempt), for each edit of the conflist: the entry put back, the drain
-// set, the entry removed. The agent's version is never replaced by an edit
-// of the older one: the edit goes into the newest version, or nothing is
-// written and the error says the file kept changing.
+// TestEditsKeepAgentWrite has the primary's agent write a new version of
+// its conflist between an edit's read and its rename (once, or at every
+// attempt), for each edit of the conflist (the entry put back, the drain
+// set, the entry removed), and checks that the agent's version is never
+// replaced by an edit of the older one: the edit goes into the newest
+// version, or nothing is written and the error says the file kept
+// changing.
 func TestEditsKeepAgentWrite(t *testing.T) {
 	const entry = `{"type":"rdma-chain","mode":"shared"}`
 	version := func(gen int, withEntry bool) string {

@@ -14,10 +14,10 @@ import (
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
-// TestUninstallReleasesHookFirst: the socket hook's hold goes before the
-// entry, so a release that fails leaves the entry (draining) for a second
-// uninstall to find the directory again; an entry --force cannot read has
-// its default directory's hold released.
+// TestUninstallReleasesHookFirst checks that the socket hook's hold goes
+// before the entry, so a release that fails leaves the entry (draining)
+// for a second uninstall to find the directory again; an entry --force
+// cannot read has its default directory's hold released.
 func TestUninstallReleasesHookFirst(t *testing.T) {
 	const primary = `{"cniVersion":"1.0.0","name":"n","plugins":[{"type":"ptp"}]}`
 	entry := func(dataDir, extra string) string {

@@ -95,13 +95,13 @@ func benchNode(b *testing.B, dir string, pods int) []conflist.Network {
 	return []conflist.Network{{Name: "rdmanet", DataDir: dir}}
 }
 
-// BenchmarkScrape: GET /metrics of reconcile's registry on a node with
-// 110 attached pods (records and outcome log on disk, read as reconcile
-// reads them; ports from a sysfs tree on disk), without the 2 s cache:
-// the time and the memory allocated per scrape, printed beside the target
-// (under 50 ms and 5 MB). One ADD outcome is appended between scrapes,
-// as on a node with churn. Rows go to RC_BENCH_OUT for scripts/bench.sh;
-// run with -benchtime=1x.
+// BenchmarkScrape measures GET /metrics of reconcile's registry on a node
+// with 110 attached pods (records and outcome log on disk, read as
+// reconcile reads them; ports from a sysfs tree on disk), without the 2 s
+// cache: the time and the memory allocated per scrape, printed beside the
+// target (under 50 ms and 5 MB). One ADD outcome is appended between
+// scrapes, as on a node with churn. Rows go to RC_BENCH_OUT for
+// scripts/bench.sh; run with -benchtime=1x.
 func BenchmarkScrape(b *testing.B) {
 	const samples = 60
 	for range b.N {

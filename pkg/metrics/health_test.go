@@ -40,11 +40,11 @@ var (
 		Errs: []error{errors.New("rate"), errors.New("GID 7")}}
 )
 
-// TestNodeHealth: scrape after scrape of one collector, the ports' rate,
-// GID table and state, and the devices present or gone: a device seen
-// once or named by a record and not seen now is 0; one whose netns
-// could not be read is not said; an unreadable figure is left out and
-// counted in collect_errors.
+// TestNodeHealth checks, scrape after scrape of one collector, the
+// ports' rate, GID table and state, and the devices present or gone: a
+// device seen once or named by a record and not seen now is 0; one whose
+// netns could not be read is not said; an unreadable figure is left out
+// and counted in collect_errors.
 func TestNodeHealth(t *testing.T) {
 	dir := t.TempDir()
 	rec := &state.Record{Network: "rdmanet", ContainerID: "a", IfName: "eth0", NetNS: "/run/netns/a", Mode: "shared",
@@ -135,9 +135,9 @@ func samples(t *testing.T, c prometheus.Collector, names ...string) map[string]b
 	return out
 }
 
-// TestPodSoftRoCEDeviceNotRemembered: a pod's own rxe device, seen on the
-// host while its record names it, has no rdma_device_present series, then
-// or after its pod's DEL: its going is no device lost.
+// TestPodSoftRoCEDeviceNotRemembered checks that a pod's own rxe device,
+// seen on the host while its record names it, has no rdma_device_present
+// series, then or after its pod's DEL: its going is no device lost.
 func TestPodSoftRoCEDeviceNotRemembered(t *testing.T) {
 	dir := t.TempDir()
 	store := state.New(dir)

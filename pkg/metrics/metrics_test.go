@@ -152,8 +152,9 @@ rdma_chain_collect_errors{source="socket_hook"} %d
 `, pods, hook)
 }
 
-// TestNodeCollectorErrorsAndPodLabels: what cannot be read is counted by
-// source, and --metrics-pod-labels names the pod on per-pod series only.
+// TestNodeCollectorErrorsAndPodLabels checks that what cannot be read is
+// counted by source, and --metrics-pod-labels names the pod on per-pod
+// series only.
 func TestNodeCollectorErrorsAndPodLabels(t *testing.T) {
 	nets := statsNode(t)
 	f := &fakeStats{mode: rdma.ModeExclusive, podErr: errors.New("mount"), hookErr: errors.New("exit 1")}
@@ -191,8 +192,8 @@ rdma_chain_smc_transparent_info{mechanism="no_smc",offer="no_smc"} 1
 	}
 }
 
-// TestMetricsLint: every metric reconcile serves passes client_golang's
-// promlint (names, units, help, counter suffixes).
+// TestMetricsLint checks that every metric reconcile serves passes
+// client_golang's promlint (names, units, help, counter suffixes).
 func TestMetricsLint(t *testing.T) {
 	nets := statsNode(t)
 	m := NewReconcile()
@@ -226,8 +227,8 @@ func TestMetricsLint(t *testing.T) {
 	}
 }
 
-// TestServeMetrics: the endpoint over real HTTP, parsed by the Prometheus
-// text parser.
+// TestServeMetrics tests the endpoint over real HTTP, parsed by the
+// Prometheus text parser.
 func TestServeMetrics(t *testing.T) {
 	nets := statsNode(t)
 	var out bytes.Buffer
@@ -266,9 +267,9 @@ func TestServeMetrics(t *testing.T) {
 	}
 }
 
-// TestOutcomeTail: lines already in the log when the process starts are
-// never counted (a restart does not count them again); new ones are, once,
-// also across the plugin's compaction of the log.
+// TestOutcomeTail checks that lines already in the log when the process
+// starts are never counted (a restart does not count them again); new ones
+// are, once, also across the plugin's compaction of the log.
 func TestOutcomeTail(t *testing.T) {
 	dir := t.TempDir()
 	nets := []conflist.Network{{Name: "rdmanet", DataDir: dir}}
@@ -330,8 +331,9 @@ func TestOutcomeTail(t *testing.T) {
 	}
 }
 
-// TestServeBindsExactlyWhatWasAsked: 0.0.0.0 listens on IPv4 only (with
-// "tcp" Go listens on [::] as well, which an IPv4 firewall rule misses).
+// TestServeBindsExactlyWhatWasAsked checks that 0.0.0.0 listens on IPv4
+// only (with "tcp" Go listens on [::] as well, which an IPv4 firewall
+// rule misses).
 func TestServeBindsExactlyWhatWasAsked(t *testing.T) {
 	reg, err := NewRegistry("v", NewReconcile(), NewNodeCollector(&fakeStats{}, func() []conflist.Network { return nil }, nil, false))
 	if err != nil {
@@ -375,9 +377,9 @@ func (c *slowCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, 1)
 }
 
-// TestConcurrentScrapes: 50 scrapes at once run at most one collection at
-// a time, and the cached result answers those that waited; /healthz says
-// what the health check says.
+// TestConcurrentScrapes checks that 50 scrapes at once run at most one
+// collection at a time, and the cached result answers those that waited;
+// /healthz says what the health check says.
 func TestConcurrentScrapes(t *testing.T) {
 	c := &slowCollector{desc: prometheus.NewDesc("rdma_chain_test", "test", nil, nil)}
 	reg := prometheus.NewRegistry()

@@ -70,9 +70,10 @@ func putRecords(t *testing.T, dir string, recs ...*state.Record) {
 	}
 }
 
-// sharedUsage: pods a (pid 10, netns 100) and b (pid 20, netns 200) on
-// rxe0; pid 30 is a host process, pid 7 one whose netns is unreadable; a
-// kernel QP; pod dead's netns is gone; pod none passes through.
+// sharedUsage is a node with pods a (pid 10, netns 100) and b (pid 20,
+// netns 200) on rxe0; pid 30 is a host process, pid 7 one whose netns is
+// unreadable; a kernel QP; pod dead's netns is gone; pod none passes
+// through.
 func sharedUsage(t *testing.T) (*fakeUsage, string, []conflist.Network) {
 	dir := t.TempDir()
 	dead := usagePod("dead", 500)
@@ -141,8 +142,8 @@ rdma_chain_usage_collect_errors 0
 	}
 }
 
-// TestUsageCollectorSummed: without pod labels the pods' usage is summed
-// per device; the unattributed objects are as with them.
+// TestUsageCollectorSummed checks that without pod labels the pods'
+// usage is summed per device; the unattributed objects are as with them.
 func TestUsageCollectorSummed(t *testing.T) {
 	f, _, nets := sharedUsage(t)
 	c := NewUsageCollector(f, func() []conflist.Network { return nets }, false)
@@ -162,10 +163,10 @@ rdma_chain_pod_rdma_objects{device="rxe1",type="qp"} 1
 	}
 }
 
-// TestUsageCollectorByUID: a pod is its UID: its second attachment adds
-// no series and counts its objects once; an attachment without a UID (the
-// runtime passed no K8S_POD_UID) has no series, and its processes'
-// objects count on no pod.
+// TestUsageCollectorByUID checks that a pod is its UID: its second
+// attachment adds no series and counts its objects once; an attachment
+// without a UID (the runtime passed no K8S_POD_UID) has no series, and
+// its processes' objects count on no pod.
 func TestUsageCollectorByUID(t *testing.T) {
 	dir := t.TempDir()
 	a2 := usagePod("a", 100)
@@ -190,8 +191,9 @@ func TestUsageCollectorByUID(t *testing.T) {
 	}
 }
 
-// TestUsageCollectorExclusive: in exclusive mode a pod's device is dumped
-// in its netns, and its processes' objects are the pod's.
+// TestUsageCollectorExclusive checks that in exclusive mode a pod's
+// device is dumped in its netns, and its processes' objects are the
+// pod's.
 func TestUsageCollectorExclusive(t *testing.T) {
 	dir := t.TempDir()
 	x := usagePod("x", 400)
@@ -210,9 +212,9 @@ rdma_chain_pod_rdma_mr_bytes{device="mlx5_1",namespace="default",pod="x"} 1.0485
 	}
 }
 
-// TestUsageCardinality: series exist only for attached pods. 200 pods
-// attach, each holding objects, and the scrape has 5 series per pod
-// (4 object types and MR bytes on its one device) besides the node's
+// TestUsageCardinality checks that series exist only for attached pods.
+// 200 pods attach, each holding objects, and the scrape has 5 series per
+// pod (4 object types and MR bytes on its one device) besides the node's
 // unattributed ones; after each pod's DEL (its record removed) none of its
 // series is left, while its processes still hold their objects (counted
 // other_pod, by device and type only).
@@ -272,7 +274,8 @@ func valueOf(t *testing.T, c prometheus.Collector, name string, labels map[strin
 	return 0, false
 }
 
-// TestUsageDocs: docs/operations.md lists every usage metric.
+// TestUsageDocs checks that docs/operations.md lists every usage
+// metric.
 func TestUsageDocs(t *testing.T) {
 	doc, err := os.ReadFile("../../docs/operations.md")
 	if err != nil {

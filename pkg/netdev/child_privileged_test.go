@@ -67,10 +67,10 @@ func TestAddChildNameExistsInPod(t *testing.T) {
 	wantSame(t, "parent", parent, snap(t, e.host, rdmaName))
 }
 
-// TestAddChildUpRefused: AddChild creates the child up in one request and
-// leaves a failed up to the kernel, which unregisters the new link. A
-// macvlan carrying its parent's MAC is refused at the up (EADDRINUSE): the
-// request fails and nothing is left in the pod.
+// TestAddChildUpRefused checks that AddChild creates the child up in one
+// request and leaves a failed up to the kernel, which unregisters the new
+// link. A macvlan carrying its parent's MAC is refused at the up
+// (EADDRINUSE): the request fails and nothing is left in the pod.
 func TestAddChildUpRefused(t *testing.T) {
 	testenv.Privileged(t)
 	e := newEnv(t)
@@ -133,10 +133,10 @@ func TestDelChildNetnsGone(t *testing.T) {
 	}
 }
 
-// TestAddChildIpvlan: where the kernel has ipvlan the child is an ipvlan in
-// the pod and DelChild removes it; where it has not (this project's
-// development and CI machines) AddChild says ErrKindUnsupported and leaves
-// nothing. Either way the parent is untouched.
+// TestAddChildIpvlan checks that where the kernel has ipvlan the child is
+// an ipvlan in the pod and DelChild removes it; where it has not (this
+// project's development and CI machines) AddChild says ErrKindUnsupported
+// and leaves nothing. Either way the parent is untouched.
 func TestAddChildIpvlan(t *testing.T) {
 	testenv.Privileged(t)
 	e := newEnv(t)
@@ -190,12 +190,12 @@ func TestCheckInPod(t *testing.T) {
 	}
 }
 
-// TestDelChildByID: with its netns pin removed, a child is found from the
-// host netns through the host's nsid of its netns and its ifindex there:
-// deleted while a holder keeps the netns alive, proven gone when the netns
-// died (also when another netns got its nsid and has a link at that
-// index), and ErrUnproven, the child kept, when the kernel refuses the
-// look-up.
+// TestDelChildByID checks that, with its netns pin removed, a child is
+// found from the host netns through the host's nsid of its netns and its
+// ifindex there: deleted while a holder keeps the netns alive, proven gone
+// when the netns died (also when another netns got its nsid and has a link
+// at that index), and ErrUnproven, the child kept, when the kernel refuses
+// the look-up.
 func TestDelChildByID(t *testing.T) {
 	testenv.Privileged(t)
 	for _, tt := range []struct {
@@ -299,10 +299,10 @@ func nsidOf(t *testing.T, host, n ns.NetNS) int {
 	return id
 }
 
-// TestAddChildIndexTaken: a child whose drawn ifindex the pod netns has
-// already (a veth there) is created at the next draw, whatever errno this
-// kernel refuses the first with; when every draw is taken AddChild fails
-// after three and leaves nothing in the pod.
+// TestAddChildIndexTaken checks that a child whose drawn ifindex the pod
+// netns has already (a veth there) is created at the next draw, whatever
+// errno this kernel refuses the first with; when every draw is taken
+// AddChild fails after three and leaves nothing in the pod.
 func TestAddChildIndexTaken(t *testing.T) {
 	testenv.Privileged(t)
 	for _, tt := range []struct {

@@ -9,10 +9,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// TestAddChildLinkRetriesTakenIndex: addChildLink draws the ifindex again
-// when the kernel answers that the one drawn is taken, with EBUSY (up to
-// Linux 6.14) or EEXIST (6.15 on), three draws at most; any other answer
-// ends it at once.
+// TestAddChildLinkRetriesTakenIndex checks that addChildLink draws the
+// ifindex again when the kernel answers that the one drawn is taken, with
+// EBUSY (up to Linux 6.14) or EEXIST (6.15 on), three draws at most; any
+// other answer ends it at once.
 func TestAddChildLinkRetriesTakenIndex(t *testing.T) {
 	for _, tc := range []struct {
 		name    string

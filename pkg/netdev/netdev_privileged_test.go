@@ -152,11 +152,11 @@ func TestRestoreGoneWithPodNetns(t *testing.T) {
 	wantAbsent(t, e.host, rdmaName, "host")
 }
 
-// TestMoveToPodUndo: a move the kernel refuses, with names pkg/config
-// would have refused (MoveToPod leaves name rules to it), and its undo as
-// ADD registers it (RestoreToHost) leave the host as found: a name too
-// long is refused before anything moves, one with a ':' only at the
-// rename, after the netdev crossed into the pod under its host name.
+// TestMoveToPodUndo checks that a move the kernel refuses, with names
+// pkg/config would have refused (MoveToPod leaves name rules to it), and
+// its undo as ADD registers it (RestoreToHost) leave the host as found: a
+// name too long is refused before anything moves, one with a ':' only at
+// the rename, after the netdev crossed into the pod under its host name.
 func TestMoveToPodUndo(t *testing.T) {
 	testenv.Privileged(t)
 	for _, name := range []string{"averyverylongname", "bad:name"} {
@@ -208,8 +208,9 @@ func TestRestoreNameTakenOnHost(t *testing.T) {
 	wantSame(t, "host netdev", before, snap(t, e.host, rdmaName))
 }
 
-// MoveToPod moves only the netdev that was described: one whose MAC or
-// index differs is refused before anything changes.
+// TestMoveToPodRefusesChangedNetdev checks that MoveToPod moves only
+// the netdev that was described: one whose MAC or index differs is
+// refused before anything changes.
 func TestMoveToPodRefusesChangedNetdev(t *testing.T) {
 	testenv.Privileged(t)
 	for _, change := range []string{"mac", "index"} {

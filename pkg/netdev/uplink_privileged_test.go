@@ -13,10 +13,11 @@ import (
 	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 )
 
-// NodeUplinks on a host netns of 64 veths, each with an address and a
-// route of its own table, and one main-table default route: what every
-// exclusive-mode ADD pays for the check (printed as ns/op), without and
-// with nodeAddresses (one more address dump).
+// BenchmarkNodeUplinks measures NodeUplinks on a host netns of 64
+// veths, each with an address and a route of its own table, and one
+// main-table default route: what every exclusive-mode ADD pays for the
+// check (printed as ns/op), without and with nodeAddresses (one more
+// address dump).
 func BenchmarkNodeUplinks(b *testing.B) {
 	testenv.Privileged(b)
 	host, peer := netnstest.NewNS(b), netnstest.NewNS(b)

@@ -68,8 +68,9 @@ func TestOfAndGone(t *testing.T) {
 	}
 }
 
-// TestGoneWithItsProcess: /proc/<pid>/ns/net is gone (ENOENT from the
-// kernel) once the process has exited, as a zombie and once reaped.
+// TestGoneWithItsProcess checks that /proc/<pid>/ns/net is gone (ENOENT
+// from the kernel) once the process has exited, as a zombie and once
+// reaped.
 func TestGoneWithItsProcess(t *testing.T) {
 	cmd := exec.Command("sleep", "600")
 	if err := cmd.Start(); err != nil {

@@ -184,9 +184,9 @@ func TestMissingIsEmpty(t *testing.T) {
 	}
 }
 
-// TestConcurrent: appends from many goroutines (each its own open file
-// description, as separate plugin processes have) across many compactions
-// lose no entry: each worker's last entry is its pod's last.
+// TestConcurrent checks that appends from many goroutines (each its own
+// open file description, as separate plugin processes have) across many
+// compactions lose no entry: each worker's last entry is its pod's last.
 func TestConcurrent(t *testing.T) {
 	dir := t.TempDir()
 	msg := strings.Repeat("y", 900)

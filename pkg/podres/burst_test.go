@@ -14,10 +14,11 @@ import (
 	"github.com/rdma-chain/rdma-chain/internal/testonly/fakekubelet"
 )
 
-// A node that starts many pods at once: 200 lookups together against
-// grpc-go serving kubelet's service behind kubelet's own rate limit (100
-// calls a second, burst 10, the rest refused with ResourceExhausted). Every
-// lookup gets its pod's answer; one in five pods was allocated rdma/hca.
+// TestLookupBurstUnderKubeletRateLimit plays a node that starts many pods
+// at once: 200 lookups together against grpc-go serving kubelet's service
+// behind kubelet's own rate limit (100 calls a second, burst 10, the rest
+// refused with ResourceExhausted). It checks that every lookup gets its
+// pod's answer; one in five pods was allocated rdma/hca.
 func TestLookupBurstUnderKubeletRateLimit(t *testing.T) {
 	const n = 200
 	var pods []*prv1.PodResources

@@ -8,8 +8,8 @@ import (
 	prv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 )
 
-// claimPod: a pod with a device-plugin allocation and claims: one of the
-// served driver shared by two containers (kubelet reports it per
+// claimPod returns a pod with a device-plugin allocation and claims: one
+// of the served driver shared by two containers (kubelet reports it per
 // container), one share of a device with consumable capacity, one of
 // another driver (dranet) in the same claim.
 func claimPod() *prv1.PodResources {

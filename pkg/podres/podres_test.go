@@ -219,9 +219,9 @@ func TestUnavailable(t *testing.T) {
 	}
 }
 
-// A kubelet that accepts the call and never answers is busy, not gone:
-// Probe asks once within its timeout; Lookup asks again, each time waiting
-// longer, until its context ends.
+// TestHangingKubelet checks that a kubelet that accepts the call and never
+// answers is busy, not gone: Probe asks once within its timeout; Lookup
+// asks again, each time waiting longer, until its context ends.
 func TestHangingKubelet(t *testing.T) {
 	f := &fakeKubelet{pods: testPods(), hang: true}
 	sock := serve(t, f)
@@ -243,9 +243,9 @@ func TestHangingKubelet(t *testing.T) {
 	}
 }
 
-// A kubelet that answers every call late, but within the lookup's
-// budget, is waited for: the attempt after a timed-out one has the rest of
-// the budget, not twice the last attempt's time.
+// TestSlowKubelet checks that a kubelet that answers every call late, but
+// within the lookup's budget, is waited for: the attempt after a timed-out
+// one has the rest of the budget, not twice the last attempt's time.
 func TestSlowKubelet(t *testing.T) {
 	f := &fakeKubelet{pods: testPods(), delay: 1600 * time.Millisecond}
 	c := New(serve(t, f), 100*time.Millisecond)
@@ -270,8 +270,8 @@ func refuseFirst(n int32, calls *atomic.Int32) grpc.ServerOption {
 	})
 }
 
-// Lookup asks again what kubelet's rate limit refused, until the budget
-// ends; Probe asks once.
+// TestRateLimited checks that Lookup asks again what kubelet's rate
+// limit refused, until the budget ends; Probe asks once.
 func TestRateLimited(t *testing.T) {
 	webWant := []Allocation{{ResourceName: "rdma/hca", DeviceIDs: []string{"mlx5_1", "mlx5_0"}}}
 	tests := []struct {
@@ -315,8 +315,8 @@ func TestRateLimited(t *testing.T) {
 	}
 }
 
-// Probe asks Get for a pod that cannot exist and lists only when kubelet
-// does not serve Get.
+// TestProbe checks that Probe asks Get for a pod that cannot exist and
+// lists only when kubelet does not serve Get.
 func TestProbe(t *testing.T) {
 	tests := []struct {
 		name      string
@@ -354,9 +354,10 @@ func TestNewDefaultTimeout(t *testing.T) {
 	}
 }
 
-// Serving connects without a call: kubelet's rate limit sees nothing.
-// Nothing listening, or a close before any byte, is ErrUnavailable; a
-// listener that accepts and says nothing is ErrBusy.
+// TestServing checks that Serving connects without a call: kubelet's
+// rate limit sees nothing. Nothing listening, or a close before any
+// byte, is ErrUnavailable; a listener that accepts and says nothing is
+// ErrBusy.
 func TestServing(t *testing.T) {
 	lim := fakekubelet.NewLimiter()
 	rawListener := func(t *testing.T, closeAtOnce bool) string {

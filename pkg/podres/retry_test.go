@@ -10,9 +10,9 @@ import (
 	"github.com/rdma-chain/rdma-chain/internal/grpcunix"
 )
 
-// What a retry may change: a refusal of the server's, a full listen
-// backlog; not the client's own limit, a missing kubelet or a timeout
-// (retried apart, with a longer attempt).
+// TestRefused checks which failures a retry may change: a refusal of
+// the server's and a full listen backlog, not the client's own limit, a
+// missing kubelet or a timeout (retried apart, with a longer attempt).
 func TestRefused(t *testing.T) {
 	dialErr := func(errno syscall.Errno) error {
 		err := &net.OpError{Op: "dial", Net: "unix", Err: os.NewSyscallError("connect", errno)}
@@ -39,8 +39,8 @@ func TestRefused(t *testing.T) {
 	}
 }
 
-// The backoff window doubles from backoffBase to backoffCap; every wait is
-// positive and within its window.
+// TestBackoff checks that the backoff window doubles from backoffBase to
+// backoffCap; every wait is positive and within its window.
 func TestBackoff(t *testing.T) {
 	for n := 1; n <= 64; n++ {
 		window := backoffCap

@@ -145,8 +145,8 @@ func FuzzDecodeReply(f *testing.F) {
 	})
 }
 
-// BenchmarkFindInList: one List reply of 1,000 pods, the pod asked for in
-// the middle.
+// BenchmarkFindInList measures finding a pod in one List reply of 1,000
+// pods, the pod asked for in the middle.
 func BenchmarkFindInList(b *testing.B) {
 	var pods []*prv1.PodResources
 	for i := 0; i < 1000; i++ {
@@ -164,8 +164,8 @@ func BenchmarkFindInList(b *testing.B) {
 	}
 }
 
-// hostileClaimSeeds: replies whose dynamic_resources are malformed, nested
-// past their length, of the wrong wire type, or huge in count.
+// hostileClaimSeeds returns replies whose dynamic_resources are malformed,
+// nested past their length, of the wrong wire type, or huge in count.
 func hostileClaimSeeds() [][]byte {
 	str := func(num int, v string) []byte { return pbwire.AppendString(nil, num, v) }
 	wrap := func(num int, parts ...[]byte) []byte {

@@ -116,8 +116,8 @@ func TestDevicesDumpInterrupted(t *testing.T) {
 	}
 }
 
-// TestDevicesERDMAByGUID: an eRDMA device maps to the netdev whose MAC's
-// EUI-64 is its node GUID, and to no other.
+// TestDevicesERDMAByGUID checks that an eRDMA device maps to the netdev
+// whose MAC's EUI-64 is its node GUID, and to no other.
 func TestDevicesERDMAByGUID(t *testing.T) {
 	f := newFixture(t)
 	f.ibDev("erdma_0", "0216:3eff:fe01:0203")

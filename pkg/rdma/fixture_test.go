@@ -94,7 +94,8 @@ type fakeNL struct {
 	moves     []move
 	// linksAfterSet replaces links after a LinkSetNsFd that failed.
 	linksAfterSet []*netlink.RdmaLink
-	// listSeq: device names of successive LinkList calls (the last repeats).
+	// listSeq is the device names of successive LinkList calls (the last
+	// repeats).
 	listSeq [][]string
 }
 

@@ -6,9 +6,9 @@ import (
 	"testing"
 )
 
-// TestReadGIDTable: the table's size is its rows, used those other than
-// the zero GID; a stray entry, a gap, an unreadable or malformed row
-// gives no figure but an error.
+// TestReadGIDTable checks that the table's size is its rows, used those
+// other than the zero GID; a stray entry, a gap, an unreadable or
+// malformed row gives no figure but an error.
 func TestReadGIDTable(t *testing.T) {
 	used := "fe80:0000:0000:0000:5054:00ff:fe12:3456"
 	v4 := "0000:0000:0000:0000:0000:ffff:0a01:0005"
@@ -55,7 +55,8 @@ func TestReadGIDTable(t *testing.T) {
 	}
 }
 
-// TestReadGIDTableWithoutTable: a port without gids is an error.
+// TestReadGIDTableWithoutTable checks that a port without gids is an
+// error.
 func TestReadGIDTableWithoutTable(t *testing.T) {
 	f := newFixture(t)
 	f.mkdir("class/infiniband/rxe0/ports/1")
@@ -64,8 +65,8 @@ func TestReadGIDTableWithoutTable(t *testing.T) {
 	}
 }
 
-// TestParseRate: the kernel's rate_show lines, whole and with ".5", and
-// what is not one.
+// TestParseRate parses the kernel's rate_show lines, whole and with
+// ".5", and what is not one.
 func TestParseRate(t *testing.T) {
 	tests := []struct {
 		in   string

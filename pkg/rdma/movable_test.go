@@ -33,9 +33,10 @@ func TestCheckMovable(t *testing.T) {
 	}
 }
 
-// A netns path that a runtime unmounted but left as a plain file is gone:
-// the kernel returns the devices when the netns dies, so ReturnToHost only
-// looks for the device in the host netns.
+// TestReturnToHostPlainFile checks that a netns path that a runtime
+// unmounted but left as a plain file is gone: the kernel returns the
+// devices when the netns dies, so ReturnToHost only looks for the device
+// in the host netns.
 func TestReturnToHostPlainFile(t *testing.T) {
 	f := t.TempDir() + "/cni-netns"
 	if err := os.WriteFile(f, nil, 0o600); err != nil {

@@ -131,9 +131,9 @@ func TestReturnToHost(t *testing.T) {
 	}
 }
 
-// TestReturnToHostNetnsGone: with the pod netns path gone, the kernel gives
-// the device back to init_net when the netns dies; ReturnToHost waits for it
-// in the host netns, bounded by HostWait.
+// TestReturnToHostNetnsGone checks that with the pod netns path gone, the
+// kernel gives the device back to init_net when the netns dies; ReturnToHost
+// waits for it in the host netns, bounded by HostWait.
 func TestReturnToHostNetnsGone(t *testing.T) {
 	tests := []struct {
 		name    string

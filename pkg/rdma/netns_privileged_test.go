@@ -19,9 +19,10 @@ func nsInode(t *testing.T, path string) uint64 {
 	return st.Ino
 }
 
-// TestInNetnsRunsInsideTarget: the kernel's Netns.Enter runs fn on a thread whose
-// netns is the target (the kernel checks RDMA device moves against the
-// calling thread's netns), and the caller's thread is back afterwards.
+// TestInNetnsRunsInsideTarget checks that the kernel's Netns.Enter runs fn on
+// a thread whose netns is the target (the kernel checks RDMA device moves
+// against the calling thread's netns), and the caller's thread is back
+// afterwards.
 func TestInNetnsRunsInsideTarget(t *testing.T) {
 	testenv.Privileged(t)
 	pod := netnstest.NewNS(t)
@@ -43,8 +44,9 @@ func TestInNetnsRunsInsideTarget(t *testing.T) {
 	}
 }
 
-// TestReturnToHostRealNetnsWithoutRDMA: on a kernel without RDMA (this
-// machine) ReturnToHost enters a live pod netns and finds nothing to do.
+// TestReturnToHostRealNetnsWithoutRDMA checks that on a kernel without
+// RDMA (this machine) ReturnToHost enters a live pod netns and finds
+// nothing to do.
 func TestReturnToHostRealNetnsWithoutRDMA(t *testing.T) {
 	testenv.Privileged(t)
 	_, err := os.Stat("/sys/class/infiniband")

@@ -12,8 +12,9 @@ import (
 	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 )
 
-// TestNetnsSysfs: the sysfs mounted from inside a pod netns shows that
-// netns's netdevs, and the host's mounts and /sys are untouched.
+// TestNetnsSysfs checks that the sysfs mounted from inside a pod netns
+// shows that netns's netdevs, and the host's mounts and /sys are
+// untouched.
 func TestNetnsSysfs(t *testing.T) {
 	testenv.Privileged(t)
 	node := netnstest.NewNS(t)
@@ -66,12 +67,13 @@ func ownMounts() (string, error) {
 	return strings.Join(kept, "\n"), err
 }
 
-// TestNetnsSysfsThreadBack: the thread that read a pod netns's sysfs is
-// back in its own netns and mount namespace afterwards. The runtime keeps
-// the main thread when its locked goroutine ends; one left in the pod's
-// namespaces would keep that netns alive after the pod is gone (its sysfs
-// mount holds it), so a moved NIC would never come back. Run here on a
-// locked thread the test owns, to read its namespaces after.
+// TestNetnsSysfsThreadBack checks that the thread that read a pod netns's
+// sysfs is back in its own netns and mount namespace afterwards. The
+// runtime keeps the main thread when its locked goroutine ends; one left
+// in the pod's namespaces would keep that netns alive after the pod is
+// gone (its sysfs mount holds it), so a moved NIC would never come back.
+// Run here on a locked thread the test owns, to read its namespaces
+// after.
 func TestNetnsSysfsThreadBack(t *testing.T) {
 	testenv.Privileged(t)
 	pod := netnstest.NewNS(t)

@@ -6,11 +6,11 @@ import (
 	"testing"
 )
 
-// TestDevicesPCIThroughVirtio: the PCI function of an RDMA device comes
-// from its own parent (PCI, or a virtio device on a PCI function) or, for a
-// device registered without a parent, from its netdev's device link through
-// the virtio parent. Soft devices never get one, and nothing else in a
-// device link passes for a PCI address.
+// TestDevicesPCIThroughVirtio checks that the PCI function of an RDMA
+// device comes from its own parent (PCI, or a virtio device on a PCI
+// function) or, for a device registered without a parent, from its netdev's
+// device link through the virtio parent. Soft devices never get one, and
+// nothing else in a device link passes for a PCI address.
 func TestDevicesPCIThroughVirtio(t *testing.T) {
 	tests := []struct {
 		name    string

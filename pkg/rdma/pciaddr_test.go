@@ -6,7 +6,8 @@ import (
 	"testing"
 )
 
-// pciAddr accepts exactly what the expression it stands for accepts.
+// TestPCIAddrMatchesExpression checks that pciAddr accepts exactly what
+// the expression it stands for accepts.
 func TestPCIAddrMatchesExpression(t *testing.T) {
 	re := regexp.MustCompile(`^[0-9a-f]{4,}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$`)
 	inputs := []string{"0000:3b:00.0", "10000:3b:00.7", "0000:3b:00.8", "000:3b:00.0", "0000:3B:00.0",

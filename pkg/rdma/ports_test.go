@@ -55,7 +55,7 @@ func TestPortsAndGIDs(t *testing.T) {
 	}
 }
 
-// TestReadPortStats: a sysfs tree as soft-RoCE has it: state words,
+// TestReadPortStats reads a sysfs tree as soft-RoCE has it: state words,
 // rate, GID table, counters and hw_counters without lifespan (a setting),
 // non-numbers left out.
 func TestReadPortStats(t *testing.T) {
@@ -92,8 +92,8 @@ func TestReadPortStats(t *testing.T) {
 	}
 }
 
-// TestFreeGIDs: free rows are the zero GID; reading stops at the wanted
-// count; an unreadable row or a missing table is an error.
+// TestFreeGIDs checks that free rows are the zero GID; reading stops at
+// the wanted count; an unreadable row or a missing table is an error.
 func TestFreeGIDs(t *testing.T) {
 	used := "0000:0000:0000:0000:0000:ffff:0a01:0005\n"
 	tests := []struct {
@@ -133,10 +133,10 @@ func TestFreeGIDs(t *testing.T) {
 	}
 }
 
-// BenchmarkFreeGIDs: what ADD's GID check reads of a 1,024-row table (as
-// rxe has) on a file system fixture, the kernel's lowest rows used: 600
-// (room: it stops at the second free row from the top) and all (full: it
-// reads every row).
+// BenchmarkFreeGIDs measures what ADD's GID check reads of a 1,024-row
+// table (as rxe has) on a file system fixture, the kernel's lowest rows
+// used: 600 (room: it stops at the second free row from the top) and all
+// (full: it reads every row).
 func BenchmarkFreeGIDs(b *testing.B) {
 	for _, used := range []int{600, 1024} {
 		b.Run(fmt.Sprintf("used=%d", used), func(b *testing.B) {

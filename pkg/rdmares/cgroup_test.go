@@ -88,9 +88,10 @@ func TestParsePodCgroup(t *testing.T) {
 	}
 }
 
-// TestProcPodUID: the own process's file parses; a process that is not
-// there, or that exited between the open and the read (the kernel answers
-// the read with ESRCH), is an error wrapping os.ErrNotExist.
+// TestProcPodUID checks that the own process's file parses; a process
+// that is not there, or that exited between the open and the read (the
+// kernel answers the read with ESRCH), is an error wrapping
+// os.ErrNotExist.
 func TestProcPodUID(t *testing.T) {
 	for _, tc := range []struct {
 		name    string

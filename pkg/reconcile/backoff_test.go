@@ -5,11 +5,12 @@ import (
 	"time"
 )
 
-// TestRestoreBackoff: restores of one conflist that follow each other as
-// soon as they are allowed wait 1 s, then twice as long each time, up to
-// 5 min; a restore 30 s after the last one was allowed waits for nothing;
-// another conflist has its own pace; a restore not yet allowed is refused
-// until its wait is over, and a check is due on the channel then.
+// TestRestoreBackoff checks that restores of one conflist that follow
+// each other as soon as they are allowed wait 1 s, then twice as long
+// each time, up to 5 min; a restore 30 s after the last one was allowed
+// waits for nothing; another conflist has its own pace; a restore not yet
+// allowed is refused until its wait is over, and a check is due on the
+// channel then.
 func TestRestoreBackoff(t *testing.T) {
 	start := time.Date(2026, 12, 2, 6, 0, 0, 0, time.UTC)
 	clock := start

@@ -21,10 +21,11 @@ const (
 	bootB = "0c4e2a57-51d7-4a8c-9d0e-4d1b7c1a9e11"
 )
 
-// The daemon's first pass after a boot releases the attachments made in
-// an earlier boot, whose pods died in the reboot, before it holds the SMC
-// socket hook again, and says how many; it keeps this boot's and those
-// of unknown boot (left to the passes), and does it once.
+// TestFirstPassAfterBootReleasesEarlierBoot checks that the daemon's
+// first pass after a boot releases the attachments made in an earlier
+// boot, whose pods died in the reboot, before it holds the SMC socket
+// hook again, and says how many; it keeps this boot's and those of
+// unknown boot (left to the passes), and does it once.
 func TestFirstPassAfterBootReleasesEarlierBoot(t *testing.T) {
 	boot := filepath.Join(t.TempDir(), "boot_id")
 	if err := os.WriteFile(boot, []byte(bootB+"\n"), 0o600); err != nil {
@@ -83,8 +84,9 @@ func TestFirstPassAfterBootReleasesEarlierBoot(t *testing.T) {
 	}
 }
 
-// Without a readable boot id nothing is released as of an earlier boot:
-// it is said, and counted as a problem.
+// TestEarlierBootNeedsTheBootID checks that without a readable boot id
+// nothing is released as of an earlier boot: it is said, and counted as
+// a problem.
 func TestEarlierBootNeedsTheBootID(t *testing.T) {
 	old := rec("rdmanet", "old", "/run/netns/old", time.Hour)
 	old.BootID = bootA

@@ -19,9 +19,10 @@ import (
 	"github.com/rdma-chain/rdma-chain/pkg/conflist"
 )
 
-// TestConfWatchSettlesUnderSteadyWrites: a file of the conf dir written
-// every 50 ms, more often than the watch's settle time, still gets the
-// change reported while the writes go on, not only once they stop.
+// TestConfWatchSettlesUnderSteadyWrites checks that a file of the conf
+// dir written every 50 ms, more often than the watch's settle time,
+// still gets the change reported while the writes go on, not only once
+// they stop.
 func TestConfWatchSettlesUnderSteadyWrites(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -71,14 +72,14 @@ func agentRewritesFor(t *testing.T) time.Duration {
 	return d
 }
 
-// TestEnsureEntryAgentRewritesConstantly: an agent renames a new version
+// TestEnsureEntryAgentRewritesConstantly has an agent rename a new version
 // of its conflist, without the entry, over the old one every 100 ms while
-// reconcile's loop watches the conf dir. No version of the agent is ever
-// replaced by an older one (the entry goes into the version it was read
-// from, or nothing is written), the entries put back are fewer than the
-// agent's writes (the restores back off), the entry is back once the agent
-// stops, it came back while the agent wrote, and the CPU time of the run
-// is printed.
+// reconcile's loop watches the conf dir, and checks that no version of the
+// agent is ever replaced by an older one (the entry goes into the version
+// it was read from, or nothing is written), the entries put back are fewer
+// than the agent's writes (the restores back off), the entry is back once
+// the agent stops, it came back while the agent wrote, and the CPU time of
+// the run is printed.
 func TestEnsureEntryAgentRewritesConstantly(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "10-calico.conflist")

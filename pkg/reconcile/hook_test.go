@@ -43,10 +43,10 @@ func smcNet(t *testing.T, name, smcr string) conflist.Network {
 		Stdin: fmt.Appendf(nil, `{"cniVersion":"1.0.0","name":%q,"type":"rdma-chain"%s}`, name, smcr)}
 }
 
-// Before each pass the daemon holds the hook in every directory an entry
-// with smcr.transparent auto or bpf lists pods in, once; a kernel that
-// gives the mode another mechanism is said once and not asked again; a
-// failed hold is said and tried again.
+// TestHoldHooks checks that before each pass the daemon holds the hook
+// in every directory an entry with smcr.transparent auto or bpf lists
+// pods in, once; a kernel that gives the mode another mechanism is said
+// once and not asked again; a failed hold is said and tried again.
 func TestHoldHooks(t *testing.T) {
 	unused := fmt.Errorf("%w: smcr.transparent auto uses tcp2smc (kernel offers smc,tcp2smc)", errHookUnused)
 	for _, tc := range []struct {

@@ -19,13 +19,13 @@ import (
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
-// TestPassReleasesListedSandboxWithReplacedNetns: a sandbox CRI still
-// lists is released only on proof that its pod died (its netns path opens
-// on another netns than recorded: another inode, or the same inode with
-// another cookie), with reason netns_gone. One whose path names no netns
-// here (a plain file on tmpfs, as a mount without propagation shows a new
-// pin; nothing at all) or cannot be read is kept, a problem of every pass,
-// said and counted once.
+// TestPassReleasesListedSandboxWithReplacedNetns checks that a sandbox CRI
+// still lists is released only on proof that its pod died (its netns path
+// opens on another netns than recorded: another inode, or the same inode
+// with another cookie), with reason netns_gone. One whose path names no
+// netns here (a plain file on tmpfs, as a mount without propagation shows
+// a new pin; nothing at all) or cannot be read is kept, a problem of every
+// pass, said and counted once.
 func TestPassReleasesListedSandboxWithReplacedNetns(t *testing.T) {
 	plain := filepath.Join(tmpfsDir(t), "cni-plain")
 	if err := os.WriteFile(plain, nil, 0o600); err != nil {
@@ -93,9 +93,9 @@ func tmpfsDir(t *testing.T) string {
 	return dir
 }
 
-// TestPassListedSandboxState: while CRI lists the sandbox, a netns path
-// that names no netns here releases the attachment only when CRI says the
-// sandbox is not ready (its pause is dead), with reason
+// TestPassListedSandboxState checks that, while CRI lists the sandbox, a
+// netns path that names no netns here releases the attachment only when
+// CRI says the sandbox is not ready (its pause is dead), with reason
 // sandbox_not_ready; a ready sandbox's is kept, a problem said once. A
 // not-ready sandbox whose path opens on the recorded netns (a sandbox
 // restarting), or whose attachment is younger than the minimum age, or
@@ -114,8 +114,8 @@ func TestPassListedSandboxState(t *testing.T) {
 		age      time.Duration
 		release  string // reason label; "": kept
 		problems int
-		// exclusive: the record holds a moved device, back on the node
-		// when stranded.
+		// exclusive says that the record holds a moved device, back on
+		// the node when stranded.
 		exclusive, stranded bool
 		want                string // in the output
 	}{
@@ -175,8 +175,9 @@ func TestPassListedSandboxState(t *testing.T) {
 	}
 }
 
-// Each pass sets the stranded gauge to the exclusive-mode attachments an
-// ADD marked stranded that still hold a device, and to 0 once none is.
+// TestPassCountsStranded checks that each pass sets the stranded gauge
+// to the exclusive-mode attachments an ADD marked stranded that still
+// hold a device, and to 0 once none is.
 func TestPassCountsStranded(t *testing.T) {
 	exclusive := func(cid string, stranded bool) *state.Record {
 		r := rec("rdmanet", cid, "/run/netns/"+cid, time.Hour)

@@ -232,9 +232,9 @@ func TestPodArgs(t *testing.T) {
 	}
 }
 
-// TestReconcileLoop: every pass reads the networks again (a rewritten
-// conflist is picked up, a broken one keeps the last good one), and the
-// loop ends with its context.
+// TestReconcileLoop checks that every pass reads the networks again (a
+// rewritten conflist is picked up, a broken one keeps the last good
+// one), and the loop ends with its context.
 func TestReconcileLoop(t *testing.T) {
 	n := newFakeNode(t, rec("rdmanet", "dead", "/run/netns/dead", time.Hour), rec("other", "dead2", "/run/netns/dead", time.Hour))
 	n.gone["/run/netns/dead"] = true
@@ -275,8 +275,9 @@ func exclusiveRec(cid string) *state.Record {
 	return r
 }
 
-// TestRepairOnEvent: an event repairs the stranded attachments through
-// DEL (and nothing else), logs the time since the event and counts.
+// TestRepairOnEvent checks that an event repairs the stranded
+// attachments through DEL (and nothing else), logs the time since the
+// event and counts.
 func TestRepairOnEvent(t *testing.T) {
 	n := newFakeNode(t, exclusiveRec("dead"), exclusiveRec("live"), exclusiveRec("broken"), exclusiveRec("fails"))
 	n.delErr["fails"] = errors.New("boom")
@@ -322,9 +323,9 @@ rdma_chain_repair_duration_seconds_bucket{le="+Inf"} 1
 	}
 }
 
-// TestPassRepairsWhatCRIStillLists: the interval pass is the safety net of
-// the event repair: a sandbox CRI still lists whose netns died and whose
-// device came back is repaired; a live one is kept.
+// TestPassRepairsWhatCRIStillLists checks that the interval pass is the
+// safety net of the event repair: a sandbox CRI still lists whose netns
+// died and whose device came back is repaired; a live one is kept.
 func TestPassRepairsWhatCRIStillLists(t *testing.T) {
 	n := newFakeNode(t, exclusiveRec("dead"), exclusiveRec("live"))
 	n.sandboxes = []cri.Sandbox{{ID: "dead"}, {ID: "live"}}
@@ -344,9 +345,10 @@ func TestPassRepairsWhatCRIStillLists(t *testing.T) {
 	}
 }
 
-// TestPassIPAMOutsideWhatItSees: with IPAMDirsUnder, a network whose
-// host-local leases live outside it is a problem of the pass, logged with
-// the directory; one under it, or without host-local, is not.
+// TestPassIPAMOutsideWhatItSees checks that, with IPAMDirsUnder, a
+// network whose host-local leases live outside it is a problem of the
+// pass, logged with the directory; one under it, or without host-local,
+// is not.
 func TestPassIPAMOutsideWhatItSees(t *testing.T) {
 	for _, tc := range []struct {
 		dir      string
@@ -374,8 +376,8 @@ func TestPassIPAMOutsideWhatItSees(t *testing.T) {
 	}
 }
 
-// TestLoopRepairsOnEvent: between two passes of a long interval, an event
-// from a watched source runs a repair.
+// TestLoopRepairsOnEvent checks that between two passes of a long
+// interval, an event from a watched source runs a repair.
 func TestLoopRepairsOnEvent(t *testing.T) {
 	n := newFakeNode(t, exclusiveRec("dead"))
 	r := n.reconciler("/run/cri.sock")
@@ -413,10 +415,10 @@ func TestLoopRepairsOnEvent(t *testing.T) {
 	}
 }
 
-// TestEnsureEntryAfterAgentRewrite: the primary's agent rewrites its
-// conflist without the rdma-chain entry between passes; each pass's load
-// puts it back after the named plugin, logs it and counts it, and a
-// conflist that kept its entry is not touched.
+// TestEnsureEntryAfterAgentRewrite checks that, when the primary's agent
+// rewrites its conflist without the rdma-chain entry between passes,
+// each pass's load puts it back after the named plugin, logs it and
+// counts it, and a conflist that kept its entry is not touched.
 func TestEnsureEntryAfterAgentRewrite(t *testing.T) {
 	dir := t.TempDir()
 	agent := `{"cniVersion":"1.0.0","name":"k8s-pod-network","plugins":[{"type":"calico"},{"type":"portmap"}]}`
@@ -463,11 +465,11 @@ func TestEnsureEntryAfterAgentRewrite(t *testing.T) {
 	}
 }
 
-// TestEnsureEntryOnConfDirChange: with a pass only every hour, an agent
-// that rewrites its conflist (renaming a new file over it, or writing it in
-// place) gets the entry put back within seconds, through the inotify watch
-// of the conf dir on the real kernel; the reload after the plugin's own
-// write finds the entry and writes nothing more.
+// TestEnsureEntryOnConfDirChange checks that with a pass only every hour,
+// an agent that rewrites its conflist (renaming a new file over it, or
+// writing it in place) gets the entry put back within seconds, through the
+// inotify watch of the conf dir on the real kernel; the reload after the
+// plugin's own write finds the entry and writes nothing more.
 func TestEnsureEntryOnConfDirChange(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "10-calico.conflist")
@@ -513,8 +515,8 @@ func TestEnsureEntryOnConfDirChange(t *testing.T) {
 	}
 }
 
-// TestEnsureEntryNeedsAConflist: no conflist at all fails the load, and
-// nothing is written.
+// TestEnsureEntryNeedsAConflist checks that no conflist at all fails
+// the load, and nothing is written.
 func TestEnsureEntryNeedsAConflist(t *testing.T) {
 	dir := t.TempDir()
 	o := Options{Conflists: []string{conflist.Auto}, ConfDir: dir, EnsureEntry: true}
@@ -526,9 +528,9 @@ func TestEnsureEntryNeedsAConflist(t *testing.T) {
 	}
 }
 
-// TestCRILossIsVisible: a pass that cannot reach CRI is counted and
-// logged, and /healthz's check fails once CRI has been unreachable longer
-// than the grace, and recovers when CRI answers again.
+// TestCRILossIsVisible checks that a pass that cannot reach CRI is
+// counted and logged, and /healthz's check fails once CRI has been
+// unreachable longer than the grace, and recovers when CRI answers again.
 func TestCRILossIsVisible(t *testing.T) {
 	n := newFakeNode(t, rec("rdmanet", "a", "/run/netns/a", time.Hour))
 	r := n.reconciler("/run/cri.sock")
@@ -587,9 +589,10 @@ func runEnsuringLoop(t *testing.T, dir string, loadOut io.Writer) (r *reconciler
 	return r, stop
 }
 
-// A configuration that fails to load the same way again and again (an
-// agent rewriting the conflist while the entry's restore backs off) is
-// said once until a load succeeds or fails otherwise.
+// TestReloadFailureSaidOnce checks that a configuration that fails to
+// load the same way again and again (an agent rewriting the conflist
+// while the entry's restore backs off) is said once until a load
+// succeeds or fails otherwise.
 func TestReloadFailureSaidOnce(t *testing.T) {
 	n := newFakeNode(t)
 	r := n.reconciler("")
@@ -608,9 +611,9 @@ func TestReloadFailureSaidOnce(t *testing.T) {
 	}
 }
 
-// TestReleaseFailureSaidOnce: a release that fails the same way on every
-// pass is an ERROR once, said again when its error changes, and counted
-// as a problem of each pass.
+// TestReleaseFailureSaidOnce checks that a release that fails the same
+// way on every pass is an ERROR once, said again when its error changes,
+// and counted as a problem of each pass.
 func TestReleaseFailureSaidOnce(t *testing.T) {
 	n := newFakeNode(t, rec("rdmanet", "fails", "/run/netns/dead", time.Hour))
 	n.gone["/run/netns/dead"] = true
@@ -631,10 +634,10 @@ func TestReleaseFailureSaidOnce(t *testing.T) {
 	}
 }
 
-// TestFailedListForgetsNothing: a pass whose listing of the records fails
-// forgets nothing it said once (a failed release, an attachment kept
-// unverified): the pass after it, listing them again, does not say them
-// again.
+// TestFailedListForgetsNothing checks that a pass whose listing of the
+// records fails forgets nothing it said once (a failed release, an
+// attachment kept unverified): the pass after it, listing them again,
+// does not say them again.
 func TestFailedListForgetsNothing(t *testing.T) {
 	for _, tc := range []struct {
 		name, cid, netns, cri, said string

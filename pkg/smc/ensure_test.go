@@ -60,9 +60,10 @@ func TestEnsurePnet(t *testing.T) {
 	}
 }
 
-// TestRemovePnetValidation: entries to remove come back from attachment
-// records on disk; one the kernel could not hold is refused before any
-// request (EnsurePnet leaves that to pkg/config and the kernel).
+// TestRemovePnetValidation checks that entries to remove come back from
+// attachment records on disk; one the kernel could not hold is refused
+// before any request (EnsurePnet leaves that to pkg/config and the
+// kernel).
 func TestRemovePnetValidation(t *testing.T) {
 	bad := []PnetEntry{
 		{PnetID: "", EthName: "eth0"},

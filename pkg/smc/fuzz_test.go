@@ -50,7 +50,8 @@ func checkDecoders(t *testing.T, msgs [][]byte) {
 	_, _ = decodeFamilyID(msgs)
 }
 
-// checkPnetEntries: one entry per message, "n/a" and port 255 never leak.
+// checkPnetEntries checks that there is one entry per message and that
+// "n/a" and port 255 never leak.
 func checkPnetEntries(t *testing.T, entries []PnetEntry, n int) {
 	if len(entries) != n {
 		t.Fatalf("%d pnet entries from %d messages", len(entries), n)

@@ -11,9 +11,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// UEID requests (net/smc/smc_clc.c smc_nl_add_ueid): the attribute must be
-// exactly SMC_MAX_EID_LEN+1 = 33 bytes, so nla_len = 4+33 = 37 (0x25),
-// padded to 40: "ABC", 29 blanks, NUL, 3 pad bytes.
+// TestEncodeUEID checks UEID requests against net/smc/smc_clc.c's
+// smc_nl_add_ueid. The attribute must be exactly SMC_MAX_EID_LEN+1 = 33
+// bytes, so nla_len = 4+33 = 37 (0x25), padded to 40: "ABC", 29 blanks,
+// NUL, 3 pad bytes.
 func TestEncodeUEID(t *testing.T) {
 	padded := padUEID("abc")
 	want := []byte{0x0a, 0x01, 0x00, 0x00, 0x25, 0x00, 0x01, 0x00, 'A', 'B', 'C'}
@@ -27,9 +28,9 @@ func TestEncodeUEID(t *testing.T) {
 	}
 }
 
-// TestPadUEID: the characters are pkg/config's to check; padUEID only
-// upper-cases and pads, and never panics on a UEID longer than 32 (the
-// kernel refuses that one with EINVAL).
+// TestPadUEID checks that the characters are pkg/config's to check;
+// padUEID only upper-cases and pads, and never panics on a UEID longer
+// than 32 (the kernel refuses that one with EINVAL).
 func TestPadUEID(t *testing.T) {
 	tests := []struct{ in, want string }{
 		{"SMC-R.V2", "SMC-R.V2" + strings.Repeat(" ", 24)},
@@ -82,8 +83,9 @@ func TestUEIDCalls(t *testing.T) {
 	}
 }
 
-// Fallback stats (net/smc/smc_stats.c smc_nl_get_fback_details): one
-// message per reason, SMC_GEN_FBACK_STATS (8) nest with TYPE u8,
+// fallbackFirstMsg is the first message of a fallback stats dump
+// (net/smc/smc_stats.c smc_nl_get_fback_details), which has one message
+// per reason, SMC_GEN_FBACK_STATS (8) nest with TYPE u8,
 // SRV_CNT/CLNT_CNT u64 (first message only, possibly after a PAD attr of
 // type 0 on architectures that align u64), RSN_CODE u32, RSN_CNT u16.
 var fallbackFirstMsg = []byte{
@@ -119,7 +121,8 @@ func TestDecodeFallback(t *testing.T) {
 	}
 }
 
-// SMC-R devices (net/smc/smc_ib.c smc_nl_handle_smcr_dev): one message per
+// devSMCRMsgs returns an SMC-R device dump (net/smc/smc_ib.c
+// smc_nl_handle_smcr_dev) of erdma and mlx devices: one message per
 // device, SMC_GEN_DEV_SMCR (6) nest with IS_CRIT, PCI values, IB_NAME and
 // one SMC_NLA_DEV_PORT+i nest per valid port (PNET_USR, PNETID, NETDEV,
 // VALID, STATE, LNK_CNT).

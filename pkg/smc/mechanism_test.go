@@ -41,8 +41,8 @@ func TestOfferUses(t *testing.T) {
 	}
 }
 
-// Pick asks each probe at most once, only when its answer matters, and
-// says why a mode's mechanism is missing.
+// TestPick checks that Pick asks each probe at most once, only when its
+// answer matters, and says why a mode's mechanism is missing.
 func TestPick(t *testing.T) {
 	errHook := errors.New("no BTF")
 	errProbe := errors.New("netns gone")

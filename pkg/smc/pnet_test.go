@@ -6,11 +6,11 @@ import (
 	"testing"
 )
 
-// Expected request bytes are derived by hand from net/smc/smc_pnet.c's
-// policy: genlmsghdr {cmd, version 1, 0, 0}; SMC_PNETID_NAME/ETHNAME/IBNAME
-// are NLA_NUL_STRING (NUL included in nla_len), IBPORT is NLA_U8 (nla_len 5,
-// padded to 8). Example: NAME "NET1" = len 4+5=9 (09 00), type 1 (01 00),
-// "NET1\0", 3 pad bytes.
+// TestEncodePnet checks requests against bytes derived by hand from
+// net/smc/smc_pnet.c's policy: genlmsghdr {cmd, version 1, 0, 0};
+// SMC_PNETID_NAME/ETHNAME/IBNAME are NLA_NUL_STRING (NUL included in
+// nla_len), IBPORT is NLA_U8 (nla_len 5, padded to 8). Example: NAME "NET1"
+// = len 4+5=9 (09 00), type 1 (01 00), "NET1\0", 3 pad bytes.
 func TestEncodePnet(t *testing.T) {
 	name := []byte{0x09, 0x00, 0x01, 0x00, 'N', 'E', 'T', '1', 0, 0, 0, 0}
 	tests := []struct {
@@ -47,8 +47,9 @@ func TestEncodePnet(t *testing.T) {
 	}
 }
 
-// A literal SMC_PNETID_GET dump message for an ETH entry, as
-// smc_pnet_set_nla builds it: NAME, ETHNAME, IBNAME "n/a", IBPORT 0xff.
+// ethDumpMsg is a literal SMC_PNETID_GET dump message for an ETH entry,
+// as smc_pnet_set_nla builds it: NAME, ETHNAME, IBNAME "n/a", IBPORT
+// 0xff.
 var ethDumpMsg = []byte{
 	0x01, 0x01, 0x00, 0x00,
 	0x09, 0x00, 0x01, 0x00, 'N', 'E', 'T', '1', 0, 0, 0, 0,

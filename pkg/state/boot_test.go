@@ -7,7 +7,8 @@ import (
 	"testing"
 )
 
-// ReadBootID takes only the kernel's rendering of a boot id.
+// TestReadBootID checks that ReadBootID takes only the kernel's
+// rendering of a boot id.
 func TestReadBootID(t *testing.T) {
 	const id = "9f5defee-91a3-4099-b60f-178d4c2a437b"
 	tests := []struct {
@@ -44,7 +45,8 @@ func TestReadBootID(t *testing.T) {
 	}
 }
 
-// The running kernel's boot id reads.
+// TestReadBootIDOfKernel checks that the running kernel's boot id
+// reads.
 func TestReadBootIDOfKernel(t *testing.T) {
 	if _, err := os.Stat(BootIDFile); err != nil {
 		t.Skipf("no %s: %v", BootIDFile, err)

@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// TestGoldenRecords: records as the released format writes them
+// TestGoldenRecords checks that records as the released format writes them
 // (testdata/records, written by Put) decode to the same values and encode
 // back byte for byte. A renamed JSON name or a field that moved breaks it:
 // records already on nodes would lose what DEL needs.

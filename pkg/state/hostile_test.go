@@ -176,8 +176,9 @@ func TestForeignOwner(t *testing.T) {
 	}
 }
 
-// TestRecordLinkReplacedNotFollowed: Put over a link at the record path
-// replaces the link, and Delete removes the link; its target is untouched.
+// TestRecordLinkReplacedNotFollowed checks that Put over a link at the
+// record path replaces the link, and Delete removes the link; its target
+// is untouched.
 func TestRecordLinkReplacedNotFollowed(t *testing.T) {
 	for _, op := range []string{"Put", "Delete"} {
 		t.Run(op, func(t *testing.T) {

@@ -6,9 +6,9 @@ import (
 	"testing"
 )
 
-// The host link's identity is flattened into the link: none of its keys may
-// collide with the link's own (an embedded key a shallower one shadows is
-// dropped without an error).
+// TestLinkKeepsHostIdentity checks that the host link's identity is
+// flattened into the link: none of its keys may collide with the link's own
+// (an embedded key a shallower one shadows is dropped without an error).
 func TestLinkKeepsHostIdentity(t *testing.T) {
 	in := Link{Device: "mlx5_bond_0", Kind: "moved", Step: "done", IPAMRange: "fd00:79::f:0:c00/124",
 		HostLink: HostLink{HostName: "bond0", PodName: "rdma0", MAC: "02:00:00:00:00:01", HostIndex: 7,

@@ -8,9 +8,10 @@ import (
 	"github.com/rdma-chain/rdma-chain/pkg/netnsid"
 )
 
-// TestRecordNetnsGone: the one answer to "is this pod's netns gone" reads
-// the path, then the inode and cookie ADD recorded; a path that now names
-// another netns is gone, and an error keeps the attachment.
+// TestRecordNetnsGone checks that the one answer to "is this pod's netns
+// gone" reads the path, then the inode and cookie ADD recorded; a path
+// that now names another netns is gone, and an error keeps the
+// attachment.
 func TestRecordNetnsGone(t *testing.T) {
 	const path = "/run/netns/pod"
 	errPerm := errors.New("permission denied")
@@ -52,10 +53,10 @@ func TestRecordNetnsGone(t *testing.T) {
 	}
 }
 
-// TestRecordNetnsReplaced: only a path that opens on another netns than
-// ADD recorded proves the pod's netns replaced; a path that names no netns
-// here (a mount this process lacks, an empty file a mount without
-// propagation shows) is an error, never proof.
+// TestRecordNetnsReplaced checks that only a path that opens on another
+// netns than ADD recorded proves the pod's netns replaced; a path that
+// names no netns here (a mount this process lacks, an empty file a mount
+// without propagation shows) is an error, never proof.
 func TestRecordNetnsReplaced(t *testing.T) {
 	const path = "/run/netns/pod"
 	errPerm := errors.New("permission denied")

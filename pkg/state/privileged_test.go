@@ -11,9 +11,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// TestLockReadOnlyParent: a state directory that is missing under a
-// read-only mount cannot exist, which Lock reports as ErrNoStateDir; an
-// existing one on the same mount is not ErrNoStateDir.
+// TestLockReadOnlyParent checks that a state directory that is missing
+// under a read-only mount cannot exist, which Lock reports as
+// ErrNoStateDir; an existing one on the same mount is not
+// ErrNoStateDir.
 func TestLockReadOnlyParent(t *testing.T) {
 	testenv.Privileged(t)
 	mnt := t.TempDir()

@@ -9,8 +9,9 @@ import (
 	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 )
 
-// Every release in docs/releases.md is a semver tag naming a commit of this
-// history, and this tree reads every record schema a release wrote.
+// TestReleases checks that every release in docs/releases.md is a semver
+// tag naming a commit of this history, and this tree reads every record
+// schema a release wrote.
 func TestReleases(t *testing.T) {
 	rels, err := testenv.Releases()
 	if err != nil {

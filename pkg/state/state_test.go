@@ -76,8 +76,9 @@ func roundTrip(t *testing.T, s *Store, rec *Record, put string) {
 	}
 }
 
-// Exists answers false only when nothing can be at the record's path, and
-// true for anything there, a file that reads as corrupt included.
+// TestExists checks that Exists answers false only when nothing can be at
+// the record's path, and true for anything there, a file that reads as
+// corrupt included.
 func TestExists(t *testing.T) {
 	k := fullRecord().Key()
 	tests := []struct {

@@ -8,10 +8,10 @@ import (
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 )
 
-// TestVocabularyOnDisk: a record as released plugins write it, with the
-// mode, every link kind and every step as strings, decodes to the named
-// constants and encodes back byte for byte, so typed fields read records
-// already on nodes and write what older plugins read.
+// TestVocabularyOnDisk checks that a record as released plugins write
+// it, with the mode, every link kind and every step as strings, decodes
+// to the named constants and encodes back byte for byte, so typed fields
+// read records already on nodes and write what older plugins read.
 func TestVocabularyOnDisk(t *testing.T) {
 	tests := []struct {
 		name  string

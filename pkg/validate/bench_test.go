@@ -18,10 +18,11 @@ func unknownKeys(n int) []byte {
 	return []byte(b.String())
 }
 
-// BenchmarkUnknownKeys validates and formats every problem of a conflist
-// with 300k unknown keys, as the validate command does.
+// benchKeys is how many unknown keys BenchmarkUnknownKeys's conflist has.
 var benchKeys = 300_000
 
+// BenchmarkUnknownKeys validates and formats every problem of a conflist
+// with benchKeys unknown keys, as the validate command does.
 func BenchmarkUnknownKeys(b *testing.B) {
 	data := unknownKeys(benchKeys)
 	for b.Loop() {

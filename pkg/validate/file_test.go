@@ -9,8 +9,9 @@ import (
 	"time"
 )
 
-// TestReadFile: a FIFO, a device and an oversized file are refused before
-// their content is read (each used to block validate or grow without end).
+// TestReadFile checks that a FIFO, a device and an oversized file are
+// refused before their content is read (each would block validate or
+// grow without end).
 func TestReadFile(t *testing.T) {
 	dir := t.TempDir()
 	fifo := filepath.Join(dir, "fifo.conflist")

@@ -24,8 +24,9 @@ const terwayChainerList = `{
   ]
 }`
 
-// validate accepts Terway's real chain [terway, rdma-chain, cilium-cni] and
-// says what it sees about the order; a chain without followers gets no note.
+// TestValidateTerwayOrder checks that validate accepts Terway's real chain
+// [terway, rdma-chain, cilium-cni] and says what it sees about the order; a
+// chain without followers gets no note.
 func TestValidateTerwayOrder(t *testing.T) {
 	if probs := Conflist([]byte(terwayChainerList), ""); len(probs) != 0 {
 		t.Errorf("problems %v", probs)
@@ -45,8 +46,9 @@ func TestValidateTerwayOrder(t *testing.T) {
 	}
 }
 
-// docs/chaining.md shows Terway's node conflist and validate's notes on it:
-// the conflist passes validate and the notes are the code's, word for word.
+// TestChainingDocTerwayNotes checks that docs/chaining.md shows Terway's
+// node conflist and validate's notes on it: the conflist passes validate
+// and the notes are the code's, word for word.
 func TestChainingDocTerwayNotes(t *testing.T) {
 	doc, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "docs", "chaining.md"))
 	if err != nil {

@@ -36,7 +36,8 @@ func deriveConf(t *testing.T, set string) (appsv1.DaemonSet, corev1.Pod, []byte)
 	return ds, pod, out
 }
 
-// TestDerive: the static pod carries the DaemonSet's pod template exactly.
+// TestDerive checks that the static pod carries the DaemonSet's pod
+// template exactly.
 func TestDerive(t *testing.T) {
 	ds, pod, out := deriveConf(t, "")
 	if pod.Kind != "Pod" || pod.Name != ds.Name || pod.Namespace != ds.Namespace || !reflect.DeepEqual(pod.Labels, ds.Spec.Template.Labels) {
@@ -50,8 +51,8 @@ func TestDerive(t *testing.T) {
 	}
 }
 
-// TestDeriveInstallSet: -install-set changes the install and reconcile
-// containers' --set value and nothing else.
+// TestDeriveInstallSet checks that -install-set changes the install and
+// reconcile containers' --set value and nothing else.
 func TestDeriveInstallSet(t *testing.T) {
 	const set = `{"mode":"shared"}`
 	ds, pod, out := deriveConf(t, set)

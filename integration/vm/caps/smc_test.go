@@ -128,10 +128,10 @@ func (p *probe) daemon(t *testing.T) {
 	}
 }
 
-// held: the daemon decided about the hook (its log), and holds it (log,
-// the rdma_chain_smc_socket_hook_held metric, the pins) where hook, and
-// nowhere else. A scrape's result is reused for 2 s: the held one may
-// come later.
+// held checks that the daemon decided about the hook (its log), and
+// holds it (log, the rdma_chain_smc_socket_hook_held metric, the pins)
+// where hook, and nowhere else. A scrape's result is reused for 2 s:
+// the held one may come later.
 func held(d *guestkit.OpsDaemon, hook bool) error {
 	var decided guestkit.LogRecord
 	err := guestkit.Poll(60*time.Second, 200*time.Millisecond, func() error {

@@ -11,9 +11,9 @@ import (
 	"github.com/rdma-chain/rdma-chain/internal/testonly/netnstest"
 )
 
-// addKilled: ADD killed at fp leaves something rdma-chain owns (and, read
-// before anyone cleans up, a node that differs from the base), then mode
-// (DEL or GC) gives the node back.
+// addKilled checks that ADD killed at fp leaves something rdma-chain owns
+// (and, read before anyone cleans up, a node that differs from the base),
+// then mode (DEL or GC) gives the node back.
 func (m *matrix) addKilled(t *testing.T, fp, mode string) {
 	p, n := m.newPod(t)
 	defer netnstest.Delete(n)
@@ -40,8 +40,8 @@ func (m *matrix) addKilled(t *testing.T, fp, mode string) {
 	m.undo(t, p, mode)
 }
 
-// delKilled: ADD, then DEL killed at fp, then mode (DEL again or GC)
-// gives the node back.
+// delKilled checks that ADD, then DEL killed at fp, then mode (DEL
+// again or GC) gives the node back.
 func (m *matrix) delKilled(t *testing.T, fp, mode string) {
 	p, n := m.newPod(t)
 	defer netnstest.Delete(n)
@@ -64,8 +64,9 @@ func (m *matrix) list(mode string) *libcni.NetworkConfigList {
 	return m.del
 }
 
-// checkKilled: the call failed because the plugin died of SIGKILL at fp.
-// A case goes on after a failed check: what follows gives the node back.
+// checkKilled checks that the call failed because the plugin died of
+// SIGKILL at fp. A case goes on after a failed check: what follows gives
+// the node back.
 func (m *matrix) checkKilled(t *testing.T, fp string, err error) {
 	t.Helper()
 	if err == nil || !m.c.Killed || !strings.Contains(err.Error(), "failpoint "+fp+": SIGKILL") {

@@ -226,8 +226,8 @@ func (m *matrix) traced(t *testing.T, verb string, call func() error) []string {
 	return fps
 }
 
-// checkSMC: the traced pod has its SMC-R pnet entry where the kernel has
-// SMC, and no SMC in its record where it has not.
+// checkSMC checks that the traced pod has its SMC-R pnet entry where the
+// kernel has SMC, and no SMC in its record where it has not.
 func (m *matrix) checkSMC(t *testing.T, p pod) {
 	t.Helper()
 	if !guestkit.HasSMC() {

@@ -57,8 +57,8 @@ func TestCrashMatrixSoftRoCE(t *testing.T) {
 	refusedUntouched(t, m)
 }
 
-// refusedUntouched: a traced ADD is refused with 112 before passing any
-// failpoint, and leaves the node as it was.
+// refusedUntouched checks that a traced ADD is refused with 112 before
+// passing any failpoint, and leaves the node as it was.
 func refusedUntouched(t *testing.T, m *matrix) {
 	guestkit.Settled(t, m.nic)
 	before, err := guestkit.ReadNode(stateDirs...)

@@ -27,13 +27,14 @@ const (
 
 var bondSlaves = []string{"bx0", "bx1"}
 
-// bondCases: simrdma0 bound to the bond itself, which the kernel keeps in
-// init_net (NETIF_F_NETNS_LOCAL): 102 naming the bond and why; then bound
-// to a slave of the bond while the bond carries the node's default route:
-// the kernel's RoCE GID table puts the port's GIDs on the bond
+// bondCases are the two bindings of simrdma0 that exclusive mode refuses.
+// Bound to the bond itself, which the kernel keeps in init_net
+// (NETIF_F_NETNS_LOCAL), it gets 102 naming the bond and why. Bound to a
+// slave of the bond while the bond carries the node's default route, its
+// port's GIDs are on the bond in the kernel's RoCE GID table
 // (gid_attrs/ndevs/0 is bond1), so the plugin's netdev of the device is
 // bond1, and ADD is refused with 110 naming bond1 and the route before
-// anything else is tried. Check names as the shell scenario had them.
+// anything else is tried.
 var bondCases = []struct {
 	prefix     string // of the checks after the set-up
 	bindTo     string // simrdma's netdev
@@ -51,9 +52,9 @@ var bondCases = []struct {
 }
 
 // TestBondExclusive is the bond-exclusive scenario (in the simrdma boot,
-// after exclusive-rdma): exclusive mode with simrdma0 bound to bond1, an
-// active-backup bond of two veth links, or to one of its slaves (bondCases):
-// ADD is refused before anything is recorded or moved, the bond and its
+// after exclusive-rdma). In exclusive mode with simrdma0 bound to bond1,
+// an active-backup bond of two veth links, or to one of its slaves
+// (bondCases), ADD is refused before anything is recorded or moved, the bond and its
 // slaves stay as they were, and DEL has nothing to give back. simrdma is
 // loaded bound to eth0 again at the end, as the boot had it.
 func TestBondExclusive(t *testing.T) {
@@ -109,8 +110,9 @@ func TestBondExclusive(t *testing.T) {
 	t.Logf("bond-exclusive: %.0f s", time.Since(start).Seconds())
 }
 
-// exclusiveMode: the RDMA netns mode is exclusive, switched to it if the
-// boot's earlier scenarios did not (it can be only while no netns exists).
+// exclusiveMode makes sure the RDMA netns mode is exclusive, switching to
+// it if the boot's earlier scenarios did not (it can be only while no
+// netns exists).
 func exclusiveMode() error {
 	if guestkit.ModeIs(rdma.ModeExclusive) == nil {
 		return nil
@@ -182,7 +184,7 @@ func bondView() ([]string, error) {
 	return out, nil
 }
 
-// sameView: view() still reads before.
+// sameView checks that view() still reads before.
 func sameView(before []string, view func() ([]string, error)) error {
 	got, err := view()
 	if err == nil && !slices.Equal(got, before) {

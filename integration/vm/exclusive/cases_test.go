@@ -14,14 +14,16 @@ import (
 	"github.com/rdma-chain/rdma-chain/pkg/smc"
 )
 
-// strandedCases: the holder's netns dies and no DEL comes; at 0.4.0 its
-// path is gone, at 1.0.0 the path names a new netns (another inode).
+// strandedCases are the ways a holder's netns dies with no DEL coming:
+// at 0.4.0 its path is gone, at 1.0.0 the path names a new netns
+// (another inode).
 var strandedCases = []struct {
 	version string
 	reuse   bool
 }{{"0.4.0", false}, {"1.0.0", true}}
 
-// stranded: the next pod's ADD reclaims the device from the dead holder.
+// stranded checks that the next pod's ADD reclaims the device from the
+// dead holder.
 func (e *env) stranded(t *testing.T, reuse bool) {
 	a, b := guestkit.NewPod("xrdma-", "poda"), guestkit.NewPod("xrdma-", "podb")
 	guestkit.ExpectOK(t, "stranded-add-A", e.Add(t, a))
@@ -68,8 +70,8 @@ func inode(path string) uint64 {
 	return st.Ino
 }
 
-// twoPods: a second pod's ADD while the first holds the device gets 11
-// and nothing; after the first's DEL it gets the device.
+// twoPods checks that a second pod's ADD while the first holds the
+// device gets 11 and nothing; after the first's DEL it gets the device.
 func (e *env) twoPods(t *testing.T) {
 	p3, p4 := guestkit.NewPod("xrdma-", "pod3"), guestkit.NewPod("xrdma-", "pod4")
 	guestkit.ExpectOK(t, "two-add-first", e.Add(t, p3))
@@ -83,10 +85,10 @@ func (e *env) twoPods(t *testing.T) {
 	e.hostRestored(t, "two")
 }
 
-// failedIPAM: ADD fails after the move because the IPAM has no address
-// left, or does not exist: 107, the node restored. The DEL that follows
-// with the missing IPAM is logged, not checked (as the shell scenario had
-// it; measured: it succeeds, the failed ADD's release left no record).
+// failedIPAM checks that ADD fails after the move because the IPAM has no
+// address left, or does not exist: 107, the node restored. The DEL that
+// follows with the missing IPAM is logged, not checked: the failed ADD's
+// release left no record for it.
 func (e *env) failedIPAM(t *testing.T) {
 	mustDo(t, "lease dir", os.MkdirAll("/run/ipam-full/rdmanet", 0o755))
 	// host-local with a one-address range whose address is leased already
@@ -109,8 +111,8 @@ func (e *env) failedIPAM(t *testing.T) {
 	_ = e.Gone(t, p9)
 }
 
-// nameTaken: ADD fails after the move because rdma0 is taken in the pod:
-// the node restored, the pod's own rdma0 kept.
+// nameTaken checks that ADD fails after the move because rdma0 is taken
+// in the pod: the node restored, the pod's own rdma0 kept.
 func (e *env) nameTaken(t *testing.T) {
 	p6 := guestkit.NewPod("xrdma-", "pod6")
 	guestkit.NetNS(t, p6)
@@ -137,7 +139,8 @@ func (e *env) nameTaken(t *testing.T) {
 	_ = e.Gone(t, p6)
 }
 
-// sharedOnExclusive: mode shared configured on an exclusive kernel: 101.
+// sharedOnExclusive checks that mode shared configured on an exclusive
+// kernel fails ADD with 101.
 func (e *env) sharedOnExclusive(t *testing.T) {
 	e.Conf(t, `"mode":"shared","devices":["`+device+`"],"podSelection":"all","dataDir":"`+e.DataDir+`"`)
 	p7 := guestkit.NewPod("xrdma-", "pod7")
@@ -147,9 +150,9 @@ func (e *env) sharedOnExclusive(t *testing.T) {
 	_ = e.Gone(t, p7)
 }
 
-// smcRaw: the kernel alone, the device in a pod without the annotation:
-// raw SMC_PNETID_ADDs in init_net and in the pod, then the dumps (logged:
-// what the kernel does, not what the plugin must).
+// smcRaw sends raw SMC_PNETID_ADDs in init_net and in a pod that holds
+// the device without the annotation, then logs the dumps: what the kernel
+// does alone, not what the plugin must do.
 func (e *env) smcRaw(t *testing.T) {
 	m := "M" + strings.SplitN(e.V, ".", 2)[0] + "X"
 	e.Conf(t, e.entry+","+e.ipam+`,"capabilities":{"io.kubernetes.cri.pod-annotations":true}`)
@@ -165,9 +168,10 @@ func (e *env) smcRaw(t *testing.T) {
 	guestkit.ExpectOK(t, "smc-raw-del", e.Gone(t, p8))
 }
 
-// smcAnnotated: the plugin with an annotated pod; after DEL init_net's
-// pnet table is empty, or, on a kernel without SMC (docs/kernels.md), the
-// pod attached without SMC-R and there is no table at all.
+// smcAnnotated attaches an annotated pod and checks that after DEL
+// init_net's pnet table is empty, or, on a kernel without SMC
+// (docs/kernels.md), the pod attached without SMC-R and there is no table
+// at all.
 func (e *env) smcAnnotated(t *testing.T) {
 	t.Logf("smc: before ADD: devices [%s] init_net pnet %s", smcDevices(""), pnetDump(""))
 	p8 := guestkit.NewPod("xrdma-", "pod8")

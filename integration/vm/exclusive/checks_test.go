@@ -38,7 +38,8 @@ func newEnv(t *testing.T, v string, b base) *env {
 	return e
 }
 
-// hostRestored: eth0 and simrdma0 back in init_net exactly as before.
+// hostRestored checks that eth0 and simrdma0 are back in init_net
+// exactly as before.
 func (e *env) hostRestored(t *testing.T, label string) {
 	t.Helper()
 	t.Run(label+"-restored", func(t *testing.T) {
@@ -78,8 +79,8 @@ func (e *env) rxeUntouched() error {
 	return err
 }
 
-// podHolds: the pod has rdma0 (the host name in its alias, the NIC's MAC)
-// and simrdma0 bound to it; init_net sees neither.
+// podHolds checks that the pod has rdma0 (the host name in its alias, the
+// NIC's MAC) and simrdma0 bound to it; init_net sees neither.
 func (e *env) podHolds(t *testing.T, label string, p pod) {
 	t.Helper()
 	t.Run(label+"-holds", func(t *testing.T) {

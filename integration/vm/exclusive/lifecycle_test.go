@@ -43,8 +43,8 @@ func (e *env) lifecycle(t *testing.T) {
 	e.smcAnnotated(t)
 }
 
-// addressAndGID: ADD's result, rdma0's IPv6 address in the pod and its
-// GID in the pod's view of simrdma0, one record.
+// addressAndGID checks ADD's result, rdma0's IPv6 address in the pod
+// and its GID in the pod's view of simrdma0, one record.
 func (e *env) addressAndGID(t *testing.T, p pod) {
 	v6 := podIP6(t, p, "fd00:99:")
 	guestkit.Check(t, "add-ipv6-on-rdma0", func() error {
@@ -110,9 +110,9 @@ func gidOf(ip net.IP) string {
 	return strings.Join(g, ":")
 }
 
-// checks: CHECK of rdma-chain alone and of the whole chain, then with the
-// device and then the netdev moved back to init_net by hand (106), each
-// put back after.
+// checks runs CHECK of rdma-chain alone and of the whole chain, then with
+// the device and then the netdev moved back to init_net by hand (106),
+// each put back after.
 func (e *env) checks(t *testing.T, p pod) {
 	guestkit.ExpectOK(t, "check-ok", e.CheckOwn(t, p))
 	guestkit.ExpectOK(t, "check-full-chain", e.Check(t, p))
@@ -191,8 +191,8 @@ func within(path string, f func() error) error {
 	return guestkit.InPod(path, f)
 }
 
-// delete: DEL gives eth0 and simrdma0 back, the pod keeps neither, and a
-// second DEL succeeds.
+// delete checks that DEL gives eth0 and simrdma0 back, the pod keeps
+// neither, and a second DEL succeeds.
 func (e *env) delete(t *testing.T, p pod) {
 	guestkit.ExpectOK(t, "del", e.Del(t, p))
 	views(t, "after-del", p)
@@ -209,9 +209,10 @@ func (e *env) delete(t *testing.T, p pod) {
 	guestkit.DelNetNS(t, p)
 }
 
-// goneNetns: the pod netns deleted before DEL: the kernel gives the
-// device and the NIC back (the NIC as devN: a dummy rdma0 takes its name
-// in init_net), then DEL restores the NIC's name and all.
+// goneNetns deletes the pod netns before DEL and checks that the kernel
+// gives the device and the NIC back (the NIC as devN, since a dummy
+// rdma0 takes its name in init_net), then that DEL restores the NIC's
+// name and all.
 func (e *env) goneNetns(t *testing.T) {
 	p := guestkit.NewPod("xrdma-", "pod2")
 	guestkit.ExpectOK(t, "gone-netns-add", e.Add(t, p))

@@ -100,10 +100,10 @@ func TestMultiExclusive(t *testing.T) {
 	t.Logf("multi-exclusive: %.0f s", time.Since(start).Seconds())
 }
 
-// fourDevices: each NIC's device bound to it in init_net; each NIC up
-// with its /64 (no DAD) and settled. The NIC keeps that address from an
-// earlier scenario of the boot (its DEL gave the NIC back as it was), so
-// it is added only where it is missing.
+// fourDevices binds each NIC's device to it in init_net and brings each
+// NIC up with its /64 (no DAD), settled. The NIC keeps that address from
+// an earlier scenario of the boot (its DEL gave the NIC back as it was),
+// so it is added only where it is missing.
 func fourDevices(nics []multiNIC) error {
 	var errs []error
 	for _, n := range nics {
@@ -123,7 +123,8 @@ func fourDevices(nics []multiNIC) error {
 	return errors.Join(errs...)
 }
 
-// leaseCount: n of host-local's leases are of the NICs' /64s.
+// leaseCount checks that n of host-local's leases are of the NICs'
+// /64s.
 func leaseCount(n int) error {
 	fs, err := guestkit.Files(multiLease)
 	fs = slices.DeleteFunc(fs, func(s string) bool { return !strings.Contains(s, "/rdmanet/fd00:a") })
@@ -146,9 +147,10 @@ func multiView(nics []multiNIC) ([]string, error) {
 	return out, nil
 }
 
-// podHoldsNIC: NIC n moved into the pod as n.pod with its address from
-// the pod's block in its own /64, its device in the pod bound to it and
-// gone from init_net, and that address a GID of the device in the pod.
+// podHoldsNIC checks that NIC n moved into the pod as n.pod with its
+// address from the pod's block in its own /64, its device in the pod
+// bound to it and gone from init_net, and that address a GID of the
+// device in the pod.
 func podHoldsNIC(t *testing.T, p pod, n multiNIC) {
 	t.Helper()
 	var addr net.IP

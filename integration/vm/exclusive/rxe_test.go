@@ -89,7 +89,7 @@ func rxeRefused(t *testing.T, v string) {
 	guestkit.DelNetNS(t, p)
 }
 
-// podLinksAre: p's netns has exactly the links names.
+// podLinksAre checks that p's netns has exactly the links names.
 func podLinksAre(p pod, names ...string) error {
 	slices.Sort(names)
 	var got []string

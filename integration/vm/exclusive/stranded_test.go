@@ -144,9 +144,10 @@ func addAtOnce(t *testing.T, c *guestkit.Calls, pods []guestkit.Pod) []addRun {
 	return runs
 }
 
-// insideLockTimeout: each plugin's own ADD (from its start, both waits for
-// the node lock in it) ended inside the node lock's timeout. The figure
-// logged is each ADD's own time and the chain's, against that timeout.
+// insideLockTimeout checks that each plugin's own ADD (from its start,
+// both waits for the node lock in it) ended inside the node lock's
+// timeout. The figure logged is each ADD's own time and the chain's,
+// against that timeout.
 func insideLockTimeout(t *testing.T, runs []addRun) error {
 	var errs []error
 	var own, wall []string

@@ -23,14 +23,14 @@ var (
 	pciRE    = regexp.MustCompile(`^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$`)
 )
 
-// v110: at cniVersion 1.1.0 rdma0's entry carries the moved NIC's MTU
-// and, as pciID, the PCI function under eth0's virtio device (simrdma0
-// registers without a parent device, as eRDMA-like devices on a virtio
-// NIC are found: netdev -> virtioN -> its PCI function); the whole chain's
-// CHECK passes; with reportIPs the result also lists rdma0's address,
-// pointing at rdma0, without gateway; the uplink is never moved (110);
-// with runtimeConfig CNIDeviceInfoFile the NPWG device-info file names
-// that PCI function and simrdma0, and DEL removes it.
+// v110 checks that at cniVersion 1.1.0 rdma0's entry carries the moved
+// NIC's MTU and, as pciID, the PCI function under eth0's virtio device
+// (simrdma0 registers without a parent device, as eRDMA-like devices on a
+// virtio NIC are found: netdev -> virtioN -> its PCI function); the whole
+// chain's CHECK passes; with reportIPs the result also lists rdma0's
+// address, pointing at rdma0, without gateway; the uplink is never moved
+// (110); with runtimeConfig CNIDeviceInfoFile the NPWG device-info file
+// names that PCI function and simrdma0, and DEL removes it.
 func (e *env) v110(t *testing.T) {
 	pci := nicPCI(t)
 	guestkit.Check(t, "simrdma0-without-parent", func() error {
@@ -84,7 +84,8 @@ func (e *env) mtuAndPCI(t *testing.T, pci string) {
 	e.hostRestored(t, "del")
 }
 
-// reportIPs: rdma0's address in the result, pointing at rdma0, no gateway.
+// reportIPs checks that the result has rdma0's address, pointing at rdma0,
+// without a gateway.
 func (e *env) reportIPs(t *testing.T) {
 	e.Conf(t, e.entry+","+e.ipam+`,"reportIPs":true`)
 	p := guestkit.NewPod("xrdma-", "pod1")
@@ -122,8 +123,8 @@ func (e *env) reportIPs(t *testing.T) {
 	e.hostRestored(t, "report")
 }
 
-// devInfo: the NPWG device-info file names eth0's PCI function and
-// simrdma0; DEL removes it.
+// devInfo checks that the NPWG device-info file names eth0's PCI
+// function and simrdma0; DEL removes it.
 func (e *env) devInfo(t *testing.T, pci string) {
 	const path = "/run/devinfo-xrdma/rdmanet-pod1-rdma0.json"
 	e.Conf(t, e.entry+","+e.ipam+`,"capabilities":{"CNIDeviceInfoFile":true}`)
@@ -162,8 +163,9 @@ func (e *env) devInfo(t *testing.T, pci string) {
 	mustDo(t, "remove the state", os.RemoveAll(e.DataDir))
 }
 
-// uplinkCases: eth0 carries a main-table IPv4 or IPv6 default route, or
-// the source address of a default route through another netdev.
+// uplinkCases are the ways eth0 carries the node's traffic: a
+// main-table IPv4 or IPv6 default route, or the source address of a
+// default route through another netdev.
 var uplinkCases = []struct {
 	name, dev, gw, src, words string
 }{
@@ -172,10 +174,10 @@ var uplinkCases = []struct {
 	{"node-address", "up0", "10.77.0.1", "192.168.88.1", "the node's address 192.168.88.1"},
 }
 
-// uplinks: the node's uplink never moves: ADD is refused with 110 naming
-// eth0 and what it carries, nothing is recorded or moved, and DEL has
-// nothing to give back; a default route through another netdev (the
-// control) moves eth0 as before.
+// uplinks checks that the node's uplink never moves: ADD is refused with
+// 110 naming eth0 and what it carries, nothing is recorded or moved, and
+// DEL has nothing to give back; a default route through another netdev
+// (the control) moves eth0 as before.
 func (e *env) uplinks(t *testing.T) {
 	e.Conf(t, e.entry+","+e.ipam)
 	up := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "up0"}, PeerName: "up0p"}
@@ -242,8 +244,8 @@ func (e *env) uplink(t *testing.T, route *netlink.Route, words string) {
 	e.hostRestored(t, "uplink")
 }
 
-// nothingInPod: the pod has no link with mac, none of names, no rdma0
-// and sees no RDMA device.
+// nothingInPod checks that the pod has no link with mac, none of names,
+// no rdma0 and sees no RDMA device.
 func nothingInPod(p pod, mac string, names ...string) error {
 	if name, err := podLinkByMAC(p.NetNS, mac); err != nil {
 		return err

@@ -18,9 +18,8 @@
 // own device only, rping runs over each device, and DEL releases all
 // four children and leases of each pod.
 //
-// Every check is a subtest named as the shell scenario's steps were; the
-// kernel is read through netlink, sysfs and pkg/rdma, never by parsing a
-// tool's text.
+// Every check is a subtest; the kernel is read through netlink, sysfs
+// and pkg/rdma, never by parsing a tool's text.
 package lingjun
 
 import (
@@ -128,7 +127,8 @@ func (s *setup) delAll(t *testing.T, pods ...pod) {
 	guestkit.Check(t, "no-records-left", func() error { return s.RecordCount(0) })
 }
 
-// noRDMALinks: p's netns has no link whose name starts with rdma.
+// noRDMALinks checks that p's netns has no link whose name starts with
+// rdma.
 func noRDMALinks(p pod) error {
 	return guestkit.InPod(p.NetNS, func() error {
 		ls, err := nldump.LinkList(nil)
@@ -141,7 +141,7 @@ func noRDMALinks(p pod) error {
 	})
 }
 
-// bondIntact: both slaves still in bond0, which is up.
+// bondIntact checks that both slaves are still in bond0, which is up.
 func bondIntact() error {
 	b, err := netlink.LinkByName("bond0")
 	if err != nil {
@@ -178,7 +178,8 @@ func netdevTests() error {
 	return nil
 }
 
-// childOf: link in p's netns is an ipvlan child of ifindex parent.
+// childOf checks that link in p's netns is an ipvlan child of ifindex
+// parent.
 func childOf(p pod, link string, parent int) error {
 	l, err := guestkit.PodLink(p.NetNS, link)
 	if err != nil {
@@ -193,8 +194,8 @@ func childOf(p pod, link string, parent int) error {
 	return nil
 }
 
-// gidOnly: addr becomes a GID of dev with ndev link (through a netdev
-// event: polled), and of none of others.
+// gidOnly checks that addr becomes a GID of dev with ndev link (through
+// a netdev event: polled), and of none of others.
 func gidOnly(addr, link, dev string, others []string) error {
 	if addr == "" {
 		return errors.New("no address")

@@ -153,10 +153,10 @@ func podV6(t *testing.T, p guestkit.Pod, prefix string) string {
 	return a
 }
 
-// inspectHeld: while the pod holds them, inspect shows the attachment
-// healthy and neither the device in init_net, and inspect --netns the
-// pod's rdma0 (the NIC's MAC, its address) with the GID of its address
-// as the pod sees simrdma0.
+// inspectHeld checks that, while the pod holds them, inspect shows the
+// attachment healthy and neither the device in init_net, and inspect
+// --netns the pod's rdma0 (the NIC's MAC, its address) with the GID of
+// its address as the pod sees simrdma0.
 func (e *excl) inspectHeld(t *testing.T, gid string) {
 	in := inspect(t, "inspect", nil, "--data-dir", e.c.DataDir)
 	link := fmt.Sprintf("link simrdma0 moved as rdma0 (host eth0) ips %s/64 step done", e.v6)
@@ -199,8 +199,9 @@ func (e *excl) inspectHeld(t *testing.T, gid string) {
 	guestkit.Check(t, "inspect-netns-exit", func() error { return ns.exit(0) })
 }
 
-// holds: inspect --json has exclusive mode and the pod's attachment:
-// simrdma0 moved with eth0 as rdma0 and its address, healthy.
+// holds checks that inspect --json has exclusive mode and the pod's
+// attachment: simrdma0 moved with eth0 as rdma0 and its address,
+// healthy.
 func (e *excl) holds(in inspected) error {
 	a, err := in.attachment("default/xpod1")
 	if err != nil {
@@ -217,9 +218,10 @@ func (e *excl) holds(in inspected) error {
 	return nil
 }
 
-// released: after reconcile's release the NIC is eth0 again with its MAC,
-// its addresses and, once it settled, as before the pod (MTU, flags,
-// routes); simrdma0 is on it; no record or lease is left.
+// released checks that, after reconcile's release, the NIC is eth0
+// again with its MAC, its addresses and, once it settled, as before the
+// pod (MTU, flags, routes); simrdma0 is on it; no record or lease is
+// left.
 func (e *excl) released(t *testing.T, before []string) {
 	guestkit.Check(t, "nic-back-as-eth0", func() error {
 		l, err := netlink.LinkByName(nic)
@@ -246,8 +248,8 @@ func (e *excl) released(t *testing.T, before []string) {
 	guestkit.Check(t, "lease-gone", func() error { return leaseGone(e.ipamDir, e.v6) })
 }
 
-// deviceBack: inspect lists simrdma0 in init_net on eth0 with port 1
-// ACTIVE, and no attachment.
+// deviceBack checks that inspect lists simrdma0 in init_net on eth0
+// with port 1 ACTIVE, and no attachment.
 func deviceBack(in inspected) error {
 	if err := in.text.Has("  simrdma0  driver ", "netdev eth0  netns host  port 1 ACTIVE", "Attachments (0):"); err != nil {
 		return err
@@ -265,7 +267,7 @@ func deviceBack(in inspected) error {
 	return nil
 }
 
-// podHasGID: the netns at path sees gid on simrdma0 port 1.
+// podHasGID checks that the netns at path sees gid on simrdma0 port 1.
 func podHasGID(path, gid string) error {
 	gs, err := rdma.GIDsIn(path)
 	if err != nil {

@@ -66,11 +66,11 @@ func healthDaemon(t *testing.T) *guestkit.OpsDaemon {
 	return d
 }
 
-// gidHealth: a scrape gives rxe0 port 1's GID table as sysfs has it
-// when read here (rows, and rows other than the zero GID: at least
-// veth0's link-local address as RoCE v1 and v2; 6.12 shows 2 of 1,024),
-// its rate, the port ACTIVE, the device present and no collect error of
-// rdma.
+// gidHealth checks that a scrape gives rxe0 port 1's GID table as sysfs
+// has it when read here (rows, and rows other than the zero GID: at
+// least veth0's link-local address as RoCE v1 and v2; 6.12 shows 2 of
+// 1,024), its rate, the port ACTIVE, the device present and no collect
+// error of rdma.
 func gidHealth(t *testing.T) {
 	var s guestkit.Scrape
 	var used, size int
@@ -128,8 +128,9 @@ func sysfsGIDs(dev string, port int) (used, size int, err error) {
 	return used, len(entries), nil
 }
 
-// portDownUp: rxe0's netdev set down flips rxe0 port 1's state in the
-// metrics from ACTIVE to DOWN, and set up again back to ACTIVE.
+// portDownUp checks that rxe0's netdev set down flips rxe0 port 1's
+// state in the metrics from ACTIVE to DOWN, and set up again back to
+// ACTIVE.
 func portDownUp(t *testing.T) {
 	for _, step := range []struct {
 		name, state string

@@ -131,7 +131,8 @@ func inspectVia(t *testing.T, label string, via, env []string, args ...string) i
 	return in
 }
 
-// exit: both runs exited with code (inspect: 1 when it found a problem).
+// exit checks that both runs exited with code (inspect: 1 when it found
+// a problem).
 func (in inspected) exit(code int) error { return errors.Join(in.text.Exit(code), in.json.Exit(code)) }
 
 // attachment is the report's attachment of pod (namespace/name).
@@ -176,8 +177,8 @@ func (in inspected) netnsIface(path, name string) (iface, error) {
 	return iface{}, fmt.Errorf("inspect --json lists no %s in %s: %+v", name, path, in.r.Netns.Interfaces)
 }
 
-// healthy: every attachment whole and everything read (no PROBLEM line,
-// exit 0), in both outputs.
+// healthy checks that both outputs have every attachment whole and
+// everything read (no PROBLEM line, exit 0).
 func (in inspected) healthy() error {
 	err := errors.Join(in.text.Lacks("PROBLEM"), in.exit(0), in.err)
 	if err != nil {
@@ -194,8 +195,8 @@ func (in inspected) healthy() error {
 	return nil
 }
 
-// stale: the attachment of pod is reported broken because its netns is
-// gone, and inspect exits 1.
+// stale checks that the attachment of pod is reported broken because
+// its netns is gone, and inspect exits 1.
 func (in inspected) stale(pod, netns string) error {
 	problem := "netns " + netns + " is gone"
 	if err := errors.Join(in.text.Has("PROBLEM: "+problem), in.exit(1)); err != nil {
@@ -211,7 +212,7 @@ func (in inspected) stale(pod, netns string) error {
 	return nil
 }
 
-// hasGID: i carries gid of dev port 1 as RoCE v2.
+// hasGID checks that i carries gid of dev port 1 as RoCE v2.
 func hasGID(i iface, dev, gid string) error {
 	for _, g := range i.GIDs {
 		if g.Device == dev && g.Port == 1 && g.GID == gid && g.Type == "RoCE v2" {
@@ -240,9 +241,9 @@ func writeConflist(t *testing.T, c *guestkit.Calls, path string, conf []byte) bo
 	return true
 }
 
-// released: reconcile's log has the release of pod's attachment (what
-// says its record: "(pod NS/NAME, MODE, LINKS)") because its netns is
-// gone, and a pass summary with pass's fields.
+// released checks that reconcile's log has the release of pod's
+// attachment (what says its record: "(pod NS/NAME, MODE, LINKS)")
+// because its netns is gone, and a pass summary with pass's fields.
 func released(run guestkit.OpsRun, msg, what, netns string, pass map[string]string) error {
 	if run.Err != nil {
 		return run.Err
@@ -261,8 +262,9 @@ func released(run guestkit.OpsRun, msg, what, netns string, pass map[string]stri
 	return err
 }
 
-// releaseOf: a released or repaired record names the attachment
-// (rdmanet/CONTAINER/IFNAME followed by what) and why starts with why.
+// releaseOf checks that a released or repaired record names the
+// attachment (rdmanet/CONTAINER/IFNAME followed by what) and that its
+// why starts with why.
 func releaseOf(r guestkit.LogRecord, what, why string) error {
 	if a := r["attachment"]; !strings.HasPrefix(a, "rdmanet/") || !strings.HasSuffix(a, " "+what) {
 		return fmt.Errorf("%s: attachment %q, want rdmanet/... %s", r["msg"], a, what)
@@ -273,8 +275,8 @@ func releaseOf(r guestkit.LogRecord, what, why string) error {
 	return nil
 }
 
-// leaseGone: host-local holds no lease of addr in dir (its dataDir) for
-// network rdmanet.
+// leaseGone checks that host-local holds no lease of addr in dir (its
+// dataDir) for network rdmanet.
 func leaseGone(dir, addr string) error {
 	if addr == "" {
 		return errors.New("no address known to look for")
@@ -289,7 +291,7 @@ func leaseGone(dir, addr string) error {
 	return err
 }
 
-// hasAddrs: netdev name in init_net has every cidr.
+// hasAddrs checks that netdev name in init_net has every cidr.
 func hasAddrs(name string, cidrs ...string) error {
 	for _, c := range cidrs {
 		if err := guestkit.HasAddr(name, c); err != nil {
@@ -299,8 +301,8 @@ func hasAddrs(name string, cidrs ...string) error {
 	return nil
 }
 
-// entryAfterPtp: conf (what install wrote) is the primary's ptp and then
-// the rdma-chain entry with the keys install set.
+// entryAfterPtp checks that conf (what install wrote) is the primary's
+// ptp and then the rdma-chain entry with the keys install set.
 func entryAfterPtp(conf []byte) error {
 	var l struct {
 		Plugins []struct {

@@ -98,10 +98,10 @@ func TestOps(t *testing.T) {
 	t.Logf("ops: %.0f s", time.Since(start).Seconds())
 }
 
-// validateInstall: validate passes the scenario's conflist; install
-// inserts the entry into a primary's conflist once and then leaves it
-// unchanged; validate passes the result and names an unknown key by its
-// place with a suggestion.
+// validateInstall checks that validate passes the scenario's conflist;
+// install inserts the entry into a primary's conflist once and then
+// leaves it unchanged; validate passes the result and names an unknown
+// key by its place with a suggestion.
 func validateInstall(t *testing.T) {
 	v := guestkit.RunOps(t, "validate", nil, "validate", opsConf, "--cni-bin-dir", cniBinDir)
 	guestkit.Check(t, "validate-ok", func() error { return v.Exit(0) })
@@ -137,8 +137,9 @@ func validateInstall(t *testing.T) {
 	})
 }
 
-// addPods: the SMC-R pod and the stale one attach, with rdma0's IPv6
-// address leased; the pod asking for a device not offered gets 103.
+// addPods checks that the SMC-R pod and the stale one attach, with
+// rdma0's IPv6 address leased; the pod asking for a device not offered
+// gets 103.
 func (s *shared) addPods(t *testing.T) {
 	s.smc.Caps = map[string]any{"io.kubernetes.cri.pod-annotations": map[string]string{"network.alibabacloud.com/erdma-smcr": "true"}}
 	guestkit.ExpectOK(t, "add-ops-smc", s.c.Add(t, s.smc))
@@ -156,9 +157,9 @@ func (s *shared) addPods(t *testing.T) {
 	})
 }
 
-// inspectPods: inspect shows the node (mode, rxe0, SMC), the SMC-R pod's
-// attachment, the failed ADD, everything healthy; inspect --netns the
-// SMC-R pod's rdma0 with its GID and its SMC tables.
+// inspectPods checks that inspect shows the node (mode, rxe0, SMC), the
+// SMC-R pod's attachment, the failed ADD, everything healthy; inspect
+// --netns the SMC-R pod's rdma0 with its GID and its SMC tables.
 func (s *shared) inspectPods(t *testing.T) {
 	in := inspect(t, "inspect", nil, "--data-dir", opsDataDir)
 	guestkit.Check(t, "inspect-node", func() error { return s.node(in) })
@@ -203,9 +204,9 @@ func (s *shared) inspectPods(t *testing.T) {
 	})
 }
 
-// node: inspect's node part, text and JSON: shared mode, rxe0 on veth0
-// in init_net with port 1 ACTIVE, and SMC with the UEID and rxe0's pnet
-// entry, or why SMC is not available.
+// node checks inspect's node part, text and JSON: shared mode, rxe0 on
+// veth0 in init_net with port 1 ACTIVE, and SMC with the UEID and
+// rxe0's pnet entry, or why SMC is not available.
 func (s *shared) node(in inspected) error {
 	err := in.text.Has("RDMA netns mode: shared", "  rxe0  driver rdma_rxe  netdev veth0  netns host  port 1 ACTIVE", s.smcNode, s.smcNodeIB)
 	if err != nil {
@@ -233,9 +234,10 @@ func (s *shared) node(in inspected) error {
 	return nil
 }
 
-// smcPod: inspect lists ops-smc's attachment: an ipvlan child of veth0 on
-// rxe0 as rdma0 with its address, SMC-R pnet entries where the kernel has
-// SMC (the pod attached without them where not: onUnsupported warn).
+// smcPod checks that inspect lists ops-smc's attachment: an ipvlan child
+// of veth0 on rxe0 as rdma0 with its address, SMC-R pnet entries where
+// the kernel has SMC (the pod attached without them where not:
+// onUnsupported warn).
 func (s *shared) smcPod(in inspected) error {
 	smcText := "link rxe0 ipvlan as rdma0 (host veth0) ips fd00:78:"
 	if s.smcOn {
@@ -263,10 +265,10 @@ func (s *shared) smcPod(in inspected) error {
 	return nil
 }
 
-// smcNetns: inspect --netns shows ops-smc's rdma0 up, an RDMA interface
-// with its address's GID on rxe0, and where the kernel has SMC the pod's
-// pnet entry for eth0, net.smc.* and the fallback counters; where not, an
-// empty pnet table.
+// smcNetns checks that inspect --netns shows ops-smc's rdma0 up, an RDMA
+// interface with its address's GID on rxe0, and where the kernel has SMC
+// the pod's pnet entry for eth0, net.smc.* and the fallback counters;
+// where not, an empty pnet table.
 func (s *shared) smcNetns(ns inspected, gid string) error {
 	smcText := []string{"  pnet table (0):"}
 	if s.smcOn {
@@ -298,10 +300,10 @@ func (s *shared) smcNetns(ns inspected, gid string) error {
 	return nil
 }
 
-// reconcileStale: ops-stale's netns goes behind the plugin's back;
-// inspect says so and exits 1; reconcile --once without CRI releases its
-// attachment (record and lease) and keeps ops-smc's, and a second pass
-// has nothing to do.
+// reconcileStale deletes ops-stale's netns behind the plugin's back and
+// checks that inspect says so and exits 1, that reconcile --once
+// without CRI releases its attachment (record and lease) and keeps
+// ops-smc's, and a second pass has nothing to do.
 func (s *shared) reconcileStale(t *testing.T) {
 	guestkit.DelNetNS(t, s.stale)
 	st := inspect(t, "inspect-stale", nil, "--data-dir", opsDataDir)

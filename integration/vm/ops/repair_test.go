@@ -75,9 +75,9 @@ func TestOpsRepair(t *testing.T) {
 	t.Logf("ops-repair: %.0f s", time.Since(start).Seconds())
 }
 
-// inspectFound: inspect without a state directory finds the network in
-// NETCONFPATH and the pod's attachment in its dataDir; its JSON has
-// schema 1 and exclusive mode.
+// inspectFound checks that inspect without a state directory finds the
+// network in NETCONFPATH and the pod's attachment in its dataDir; its
+// JSON has schema 1 and exclusive mode.
 func (e *excl) inspectFound(t *testing.T, env []string) {
 	in := inspect(t, "inspect-default", env)
 	guestkit.Check(t, "inspect-finds-network", func() error {
@@ -99,9 +99,9 @@ func (e *excl) inspectFound(t *testing.T, env []string) {
 	})
 }
 
-// podMetrics: a scrape taken after the ADD exports the attachment, the
-// ADD's outcome, simrdma0's port in the pod, the mode, and the link event
-// source up, with no collect error of the pods.
+// podMetrics checks that a scrape taken after the ADD exports the
+// attachment, the ADD's outcome, simrdma0's port in the pod, the mode,
+// and the link event source up, with no collect error of the pods.
 func (e *excl) podMetrics(t *testing.T) {
 	s, err := freshScrape("rdma_chain_attachments", map[string]string{"device": simdev})
 	logScrape(t, "scrape-pod", s, err)
@@ -131,11 +131,11 @@ func (e *excl) podMetrics(t *testing.T) {
 	})
 }
 
-// repair: the pod netns dies without DEL; the kernel refunds the NIC (as
-// rdma0) and the device, and reconcile repairs on the link event: the
-// NIC is eth0 again with its addresses and simrdma0 on it, logged as an
-// event's repair; no record or lease is left. logged is the part of
-// reconcile's log logged already.
+// repair deletes the pod netns without DEL and checks that the kernel
+// refunds the NIC (as rdma0) and the device, and reconcile repairs on
+// the link event: the NIC is eth0 again with its addresses and simrdma0
+// on it, logged as an event's repair; no record or lease is left. logged
+// is the part of reconcile's log logged already.
 func (e *excl) repair(t *testing.T, d *guestkit.OpsDaemon, logged string) {
 	t0 := time.Now()
 	guestkit.DelNetNS(t, e.pod)
@@ -174,8 +174,8 @@ func (e *excl) repair(t *testing.T, d *guestkit.OpsDaemon, logged string) {
 	guestkit.Check(t, "lease-gone", func() error { return leaseGone(e.ipamDir, e.v6) })
 }
 
-// nicBack: eth0 is the NIC again, with both addresses, and simrdma0's
-// port is bound to it.
+// nicBack checks that eth0 is the NIC again, with both addresses, and
+// simrdma0's port is bound to it.
 func (e *excl) nicBack() error {
 	l, err := netlink.LinkByName(nic)
 	if err != nil {
@@ -187,10 +187,10 @@ func (e *excl) nicBack() error {
 	return errors.Join(hasAddrs(nic, nicAddrs...), guestkit.BoundTo(simdev, nic))
 }
 
-// repairedMetrics: a scrape taken after the repair counts one repair by
-// event and its duration, link events, simrdma0's port back in the host
-// and no attachment; the RDMA monitor is a source where the kernel has
-// it (Linux 6.11 and later; 6.1 has not).
+// repairedMetrics checks that a scrape taken after the repair counts
+// one repair by event and its duration, link events, simrdma0's port
+// back in the host and no attachment; the RDMA monitor is a source
+// where the kernel has it (Linux 6.11 and later; 6.1 has not).
 func (e *excl) repairedMetrics(t *testing.T) {
 	repairs := map[string]string{"network": "rdmanet", "trigger": "event"}
 	s, err := freshScrape("rdma_chain_repairs_total", repairs)

@@ -27,8 +27,9 @@ const (
 	usageMetrics = "http://127.0.0.1:9743/metrics"
 )
 
-// usageConflist: shared mode on rxe0, each pod an ipvlan child with IPv6
-// from host-local; the pods' eth0 (ptp) carries perftest's own exchange.
+// usageConflist is shared mode on rxe0, each pod an ipvlan child with
+// IPv6 from host-local; the pods' eth0 (ptp) carries perftest's own
+// exchange.
 const usageConflist = `{"cniVersion":"1.0.0","name":"usagenet","plugins":[
  {"type":"ptp","ipMasq":false,"ipam":{"type":"host-local","ranges":[[{"subnet":"10.97.0.0/24"}]],"dataDir":"/run/ipam-usage"}},
  {"type":"rdma-chain","mode":"shared","devices":["rxe0"],"podSelection":"all","dataDir":"` + usageDataDir + `",
@@ -127,19 +128,19 @@ func TestOpsUsage(t *testing.T) {
 	t.Logf("ops-usage: %.0f s", time.Since(start).Seconds())
 }
 
-// runningUsage: while the server (pid srv, in a) and the client (pid cli,
-// in b) run, each pod has at least one QP, CQ, MR and PD on rxe0 and MR
-// bytes in the scrape of reconcile (pid reader), and inspect --json names
-// its process, both with the reconcile container's privileges alone
-// (privileges); the RES dump read here (the host pid namespace) names
-// both pids, one from a new pid namespace neither.
+// runningUsage checks that while the server (pid srv, in a) and the
+// client (pid cli, in b) run, each pod has at least one QP, CQ, MR and PD
+// on rxe0 and MR bytes in the scrape of reconcile (pid reader), and
+// inspect --json names its process, both with the reconcile container's
+// privileges alone (privileges); the RES dump read here (the host pid
+// namespace) names both pids, one from a new pid namespace neither.
 func runningUsage(t *testing.T, reader int, a, b *usagePod, srv, cli int) error {
 	return errors.Join(privileges(t, reader, []*usagePod{a, b}, srv, cli), scrapedUsage(a, b),
 		inspectedUsage(t, a, b, srv, cli), pidNamespaces(t, srv, cli))
 }
 
-// scrapedUsage: each pod has at least one QP, CQ, MR and PD on rxe0 and
-// MR bytes in the scrape.
+// scrapedUsage checks that each pod has at least one QP, CQ, MR and PD
+// on rxe0 and MR bytes in the scrape.
 func scrapedUsage(a, b *usagePod) error {
 	return pollScrape(func(s guestkit.Scrape) error {
 		var errs []error
@@ -153,8 +154,9 @@ func scrapedUsage(a, b *usagePod) error {
 	})
 }
 
-// inspectedUsage: inspect --json, run as the reconcile container, gives
-// each pod a QP, an MR and MR bytes on rxe0 with its process's pid.
+// inspectedUsage checks that inspect --json, run as the reconcile
+// container, gives each pod a QP, an MR and MR bytes on rxe0 with its
+// process's pid.
 func inspectedUsage(t *testing.T, a, b *usagePod, srv, cli int) error {
 	in := inspectVia(t, "inspect-usage", readerVia, nil, "--data-dir", usageDataDir)
 	if in.err != nil {
@@ -177,10 +179,11 @@ func inspectedUsage(t *testing.T, a, b *usagePod, srv, cli int) error {
 	return errors.Join(errs...)
 }
 
-// pidNamespaces: the kernel's RES dump, read in this (the host's) pid
-// namespace, gives QPs owned by srv and cli; `rdma resource show qp` run
-// in a new pid namespace lists the same QPs, none with a pid (the kernel
-// names an owner only to a reader whose pid namespace holds it).
+// pidNamespaces checks that the kernel's RES dump, read in this (the
+// host's) pid namespace, gives QPs owned by srv and cli; `rdma resource
+// show qp` run in a new pid namespace lists the same QPs, none with a
+// pid (the kernel names an owner only to a reader whose pid namespace
+// holds it).
 func pidNamespaces(t *testing.T, srv, cli int) error {
 	es, err := rdmares.Dump("")
 	if err != nil {
@@ -236,8 +239,8 @@ func pollScrape(check func(guestkit.Scrape) error) error {
 	})
 }
 
-// podObjects: p's rdma_chain_pod_rdma_objects of kind on rxe0 is within
-// [lo, hi].
+// podObjects checks that p's rdma_chain_pod_rdma_objects of kind on
+// rxe0 is within [lo, hi].
 func podObjects(s guestkit.Scrape, p *usagePod, kind string, lo, hi float64) error {
 	got := s.Find("rdma_chain_pod_rdma_objects", map[string]string{"namespace": "default", "pod": p.Name, "device": "rxe0", "type": kind})
 	if len(got) != 1 || got[0].Value < lo || got[0].Value > hi {
@@ -356,7 +359,7 @@ func connected(exited <-chan struct{}, srv, cli int) error {
 	}
 }
 
-// holdQPs: the kernel's RES dump has a QP of each pid.
+// holdQPs checks that the kernel's RES dump has a QP of each pid.
 func holdQPs(pids ...int) error {
 	es, err := rdmares.Dump("")
 	if err != nil {
@@ -370,7 +373,8 @@ func holdQPs(pids ...int) error {
 	return nil
 }
 
-// cmListening: an rdma_cm id listens on addr (rdma resource show cm_id).
+// cmListening checks that an rdma_cm id listens on addr (rdma resource
+// show cm_id).
 func cmListening(addr string) error {
 	out, err := exec.Command("/usr/sbin/rdma", "-j", "resource", "show", "cm_id").Output()
 	if err != nil {
@@ -382,7 +386,7 @@ func cmListening(addr string) error {
 	return nil
 }
 
-// tcpListen: a TCP socket listens on port in p's netns.
+// tcpListen checks that a TCP socket listens on port in p's netns.
 func tcpListen(p *usagePod, port int) error {
 	out, err := exec.Command("/usr/sbin/ip", "netns", "exec", p.Name, "cat", "/proc/net/tcp").Output()
 	if err != nil {

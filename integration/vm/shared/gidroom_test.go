@@ -95,9 +95,9 @@ func gidRoom(t *testing.T, c *guestkit.Calls) {
 	guestkit.ExpectOK(t, "del-pod4", c.Gone(t, p4))
 }
 
-// refused: with the table full, pod4's ADD fails with 111 naming rxe0,
-// before its child is made, and leaves no record or lease of its own;
-// its DEL succeeds.
+// refused checks that, with the table full, pod4's ADD fails with 111
+// naming rxe0, before its child is made, and leaves no record or lease
+// of its own; its DEL succeeds.
 func refused(t *testing.T, c *guestkit.Calls) {
 	t.Helper()
 	p4 := guestkit.NewPod("ipv6-", "pod4")
@@ -165,8 +165,9 @@ func freeGIDs() (free, size int, err error) {
 	return rdma.New().FreeGIDs(rxe, 1, 1<<20)
 }
 
-// settled: the free count stays the same for 3 s (rxe's GID work queue
-// follows the addresses asynchronously), within 2 minutes.
+// settled waits, for up to 2 minutes, until the free count has stayed
+// the same for 3 s (rxe's GID work queue follows the addresses
+// asynchronously).
 func settled() error {
 	last := -1
 	stable := time.Now()

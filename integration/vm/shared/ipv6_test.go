@@ -86,10 +86,10 @@ func ipv6Version(t *testing.T, v string) *guestkit.Calls {
 	return c
 }
 
-// heldNetnsDel: DEL after the pin is gone while a process (this one,
-// through an open fd) still holds the netns deletes the child there
-// through the host's nsid of that netns, and only then gives back its
-// lease: no child, GID, lease or record left.
+// heldNetnsDel checks that DEL after the pin is gone while a process
+// (this one, through an open fd) still holds the netns deletes the
+// child there through the host's nsid of that netns, and only then
+// gives back its lease: no child, GID, lease or record left.
 func heldNetnsDel(t *testing.T, c *guestkit.Calls) {
 	p := guestkit.NewPod("ipv6-", "pod4")
 	if !guestkit.ExpectOK(t, "add-pod4", c.Add(t, p)) {
@@ -116,7 +116,7 @@ func heldNetnsDel(t *testing.T, c *guestkit.Calls) {
 	guestkit.Check(t, "no-records-netns-held", func() error { return c.RecordCount(0) })
 }
 
-// recordHas: the one record of c holds s.
+// recordHas checks that the one record of c holds s.
 func recordHas(c *guestkit.Calls, s string) error {
 	recs, err := c.Records()
 	if err != nil {
@@ -172,9 +172,9 @@ func podAttached(t *testing.T, c *guestkit.Calls, p pod, n int) string {
 	return addr
 }
 
-// notTentative: addr on netdev name is not tentative (the kernel's own
-// link-local address may be). Not polled: the address must be usable
-// when ADD returns.
+// notTentative checks that addr on netdev name is not tentative (the
+// kernel's own link-local address may be). Not polled: the address must
+// be usable when ADD returns.
 func notTentative(name, addr string) error {
 	l, err := netlink.LinkByName(name)
 	if err != nil {
@@ -189,7 +189,8 @@ func notTentative(name, addr string) error {
 	return err
 }
 
-// noAddrWith: netdev name has no address starting with prefix.
+// noAddrWith checks that netdev name has no address starting with
+// prefix.
 func noAddrWith(name, prefix string) error {
 	l, err := netlink.LinkByName(name)
 	if err != nil {
@@ -204,7 +205,7 @@ func noAddrWith(name, prefix string) error {
 	return err
 }
 
-// notInInitNet: no netdev of init_net has addr.
+// notInInitNet checks that no netdev of init_net has addr.
 func notInInitNet(addr string) error {
 	as, err := nldump.AddrList(nil, nil, netlink.FAMILY_V6)
 	for _, a := range as {
@@ -215,13 +216,14 @@ func notInInitNet(addr string) error {
 	return err
 }
 
-// leased: host-local holds a lease file for addr.
+// leased checks that host-local holds a lease file for addr.
 func leased(addr string) error {
 	_, err := os.Stat(leaseDir + "/" + addr)
 	return err
 }
 
-// leaseCount: exactly n leases of fd00:77:: addresses.
+// leaseCount checks that host-local holds exactly n leases of fd00:77::
+// addresses.
 func leaseCount(n int) error {
 	ls, err := leases()
 	if err == nil && len(ls) != n {
@@ -244,8 +246,8 @@ func leases() ([]string, error) {
 	return out, err
 }
 
-// noPodGIDs: rxe0 has no GID of a fd00:77:: address other than the
-// node's (on veth0).
+// noPodGIDs checks that rxe0 has no GID of a fd00:77:: address other
+// than the node's (on veth0).
 func noPodGIDs() error {
 	gs, err := guestkit.DevGIDs(rxe)
 	if err != nil {

@@ -178,8 +178,8 @@ func kubelet(t *testing.T, pods string) (stop func(kill bool)) {
 	return stop
 }
 
-// passThrough: a result with ptp's eth0 and its 10.99.0.x, and nothing
-// of rdma0.
+// passThrough checks that the result has ptp's eth0 and its 10.99.0.x,
+// and nothing of rdma0.
 func passThrough(stdout []byte) error {
 	if strings.Contains(string(stdout), "rdma0") {
 		return fmt.Errorf("pass-through result mentions rdma0: %s", stdout)
@@ -187,8 +187,8 @@ func passThrough(stdout []byte) error {
 	return keepsPrimary(stdout)
 }
 
-// recordHasClaim: the one record under dataDir holds pod4's claim with
-// the RDMA device it resolved to.
+// recordHasClaim checks that the one record under dataDir holds pod4's
+// claim with the RDMA device it resolved to.
 func recordHasClaim(dataDir string) error {
 	if err := guestkit.RecordCount(dataDir, 1); err != nil {
 		return err

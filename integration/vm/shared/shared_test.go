@@ -19,9 +19,8 @@
 // table refuses a pod's ADD (111) leaving nothing, and a table with room
 // takes it (gidroom_test.go).
 //
-// Every check is a subtest named as the shell scenario's steps were; the
-// kernel is read through netlink, sysfs and pkg/rdma, never by parsing a
-// tool's text.
+// Every check is a subtest; the kernel is read through netlink, sysfs
+// and pkg/rdma, never by parsing a tool's text.
 package shared
 
 import (
@@ -112,8 +111,8 @@ func sharedVersion(t *testing.T, v string) {
 	guestkit.DelNetNS(t, p2)
 }
 
-// resultHasChild: the result has rdma0's entry with a MAC in p's sandbox
-// and keeps ptp's eth0 and its 10.99.0.x address.
+// resultHasChild checks that the result has rdma0's entry with a MAC in
+// p's sandbox and keeps ptp's eth0 and its 10.99.0.x address.
 func resultHasChild(t *testing.T, c *guestkit.Calls, p pod) {
 	t.Helper()
 	t.Logf("%s: result at %s: %s", p.Name, c.V, c.C.Stdout)
@@ -131,7 +130,8 @@ func resultHasChild(t *testing.T, c *guestkit.Calls, p pod) {
 	guestkit.Check(t, "result-keeps-prev-"+p.Name, func() error { return keepsPrimary(c.C.Stdout) })
 }
 
-// keepsPrimary: the result has ptp's eth0 and its 10.99.0.x address.
+// keepsPrimary checks that the result has ptp's eth0 and its 10.99.0.x
+// address.
 func keepsPrimary(stdout []byte) error {
 	r, err := guestkit.ParseResult(stdout)
 	if err != nil {
@@ -148,8 +148,8 @@ func keepsPrimary(stdout []byte) error {
 	return fmt.Errorf("ptp's 10.99.0.x missing from the result: %s", stdout)
 }
 
-// childIsIpvlan: p's rdma0 is an ipvlan L2 child of veth0, up; veth0
-// stays in init_net, and rxe0 on it.
+// childIsIpvlan checks that p's rdma0 is an ipvlan L2 child of veth0,
+// up; veth0 stays in init_net, and rxe0 on it.
 func childIsIpvlan(t *testing.T, p pod, parentIdx int) {
 	t.Helper()
 	l, err := guestkit.PodLink(p.NetNS, "rdma0")
@@ -184,7 +184,7 @@ func childIsIpvlan(t *testing.T, p pod, parentIdx int) {
 	guestkit.Check(t, "rxe0-on-veth0-"+p.Name, func() error { return guestkit.DeviceOn(rxe, parent) })
 }
 
-// rpingPods: RoCE between two pods over rxe0 through their rdma0
+// rpingPods checks RoCE between two pods over rxe0 through their rdma0
 // children (soft-RoCE needs the node route: fd00::1/64 on veth0).
 func rpingPods(t *testing.T, server, client pod) error {
 	for addr, p := range map[string]pod{"fd00::2/64": server, "fd00::3/64": client} {

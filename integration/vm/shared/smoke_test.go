@@ -13,8 +13,8 @@ import (
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 )
 
-// TestSmoke is the smoke scenario, first in the shared-mode boot: the VM
-// itself works without the plugin: its modules loaded, soft-RoCE rxe0 on
+// TestSmoke is the smoke scenario, first in the shared-mode boot. It
+// checks that the VM itself works without the plugin: its modules loaded, soft-RoCE rxe0 on
 // veth0, a netns mode, a non-empty GID table, a netns with an ipvlan
 // child of veth0, the tools the scenarios run, and rping over rxe0 in
 // init_net.

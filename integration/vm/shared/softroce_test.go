@@ -56,8 +56,8 @@ func softRoCEEntry(dataDir, nic string) string {
 		`"ipam":{"type":"host-local","dataDir":"/run/ipam-softroce","ranges":[[{"subnet":"fd00:78::/64"}],[{"subnet":"192.168.78.0/24"}]]}`
 }
 
-// softRoCERefused: ADD is 112 naming why, and leaves no child, RDMA
-// device or record.
+// softRoCERefused checks that ADD is 112 naming why, and leaves no
+// child, RDMA device or record.
 func softRoCERefused(t *testing.T, c *guestkit.Calls, why string) {
 	before, err := ibDevices()
 	if err != nil {
@@ -129,7 +129,8 @@ func ibDevices() ([]string, error) {
 	return out, err
 }
 
-// gone: RDMA device dev is listed neither by sysfs nor by RDMA netlink.
+// gone checks that RDMA device dev is listed neither by sysfs nor by
+// RDMA netlink.
 func gone(dev string) error {
 	if _, err := os.Stat("/sys/class/infiniband/" + dev); err == nil {
 		return fmt.Errorf("RDMA device %s still in sysfs", dev)
@@ -140,8 +141,8 @@ func gone(dev string) error {
 	return nil
 }
 
-// macvlanOf: p's rdma0 is a macvlan child of nic in bridge mode, with a
-// MAC other than nic's.
+// macvlanOf checks that p's rdma0 is a macvlan child of nic in bridge
+// mode, with a MAC other than nic's.
 func macvlanOf(p pod, nic string) error {
 	parentLink, err := netlink.LinkByName(nic)
 	if err != nil {
@@ -163,7 +164,8 @@ func macvlanOf(p pod, nic string) error {
 	return nil
 }
 
-// noDeviceOn: no RDMA device's port 1 is bound to netdev in init_net.
+// noDeviceOn checks that no RDMA device's port 1 is bound to netdev in
+// init_net.
 func noDeviceOn(netdev string) error {
 	devs, err := ibDevices()
 	if err != nil {
@@ -177,8 +179,8 @@ func noDeviceOn(netdev string) error {
 	return nil
 }
 
-// addrsAreGIDs: p's IPv6 and IPv4 addresses on rdma0 are RoCE v2 GIDs of
-// its own device dev (the IPv4 one in its IPv4-mapped form).
+// addrsAreGIDs checks that p's IPv6 and IPv4 addresses on rdma0 are RoCE
+// v2 GIDs of its own device dev (the IPv4 one in its IPv4-mapped form).
 func addrsAreGIDs(p pod, dev string) error {
 	for _, prefix := range []string{"fd00:78::", "192.168.78."} {
 		a, err := guestkit.PodAddr(p.NetNS, "rdma0", prefix)
@@ -260,8 +262,8 @@ func ownTraffic(t *testing.T, what string, devs []string, f func() error) error 
 	return nil
 }
 
-// rpingOwn: rping from p2 to p1's address of family prefix, over their
-// own devices.
+// rpingOwn runs rping from p2 to p1's address of family prefix, over
+// their own devices.
 func rpingOwn(t *testing.T, p1, p2 pod, dev1, dev2, prefix string) error {
 	a, err := guestkit.PodAddr(p1.NetNS, "rdma0", prefix)
 	if err != nil {

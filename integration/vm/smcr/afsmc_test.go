@@ -20,7 +20,8 @@ const (
 	smcProtoV4 = 0 // SMCPROTO_SMC: IPv4
 	smcProtoV6 = 1 // SMCPROTO_SMC6: IPv6
 	attempts   = 3
-	// a client's whole exchange, and the server's wait for one
+	// clientTime bounds a client's whole exchange, and the server's
+	// wait for one.
 	clientTime = 30 * time.Second
 	serverTime = clientTime*attempts + 15*time.Second
 )
@@ -57,7 +58,7 @@ func exchange(t *testing.T, cliNS, srvNS string, ap netip.AddrPort) error {
 		}
 		t.Logf("client attempt %d refused by the kernel's SMC handshake: %v", n, cerr)
 		if n < attempts {
-			time.Sleep(time.Second) // spaces the attempts, as the shell scenario did
+			time.Sleep(time.Second) // spaces the attempts
 		}
 	}
 	sr := <-srv

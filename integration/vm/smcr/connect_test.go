@@ -20,11 +20,11 @@ import (
 
 const (
 	noSMCDevice = 0x03030000 // SMC_CLC_DECL_NOSMCDEV: the client found no SMC device, proposed nothing
-	// veth0's addresses in the pods' subnets, and their GIDs as sysfs
-	// writes them: SMC-Rv2 picks a RoCE v2 GID whose netdev has an IPv4
-	// in the subnet of the socket's source address (net/smc/smc_ib.c
-	// smc_ib_determine_gid_rcu, inet_ifa_match); the pods keep their ptp
-	// host routes, which are more specific.
+	// nodeV4 to nodeV6GID are veth0's addresses in the pods' subnets, and
+	// their GIDs as sysfs writes them. SMC-Rv2 picks a RoCE v2 GID whose
+	// netdev has an IPv4 in the subnet of the socket's source address
+	// (net/smc/smc_ib.c smc_ib_determine_gid_rcu, inet_ifa_match); the
+	// pods keep their ptp host routes, which are more specific.
 	nodeV4    = "10.99.0.250/24"
 	nodeV4GID = "0000:0000:0000:0000:0000:ffff:0a63:00fa"
 	nodeV6    = "fd00:99::fa/64"
@@ -37,8 +37,8 @@ type fallbacks struct{ client, server, noDev uint64 }
 
 func (f fallbacks) totals() string { return fmt.Sprintf("%d %d", f.client, f.server) }
 
-// verdict: smc-r when neither side counted a fallback between two
-// readings, else tcp.
+// verdict returns smc-r when neither side counted a fallback between
+// two readings, else tcp.
 func verdict(before, after fallbacks) string {
 	if before.client == after.client && before.server == after.server {
 		return "smc-r"
@@ -132,7 +132,7 @@ func fallbackReport(nsPath string) (r smc.FallbackReport, err error) {
 	return r, err
 }
 
-// reasons lists one side's reason codes as the shell scenario printed them.
+// reasons lists one side's reason codes, for the log.
 func reasons(r smc.FallbackReport, server bool) string {
 	side, total := "client", r.ClientTotal
 	if server {

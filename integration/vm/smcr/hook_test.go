@@ -106,10 +106,10 @@ func mountBPFFS() error {
 	return unix.Mount("bpf", "/sys/fs/bpf", "bpf", 0, "")
 }
 
-// ipprotoSMCKernel: this kernel's release is one that offers IPPROTO_SMC
-// (>= 6.11, docs/kernels.md). The release decides, as the table does, not
-// a probe: a 6.12 that lost IPPROTO_SMC must fail the hook's checks, not
-// pass the refusal's.
+// ipprotoSMCKernel returns this kernel's release and whether it is one
+// that offers IPPROTO_SMC (>= 6.11, docs/kernels.md). The release
+// decides, as the table does, not a probe: a 6.12 that lost IPPROTO_SMC
+// must fail the hook's checks, not pass the refusal's.
 func ipprotoSMCKernel() (string, bool) {
 	var u unix.Utsname
 	_ = unix.Uname(&u)
@@ -123,7 +123,8 @@ func ipprotoSMCKernel() (string, bool) {
 	return rel, err1 == nil && err2 == nil && (major > 6 || major == 6 && minor >= 11)
 }
 
-// noPins: the plugin pinned nothing (no directory at pinDir).
+// noPins checks that the plugin pinned nothing (no directory at
+// pinDir).
 func noPins() error {
 	es, err := os.ReadDir(pinDir)
 	if errors.Is(err, os.ErrNotExist) {
@@ -135,8 +136,9 @@ func noPins() error {
 	return fmt.Errorf("pins left in %s: %s", pinDir, entryNames(es))
 }
 
-// pinned: the program's link and the netns map are pinned, and the map
-// is the hook's with its link pinned (hookmap's own checks).
+// pinned checks that the program's link and the netns map are pinned,
+// and the map is the hook's with its link pinned (hookmap's own
+// checks).
 func pinned() error {
 	for _, p := range []string{hookmap.LinkPin, hookmap.MapPin} {
 		if _, err := os.Stat(filepath.Join(pinDir, p)); err != nil {

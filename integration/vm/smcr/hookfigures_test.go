@@ -161,10 +161,10 @@ func addDuration(log []byte) (time.Duration, error) {
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-// addPairs: the ADD of an SMC-R pod with the program pinned (the hook
-// binary away) against a plain shared pod's, the plugin's own durations,
-// in pairs: under TCG on a shared host single ADDs vary by 2x, the median
-// of 9 pairs far less. Each pair is deleted before the next.
+// addPairs measures, in pairs, the plugin's own duration of an SMC-R
+// pod's ADD with the program pinned (the hook binary away) against a
+// plain shared pod's: under TCG on a shared host the median of 9 pairs
+// varies far less than single ADDs. Each pair is deleted before the next.
 func (s *hookScenario) addPairs(t *testing.T) {
 	var smcr, plain, ratios []float64
 	for i := 1; i <= 9; i++ {

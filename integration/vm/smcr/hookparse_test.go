@@ -6,8 +6,9 @@ import (
 	"time"
 )
 
-// The figures' parsers, on the host: the plugin's log line and go test's
-// benchmark lines as the guest prints them.
+// TestHookFigureParsers runs the figures' parsers on the host, over the
+// plugin's log line and go test's benchmark lines as the guest prints
+// them.
 func TestHookFigureParsers(t *testing.T) {
 	done := "time=2026-11-27T11:33:06.888Z level=INFO msg=done plugin=rdma-chain verb=ADD container=c pod=default/pod1 ifname=eth0 duration=2.174278s outcome=ok"
 	for _, c := range []struct {

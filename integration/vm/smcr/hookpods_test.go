@@ -26,11 +26,11 @@ func newHookScenario(t *testing.T, e *guestkit.Calls) *hookScenario {
 		pod3: hookPod("pod3", false), loadADD: "not measured"}
 }
 
-// adds: the first annotated pod's ADD runs the hook binary to load and
-// attach the program; from then to the last DEL the binary is away (with
-// the program pinned, an SMC-R pod's ADD, CHECK and DEL but the last run
-// none), and the second annotated pod's ADD lists its netns in the pinned
-// map.
+// adds checks that the first annotated pod's ADD runs the hook binary to
+// load and attach the program; from then to the last DEL the binary is
+// away (with the program pinned, an SMC-R pod's ADD, CHECK and DEL but
+// the last run none), and the second annotated pod's ADD lists its netns
+// in the pinned map.
 func (s *hookScenario) adds(t *testing.T) {
 	guestkit.ExpectOK(t, "add-pod1-annotated", s.Add(t, s.pod1))
 	log1 := string(s.C.Stderr)
@@ -149,10 +149,10 @@ func (s *hookScenario) exchanges(t *testing.T) {
 	s.inspect(t)
 }
 
-// dels: the whole chain's CHECK passes with the hook binary away; DEL of
-// one annotated pod unlists it (its new sockets are TCP again) and keeps
-// the program for the other; the last DEL, the binary back, detaches the
-// program and removes the pins.
+// dels checks that the whole chain's CHECK passes with the hook binary
+// away; DEL of one annotated pod unlists it (its new sockets are TCP
+// again) and keeps the program for the other; the last DEL, the binary
+// back, detaches the program and removes the pins.
 func (s *hookScenario) dels(t *testing.T) {
 	guestkit.ExpectOK(t, "check-pod2", s.Check(t, s.pod2))
 	guestkit.ExpectOK(t, "del-pod1", s.Del(t, s.pod1))

@@ -103,8 +103,8 @@ func created(role, out string) int {
 	return -1
 }
 
-// client: the exchange went through and the client's socket was made
-// with protocol want.
+// client checks that the exchange went through and the client's socket
+// was made with protocol want.
 func (r tcpRun) client(want int) error {
 	if err := errors.Join(r.srvErr, r.cliErr); err != nil {
 		return fmt.Errorf("exchange: %w", err)
@@ -115,7 +115,8 @@ func (r tcpRun) client(want int) error {
 	return nil
 }
 
-// listener: the server's listening socket was made with protocol want.
+// listener checks that the server's listening socket was made with
+// protocol want.
 func (r tcpRun) listener(want int) error {
 	if got := created("listener", r.srv); got != want {
 		return errors.Join(fmt.Errorf("listener's socket: protocol %d, want %d: %s", got, want, r.srv), r.srvErr)
@@ -136,7 +137,7 @@ func probe(p guestkit.Pod) (int, error) {
 	return n, nil
 }
 
-// wantProbe: a new socket in p's netns gets protocol want.
+// wantProbe checks that a new socket in p's netns gets protocol want.
 func wantProbe(p guestkit.Pod, want int) error {
 	got, err := probe(p)
 	if err == nil && got != want {

@@ -12,7 +12,7 @@ import (
 )
 
 // pnet reads the pnet table of the netns at nsPath ("": init_net) and logs
-// it under label, as the shell scenario printed each dump.
+// it under label.
 func pnet(t *testing.T, label, nsPath string) ([]smc.PnetEntry, error) {
 	t.Helper()
 	var rows []smc.PnetEntry
@@ -35,7 +35,7 @@ func rowList(rows []smc.PnetEntry) string {
 	return strings.Join(s, "; ")
 }
 
-// has: the table read holds want.
+// has checks that the table read holds want.
 func has(rows []smc.PnetEntry, err error, want smc.PnetEntry) error {
 	if err == nil && !slices.Contains(rows, want) {
 		err = fmt.Errorf("no row %q in [%s]", want, rowList(rows))
@@ -43,7 +43,7 @@ func has(rows []smc.PnetEntry, err error, want smc.PnetEntry) error {
 	return err
 }
 
-// only: the table read is exactly want.
+// only checks that the table read is exactly want.
 func only(rows []smc.PnetEntry, err error, want smc.PnetEntry) error {
 	if err == nil && (len(rows) != 1 || rows[0] != want) {
 		err = fmt.Errorf("want exactly %q, got [%s]", want, rowList(rows))
@@ -51,7 +51,7 @@ func only(rows []smc.PnetEntry, err error, want smc.PnetEntry) error {
 	return err
 }
 
-// empty: the table read has no row.
+// empty checks that the table read has no row.
 func empty(rows []smc.PnetEntry, err error) error {
 	if err == nil && len(rows) > 0 {
 		err = fmt.Errorf("want no row, got [%s]", rowList(rows))
@@ -104,9 +104,9 @@ func (s *scenario) entries(t *testing.T) {
 	})
 }
 
-// dels: DEL removes a pod's row; the init_net row stays while an
-// annotated pod (pod4) uses rxe0 and goes with the last one; a second DEL
-// succeeds and no record is left.
+// dels checks that DEL removes a pod's row; the init_net row stays while
+// an annotated pod (pod4) uses rxe0 and goes with the last one; a second
+// DEL succeeds and no record is left.
 func (s *scenario) dels(t *testing.T) {
 	pod1, pod2, pod3, pod4 := s.pods[0], s.pods[1], s.pods[2], s.pods[3]
 	guestkit.ExpectOK(t, "del-"+pod1.Name, s.Del(t, pod1))

@@ -15,10 +15,10 @@
 // checked too. On a kernel without SMC (Debian's 7.3): what
 // smcr.onUnsupported says, warn and fail (nosmc_test.go).
 //
-// Every check is a subtest named as the shell scenario's step was; the
-// kernel is read through pkg/smc (pnet tables, UEIDs, fallback
-// statistics), netlink and pkg/rdma (GIDs), never by parsing a tool's
-// text, and the AF_SMC exchange runs in this process (connect_test.go).
+// Every check is a subtest; the kernel is read through pkg/smc (pnet
+// tables, UEIDs, fallback statistics), netlink and pkg/rdma (GIDs), never
+// by parsing a tool's text, and the AF_SMC exchange runs in this process
+// (connect_test.go).
 package smcr
 
 import (
@@ -87,7 +87,8 @@ func TestSMC(t *testing.T) {
 	t.Logf("smc: %.0f s", time.Since(start).Seconds())
 }
 
-// smcFamily: SMC answers on its generic netlink family (a pnet dump).
+// smcFamily checks that SMC answers on its generic netlink family (a
+// pnet dump).
 func smcFamily() error {
 	return smc.Do("", func(c *smc.Client) error { _, err := c.PnetDump(); return err })
 }
@@ -139,7 +140,8 @@ func nodeGUID() string {
 	return fmt.Sprintf("unknown (%v)", err)
 }
 
-// check: the whole chain's CHECK is logged; rdma-chain's own must pass.
+// check logs the whole chain's CHECK and checks that rdma-chain's own
+// passes.
 func (s *scenario) check(t *testing.T) {
 	p := s.pods[0]
 	err := s.Check(t, p)

@@ -204,7 +204,7 @@ func startReconcile(t *testing.T, conflist string) *reconciler {
 
 func (r *reconciler) pid() int { return r.cmd.Process.Pid }
 
-// alive: reconcile has not exited.
+// alive checks that reconcile has not exited.
 func (r *reconciler) alive() error {
 	select {
 	case <-r.exited:
@@ -218,8 +218,9 @@ func (r *reconciler) alive() error {
 	}
 }
 
-// running: reconcile is alive and has finished a pass (its log says so):
-// it reads the conflist and the records, not merely started.
+// running checks that reconcile is alive and has finished a pass (its
+// log says so): it reads the conflist and the records, not merely
+// started.
 func (r *reconciler) running() error {
 	return guestkit.Poll(30*time.Second, 100*time.Millisecond, func() error {
 		if err := r.alive(); err != nil {

@@ -60,9 +60,9 @@ func (s *soak) gone(t *testing.T, n int, p guestkit.Pod) {
 	}
 }
 
-// killCycle: ADD killed with SIGKILL at failpoint fp, then the runtime's
-// DEL must clean up. While the socket is down ADD must be refused before
-// any host change, so it never reaches fp.
+// killCycle kills ADD with SIGKILL at failpoint fp and checks that the
+// runtime's DEL then cleans up. While the socket is down ADD must be
+// refused before any host change, so it never reaches fp.
 func (s *soak) killCycle(t *testing.T, n int, p guestkit.Pod, fp string) {
 	s.c.Failpoint = fp
 	err := s.c.Add(s.list, p)
@@ -86,7 +86,7 @@ func (s *soak) killCycle(t *testing.T, n int, p guestkit.Pod, fp string) {
 	}
 }
 
-// attachCycle: ADD, then DEL (normal) or the netns deleted and the
+// attachCycle runs ADD, then DEL (normal) or the netns deleted and the
 // primary's own DEL (death: the rest is reconcile's). While the socket is
 // down ADD must be refused with 11, and the runtime's DEL follows.
 func (s *soak) attachCycle(t *testing.T, n int, p guestkit.Pod, death bool) {
@@ -130,8 +130,8 @@ func (s *soak) attachCycle(t *testing.T, n int, p guestkit.Pod, death bool) {
 	s.delT = append(s.delT, time.Since(t0))
 }
 
-// refusal: an ADD while the pod-resources socket is down failed with 11
-// naming the socket.
+// refusal checks that an ADD while the pod-resources socket is down
+// failed with 11 naming the socket.
 func (s *soak) refusal(err error) error {
 	if err == nil {
 		return errors.New("ADD succeeded while the pod-resources socket was down: want CNI error 11")

@@ -60,11 +60,12 @@ func (s *soak) setUp(t *testing.T) {
 	t.Logf("soak %s: the node's reading before the cycles: %d facts", s.mode, len(s.base))
 }
 
-// setUpNode: exclusive switches the RDMA netns mode (the guest has no
-// netns yet) and sets up eth0, which simrdma0 is bound to, as a node has
-// it; shared makes rxe0 on veth0 with the node's address in the pods'
-// /64, through which soft-RoCE routes their traffic. It returns the
-// plugin's devices and the pods' subnet.
+// setUpNode sets up the node for the soak's mode: for exclusive it
+// switches the RDMA netns mode (the guest has no netns yet) and sets up
+// eth0, which simrdma0 is bound to, as a node has it; for shared it
+// makes rxe0 on veth0 with the node's address in the pods' /64, through
+// which soft-RoCE routes their traffic. It returns the plugin's devices
+// and the pods' subnet.
 func (s *soak) setUpNode(t *testing.T) (devs, subnet string, ok bool) {
 	if s.mode == rdma.ModeExclusive {
 		ok = guestkit.Check(t, "switch-to-exclusive", func() error {
@@ -180,9 +181,9 @@ func (s *soak) discover(t *testing.T) {
 	guestkit.Check(t, "traced-cycle-left-node", func() error { return s.sameAs(before, false) })
 }
 
-// sameAs polls (30 s of the guest's time, not a number of readings: one
-// reading takes a while under TCG) until the node reads as want: GIDs and
-// IPv6 DAD follow a move back asynchronously. Without files, the state
+// sameAs polls until the node reads as want, since GIDs and IPv6 DAD
+// follow a move back asynchronously. It polls for 30 s of the guest's
+// time, not a number of readings, as one reading takes a while under TCG. Without files, the state
 // and lease files are left out.
 func (s *soak) sameAs(want guestkit.Node, files bool) error {
 	if !files {
@@ -203,9 +204,9 @@ func (s *soak) sameAs(want guestkit.Node, files bool) error {
 	})
 }
 
-// checkpoint: no pod is left and the node equals the base (after a leak
-// the next checkpoints compare with what it left), and reconcile, idle,
-// has not grown since its baseline.
+// checkpoint checks that no pod is left and the node equals the base
+// (after a leak the next checkpoints compare with what it left), and
+// reconcile, idle, has not grown since its baseline.
 func (s *soak) checkpoint(t *testing.T, n int) {
 	name := fmt.Sprintf("after-%d", n)
 	if !guestkit.Check(t, name+"/node-clean", func() error { return s.sameAs(s.base, true) }) {
@@ -235,7 +236,7 @@ func (s *soak) checkpoint(t *testing.T, n int) {
 	})
 }
 
-// baseline: reconcile's RSS and fds once it has warmed up (after 20
+// baseline reads reconcile's RSS and fds once it has warmed up (after 20
 // cycles, or at the first checkpoint) and is idle, with no record left to
 // repair; the checkpoints compare their own idle samples with it.
 func (s *soak) baseline(t *testing.T, n int) {

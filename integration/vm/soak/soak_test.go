@@ -161,8 +161,9 @@ func pct(ds []time.Duration, p int) string {
 	return strconv.FormatInt(d.Milliseconds(), 10)
 }
 
-// finalChecks: nothing leaked, no call went wrong, every kind of cycle
-// ran, STATUS followed the socket, and exclusive mode is still on.
+// finalChecks checks that nothing leaked, no call went wrong, every
+// kind of cycle ran, STATUS followed the socket, and exclusive mode is
+// still on.
 func (s *soak) finalChecks(t *testing.T) {
 	guestkit.Check(t, "no-leaks", func() error { return zero("checkpoints found the node changed", s.leaks) })
 	guestkit.Check(t, "no-failed-calls", func() error { return zero("calls went wrong", s.failed) })

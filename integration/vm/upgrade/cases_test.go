@@ -11,8 +11,8 @@ import (
 	"github.com/rdma-chain/rdma-chain/integration/vm/guestkit"
 )
 
-// checkedByTo: from attaches p; to checks it and deletes it; the node
-// equals its reading from before the ADD.
+// checkedByTo attaches p with from, checks and deletes it with to, and
+// checks that the node equals its reading from before the ADD.
 func (m *matrix) checkedByTo(t *testing.T, from, to string, p guestkit.Pod) {
 	base := m.settledNode(t)
 	guestkit.Check(t, "use-from", func() error { return use(from) })
@@ -33,8 +33,9 @@ func (m *matrix) checkedByTo(t *testing.T, from, to string, p guestkit.Pod) {
 	m.restored(t, "node-restored", base)
 }
 
-// collectedByTo: from attaches p, whose netns dies without DEL; to's GC
-// (1.1.0) and ptp's DEL clean up; the node equals its reading again.
+// collectedByTo attaches p with from, kills its netns without DEL, and
+// checks that to's GC (1.1.0) and ptp's DEL clean up, so that the node
+// equals its reading again.
 func (m *matrix) collectedByTo(t *testing.T, from, to string, p guestkit.Pod) {
 	base := m.settledNode(t)
 	guestkit.Check(t, "use-from-gc-case", func() error { return use(from) })
@@ -64,8 +65,8 @@ func (m *matrix) settledNode(t *testing.T) guestkit.Node {
 	return n
 }
 
-// restored: the node comes back to base (GIDs and DAD follow a move back
-// asynchronously: polled).
+// restored waits until the node comes back to base; it polls, since GIDs
+// and DAD follow a move back asynchronously.
 func (m *matrix) restored(t *testing.T, name string, base guestkit.Node) {
 	t.Helper()
 	guestkit.Check(t, name, func() error {
@@ -82,9 +83,9 @@ func (m *matrix) restored(t *testing.T, name string, base guestkit.Node) {
 	})
 }
 
-// attached: rdma0 in the pod with an address of the subnet, and the pod's
-// SMC pnet entry of its eth0 (no SMC pnet table at all on a kernel
-// without SMC).
+// attached checks that the pod has rdma0 with an address of the subnet,
+// and its SMC pnet entry of its eth0 (no SMC pnet table at all on a
+// kernel without SMC).
 func (m *matrix) attached(p guestkit.Pod) error {
 	if _, err := guestkit.PodAddr(p.NetNS, "rdma0", m.subnet); err != nil {
 		return err

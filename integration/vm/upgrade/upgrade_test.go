@@ -123,7 +123,7 @@ func build(name string) string {
 	return newBin
 }
 
-// twoBuilds: both builds are there and differ.
+// twoBuilds checks that both builds are there and differ.
 func twoBuilds() error {
 	sums := make([][]byte, 2)
 	for i, b := range []string{oldBin, newBin} {

@@ -14,8 +14,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/random"
 )
 
-// TestDestination: --to must name a registry host and no digest; the tag
-// defaults to --default-tag.
+// TestDestination checks that --to is refused unless it names a
+// registry host and no digest; the tag defaults to --default-tag.
 func TestDestination(t *testing.T) {
 	cases := []struct {
 		dest, want, err string
@@ -81,8 +81,8 @@ func writeTar(t *testing.T, entries []tarEntry) string {
 	return p
 }
 
-// TestUnpackLayout: only an OCI image layout's files and folders unpack;
-// anything else in the archive refuses it whole.
+// TestUnpackLayout checks that only an OCI image layout's files and
+// folders unpack; anything else in the archive refuses it whole.
 func TestUnpackLayout(t *testing.T) {
 	blob := "blobs/sha256/" + strings.Repeat("a", 64)
 	layout := []tarEntry{{"blobs/", tar.TypeDir, ""}, {"blobs/sha256/", tar.TypeDir, ""}, {blob, tar.TypeReg, "x"},
@@ -120,8 +120,9 @@ func TestUnpackLayout(t *testing.T) {
 	}
 }
 
-// TestEntry: the entry named by its reference is found as an index or an
-// image, with its digest; another name is refused with the names there are.
+// TestEntry checks that the entry named by its reference is found as an
+// index or an image, with its digest; another name is refused with the
+// names there are.
 func TestEntry(t *testing.T) {
 	dir := t.TempDir()
 	p, err := layout.Write(dir, empty.Index)

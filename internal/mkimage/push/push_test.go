@@ -67,8 +67,9 @@ func TestMakePush(t *testing.T) {
 	checkPlatforms(t, root, idx)
 }
 
-// checkPlatforms: the index holds linux/amd64 and linux/arm64, each an
-// image of one layer with exactly the binaries of bin/linux-ARCH/.
+// checkPlatforms checks that the index holds linux/amd64 and
+// linux/arm64, each an image of one layer with exactly the binaries of
+// bin/linux-ARCH/.
 func checkPlatforms(t *testing.T, root string, idx v1.ImageIndex) {
 	t.Helper()
 	im, err := idx.IndexManifest()
@@ -94,9 +95,9 @@ func checkPlatforms(t *testing.T, root string, idx v1.ImageIndex) {
 	}
 }
 
-// checkImage: img's config names arch, and its one layer holds the files
-// of bin/linux-ARCH/ that make image packs, byte for byte, each an ELF of
-// arch's machine.
+// checkImage checks that img's config names arch, and its one layer holds
+// the files of bin/linux-ARCH/ that make image packs, byte for byte, each
+// an ELF of arch's machine.
 func checkImage(t *testing.T, root, arch string, img v1.Image) {
 	t.Helper()
 	cf, err := img.ConfigFile()

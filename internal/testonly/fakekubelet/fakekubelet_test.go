@@ -11,8 +11,9 @@ import (
 	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 )
 
-// The fake answers the project's client over kubelet's API, with Get and,
-// with Get disabled, through List.
+// TestServesPodResources checks that the fake answers the project's
+// client over kubelet's API, with Get and, with Get disabled, through
+// List.
 func TestServesPodResources(t *testing.T) {
 	pods := []Pod{
 		{Namespace: "default", Name: "web", Resources: map[string][]string{"rdma/hca": {"mlx5_0"}, "example.com/gpu": {"0"}}},
@@ -52,8 +53,9 @@ func TestServesPodResources(t *testing.T) {
 	}
 }
 
-// The fake reports claims in dynamic_resources as kubelet does: the
-// client's Lookup splits them by driver.
+// TestServesClaims checks that the fake reports claims in
+// dynamic_resources as kubelet does: the client's Lookup splits them by
+// driver.
 func TestServesClaims(t *testing.T) {
 	pods := []Pod{{Namespace: "default", Name: "dra", Resources: map[string][]string{"rdma/hca": {"3"}}, Claims: []Claim{
 		{Namespace: "default", Name: "nic", Driver: "rdma-chain.github.io", Pool: "node1", Device: "simrdma0", ShareID: "s1", CDI: []string{"rdma-chain.github.io/rdma=x"}},

@@ -36,8 +36,8 @@ func TestLeakProbe(t *testing.T) {
 	}
 }
 
-// TestMainFailsOnLeak: a binary whose tests pass but leave a process
-// running exits 1, names the process, and leaves it killed.
+// TestMainFailsOnLeak checks that a binary whose tests pass but leave a
+// process running exits 1, names the process, and leaves it killed.
 func TestMainFailsOnLeak(t *testing.T) {
 	cmd := exec.Command(os.Args[0], "-test.run=^TestLeakProbe$")
 	cmd.Env = append(os.Environ(), leakProbeEnv+"=1")
@@ -91,8 +91,8 @@ func TestReadStatOddCommand(t *testing.T) {
 	}
 }
 
-// TestLeftAfterChild: a child process still running after the tests is
-// reported; once it has been waited for, nothing is.
+// TestLeftAfterChild checks that a child process still running after
+// the tests is reported; once it has been waited for, nothing is.
 func TestLeftAfterChild(t *testing.T) {
 	before, err := take(false)
 	if err != nil {
@@ -114,8 +114,8 @@ func TestLeftAfterChild(t *testing.T) {
 	}
 }
 
-// TestLeftAfterOrphan: a process whose parent exits (a daemon forking
-// away) is still this binary's, as its subreaper.
+// TestLeftAfterOrphan checks that a process whose parent exits (a
+// daemon forking away) is still this binary's, as its subreaper.
 func TestLeftAfterOrphan(t *testing.T) {
 	before, err := take(false)
 	if err != nil {
@@ -133,8 +133,8 @@ func TestLeftAfterOrphan(t *testing.T) {
 	}
 }
 
-// TestLeftAfterHost: an empty netns pin, a link and a mount the tests made
-// are each reported, and nothing once they are gone.
+// TestLeftAfterHost checks that an empty netns pin, a link and a mount the
+// tests made are each reported, and nothing once they are gone.
 func TestLeftAfterHost(t *testing.T) {
 	testenv.Privileged(t)
 	before, err := take(true)

@@ -22,8 +22,9 @@ func TestPrivilegedGateProbe(t *testing.T) {
 	t.Log("privileged case ran")
 }
 
-// TestPrivilegedGate: a privileged case skips without RC_PRIVILEGED=1 and
-// fails, never skips, with it in a process that is not root.
+// TestPrivilegedGate checks that a privileged case skips without
+// RC_PRIVILEGED=1 and fails, never skips, with it in a process that is
+// not root.
 func TestPrivilegedGate(t *testing.T) {
 	bin := copyTestBinary(t)
 	tests := []struct {

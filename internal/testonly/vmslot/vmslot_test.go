@@ -35,8 +35,9 @@ func TestCount(t *testing.T) {
 	}
 }
 
-// TestAcquire: RC_VM_SLOTS guests at once, a released slot is taken again,
-// and a directory that is not the caller's own is refused.
+// TestAcquire checks that RC_VM_SLOTS guests run at once, that a
+// released slot is taken again, and a directory that is not the caller's
+// own is refused.
 func TestAcquire(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "slots")
 	t.Setenv("RC_VM_SLOTS_DIR", dir)
@@ -97,8 +98,8 @@ func TestAcquire(t *testing.T) {
 	}
 }
 
-// TestWaiterFirst: a caller that releases its slot and asks again waits
-// behind the one that was waiting, which gets the slot.
+// TestWaiterFirst checks that a caller that releases its slot and asks
+// again waits behind the one that was waiting, which gets the slot.
 func TestWaiterFirst(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "slots")
 	t.Setenv("RC_VM_SLOTS_DIR", dir)
@@ -139,8 +140,8 @@ func TestWaiterFirst(t *testing.T) {
 	b.Release()
 }
 
-// TestShellAgrees: a slot held by scripts/vm/slot.sh is not handed out
-// here, and the shell waits for the one held here.
+// TestShellAgrees checks that a slot held by scripts/vm/slot.sh is not
+// handed out here, and the shell waits for the one held here.
 func TestShellAgrees(t *testing.T) {
 	if _, err := exec.LookPath("flock"); err != nil {
 		t.Fatalf("flock(1) (util-linux) missing: %v", err)

@@ -83,10 +83,11 @@ func socketIn(t *testing.T, n ns.NetNS, family int) (int, error) {
 	return proto, err
 }
 
-// On the real kernel: a listed netns's AF_INET stream sockets are created
-// as IPPROTO_SMC (or refused where SMC is not loaded: the protocol was
-// switched all the same), an unlisted netns and AF_INET6 are untouched;
-// the last Remove detaches the program and removes the pins.
+// TestHookSwitchesListedNetns checks, on the real kernel, that a listed
+// netns's AF_INET stream sockets are created as IPPROTO_SMC (or refused
+// where SMC is not loaded: the protocol was switched all the same), an
+// unlisted netns and AF_INET6 are untouched; the last Remove detaches the
+// program and removes the pins.
 func TestHookSwitchesListedNetns(t *testing.T) {
 	requireHookKernel(t)
 	h := testDir(t)
@@ -123,8 +124,8 @@ func TestHookSwitchesListedNetns(t *testing.T) {
 	}
 }
 
-// assertMapClientSees: the plugin's map client opens the map the loader
-// pinned as the hook's and reads what the loader listed.
+// assertMapClientSees checks that the plugin's map client opens the map
+// the loader pinned as the hook's and reads what the loader listed.
 func assertMapClientSees(t *testing.T, h Hook, listed, plain uint32) {
 	t.Helper()
 	m, err := hookmap.Open(h.Dir)
@@ -143,7 +144,8 @@ func assertMapClientSees(t *testing.T, h Hook, listed, plain uint32) {
 	}
 }
 
-// A second Add reuses the pinned program; Remove of one of two keeps it.
+// TestHookReusesPins checks that a second Add reuses the pinned program;
+// Remove of one of two keeps it.
 func TestHookReusesPins(t *testing.T) {
 	requireHookKernel(t)
 	h := testDir(t)
@@ -168,10 +170,11 @@ func TestHookReusesPins(t *testing.T) {
 	}
 }
 
-// A held program stays attached with no pod listed: the last pod's Remove
-// keeps it, the map client reads it as held and lists a pod without a
-// load; Release with a pod listed keeps it for that pod, and the pod's
-// Remove then detaches it. The hold key switches no netns's sockets.
+// TestHookHeldBetweenPods checks that a held program stays attached with
+// no pod listed: the last pod's Remove keeps it, the map client reads it
+// as held and lists a pod without a load; Release with a pod listed keeps
+// it for that pod, and the pod's Remove then detaches it. The hold key
+// switches no netns's sockets.
 func TestHookHeldBetweenPods(t *testing.T) {
 	requireHookKernel(t)
 	h := testDir(t)

@@ -14,8 +14,9 @@ import (
 	"github.com/rdma-chain/rdma-chain/pkg/smc/hookmap"
 )
 
-// The embedded object is the program the package attaches: an fmod_ret on
-// update_socket_protocol and a hash map keyed by a 32-bit netns inode.
+// TestEmbeddedObject checks that the embedded object is the program the
+// package attaches: an fmod_ret on update_socket_protocol and a hash map
+// keyed by a 32-bit netns inode.
 func TestEmbeddedObject(t *testing.T) {
 	spec, err := loadSmcHook()
 	if err != nil {
@@ -33,8 +34,9 @@ func TestEmbeddedObject(t *testing.T) {
 	}
 }
 
-// The map key is the netns inode number, which nsfs keeps within 32 bits
-// (the kernel's ns_common.inum is an unsigned int).
+// TestNetnsInodeFitsKey checks that the map key is the netns inode
+// number, which nsfs keeps within 32 bits (the kernel's ns_common.inum
+// is an unsigned int).
 func TestNetnsInodeFitsKey(t *testing.T) {
 	fi, err := os.Stat("/proc/self/ns/net")
 	if err != nil {
@@ -45,9 +47,10 @@ func TestNetnsInodeFitsKey(t *testing.T) {
 	}
 }
 
-// Every hook operation refuses a pin directory that is not on a bpffs (a
-// plain directory, a tmpfs, the parent of one not yet created) instead of
-// reading the missing pins as "nothing listed, nothing to remove".
+// TestRefusesWhatIsNotABPFFS checks that every hook operation refuses a
+// pin directory that is not on a bpffs (a plain directory, a tmpfs, the
+// parent of one not yet created) instead of reading the missing pins as
+// "nothing listed, nothing to remove".
 func TestRefusesWhatIsNotABPFFS(t *testing.T) {
 	dirs := map[string]string{"existing": t.TempDir(), "not yet created": filepath.Join(t.TempDir(), "rdma-chain")}
 	if fs, err := tmpfsDir(t); err == nil {

@@ -80,8 +80,9 @@ func (n *node) execs(t *testing.T) []string {
 var hookSpec = ebpf.MapSpec{Name: hookmap.MapName, Type: ebpf.Hash, KeySize: hookmap.KeySize,
 	ValueSize: hookmap.ValueSize, MaxEntries: 16}
 
-// With nothing pinned the hook binary loads the program (Add) and probes
-// the kernel (Supported); nothing pinned is nothing listed or to remove.
+// TestClientWithoutPins checks that with nothing pinned the hook binary
+// loads the program (Add) and probes the kernel (Supported); nothing
+// pinned is nothing listed or to remove.
 func TestClientWithoutPins(t *testing.T) {
 	testenv.Privileged(t)
 	n := newNode(t)
@@ -106,8 +107,9 @@ func TestClientWithoutPins(t *testing.T) {
 	}
 }
 
-// With the map and link pinned, the pods' listings are the plugin's own
-// bpf(2) calls; only the last Remove runs the binary, to detach.
+// TestClientWithPins checks that with the map and link pinned, the
+// pods' listings are the plugin's own bpf(2) calls; only the last
+// Remove runs the binary, to detach.
 func TestClientWithPins(t *testing.T) {
 	testenv.Privileged(t)
 	n := newNode(t)
@@ -156,9 +158,10 @@ func TestClientWithPins(t *testing.T) {
 	}
 }
 
-// A pinned map without its link (the program not attached) lists nothing
-// as attached, and a pin that is not the hook's map is refused, never
-// updated, and the binary never runs for it.
+// TestClientRefuses checks that a pinned map without its link (the
+// program not attached) lists nothing as attached, and a pin that is not
+// the hook's map is refused, never updated, and the binary never runs
+// for it.
 func TestClientRefuses(t *testing.T) {
 	testenv.Privileged(t)
 	t.Run("map without link", func(t *testing.T) {

@@ -90,11 +90,12 @@ var built = sync.OnceValues(func() (string, error) {
 	return out, nil
 })
 
-// The real binary on this kernel: with pins in a directory on a bpffs that
-// holds none, nothing attached, nothing listed, nothing to remove; with
-// pins in a directory that is not on a bpffs, every operation fails naming
-// it instead of reading the missing pins as "nothing listed". Attaching
-// needs tracing programs on a bpffs, which the VM tier proves.
+// TestRealBinaryWithoutPins checks that the real binary on this kernel,
+// with pins in a directory on a bpffs that holds none, finds nothing
+// attached, nothing listed and nothing to remove, and that with pins in a
+// directory that is not on a bpffs every operation fails naming it instead
+// of reading the missing pins as "nothing listed". Attaching needs tracing
+// programs on a bpffs, which the VM tier proves.
 func TestRealBinaryWithoutPins(t *testing.T) {
 	bin, err := built()
 	if err != nil {
@@ -136,10 +137,10 @@ func TestRealBinaryWithoutPins(t *testing.T) {
 	}
 }
 
-// Add on a bpffs: where the kernel refuses the program (this host refuses
-// tracing programs with EPERM) nothing stays behind, not even the pin
-// directory; where it accepts it, the netns is listed and Remove takes
-// every pin away again.
+// TestRealBinaryAddLeavesNothingOnFailure runs Add on a bpffs: where the
+// kernel refuses the program (this host refuses tracing programs with
+// EPERM) nothing stays behind, not even the pin directory; where it
+// accepts it, the netns is listed and Remove takes every pin away again.
 func TestRealBinaryAddLeavesNothingOnFailure(t *testing.T) {
 	testenv.RequireRoot(t)
 	bin, err := built()

@@ -140,8 +140,9 @@ func TestOpen(t *testing.T) {
 	}
 }
 
-// The kernel's answers the client reads as facts: ENOENT for a hash map's
-// absent key on lookup and delete, and for the first key of an empty map.
+// TestListUnlist checks the kernel's answers the client reads as facts:
+// ENOENT for a hash map's absent key on lookup and delete, and for the
+// first key of an empty map.
 func TestListUnlist(t *testing.T) {
 	testenv.Privileged(t)
 	fs := bpffs(t)

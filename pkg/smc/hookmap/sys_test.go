@@ -5,8 +5,9 @@ import (
 	"unsafe"
 )
 
-// The attributes' layouts are union bpf_attr's and struct bpf_map_info's
-// (include/uapi/linux/bpf.h) on the 64-bit platforms the project builds.
+// TestKernelLayouts checks that the attributes' layouts are union
+// bpf_attr's and struct bpf_map_info's (include/uapi/linux/bpf.h) on the
+// 64-bit platforms the project builds.
 func TestKernelLayouts(t *testing.T) {
 	var o objAttr
 	var e elemAttr

@@ -94,9 +94,9 @@ func openPTY(t *testing.T) *os.File {
 	return follower
 }
 
-// TestAboutWithoutCNICommand: a person running the binary with an argument,
-// or on a terminal, gets what it is, its version and the CNI versions it
-// serves, exit 0, while stdin stays open and unread.
+// TestAboutWithoutCNICommand checks that a person running the binary with
+// an argument, or on a terminal, gets what it is, its version and the CNI
+// versions it serves, exit 0, while stdin stays open and unread.
 func TestAboutWithoutCNICommand(t *testing.T) {
 	bin := buildPlugin(t)
 	env := []string{"PATH=/usr/bin:/bin"} // no CNI_* at all
@@ -127,10 +127,10 @@ func TestAboutWithoutCNICommand(t *testing.T) {
 	}
 }
 
-// TestRuntimeUnchanged: with CNI_COMMAND set the binary serves CNI whatever
-// its arguments (it reads stdin to its end), and without CNI_COMMAND, no
-// argument and a stdin that ends (no terminal) it answers as before: the CNI
-// error 4 for the missing variable.
+// TestRuntimeUnchanged checks that with CNI_COMMAND set the binary serves
+// CNI whatever its arguments (it reads stdin to its end), and without
+// CNI_COMMAND, no argument and a stdin that ends (no terminal) it answers as
+// before: the CNI error 4 for the missing variable.
 func TestRuntimeUnchanged(t *testing.T) {
 	bin := buildPlugin(t)
 	conf := func(t *testing.T) *os.File {
@@ -167,12 +167,12 @@ func TestRuntimeUnchanged(t *testing.T) {
 	})
 }
 
-// TestRuntimeGoneDuringCall: a runtime that died while the plugin ran
-// (containerd killed mid-DEL) left the plugin's stdout and stderr broken
-// pipes. The plugin still ends its call as it would have (a DEL with
-// nothing recorded exits 0, a STATUS without kubelet's socket 1) instead
-// of dying of SIGPIPE at its first log line, and its log file has the
-// call's closing line. Nothing of the host is touched.
+// TestRuntimeGoneDuringCall checks that, when a runtime that died while
+// the plugin ran (containerd killed mid-DEL) left the plugin's stdout
+// and stderr broken pipes, the plugin still ends its call as it would
+// have (a DEL with nothing recorded exits 0, a STATUS without kubelet's
+// socket 1) instead of dying of SIGPIPE at its first log line, and its
+// log file has the call's closing line. Nothing of the host is touched.
 func TestRuntimeGoneDuringCall(t *testing.T) {
 	bin := buildPlugin(t)
 	for _, tc := range []struct {
