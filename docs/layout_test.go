@@ -92,3 +92,27 @@ func treeUnits(t *testing.T) []string {
 	}
 	return out
 }
+
+// maxLine is the longest line a page may hold: a table row or paragraph
+// past it is more than a reader takes in at once, and is split instead.
+const maxLine = 1500
+
+// TestLineLength checks that no line of README.md or docs/*.md is longer
+// than maxLine characters.
+func TestLineLength(t *testing.T) {
+	pages, err := filepath.Glob("*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, page := range append(pages, "../README.md") {
+		b, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			if n := len([]rune(line)); n > maxLine {
+				t.Errorf("%s:%d is %d characters, more than %d: split it", page, i+1, n, maxLine)
+			}
+		}
+	}
+}
