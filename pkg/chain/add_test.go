@@ -6,15 +6,16 @@ import (
 	"fmt"
 	"path/filepath"
 	"reflect"
-	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/rdma-chain/rdma-chain/pkg/config"
 	"github.com/rdma-chain/rdma-chain/pkg/podres"
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
+	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
 func wantCode(t *testing.T, err error, code uint, substr string) {
@@ -296,95 +297,26 @@ func TestAddSharedLinkNone(t *testing.T) {
 	}
 }
 
-// TestExclusiveRollbackAtEveryStep checks that every step of an exclusive
-// ADD that fails is undone from its record, in reverse order, as DEL would,
-// and leaves no state. A link's netdev and RDMA device are recorded in one
-// write before either moves, so a failed netdev move also gives back the
-// RDMA device, which never left: changing nothing.
-func TestExclusiveRollbackAtEveryStep(t *testing.T) {
-	devs := []rdma.Device{rxe("mlx5_0", "eth1"), rxe("mlx5_1", "eth2")}
-	cases := []struct {
-		failAt string
-		nth    int // fail the nth call of failAt (1-based)
-		undo   []string
-	}{
-		{"OpenNS", 1, nil},
-		{"Describe", 1, nil},
-		{"MoveToPod", 1, []string{"ReturnToHost mlx5_0 /var/run/netns/pod", "RestoreToHost eth1 /var/run/netns/pod"}},
-		{"MoveToNetns", 1, []string{"ReturnToHost mlx5_0 /var/run/netns/pod", "RestoreToHost eth1 /var/run/netns/pod"}},
-		{"MoveToPod", 2, []string{"ReturnToHost mlx5_1 /var/run/netns/pod", "RestoreToHost eth2 /var/run/netns/pod", "ReturnToHost mlx5_0 /var/run/netns/pod", "RestoreToHost eth1 /var/run/netns/pod"}},
-		{"MoveToNetns", 2, []string{"ReturnToHost mlx5_1 /var/run/netns/pod", "RestoreToHost eth2 /var/run/netns/pod", "ReturnToHost mlx5_0 /var/run/netns/pod", "RestoreToHost eth1 /var/run/netns/pod"}},
-	}
-	for _, tc := range cases {
-		t.Run(fmt.Sprintf("%s#%d", tc.failAt, tc.nth), func(t *testing.T) {
-			w := &world{mode: rdma.ModeExclusive, devices: devs,
-				allocs:  []podres.Allocation{{ResourceName: "rdma/hca", DeviceIDs: []string{"mlx5_0", "mlx5_1"}}},
-				failOn:  map[string]error{tc.failAt: errors.New("injected")},
-				failNth: map[string]int{tc.failAt: tc.nth}}
-			dir := t.TempDir()
-			if err := w.plugin().Add(cmd(dir, `,"devices":["mlx5_0","mlx5_1"]`, prevResult100)); err == nil {
-				t.Fatal("ADD succeeded")
-			}
-			if got := w.callsAfter(tc.failAt, tc.nth); !reflect.DeepEqual(got, tc.undo) {
-				t.Errorf("undo = %v, want %v", got, tc.undo)
-			}
-			if f := stateFiles(t, dir); len(f) != 0 {
-				t.Errorf("state left: %v", f)
-			}
-		})
-	}
-}
-
-// TestSharedRollbackAtAddChild checks that a shared-mode ADD whose
-// AddChild fails undoes the children made before it, and the failing one
-// too when AddChild says it created it (a child not read back: DelChild
-// by name, without its MAC).
-func TestSharedRollbackAtAddChild(t *testing.T) {
-	devs := []rdma.Device{rxe("rxe0", "veth0"), rxe("rxe1", "veth1")}
-	cases := []struct {
-		nth  int
-		left bool
-		undo []string
-	}{
-		{1, false, nil},
-		{1, true, []string{"DelChild /var/run/netns/pod rdma0 "}},
-		{2, false, []string{"DelChild /var/run/netns/pod rdma0 02:00:00:00:00:00"}},
-		{2, true, []string{"DelChild /var/run/netns/pod rdma1 ", "DelChild /var/run/netns/pod rdma0 02:00:00:00:00:00"}},
-	}
-	for _, tc := range cases {
-		t.Run(fmt.Sprintf("AddChild#%d/created=%v", tc.nth, tc.left), func(t *testing.T) {
-			w := &world{mode: rdma.ModeShared, devices: devs, childLeft: tc.left,
-				failOn: map[string]error{"AddChild": errors.New("injected")}, failNth: map[string]int{"AddChild": tc.nth}}
-			dir := t.TempDir()
-			if err := w.plugin().Add(cmd(dir, `,"devices":["rxe0","rxe1"],"podSelection":"all"`, prevResult100)); err == nil {
-				t.Fatal("ADD succeeded")
-			}
-			if got := w.callsAfter("AddChild", tc.nth); !reflect.DeepEqual(got, tc.undo) {
-				t.Errorf("undo = %v, want %v", got, tc.undo)
-			}
-			if f := stateFiles(t, dir); len(f) != 0 {
-				t.Errorf("state left: %v", f)
-			}
-		})
-	}
-}
-
-// TestAddExclusiveRereadsUnderLock checks that the netdev ADD moves is
-// the one the kernel has under the node lock, not what ADD read before
-// it: a netdev back from a dead pod netns as rdma0, renamed eth0 by the
-// reconcile daemon's repair while this ADD waited for the lock, is
-// moved as eth0.
-func TestAddExclusiveRereadsUnderLock(t *testing.T) {
-	w := &world{mode: rdma.ModeExclusive, devices: []rdma.Device{rxe("mlx5_0", "rdma0")},
-		devicesNow: []rdma.Device{rxe("mlx5_0", "eth0")}}
+// TestLockNotHeldAcrossIPAM checks that the node lock is not held while a
+// delegated IPAM runs: another verb gets it meanwhile.
+func TestLockNotHeldAcrossIPAM(t *testing.T) {
 	dir := t.TempDir()
-	if err := w.plugin().Add(cmd(dir, `,"podSelection":"all"`, prevResult100)); err != nil {
+	w := &world{mode: rdma.ModeShared, devices: []rdma.Device{rxe("rxe0", "veth0")}}
+	var lockErr error
+	w.onIPAM = func() {
+		var unlock func()
+		unlock, lockErr = state.New(dir).Lock(50 * time.Millisecond)
+		if lockErr == nil {
+			unlock()
+		}
+	}
+	if err := w.plugin().Add(cmd(dir, `,"podSelection":"all","ipam":{"type":"host-local"}`, prevResult100)); err != nil {
 		t.Fatal(err)
 	}
-	if got := filterCalls(w.calls, "Describe"); !slices.Equal(got, []string{"Describe eth0 rdma0"}) {
-		t.Errorf("ADD described %q, want the netdev as it is under the lock: calls %v", got, w.calls)
+	if lockErr != nil {
+		t.Errorf("node lock held across IPAM ADD: %v", lockErr)
 	}
-	if got := filterCalls(w.calls, "MoveToPod"); !slices.Equal(got, []string{"MoveToPod eth0 rdma0"}) {
-		t.Errorf("ADD moved %q, want eth0", got)
+	if err := w.plugin().Del(cmd(dir, `,"podSelection":"all","ipam":{"type":"host-local"}`, "")); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -430,3 +430,15 @@ func filterCalls(calls []string, name string) []string {
 	}
 	return out
 }
+
+// added runs a shared-mode ADD and returns the world and the chain's result.
+func added(t *testing.T, dir, containerID string) (*world, string) {
+	t.Helper()
+	w := &world{mode: rdma.ModeShared, devices: []rdma.Device{rxe("rxe0", "veth0")}}
+	args := cmd(dir, `,"podSelection":"all"`, prevResult100)
+	args.ContainerID = containerID
+	if err := w.plugin().Add(args); err != nil {
+		t.Fatal(err)
+	}
+	return w, w.stdout.String()
+}

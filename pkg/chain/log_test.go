@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rdma-chain/rdma-chain/pkg/outcome"
 	"github.com/rdma-chain/rdma-chain/pkg/podres"
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 )
@@ -54,5 +55,34 @@ func TestLogLinesCarryTheCall(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestLogLine(t *testing.T) {
+	w := &world{}
+	_ = w.plugin().Add(cmd(t.TempDir(), "", ""))
+	line := w.stderr.String()
+	for _, want := range []string{"verb=ADD", "container=c1", "pod=default/p1", "outcome=error", "code=7", "duration="} {
+		if !strings.Contains(line, want) {
+			t.Errorf("log %q lacks %q", line, want)
+		}
+	}
+	if w.stdout.Len() != 0 {
+		t.Error("logged to stdout")
+	}
+}
+
+// TestOutcomeRecorded checks that every verb leaves its outcome in the
+// bounded log inspect reads; a failure keeps its code and message.
+func TestOutcomeRecorded(t *testing.T) {
+	dir := t.TempDir()
+	w := &world{mode: rdma.ModeShared}
+	wantCode(t, w.plugin().Add(cmd(dir, `,"podSelection":"all"`, prevResult100)), CodeNoDevice, "")
+	entries, err := outcome.Read(dir)
+	if err != nil || len(entries) != 1 {
+		t.Fatalf("outcomes %v, %v", entries, err)
+	}
+	if e := entries[0]; e.Verb != "ADD" || e.Code != CodeNoDevice || e.Pod != "default/p1" || !e.Failed() {
+		t.Errorf("outcome %+v", e)
 	}
 }

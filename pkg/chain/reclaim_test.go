@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/containernetworking/cni/pkg/types"
+
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
@@ -101,5 +103,93 @@ func TestStrandedHoldersNeverStallTheNode(t *testing.T) {
 	}
 	if !slices.Contains(w.calls, "ReturnToHost mlx5_0 /var/run/netns/a") {
 		t.Errorf("the device back on the host was not reclaimed: %v", w.calls)
+	}
+}
+
+// TestExclusiveStrandedHolderReclaimed checks that a pod whose netns died
+// without a DEL does not hold its exclusive device forever: the next
+// pod's ADD gives it back as DEL would and gets it.
+func TestExclusiveStrandedHolderReclaimed(t *testing.T) {
+	dir := t.TempDir()
+	w := &world{mode: rdma.ModeExclusive, devices: []rdma.Device{{Name: "mlx5_0", Driver: "mlx5_core", Netdev: "eth1"}}}
+	conf := `,"podSelection":"all","ipam":{"type":"host-local"}`
+	a := cmd(dir, conf, prevResult100)
+	a.ContainerID, a.Netns = "podA", "/var/run/netns/a"
+	if err := w.plugin().Add(a); err != nil {
+		t.Fatal(err)
+	}
+	b := cmd(dir, conf, prevResult100)
+	b.ContainerID, b.Netns = "podB", "/var/run/netns/b"
+	wantCode(t, w.plugin().Add(b), types.ErrTryAgainLater, "mlx5_0")
+
+	w.gone = map[string]bool{"/var/run/netns/a": true}
+	w.calls = nil
+	if err := w.plugin().Add(b); err != nil {
+		t.Fatalf("ADD after the holder's netns died: %v", err)
+	}
+	for _, want := range []string{"ReturnToHost mlx5_0 /var/run/netns/a", "RestoreToHost eth1 /var/run/netns/a",
+		"IPAMDel podA rdma0", "MoveToNetns mlx5_0"} {
+		if !slices.Contains(w.calls, want) {
+			t.Errorf("calls lack %q: %v", want, w.calls)
+		}
+	}
+	if files := stateFiles(t, dir); len(files) != 1 || !strings.Contains(files[0], "podB") {
+		t.Errorf("records %v, want only podB's", files)
+	}
+	if !strings.Contains(w.stderr.String(), "reclaimed RDMA devices") {
+		t.Errorf("reclaim not logged: %s", w.stderr.String())
+	}
+}
+
+// TestStrandedNeedsDeadNetns checks that a holder whose netns path now
+// names another netns (the path was reused) is stranded too; an alive one
+// is never touched.
+func TestStrandedNeedsDeadNetns(t *testing.T) {
+	dir := t.TempDir()
+	w := &world{mode: rdma.ModeExclusive, devices: []rdma.Device{{Name: "mlx5_0", Driver: "mlx5_core", Netdev: "eth1"}}}
+	a := cmd(dir, `,"podSelection":"all"`, prevResult100)
+	a.ContainerID = "podA"
+	if err := w.plugin().Add(a); err != nil {
+		t.Fatal(err)
+	}
+	st := state.New(dir)
+	rec, err := st.Get(state.Key{Network: "rdmanet", ContainerID: "podA", IfName: "eth0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := cmd(dir, `,"podSelection":"all"`, prevResult100)
+	b.ContainerID, b.Netns = "podB", "/var/run/netns/b"
+	wantCode(t, w.plugin().Add(b), types.ErrTryAgainLater, "podA")
+	// The kernel reused the inode number for a new netns at the same
+	// path: only the cookie tells.
+	w.cookieBump = map[string]uint64{"/var/run/netns/pod": 1}
+	if err := w.plugin().Add(b); err != nil {
+		t.Fatalf("ADD after the holder's netns path was reused: %v", err)
+	}
+	_ = rec
+}
+
+// TestReclaimRelistsDevices checks that after a reclaim the devices are
+// listed again: the kernel gave the holder's netdev back under its pod
+// name, and the reclaim renamed it.
+func TestReclaimRelistsDevices(t *testing.T) {
+	dir := t.TempDir()
+	w := &world{mode: rdma.ModeExclusive, devices: []rdma.Device{{Name: "mlx5_0", Driver: "mlx5_core", Netdev: "eth1"}}}
+	a := cmd(dir, `,"podSelection":"all"`, prevResult100)
+	a.ContainerID, a.Netns = "podA", "/var/run/netns/a"
+	if err := w.plugin().Add(a); err != nil {
+		t.Fatal(err)
+	}
+	w.gone = map[string]bool{"/var/run/netns/a": true}
+	w.devices = []rdma.Device{{Name: "mlx5_0", Driver: "mlx5_core", Netdev: "rdma0"}} // as the kernel returned it
+	w.onRestore = func() { w.devices = []rdma.Device{{Name: "mlx5_0", Driver: "mlx5_core", Netdev: "eth1"}} }
+	b := cmd(dir, `,"podSelection":"all"`, prevResult100)
+	b.ContainerID, b.Netns = "podB", "/var/run/netns/b"
+	w.calls = nil
+	if err := w.plugin().Add(b); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(w.calls, "Describe eth1 rdma0") {
+		t.Errorf("pod B's netdev not the restored eth1: %v", w.calls)
 	}
 }

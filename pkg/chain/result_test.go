@@ -70,3 +70,27 @@ func TestResultAsFollowersReadIt(t *testing.T) {
 		}
 	}
 }
+
+// TestResultHelpersSkipNil checks that null entries in a result never
+// crash the plugin's own loops.
+func TestResultHelpersSkipNil(t *testing.T) {
+	r := mustResult(t, `{"cniVersion":"1.0.0","interfaces":[{"name":"eth0","sandbox":"/x","mac":"02:00:00:00:00:01"}],"ips":[{"address":"10.0.0.1/24"}]}`)
+	r.Interfaces = append(r.Interfaces, nil)
+	r.IPs = append(r.IPs, nil)
+	if len(resultMACs(r)) != 1 || !hasIPv4(r) || !hasInterface(r, "eth0", "/x") || hasInterface(r, "rdma0", "/x") {
+		t.Error("helpers wrong over nil entries")
+	}
+}
+
+func mustResult(t *testing.T, js string) *types100.Result {
+	t.Helper()
+	r, err := types100.NewResult([]byte(js))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := types100.GetResult(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}

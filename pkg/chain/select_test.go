@@ -3,6 +3,7 @@ package chain
 import (
 	"net"
 	"reflect"
+	"regexp"
 	"testing"
 
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
@@ -113,5 +114,17 @@ func TestSelectSkipsNetdevLessForChildren(t *testing.T) {
 	got, _ = selectDevices(&request{}, selectInput{mode: rdma.ModeShared, offered: offered})
 	if len(got) != 2 {
 		t.Errorf("sharedLink none must keep every device: %v", names(got))
+	}
+}
+
+// TestSyntheticMatchesExpression checks that synthetic accepts exactly
+// what ^(eni-)?[0-9]+$ accepts.
+func TestSyntheticMatchesExpression(t *testing.T) {
+	re := regexp.MustCompile(`^(eni-)?[0-9]+$`)
+	for _, in := range []string{"", "0", "17", "eni-3", "eni-", "eni-eni-3", "eni-3a", "3a", "-3", "ENI-3",
+		"eni3", " 3", "erdma_0", "eni-0123456789", "٣"} {
+		if got, want := synthetic(in), re.MatchString(in); got != want {
+			t.Errorf("synthetic(%q) = %v, want %v", in, got, want)
+		}
 	}
 }

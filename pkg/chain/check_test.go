@@ -15,20 +15,7 @@ import (
 	"github.com/rdma-chain/rdma-chain/pkg/podres"
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 	"github.com/rdma-chain/rdma-chain/pkg/smc"
-	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
-
-// added runs a shared-mode ADD and returns the world and the chain's result.
-func added(t *testing.T, dir, containerID string) (*world, string) {
-	t.Helper()
-	w := &world{mode: rdma.ModeShared, devices: []rdma.Device{rxe("rxe0", "veth0")}}
-	args := cmd(dir, `,"podSelection":"all"`, prevResult100)
-	args.ContainerID = containerID
-	if err := w.plugin().Add(args); err != nil {
-		t.Fatal(err)
-	}
-	return w, w.stdout.String()
-}
 
 func TestCheck(t *testing.T) {
 	dir := t.TempDir()
@@ -63,76 +50,33 @@ func TestCheck(t *testing.T) {
 	})
 }
 
-func TestDelIdempotent(t *testing.T) {
-	cases := []struct {
-		name  string
-		netns string
-		want  string
-	}{
-		{"netns given", "/var/run/netns/pod", "DelChild /var/run/netns/pod rdma0 02:00:00:00:00:00"},
-		{"empty CNI_NETNS uses the recorded path", "", "DelChild /var/run/netns/pod rdma0 02:00:00:00:00:00"},
+func TestCheckExclusiveDevice(t *testing.T) {
+	dir := t.TempDir()
+	w := &world{mode: rdma.ModeExclusive, devices: []rdma.Device{rxe("mlx5_0", "eth1")}}
+	if err := w.plugin().Add(cmd(dir, `,"podSelection":"all"`, prevResult100)); err != nil {
+		t.Fatal(err)
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			dir := t.TempDir()
-			w, _ := added(t, dir, "c1")
-			w.calls = nil
-			args := cmd(dir, "", "")
-			args.Netns = tc.netns
-			for i := 0; i < 2; i++ {
-				if err := w.plugin().Del(args); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if !reflect.DeepEqual(w.calls, []string{tc.want}) {
-				t.Errorf("calls %v", w.calls)
-			}
-		})
+	result := w.stdout.String()
+	if err := w.plugin().Check(cmd(dir, `,"podSelection":"all"`, result)); err != nil {
+		t.Fatalf("CHECK: %v", err)
 	}
-	t.Run("never added, no dataDir", func(t *testing.T) {
-		w := &world{}
-		if err := w.plugin().Del(cmd(filepath.Join(t.TempDir(), "none"), "", "")); err != nil || len(w.calls) != 0 {
-			t.Fatalf("err %v calls %v", err, w.calls)
-		}
-	})
-	t.Run("failed DEL keeps state for a retry", func(t *testing.T) {
-		dir := t.TempDir()
-		w, _ := added(t, dir, "c1")
-		w.failOn = map[string]error{"DelChild": errors.New("busy")}
-		wantCode(t, w.plugin().Del(cmd(dir, "", "")), CodeLinkSetup, "busy")
-		if len(stateFiles(t, dir)) != 1 {
-			t.Fatal("state dropped after failed DEL")
-		}
-		w.failOn = nil
-		if err := w.plugin().Del(cmd(dir, "", "")); err != nil || len(stateFiles(t, dir)) != 0 {
-			t.Fatalf("retry: %v", err)
-		}
-	})
+	w.failOn = map[string]error{"InNetns": errors.New("absent")}
+	wantCode(t, w.plugin().Check(cmd(dir, `,"podSelection":"all"`, result)), CodeCheckFailed, "mlx5_0 is not in the pod netns")
 }
 
-func TestGC(t *testing.T) {
+// TestCheckUnreadableRecord checks that CHECK of an unreadable record
+// cannot verify the attachment: 105, and the record stays where it is for
+// DEL.
+func TestCheckUnreadableRecord(t *testing.T) {
 	dir := t.TempDir()
-	w, _ := added(t, dir, "keep")
-	added(t, dir, "stale")
-	other := state.New(dir)
-	if err := other.Put(&state.Record{Network: "othernet", ContainerID: "x", IfName: "eth0"}); err != nil {
+	w, result := added(t, dir, "c1")
+	files := stateFiles(t, dir)
+	if err := os.WriteFile(files[0], []byte("{"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	w.calls = nil
-	gc := cmd(dir, `,"cni.dev/valid-attachments":[{"containerID":"keep","ifname":"eth0"}]`, "")
-	if err := w.plugin().GC(gc); err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(w.calls, []string{"DelChild /var/run/netns/pod rdma0 02:00:00:00:00:00"}) {
-		t.Errorf("calls %v", w.calls)
-	}
-	recs, _ := other.List()
-	var kept []string
-	for _, r := range recs {
-		kept = append(kept, r.Network+"/"+r.ContainerID)
-	}
-	if !reflect.DeepEqual(kept, []string{"rdmanet/keep", "othernet/x"}) && !reflect.DeepEqual(kept, []string{"othernet/x", "rdmanet/keep"}) {
-		t.Errorf("kept %v", kept)
+	wantCode(t, w.plugin().Check(cmd(dir, `,"podSelection":"all"`, result)), CodeState, "")
+	if len(stateFiles(t, dir)) != 1 {
+		t.Error("CHECK moved the record")
 	}
 }
 
@@ -244,68 +188,4 @@ func TestStatus(t *testing.T) {
 		w := &world{}
 		wantCode(t, w.plugin().Status(cmd(file+"/sub", "", "")), CodeNotAvailable, "not writable")
 	})
-}
-
-func TestLogLine(t *testing.T) {
-	w := &world{}
-	_ = w.plugin().Add(cmd(t.TempDir(), "", ""))
-	line := w.stderr.String()
-	for _, want := range []string{"verb=ADD", "container=c1", "pod=default/p1", "outcome=error", "code=7", "duration="} {
-		if !strings.Contains(line, want) {
-			t.Errorf("log %q lacks %q", line, want)
-		}
-	}
-	if w.stdout.Len() != 0 {
-		t.Error("logged to stdout")
-	}
-}
-
-func TestCheckExclusiveDevice(t *testing.T) {
-	dir := t.TempDir()
-	w := &world{mode: rdma.ModeExclusive, devices: []rdma.Device{rxe("mlx5_0", "eth1")}}
-	if err := w.plugin().Add(cmd(dir, `,"podSelection":"all"`, prevResult100)); err != nil {
-		t.Fatal(err)
-	}
-	result := w.stdout.String()
-	if err := w.plugin().Check(cmd(dir, `,"podSelection":"all"`, result)); err != nil {
-		t.Fatalf("CHECK: %v", err)
-	}
-	w.failOn = map[string]error{"InNetns": errors.New("absent")}
-	wantCode(t, w.plugin().Check(cmd(dir, `,"podSelection":"all"`, result)), CodeCheckFailed, "mlx5_0 is not in the pod netns")
-}
-
-// TestDelPartialFailureKeepsFailedLink checks that a DEL that fails on
-// one link keeps exactly that link for the retry.
-func TestDelPartialFailureKeepsFailedLink(t *testing.T) {
-	dir := t.TempDir()
-	w := &world{mode: rdma.ModeShared, devices: []rdma.Device{rxe("rxe0", "veth0"), rxe("rxe1", "veth1")}}
-	if err := w.plugin().Add(cmd(dir, `,"podSelection":"all"`, prevResult100)); err != nil {
-		t.Fatal(err)
-	}
-	w.failOn = map[string]error{"DelChild": errors.New("busy")}
-	w.failNth = map[string]int{"DelChild": 1} // rdma1 is detached first
-	wantCode(t, w.plugin().Del(cmd(dir, "", "")), CodeLinkSetup, "busy")
-	w.failOn, w.calls = nil, nil
-	if err := w.plugin().Del(cmd(dir, "", "")); err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(w.calls, []string{"DelChild /var/run/netns/pod rdma1 02:00:00:00:00:01"}) {
-		t.Errorf("retry calls %v, want the failed rdma1 only", w.calls)
-	}
-}
-
-// TestDelLeaseWithoutIPAMConf checks that a conf that lost its ipam
-// section does not block DEL forever.
-func TestDelLeaseWithoutIPAMConf(t *testing.T) {
-	dir := t.TempDir()
-	w := &world{mode: rdma.ModeShared, devices: []rdma.Device{rxe("rxe0", "veth0")}}
-	if err := w.plugin().Add(cmd(dir, withIPAM, prevResult100)); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.plugin().Del(cmd(dir, "", "")); err != nil || len(stateFiles(t, dir)) != 0 {
-		t.Fatalf("DEL: %v", err)
-	}
-	if !strings.Contains(w.stderr.String(), "not released") {
-		t.Error("no warning about the unreleased lease")
-	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/rdma-chain/rdma-chain/pkg/addr"
 	"github.com/rdma-chain/rdma-chain/pkg/netdev"
 	"github.com/rdma-chain/rdma-chain/pkg/netnsid"
+	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 )
 
 // TestSharedDelUnpinnedNetns checks that DEL of a pod whose netns pin is
@@ -262,4 +263,66 @@ func readFile(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestExclusiveRestoreAfterNetnsGone checks that DEL finds the netdev by
+// MAC when the pod netns is gone before DEL and the kernel refunded the
+// netdev under another name (as it does for physical netdevs).
+func TestExclusiveRestoreAfterNetnsGone(t *testing.T) {
+	testenv.Privileged(t)
+	n := newNode(t, rdma.ModeExclusive)
+	pod := netnstest.NewNS(t)
+	if err := n.run(add, pod, podAll, prevResult100); err != nil {
+		t.Fatal(err)
+	}
+	refund(t, pod, n.host, "rdma0", "dev7")
+	netnstest.Delete(pod)
+	if err := n.run(del, pod, podAll, ""); err != nil {
+		t.Fatalf("DEL: %v", err)
+	}
+	n.assertHostRestored(t)
+	if f := stateFiles(t, n.dir); len(f) != 0 {
+		t.Errorf("state left %v", f)
+	}
+}
+
+// refund moves name from pod back to host renamed to newName, as the kernel
+// does with a physical netdev when its netns dies.
+func refund(t *testing.T, pod, host ns.NetNS, name, newName string) {
+	t.Helper()
+	err := pod.Do(func(ns.NetNS) error {
+		l, err := netlink.LinkByName(name)
+		if err != nil {
+			return err
+		}
+		if err := netlink.LinkSetDown(l); err != nil {
+			return err
+		}
+		if err := netlink.LinkSetName(l, newName); err != nil {
+			return err
+		}
+		return netlink.LinkSetNsFd(l, int(host.Fd()))
+	})
+	if err != nil {
+		t.Fatalf("refund %s: %v", name, err)
+	}
+}
+
+// TestExclusiveNetdevDestroyedWithNetns checks that a virtual netdev is
+// destroyed with the netns: DEL still succeeds and forgets the
+// attachment.
+func TestExclusiveNetdevDestroyedWithNetns(t *testing.T) {
+	testenv.Privileged(t)
+	n := newNode(t, rdma.ModeExclusive)
+	pod := netnstest.NewNS(t)
+	if err := n.run(add, pod, podAll, prevResult100); err != nil {
+		t.Fatal(err)
+	}
+	netnstest.Delete(pod)
+	if err := n.run(del, pod, podAll, ""); err != nil {
+		t.Fatalf("DEL: %v", err)
+	}
+	if f := stateFiles(t, n.dir); len(f) != 0 {
+		t.Errorf("state left %v", f)
+	}
 }
