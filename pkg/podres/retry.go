@@ -29,21 +29,28 @@ const (
 // late, and each abandoned call throws away its place in the queue. An
 // attempt kubelet refused (its rate limit, a full listen backlog) is
 // retried after a backoff. When ctx's deadline comes before the backoff
-// ends, retry gives up at once with the refusal.
+// ends, retry gives up at once with the refusal; so it does when ctx ends
+// during the attempt that follows a refusal: kubelet's last answer was
+// that refusal, and the error names it (its rate limit), not the cut.
 func (c *Client) retry(ctx context.Context, get func(context.Context) (*podResources, error)) (*podResources, int, error) {
 	timeout, refusals := c.timeout, 0
+	var refusal error // the last attempt's, when kubelet refused it
 	for attempt := 1; ; attempt++ {
 		actx, cancel := context.WithTimeout(ctx, timeout)
 		pod, err := get(actx)
 		cancel()
 		if err == nil || ctx.Err() != nil {
+			if err != nil && refusal != nil && !refused(err) {
+				err = refusal
+			}
 			return pod, attempt, err
 		}
 		var wait time.Duration
+		refusal = nil
 		switch {
 		case refused(err):
 			refusals++
-			wait = backoff(refusals)
+			refusal, wait = err, backoff(refusals)
 		case grpcunix.StatusOf(err).Code == grpcunix.DeadlineExceeded:
 			timeout = restOf(ctx, 2*timeout)
 		default:

@@ -1,11 +1,13 @@
 package podres
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/rdma-chain/rdma-chain/internal/grpcunix"
 )
@@ -52,5 +54,41 @@ func TestBackoff(t *testing.T) {
 				t.Fatalf("backoff(%d) = %v, want in (0, %v]", n, d, window)
 			}
 		}
+	}
+}
+
+// TestRetryBudgetEndsAfterRefusal checks that a lookup whose budget ends
+// during the attempt after a refusal fails with that refusal (kubelet's
+// last answer, which names its rate limit), not with the attempt's cut;
+// and that one whose last answer was a timeout fails with the timeout.
+func TestRetryBudgetEndsAfterRefusal(t *testing.T) {
+	limit := &grpcunix.Status{Code: grpcunix.ResourceExhausted, Message: "rejected by rate limit", Server: true}
+	slow := &grpcunix.Status{Code: grpcunix.DeadlineExceeded, Message: "i/o timeout"}
+	tests := []struct {
+		name    string
+		answers []error // per attempt; past the last, the attempt waits for its context
+		want    grpcunix.Code
+	}{
+		{"refused, then cut", []error{limit}, grpcunix.ResourceExhausted},
+		{"refused thrice, then cut", []error{limit, limit, limit}, grpcunix.ResourceExhausted},
+		{"refused, timed out, then cut", []error{limit, slow}, grpcunix.DeadlineExceeded},
+		{"cut at once", nil, grpcunix.DeadlineExceeded},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			defer cancel()
+			n := 0
+			_, attempts, err := New("unused", time.Hour).retry(ctx, func(actx context.Context) (*podResources, error) {
+				if n++; n <= len(tt.answers) {
+					return nil, tt.answers[n-1]
+				}
+				<-actx.Done()
+				return nil, slow
+			})
+			if got := grpcunix.StatusOf(err).Code; got != tt.want || attempts != len(tt.answers)+1 {
+				t.Errorf("after %d attempts: %v (code %v), want code %v after %d", attempts, err, got, tt.want, len(tt.answers)+1)
+			}
+		})
 	}
 }
