@@ -40,7 +40,7 @@ func (c *Client) retry(ctx context.Context, get func(context.Context) (*podResou
 		pod, err := get(actx)
 		cancel()
 		if err == nil || ctx.Err() != nil {
-			if err != nil && refusal != nil && !refused(err) {
+			if refusal != nil && cut(err) {
 				err = refusal
 			}
 			return pod, attempt, err
@@ -60,6 +60,13 @@ func (c *Client) retry(ctx context.Context, get func(context.Context) (*podResou
 			return nil, attempt, err
 		}
 	}
+}
+
+// cut reports whether err is an attempt's end by its deadline or its
+// context, not an answer of kubelet's.
+func cut(err error) bool {
+	return grpcunix.StatusOf(err).Code == grpcunix.DeadlineExceeded ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
 }
 
 // restOf is the time left until ctx's deadline, or otherwise when ctx has

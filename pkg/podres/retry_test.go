@@ -60,19 +60,23 @@ func TestBackoff(t *testing.T) {
 // TestRetryBudgetEndsAfterRefusal checks that a lookup whose budget ends
 // during the attempt after a refusal fails with that refusal (kubelet's
 // last answer, which names its rate limit), not with the attempt's cut;
-// and that one whose last answer was a timeout fails with the timeout.
+// and that one whose last answer was a timeout, or kubelet gone, fails
+// with that.
 func TestRetryBudgetEndsAfterRefusal(t *testing.T) {
 	limit := &grpcunix.Status{Code: grpcunix.ResourceExhausted, Message: "rejected by rate limit", Server: true}
 	slow := &grpcunix.Status{Code: grpcunix.DeadlineExceeded, Message: "i/o timeout"}
+	gone := &grpcunix.Status{Code: grpcunix.Unavailable, Message: "connection closed before the reply"}
 	tests := []struct {
 		name    string
 		answers []error // per attempt; past the last, the attempt waits for its context
+		last    error   // what that attempt then answers (nil: slow)
 		want    grpcunix.Code
 	}{
-		{"refused, then cut", []error{limit}, grpcunix.ResourceExhausted},
-		{"refused thrice, then cut", []error{limit, limit, limit}, grpcunix.ResourceExhausted},
-		{"refused, timed out, then cut", []error{limit, slow}, grpcunix.DeadlineExceeded},
-		{"cut at once", nil, grpcunix.DeadlineExceeded},
+		{"refused, then cut", []error{limit}, nil, grpcunix.ResourceExhausted},
+		{"refused thrice, then cut", []error{limit, limit, limit}, nil, grpcunix.ResourceExhausted},
+		{"refused, timed out, then cut", []error{limit, slow}, nil, grpcunix.DeadlineExceeded},
+		{"cut at once", nil, nil, grpcunix.DeadlineExceeded},
+		{"refused, then kubelet gone as the budget ends", []error{limit}, gone, grpcunix.Unavailable},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -84,6 +88,9 @@ func TestRetryBudgetEndsAfterRefusal(t *testing.T) {
 					return nil, tt.answers[n-1]
 				}
 				<-actx.Done()
+				if tt.last != nil {
+					return nil, tt.last
+				}
 				return nil, slow
 			})
 			if got := grpcunix.StatusOf(err).Code; got != tt.want || attempts != len(tt.answers)+1 {
