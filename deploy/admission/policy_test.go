@@ -10,9 +10,10 @@ import (
 	"testing"
 
 	"github.com/google/cel-go/cel"
-	"github.com/google/cel-go/ext"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/rdma-chain/rdma-chain/deploy/internal/celtest"
 )
 
 // policy reads smcr-policy.yaml strictly: unknown fields fail.
@@ -72,31 +73,13 @@ func opStrings(ops []admissionv1.OperationType) []string {
 // cluster tier's, which applies the policy.
 func celEnv(t *testing.T) *cel.Env {
 	t.Helper()
-	env, err := cel.NewEnv(ext.Strings(ext.StringsVersion(2)),
-		cel.Variable("object", cel.DynType), cel.Variable("oldObject", cel.DynType),
-		cel.Variable("namespaceObject", cel.DynType), cel.Variable("request", cel.DynType))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return env
+	return celtest.Env(t, false, "object", "oldObject", "namespaceObject", "request")
 }
 
-// eval compiles expr, which must yield want's type, and runs it.
+// eval is celtest.Eval.
 func eval(t *testing.T, env *cel.Env, expr string, vars map[string]any) any {
 	t.Helper()
-	ast, iss := env.Compile(expr)
-	if iss.Err() != nil {
-		t.Fatalf("compile %q: %v", expr, iss.Err())
-	}
-	prg, err := env.Program(ast)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, _, err := prg.Eval(vars)
-	if err != nil {
-		t.Fatalf("eval %q: %v", expr, err)
-	}
-	return out.Value()
+	return celtest.Eval(t, env, expr, vars)
 }
 
 // admitted runs the policy on a pod as the API server would: the pod is

@@ -11,9 +11,10 @@ import (
 	"testing"
 
 	"github.com/google/cel-go/cel"
-	"github.com/google/cel-go/ext"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/rdma-chain/rdma-chain/deploy/internal/celtest"
 )
 
 const (
@@ -108,32 +109,13 @@ func TestPolicyRules(t *testing.T) {
 // tier's (TestDRAPolicy).
 func celEnv(t *testing.T) *cel.Env {
 	t.Helper()
-	env, err := cel.NewEnv(cel.OptionalTypes(), ext.Strings(ext.StringsVersion(2)),
-		cel.Variable("object", cel.DynType), cel.Variable("oldObject", cel.DynType),
-		cel.Variable("request", cel.DynType), cel.Variable("variables", cel.DynType))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return env
+	return celtest.Env(t, true, "object", "oldObject", "request", "variables")
 }
 
-// eval compiles expr and runs it on vars; an evaluation error fails the
-// test (the API server would refuse the request: failurePolicy Fail).
+// eval is celtest.Eval.
 func eval(t *testing.T, env *cel.Env, expr string, vars map[string]any) any {
 	t.Helper()
-	ast, iss := env.Compile(expr)
-	if iss.Err() != nil {
-		t.Fatalf("compile %q: %v", expr, iss.Err())
-	}
-	prg, err := env.Program(ast)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, _, err := prg.Eval(vars)
-	if err != nil {
-		t.Fatalf("eval %q: %v", expr, err)
-	}
-	return out.Value()
+	return celtest.Eval(t, env, expr, vars)
 }
 
 // admitted runs p on a request as the API server would: not matched when
