@@ -68,6 +68,11 @@ func (p *Plugin) release(c *call, rec *state.Record, nsPath string) error {
 		return leaseError(leaseErr)
 	case err != nil:
 		return cniError(CodeState, "cannot read attachment state", err)
+	case !cur.CreatedAt.Equal(rec.CreatedAt):
+		// Released meanwhile and recorded again by another ADD of the
+		// same container and interface: that record is not this
+		// release's to give back or to mark.
+		return leaseError(leaseErr)
 	}
 	copyProgress(cur, rec)
 	return p.releaseHost(c, cur, nsPath, leaseErr)

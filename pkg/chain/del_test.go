@@ -65,6 +65,56 @@ func TestDelIdempotent(t *testing.T) {
 	})
 }
 
+// TestDelLeavesRecordMadeAgain checks that a DEL whose record was released
+// while it gave back the leases (by another DEL) and recorded again by a
+// new ADD of the same container and interface leaves that record, its
+// links and its leases alone.
+func TestDelLeavesRecordMadeAgain(t *testing.T) {
+	const conf = `,"podSelection":"all","ipam":{"type":"host-local"}`
+	for _, c := range []struct {
+		name string
+		mode rdma.Mode
+		dev  rdma.Device
+	}{
+		{"shared", rdma.ModeShared, rxe("rxe0", "veth0")},
+		{"exclusive", rdma.ModeExclusive, rdma.Device{Name: "mlx5_0", Driver: "mlx5_core", Netdev: "eth1"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			w := &world{mode: c.mode, devices: []rdma.Device{c.dev}}
+			p := w.plugin()
+			if err := p.Add(cmd(dir, conf, prevResult100)); err != nil {
+				t.Fatal(err)
+			}
+			var delErr, addErr error
+			w.onIPAMDel = func() {
+				w.onIPAMDel = nil
+				delErr = p.Del(cmd(dir, conf, ""))
+				addErr = p.Add(cmd(dir, conf, prevResult100))
+				w.calls = nil
+			}
+			if err := p.Del(cmd(dir, conf, "")); err != nil {
+				t.Fatalf("DEL: %v", err)
+			}
+			if delErr != nil || addErr != nil {
+				t.Fatalf("the DEL and ADD during DEL: %v, %v", delErr, addErr)
+			}
+			rec, err := state.New(dir).Get(state.Key{Network: "rdmanet", ContainerID: "c1", IfName: "eth0"})
+			if err != nil {
+				t.Fatalf("the new ADD's record: %v (calls after it %v)", err, w.calls)
+			}
+			for _, l := range rec.Links {
+				if l.Step == state.StepReleased || !l.IPAM {
+					t.Errorf("the new ADD's link %s marked released (step %v, lease held %v)", l.PodName, l.Step, l.IPAM)
+				}
+			}
+			if len(w.calls) != 0 {
+				t.Errorf("the first DEL acted after the new ADD: %v", w.calls)
+			}
+		})
+	}
+}
+
 // TestDelWithoutRecordTakesNoLock checks that a DEL with no record to act
 // on (a pod ADD passed through, a second DEL) ends without the node lock:
 // it succeeds while another call holds it.

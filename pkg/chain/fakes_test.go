@@ -141,6 +141,7 @@ type world struct {
 	gone       map[string]bool            // pod netns paths that no longer exist
 	cookieBump map[string]uint64          // a netns path now names another netns (same inode)
 	onIPAM     func()                     // runs inside every IPAM ADD
+	onIPAMDel  func()                     // runs after every IPAM DEL's release
 	onRestore  func()                     // runs after every RestoreToHost
 	tcp2smc    bool                       // the kernel has net.smc.tcp2smc
 	offer      smc.Offer                  // what STATUS's probe finds
@@ -314,7 +315,11 @@ func (w *world) Add(_ context.Context, r addr.Request) (*types100.Result, error)
 }
 func (w *world) Del(_ context.Context, r addr.Request) error {
 	w.ipamConfs = append(w.ipamConfs, "DEL "+r.IfName+" "+string(r.NetConf))
-	return w.record("IPAMDel %s %s", r.ContainerID, r.IfName)
+	err := w.record("IPAMDel %s %s", r.ContainerID, r.IfName)
+	if w.onIPAMDel != nil {
+		w.onIPAMDel()
+	}
+	return err
 }
 func (w *world) GC(_ context.Context, _ addr.Request, valid []types.GCAttachment) error {
 	return w.record("IPAMGC %v", valid)
