@@ -48,14 +48,14 @@ func (p *Plugin) attach(c *call, req *request, claims claimed) (err error) {
 	if err != nil {
 		return err
 	}
-	rec := &draft{Record: newRecord(c, mode)}
-	rec.Claims = recClaims
+	draft := &draftRecord{Record: newRecord(c, mode)}
+	draft.Claims = recClaims
 	defer func() {
 		if err != nil {
-			p.rollback(c, rec)
+			p.rollback(c, draft)
 		}
 	}()
-	att, err := p.attachLocked(c, rec, req, offered, result)
+	att, err := p.attachLocked(c, draft, req, offered, result)
 	if att.podNS != nil {
 		defer att.podNS.Close()
 	}
@@ -63,18 +63,18 @@ func (p *Plugin) attach(c *call, req *request, claims claimed) (err error) {
 	if err != nil {
 		return err
 	}
-	leases, err := p.addressLinks(c, rec.Record, att.podNS)
+	leases, err := p.addressLinks(c, draft.Record, att.podNS)
 	if err != nil {
 		return err
 	}
-	if err := p.finishAttach(c, rec, att.devs, att.podNS); err != nil {
+	if err := p.finishAttach(c, draft, att.devs, att.podNS); err != nil {
 		return err
 	}
-	mergeLinks(c, rec.Record, result, linkOutputs{devs: att.devs, childMTU: att.childMTU, leases: leases})
-	if rec.SMC != nil && !hasIPv4(result) {
+	mergeLinks(c, draft.Record, result, linkOutputs{devs: att.devs, childMTU: att.childMTU, leases: leases})
+	if draft.SMC != nil && !hasIPv4(result) {
 		c.log.Warn("SMC-R does not do IPv6 and the pod has no IPv4 address: its connections will fall back to TCP")
 	}
-	c.log.Info("attached", "mode", rec.Mode, "links", len(rec.Links))
+	c.log.Info("attached", "mode", draft.Mode, "links", len(draft.Links))
 	return p.print(result, c.conf.CNIVersion)
 }
 
@@ -169,7 +169,7 @@ func (p *Plugin) nodeDevices(c *call) (rdma.Mode, []rdma.Device, error) {
 		}
 		return "", nil, cniError(CodeNoRDMA, "cannot read the RDMA netns mode", err)
 	}
-	if conf.Mode != config.ModeAuto && conf.Mode != string(mode) {
+	if conf.Mode != config.ModeAuto && conf.Mode != mode {
 		return "", nil, cniErrorf(CodeModeMismatch, "configured mode %q differs from the kernel's RDMA netns mode %q (the plugin never switches it)", conf.Mode, mode)
 	}
 	if conf.PodSoftRoCE != "" {

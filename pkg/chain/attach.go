@@ -15,8 +15,8 @@ import (
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
-// draft is the record an ADD builds, with how far it got on disk.
-type draft struct {
+// draftRecord is the record an ADD builds, with how far it got on disk.
+type draftRecord struct {
 	*state.Record
 	// written says that a version is on disk, so a failure has something
 	// to release.
@@ -42,7 +42,7 @@ type attached struct {
 // The next record is saveChildIDs' (children with leases) or the one
 // finishAttach writes. What it produced is
 // returned with an error too: the netns to close, the leases to release.
-func (p *Plugin) attachLocked(c *call, rec *draft, req *request, offered []rdma.Device,
+func (p *Plugin) attachLocked(c *call, draft *draftRecord, req *request, offered []rdma.Device,
 	result *types100.Result,
 ) (att attached, err error) {
 	unlock, err := c.lock()
@@ -50,32 +50,32 @@ func (p *Plugin) attachLocked(c *call, rec *draft, req *request, offered []rdma.
 		return att, err
 	}
 	defer unlock()
-	att.devs, att.reclaimed, err = p.selectLocked(c, rec.Record, req, offered, result)
+	att.devs, att.reclaimed, err = p.selectLocked(c, draft.Record, req, offered, result)
 	if err != nil {
 		return att, err
 	}
 	if att.podNS, err = p.env.Netns.Open(c.args.Netns); err != nil {
 		return att, cniError(types.ErrInvalidNetNS, "cannot open pod netns "+c.args.Netns, err)
 	}
-	p.recordNetns(c, rec.Record)
+	p.recordNetns(c, draft.Record)
 	att.childMTU = map[string]int{}
 	for i, d := range att.devs {
-		rec.Links = append(rec.Links, state.Link{Device: d.Name, Step: state.StepPlanned,
+		draft.Links = append(draft.Links, state.Link{Device: d.Name, Step: state.StepPlanned,
 			HostLink: state.HostLink{HostName: d.Netdev, PodName: c.conf.PodIfName(i)}})
-		link := &rec.Links[len(rec.Links)-1]
-		if err := p.planPodRange(c, rec.Record, link); err != nil {
+		link := &draft.Links[len(draft.Links)-1]
+		if err := p.planPodRange(c, draft.Record, link); err != nil {
 			return att, err
 		}
-		if rec.Mode == rdma.ModeExclusive {
-			err = p.attachExclusive(c, rec, link, d, att.podNS)
+		if draft.Mode == rdma.ModeExclusive {
+			err = p.attachExclusive(c, draft, link, d, att.podNS)
 		} else {
-			att.childMTU[link.PodName], err = p.attachShared(c, rec, link, att.podNS)
+			att.childMTU[link.PodName], err = p.attachShared(c, draft, link, att.podNS)
 		}
 		if err != nil {
 			return att, err
 		}
 	}
-	return att, p.saveChildIDs(c, rec)
+	return att, p.saveChildIDs(c, draft)
 }
 
 // saveChildIDs records the children's nsids and ifindexes (see
@@ -83,11 +83,11 @@ func (p *Plugin) attachLocked(c *call, rec *draft, req *request, offered []rdma.
 // proves gone each child through them, whatever its netns path names,
 // before it gives back the child's address. Without a lease they are
 // recorded with the final record.
-func (p *Plugin) saveChildIDs(c *call, rec *draft) error {
-	if leases(rec.Record) == 0 || !slices.ContainsFunc(rec.Links, func(l state.Link) bool { return l.PodNetnsID != nil }) {
+func (p *Plugin) saveChildIDs(c *call, draft *draftRecord) error {
+	if leases(draft.Record) == 0 || !slices.ContainsFunc(draft.Links, func(l state.Link) bool { return l.PodNetnsID != nil }) {
 		return nil
 	}
-	return p.save(c, rec)
+	return p.save(c, draft)
 }
 
 // selectLocked picks, under the node lock, the devices ADD gives the pod,
@@ -229,28 +229,28 @@ func (p *Plugin) addressLinks(c *call, rec *state.Record, podNS ns.NetNS) (map[s
 // record. An attachment released while ADD ran without the lock (the
 // reconcile daemon's DEL or the runtime's) is not written back: ADD fails,
 // and its rollback gives back what it made after the release.
-func (p *Plugin) finishAttach(c *call, rec *draft, devs []rdma.Device, podNS ns.NetNS) error {
+func (p *Plugin) finishAttach(c *call, draft *draftRecord, devs []rdma.Device, podNS ns.NetNS) error {
 	unlock, err := c.lock()
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	if err := stillRecorded(c, rec); err != nil {
+	if err := stillRecorded(c, draft); err != nil {
 		return err
 	}
-	if err := p.publishDeviceInfo(c, rec, devs); err != nil {
+	if err := p.publishDeviceInfo(c, draft, devs); err != nil {
 		return err
 	}
-	if err := p.setupSMC(c, rec, devs, podNS); err != nil {
+	if err := p.setupSMC(c, draft, devs, podNS); err != nil {
 		return err
 	}
-	return p.save(c, rec)
+	return p.save(c, draft)
 }
 
 // stillRecorded fails when the record this ADD last wrote is no longer on
 // disk as its own (the same creation time).
-func stillRecorded(c *call, rec *draft) error {
-	if !rec.written {
+func stillRecorded(c *call, draft *draftRecord) error {
+	if !draft.written {
 		return nil // nothing on disk yet: nothing a DEL could release
 	}
 	cur, err := c.store.Get(c.key())
@@ -259,11 +259,11 @@ func stillRecorded(c *call, rec *draft) error {
 		return cniErrorf(CodeState, "attachment %s/%s was released while ADD ran (by a DEL or the reconcile daemon): nothing is attached", c.args.ContainerID, c.args.IfName)
 	case err != nil:
 		return cniError(CodeState, "cannot read attachment state", err)
-	case !cur.CreatedAt.Equal(rec.CreatedAt):
+	case !cur.CreatedAt.Equal(draft.CreatedAt):
 		// Another ADD of the same container and interface recorded it
 		// since: what this one made (children, leases) goes by the same
 		// names and is that record's to release, so nothing is undone here.
-		rec.written = false
+		draft.written = false
 		return cniErrorf(CodeState, "attachment %s/%s was released while ADD ran and recorded again by another call", c.args.ContainerID, c.args.IfName)
 	}
 	return nil
@@ -277,11 +277,11 @@ func stillRecorded(c *call, rec *draft) error {
 // recorded but never did changes nothing). A release that fails keeps the
 // record with its progress for the runtime's DEL, GC or reclaim; the
 // runtime sees the ADD's own error.
-func (p *Plugin) rollback(c *call, rec *draft) {
-	if !rec.written {
+func (p *Plugin) rollback(c *call, draft *draftRecord) {
+	if !draft.written {
 		return // nothing recorded, nothing changed
 	}
-	if err := p.release(c, rec.Record, c.args.Netns); err != nil {
+	if err := p.release(c, draft.Record, c.args.Netns); err != nil {
 		c.log.Error("cannot undo the failed ADD: record kept for DEL, GC or reclaim", "error", err)
 	}
 }
@@ -320,7 +320,7 @@ func (p *Plugin) checkMovable(rec *state.Record, devs []rdma.Device) error {
 // (RestoreToHost of a netdev that never left the host changes nothing).
 // A failed ADD is undone the same way, from the record: a move may fail
 // after the device crossed.
-func (p *Plugin) attachExclusive(c *call, rec *draft, link *state.Link, d rdma.Device, podNS ns.NetNS) error {
+func (p *Plugin) attachExclusive(c *call, draft *draftRecord, link *state.Link, d rdma.Device, podNS ns.NetNS) error {
 	link.Kind = state.LinkMoved
 	if d.Netdev == "" {
 		link.PodName = ""
@@ -333,7 +333,7 @@ func (p *Plugin) attachExclusive(c *call, rec *draft, link *state.Link, d rdma.D
 	}
 	link.RDMAMoved = true
 	link.IPAM = link.PodName != "" && c.conf.HasIPAM()
-	if err := p.save(c, rec); err != nil {
+	if err := p.save(c, draft); err != nil {
 		return err
 	}
 	if d.Netdev != "" {
@@ -361,7 +361,7 @@ func (p *Plugin) attachExclusive(c *call, rec *draft, link *state.Link, d rdma.D
 // created, and returns the MTU the kernel gave it (0 without a child). A
 // child AddChild did not create is recorded as such before the error goes
 // up, so the undo never deletes a link of that name it did not make.
-func (p *Plugin) attachShared(c *call, rec *draft, link *state.Link, podNS ns.NetNS) (int, error) {
+func (p *Plugin) attachShared(c *call, draft *draftRecord, link *state.Link, podNS ns.NetNS) (int, error) {
 	kind := c.conf.SharedLink.Kind()
 	link.Kind = kind
 	if kind == state.LinkNone {
@@ -379,7 +379,7 @@ func (p *Plugin) attachShared(c *call, rec *draft, link *state.Link, podNS ns.Ne
 		}
 	}
 	link.Step = state.StepChildAdding
-	if err := p.save(c, rec); err != nil {
+	if err := p.save(c, draft); err != nil {
 		return 0, err
 	}
 	spec := netdev.ChildSpec{Kind: kind, Mode: c.conf.SharedLink.Mode, Parent: link.HostName, PodName: link.PodName}
@@ -390,7 +390,7 @@ func (p *Plugin) attachShared(c *call, rec *draft, link *state.Link, podNS ns.Ne
 			return 0, err
 		}
 		link.Step, link.IPAM = state.StepPlanned, false
-		if serr := p.save(c, rec); serr != nil {
+		if serr := p.save(c, draft); serr != nil {
 			c.log.Error("cannot record that no child was created: its undo deletes a child of that name in the pod", "ifname", link.PodName, "error", serr)
 		}
 		return 0, err
@@ -404,7 +404,7 @@ func (p *Plugin) attachShared(c *call, rec *draft, link *state.Link, podNS ns.Ne
 		link.PodNetnsID, link.PodIndex = child.NetnsID, child.Index
 	}
 	if c.conf.PodSoftRoCE != "" {
-		if err := p.attachSoftRoCE(c, rec, link); err != nil {
+		if err := p.attachSoftRoCE(c, draft, link); err != nil {
 			return 0, err
 		}
 	}
@@ -430,7 +430,7 @@ func (p *Plugin) checkGIDRoom(link *state.Link) error {
 	return nil
 }
 
-// save records rec before a host change; from then on a failed ADD
+// save records draft before a host change; from then on a failed ADD
 // releases it (rollback). The write is not synced (a killed call leaves it in
 // the page cache for the next one, and what it guards, netdevs, RDMA
 // devices, children, pnet entries, the socket hook, does not outlive a
@@ -440,13 +440,13 @@ func (p *Plugin) checkGIDRoom(link *state.Link) error {
 // its lease before its host changes, so every lease is recorded before it
 // is taken; a crash before the IPAM ran leaves a lease flag whose release
 // (an IPAM's DEL of a lease it does not hold) changes nothing.
-func (p *Plugin) save(c *call, rec *draft) error {
+func (p *Plugin) save(c *call, draft *draftRecord) error {
 	put := c.store.PutUnsynced
-	if n := leases(rec.Record); n > rec.leasesSynced {
-		put, rec.leasesSynced = c.store.Put, n
+	if n := leases(draft.Record); n > draft.leasesSynced {
+		put, draft.leasesSynced = c.store.Put, n
 	}
-	rec.written = true
-	if err := put(rec.Record); err != nil {
+	draft.written = true
+	if err := put(draft.Record); err != nil {
 		return cniError(CodeState, "cannot record attachment state", err)
 	}
 	return nil

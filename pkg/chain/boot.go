@@ -21,14 +21,14 @@ func (p *Plugin) bootID(c *call) string {
 	return id
 }
 
-// forgetEarlierBoot gives back the host side of an attachment made in an
-// earlier boot: only what a reboot keeps, its device-info file. Its pod
+// releaseEarlierBootHost gives back the host side of an attachment made
+// in an earlier boot: only what a reboot keeps, its device-info file. Its pod
 // netns, hook listing, pnet rows, children and GIDs died with that boot,
 // and the kernel may have given their numbers (a netns inode, a hook key)
 // to this boot's pods: nothing of the kernel is touched on its behalf. Its
 // moved devices came up in the host netns at boot. Links whose leases are
 // still held stay, marked released.
-func forgetEarlierBoot(c *call, rec *state.Record) {
+func releaseEarlierBootHost(c *call, rec *state.Record) {
 	c.log.Info("attachment of an earlier boot: its kernel state died with that boot, only its leases and files are given back",
 		"holder", rec.ContainerID, "ifname", rec.IfName, "bootId", rec.BootID)
 	rec.SMC = nil

@@ -22,12 +22,12 @@ type claimed struct {
 func applyClaims(c *call, req *request, cl claimed, offered []rdma.Device) ([]rdma.Device, []state.Claim, error) {
 	offered = withoutForeign(c, cl.foreign, offered)
 	owners := rdma.DRANameOwners(offered)
-	var recs []state.Claim
+	var recorded []state.Claim
 	for _, d := range cl.served {
-		rec := state.Claim{Namespace: d.ClaimNamespace, Name: d.ClaimName, Driver: d.Driver, Pool: d.Pool, Device: d.Device, ShareID: d.ShareID}
+		claim := state.Claim{Namespace: d.ClaimNamespace, Name: d.ClaimName, Driver: d.Driver, Pool: d.Pool, Device: d.Device, ShareID: d.ShareID}
 		switch o := owners[d.Device]; len(o) {
 		case 1:
-			rec.RDMADevice = o[0].Name
+			claim.RDMADevice = o[0].Name
 			req.ids = append(req.ids, o[0].Name)
 		case 0:
 			if !config.ValidDeviceID(d.Device) {
@@ -43,9 +43,9 @@ func applyClaims(c *call, req *request, cl claimed, offered []rdma.Device) ([]rd
 			return nil, nil, cniErrorf(CodeNoDevice, "DRA device %q of claim %s/%s names %d RDMA devices of this node (%s, %s): refused",
 				d.Device, d.ClaimNamespace, d.ClaimName, len(o), o[0].Name, o[1].Name)
 		}
-		recs = append(recs, rec)
+		recorded = append(recorded, claim)
 	}
-	return offered, recs, nil
+	return offered, recorded, nil
 }
 
 // withoutForeign drops from offered every device another DRA driver's

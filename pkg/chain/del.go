@@ -38,7 +38,7 @@ func (p *Plugin) del(c *call) error {
 		if err := p.childrenByID(c, rec); err != nil {
 			return err
 		}
-		return p.releaseHost(c, rec, nsPath, nil)
+		return p.finishRelease(c, rec, nsPath, nil)
 	}
 	unlock()
 	return p.release(c, rec, nsPath)
@@ -75,14 +75,14 @@ func (p *Plugin) release(c *call, rec *state.Record, nsPath string) error {
 		return leaseError(leaseErr)
 	}
 	copyProgress(cur, rec)
-	return p.releaseHost(c, cur, nsPath, leaseErr)
+	return p.finishRelease(c, cur, nsPath, leaseErr)
 }
 
-// releaseHost gives back, under the node lock, the host side of cur (the
+// finishRelease gives back, under the node lock, the host side of cur (the
 // record as it is on disk) and forgets it, or records the progress made
 // when that or the lease release (leaseErr) failed.
-func (p *Plugin) releaseHost(c *call, cur *state.Record, nsPath string, leaseErr error) error {
-	hostErr := p.detachHost(c, cur, nsPath)
+func (p *Plugin) finishRelease(c *call, cur *state.Record, nsPath string, leaseErr error) error {
+	hostErr := p.releaseHost(c, cur, nsPath)
 	if leaseErr != nil || hostErr != nil {
 		if serr := c.store.Put(cur); serr != nil {
 			c.log.Error("cannot record DEL progress", "error", serr)
@@ -138,10 +138,10 @@ func copyProgress(cur, released *state.Record) {
 // not be readable. A child not proven gone fails the release with "try
 // again" (11) before anything is given back; the record stays for a later
 // DEL, GC or reconcile. A child given back is marked released, and the
-// host side leaves it (detachLink would take the same route). A child
+// host side leaves it (releaseLink would take the same route). A child
 // without a recorded nsid (a record of an earlier release) is left to the
 // host side, by name; so is every child of an earlier boot, whose nsid
-// may name a netns of this boot (detachHost touches none).
+// may name a netns of this boot (releaseHost touches none).
 func (p *Plugin) childrenByID(c *call, rec *state.Record) error {
 	if rec.BootOf(p.bootID(c)) == state.BootEarlier {
 		return nil
@@ -151,7 +151,7 @@ func (p *Plugin) childrenByID(c *call, rec *state.Record) error {
 		if !recordedByID(l) || l.Step == state.StepPlanned || l.Step == state.StepReleased {
 			continue
 		}
-		if err := p.detachChild(l, ""); err != nil {
+		if err := p.releaseChild(l, ""); err != nil {
 			return cniError(CodeLinkSetup, "cannot give back the pod's RDMA links", fmt.Errorf("give back %s (%s): %w", l.Device, l.PodName, err))
 		}
 		l.Step = state.StepReleased
@@ -166,10 +166,10 @@ func recordedByID(l *state.Link) bool {
 	return (l.Kind == state.LinkIPVlan || l.Kind == state.LinkMACVlan) && l.PodNetnsID != nil
 }
 
-// detachChild deletes l's rxe device, if it made one, then its child
+// releaseChild deletes l's rxe device, if it made one, then its child
 // (delChild).
-func (p *Plugin) detachChild(l *state.Link, nsPath string) error {
-	if err := p.detachSoftRoCE(l); err != nil {
+func (p *Plugin) releaseChild(l *state.Link, nsPath string) error {
+	if err := p.releaseSoftRoCE(l); err != nil {
 		return err
 	}
 	if err := p.delChild(l, nsPath); err != nil {
@@ -196,12 +196,12 @@ func (p *Plugin) delChild(l *state.Link, nsPath string) error {
 	return err
 }
 
-// detachHost undoes the host side of an attachment in reverse order: the
+// releaseHost gives back the host side of an attachment in reverse order: the
 // SMC-R entries, the device-info file, then each link. nsPath may be empty
 // or gone. A link whose lease is still held stays recorded as released.
-func (p *Plugin) detachHost(c *call, rec *state.Record, nsPath string) error {
+func (p *Plugin) releaseHost(c *call, rec *state.Record, nsPath string) error {
 	if rec.BootOf(p.bootID(c)) == state.BootEarlier {
-		forgetEarlierBoot(c, rec)
+		releaseEarlierBootHost(c, rec)
 		return nil
 	}
 	var errs []error
@@ -218,7 +218,7 @@ func (p *Plugin) detachHost(c *call, rec *state.Record, nsPath string) error {
 	for i := len(rec.Links) - 1; i >= 0; i-- {
 		l := &rec.Links[i]
 		if l.Step != state.StepReleased {
-			if err := p.detachLink(l, nsPath); err != nil {
+			if err := p.releaseLink(l, nsPath); err != nil {
 				errs = append(errs, fmt.Errorf("give back %s (%s): %w", l.Device, l.PodName, err))
 				continue
 			}
@@ -231,7 +231,7 @@ func (p *Plugin) detachHost(c *call, rec *state.Record, nsPath string) error {
 	return errors.Join(errs...)
 }
 
-func (p *Plugin) detachLink(l *state.Link, nsPath string) error {
+func (p *Plugin) releaseLink(l *state.Link, nsPath string) error {
 	switch l.Kind {
 	case state.LinkMoved:
 		if l.RDMAMoved {
@@ -256,7 +256,7 @@ func (p *Plugin) detachLink(l *state.Link, nsPath string) error {
 		if l.Step == state.StepPlanned {
 			return nil
 		}
-		return p.detachChild(l, nsPath)
+		return p.releaseChild(l, nsPath)
 	}
 	return nil
 }

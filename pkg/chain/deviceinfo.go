@@ -16,7 +16,7 @@ import (
 // there is someone else's (Multus copies a device plugin's file there) and
 // is left as is. The file only informs: a failure to write it is logged
 // and ADD goes on.
-func (p *Plugin) publishDeviceInfo(c *call, rec *draft, devs []rdma.Device) error {
+func (p *Plugin) publishDeviceInfo(c *call, draft *draftRecord, devs []rdma.Device) error {
 	path := c.conf.RuntimeConfig.DeviceInfoFile
 	if path == "" {
 		return nil
@@ -34,16 +34,16 @@ func (p *Plugin) publishDeviceInfo(c *call, rec *draft, devs []rdma.Device) erro
 		return nil
 	}
 	di := &state.DeviceInfo{Path: path, Device: devs[i].Name, PCI: devs[i].PCI, Dirs: dirs}
-	rec.DeviceInfo = di
-	if err := p.save(c, rec); err != nil {
+	draft.DeviceInfo = di
+	if err := p.save(c, draft); err != nil {
 		return err
 	}
 	if _, err = devinfo.Write(path, devinfo.Content(di.PCI, di.Device)); err != nil {
 		// Forgotten in the record before ADD goes on: were ADD to fail
 		// later, its undo must not touch a file it did not write.
-		rec.DeviceInfo = nil
+		draft.DeviceInfo = nil
 		logUnwritten(c, path, dirs, err)
-		return p.save(c, rec)
+		return p.save(c, draft)
 	}
 	failpoint.Hit("add-device-info-written")
 	return nil

@@ -23,7 +23,7 @@ import (
 // marked released, and returned in pending: finishReclaim releases them
 // once the lock is given up.
 //
-// A device the kernel has not given back yet is waited for (detachHost's
+// A device the kernel has not given back yet is waited for (releaseHost's
 // bounded wait) only the first time an ADD finds it stranded, and by one
 // attachment per ADD: a wait that failed before is never held under the
 // lock again (a process that keeps the netns alive without its path keeps
@@ -55,7 +55,7 @@ func (p *Plugin) reclaimStranded(c *call, recs []*state.Record) (out, pending []
 // reclaim restores r's host side and drops or marks its record; it
 // reports whether r's leases are still to release.
 func (p *Plugin) reclaim(c *call, r *state.Record) bool {
-	if err := p.detachHost(c, r, r.NetNS); err != nil {
+	if err := p.releaseHost(c, r, r.NetNS); err != nil {
 		c.log.Error("cannot reclaim the RDMA devices of a pod whose netns is gone", "holder", r.ContainerID, "netns", r.NetNS, "error", err)
 		p.strandedHeld(c, r, err)
 		_ = c.store.Put(r) // keep the progress made

@@ -15,9 +15,9 @@ import (
 // Cloud Linux 3), set in the pod here, or the node's BPF socket hook
 // (Linux >= 6.11), which listHook then asks for, or, in auto mode where
 // neither exists, nothing but a log line (applications then need AF_SMC,
-// IPPROTO_SMC or a preload library). It sets rec.SMC.Transparent; the
+// IPPROTO_SMC or a preload library). It sets draft.SMC.Transparent; the
 // caller saves it before the listing.
-func (p *Plugin) pickTransparent(c *call, rec *draft, podNS string) (listHook bool, err error) {
+func (p *Plugin) pickTransparent(c *call, draft *draftRecord, podNS string) (listHook bool, err error) {
 	mode := c.conf.SMCR.Transparent
 	mech, why, probeErr := smc.Pick(mode,
 		func() (bool, error) { return p.env.SMC.TCP2SMC(podNS) },
@@ -27,7 +27,7 @@ func (p *Plugin) pickTransparent(c *call, rec *draft, podNS string) (listHook bo
 	}
 	switch {
 	case mech == smc.MechanismTCP2SMC:
-		rec.SMC.Transparent = config.TransparentTCP2SMC
+		draft.SMC.Transparent = config.TransparentTCP2SMC
 		return false, nil
 	case why == nil && mech == smc.MechanismNone: // off
 		return false, nil
@@ -37,22 +37,22 @@ func (p *Plugin) pickTransparent(c *call, rec *draft, podNS string) (listHook bo
 	case why != nil:
 		return false, p.smcUnsupported(c, why.Error())
 	}
-	if rec.NetNSIno == 0 {
+	if draft.NetNSIno == 0 {
 		return false, cniErrorf(CodeSMC, "cannot list the pod's netns %s in the SMC socket hook: its inode is unknown", podNS)
 	}
-	rec.SMC.Transparent = config.TransparentBPF
+	draft.SMC.Transparent = config.TransparentBPF
 	return true, nil
 }
 
 // listInHook lists the pod's netns in the node's socket hook (recorded
-// before: rec.SMC.Transparent is bpf on disk).
-func (p *Plugin) listInHook(c *call, rec *draft, podNS string) error {
-	loaded, err := p.env.SMC.HookAdd(c.conf.SMCR.BPFFSDir, rec.NetNSIno)
+// before: draft.SMC.Transparent is bpf on disk).
+func (p *Plugin) listInHook(c *call, draft *draftRecord, podNS string) error {
+	loaded, err := p.env.SMC.HookAdd(c.conf.SMCR.BPFFSDir, draft.NetNSIno)
 	if err != nil {
 		return cniError(CodeSMC, fmt.Sprintf("cannot list the pod's netns %s in the SMC socket hook", podNS), err)
 	}
 	c.log.Info("SMC-R: the pod's netns is listed in the SMC socket hook",
-		"netnsIno", rec.NetNSIno, "programLoaded", loaded)
+		"netnsIno", draft.NetNSIno, "programLoaded", loaded)
 	failpoint.Hit("add-smc-hook-listed")
 	return nil
 }

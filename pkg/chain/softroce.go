@@ -42,7 +42,7 @@ func (p *Plugin) softRoCEOffer(c *call, mode rdma.Mode) ([]rdma.Device, error) {
 // netns, recorded before it is made. A device of that name already there
 // is not this call's to claim (the name is the attachment's own, and an
 // attachment already recorded is refused): ADD fails before recording it.
-func (p *Plugin) attachSoftRoCE(c *call, rec *draft, link *state.Link) error {
+func (p *Plugin) attachSoftRoCE(c *call, draft *draftRecord, link *state.Link) error {
 	all, err := p.env.RDMA.Devices()
 	if err != nil {
 		return cniError(CodeNoRDMA, "cannot list RDMA devices", err)
@@ -52,7 +52,7 @@ func (p *Plugin) attachSoftRoCE(c *call, rec *draft, link *state.Link) error {
 			"it is left alone", link.Device)
 	}
 	link.SoftRoCE = true
-	if err := p.save(c, rec); err != nil {
+	if err := p.save(c, draft); err != nil {
 		return err
 	}
 	if err := p.env.SoftRoCE.Add(c.args.Netns, link.Device, link.PodName); err != nil {
@@ -62,9 +62,9 @@ func (p *Plugin) attachSoftRoCE(c *call, rec *draft, link *state.Link) error {
 	return nil
 }
 
-// detachSoftRoCE deletes the link's rxe device, if it made one, before
+// releaseSoftRoCE deletes the link's rxe device, if it made one, before
 // its child goes.
-func (p *Plugin) detachSoftRoCE(l *state.Link) error {
+func (p *Plugin) releaseSoftRoCE(l *state.Link) error {
 	if !l.SoftRoCE {
 		return nil
 	}

@@ -34,9 +34,9 @@ const (
 // Modes of the node's RDMA subsystem the plugin may be pinned to: auto
 // or one of the kernel's.
 const (
-	ModeAuto      = "auto"
-	ModeExclusive = string(rdma.ModeExclusive)
-	ModeShared    = string(rdma.ModeShared)
+	ModeAuto      rdma.Mode = "auto"
+	ModeExclusive           = rdma.ModeExclusive
+	ModeShared              = rdma.ModeShared
 )
 
 // Pod selection policies.
@@ -107,7 +107,7 @@ type RuntimeConfig struct {
 // (see fields.go); the JSON tags only serve encoding.
 type NetConf struct {
 	types.PluginConf
-	Mode               string     `json:"mode,omitempty"`
+	Mode               rdma.Mode  `json:"mode,omitempty"`
 	Devices            []string   `json:"devices,omitempty"`
 	PodSelection       string     `json:"podSelection,omitempty"`
 	ResourceNames      []string   `json:"resourceNames,omitempty"`
@@ -243,7 +243,7 @@ func (c *NetConf) applyDefaults() {
 	setDefault(&c.LogLevel, "info")
 }
 
-func setDefault(field *string, value string) {
+func setDefault[T ~string](field *T, value T) {
 	if *field == "" {
 		*field = value
 	}

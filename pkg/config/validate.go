@@ -39,7 +39,7 @@ func (c *NetConf) validateBasics() error {
 		return invalid("name", "%q must be 1-1024 characters of [A-Za-z0-9_.-], starting alphanumeric", truncate(c.Name))
 	}
 	if !oneOf(c.Mode, ModeAuto, ModeExclusive, ModeShared) {
-		return invalid("mode", "must be auto, exclusive or shared, got %q", truncate(c.Mode))
+		return invalid("mode", "must be auto, exclusive or shared, got %q", truncate(string(c.Mode)))
 	}
 	if !oneOf(c.LogLevel, "debug", "info", "warn", "error") {
 		return invalid("logLevel", "must be debug, info, warn or error, got %q", truncate(c.LogLevel))
@@ -214,7 +214,7 @@ func (c *NetConf) validateAttachments() error {
 	return nil
 }
 
-func oneOf(v string, allowed ...string) bool {
+func oneOf[T ~string](v T, allowed ...T) bool {
 	for _, a := range allowed {
 		if v == a {
 			return true

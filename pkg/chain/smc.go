@@ -17,23 +17,23 @@ import (
 // network.alibabacloud.com/erdma-smcr=true: {PNETID, RDMA device, port 1} in
 // init_net (IB entries exist only there) and {PNETID, the pod's primary
 // interface} in the pod netns. The pod's first RDMA device carries it.
-func (p *Plugin) setupSMC(c *call, rec *draft, devs []rdma.Device, podNS ns.NetNS) error {
+func (p *Plugin) setupSMC(c *call, draft *draftRecord, devs []rdma.Device, podNS ns.NetNS) error {
 	if on, _ := c.conf.SMCRFor(c.pod.Namespace); !on || len(devs) == 0 {
 		return nil
 	}
-	// rec.SMC is saved before the first change it guards: by
+	// draft.SMC is saved before the first change it guards: by
 	// ensureHostPnet before it writes the init_net entry, else with the
 	// pod's entry below (each write of the record costs ADD time).
-	rec.SMC = &state.SMC{PnetID: pnetIDFor(c.conf.SMCR.PnetID, devs[0]), Device: devs[0].Name, IBPort: 1, PodIfName: c.args.IfName}
-	if err := p.ensureHostPnet(c, rec); err != nil {
+	draft.SMC = &state.SMC{PnetID: pnetIDFor(c.conf.SMCR.PnetID, devs[0]), Device: devs[0].Name, IBPort: 1, PodIfName: c.args.IfName}
+	if err := p.ensureHostPnet(c, draft); err != nil {
 		if errors.Is(err, smc.ErrUnavailable) && c.conf.SMCR.OnUnsupported == "warn" {
 			c.log.Warn("SMC-R requested but unavailable: pod keeps plain TCP", "error", err)
-			rec.SMC = nil
-			return p.save(c, rec)
+			draft.SMC = nil
+			return p.save(c, draft)
 		}
 		return cniError(CodeSMC, "cannot write the SMC-R pnet entry of "+devs[0].Name, err)
 	}
-	listHook, err := p.pickTransparent(c, rec, podNS.Path())
+	listHook, err := p.pickTransparent(c, draft, podNS.Path())
 	if err != nil {
 		return err
 	}
@@ -41,9 +41,9 @@ func (p *Plugin) setupSMC(c *call, rec *draft, devs []rdma.Device, podNS ns.NetN
 	// made, in one write: DEL after a crash in between, or the undo of a
 	// failed ADD, removes them (removing an absent entry or unlisting a
 	// netns not listed changes nothing).
-	podEntry := smc.PnetEntry{PnetID: rec.SMC.PnetID, EthName: rec.SMC.PodIfName}
-	rec.SMC.PodEntry = true
-	if err := p.save(c, rec); err != nil {
+	podEntry := smc.PnetEntry{PnetID: draft.SMC.PnetID, EthName: draft.SMC.PodIfName}
+	draft.SMC.PodEntry = true
+	if err := p.save(c, draft); err != nil {
 		return err
 	}
 	if _, err := p.env.SMC.EnsurePnet(podNS.Path(), podEntry); err != nil {
@@ -51,51 +51,51 @@ func (p *Plugin) setupSMC(c *call, rec *draft, devs []rdma.Device, podNS ns.NetN
 	}
 	failpoint.Hit("add-smc-pod-entry")
 	if listHook {
-		if err := p.listInHook(c, rec, podNS.Path()); err != nil {
+		if err := p.listInHook(c, draft, podNS.Path()); err != nil {
 			return err
 		}
 	}
 	return p.ensureUEID(c)
 }
 
-// ensureHostPnet makes the init_net entry exist and records rec's reference
+// ensureHostPnet makes the init_net entry exist and records draft's reference
 // to it, which releaseHostPnet drops. An entry the plugin finds already there (another
 // tool's, or another PNETID on the port) is adopted and never removed by the
 // plugin (the reference is saved with the pod's entry, the next change);
 // one it writes is recorded as its own before it is written, so a crash in
 // between leaves a record DEL can clean up with.
-func (p *Plugin) ensureHostPnet(c *call, rec *draft) error {
-	refs, err := p.hostPnetRefs(c, rec.Record)
+func (p *Plugin) ensureHostPnet(c *call, draft *draftRecord) error {
+	refs, err := p.hostPnetRefs(c, draft.Record)
 	if err != nil {
 		return err
 	}
-	want := smc.PnetEntry{PnetID: rec.SMC.PnetID, IBName: rec.SMC.Device, IBPort: rec.SMC.IBPort}
+	want := smc.PnetEntry{PnetID: draft.SMC.PnetID, IBName: draft.SMC.Device, IBPort: draft.SMC.IBPort}
 	var existing *smc.PnetEntry
 	if len(refs) > 0 {
 		existing = &smc.PnetEntry{PnetID: refs[0].SMC.PnetID}
 	} else if existing, err = p.existingHostPnet(want); err != nil {
 		return err
 	}
-	rec.SMC.HostEntry, rec.SMC.HostOwned = true, existing == nil
+	draft.SMC.HostEntry, draft.SMC.HostOwned = true, existing == nil
 	if existing != nil {
-		rec.SMC.PnetID = existing.PnetID
+		draft.SMC.PnetID = existing.PnetID
 		return nil
 	}
-	if err := p.save(c, rec); err != nil {
+	if err := p.save(c, draft); err != nil {
 		return err
 	}
 	got, err := p.env.SMC.EnsurePnet("", want)
 	var conflict *smc.ConflictError
 	if errors.As(err, &conflict) {
 		c.log.Info("SMC-R: adopting the PNETID already on the port", "device", want.IBName, "pnetId", conflict.Existing.PnetID)
-		got, err, rec.SMC.HostOwned = conflict.Existing, nil, false
+		got, err, draft.SMC.HostOwned = conflict.Existing, nil, false
 	}
 	if err != nil {
 		return err
 	}
 	failpoint.Hit("add-smc-host-entry")
-	rec.SMC.PnetID = got.PnetID
-	return p.save(c, rec)
+	draft.SMC.PnetID = got.PnetID
+	return p.save(c, draft)
 }
 
 func (p *Plugin) existingHostPnet(want smc.PnetEntry) (*smc.PnetEntry, error) {
