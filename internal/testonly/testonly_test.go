@@ -42,9 +42,9 @@ func TestProductImportsNone(t *testing.T) {
 }
 
 // TestPrivilegedPackagesCheckLeaks checks that every package whose tests
-// change the host (a case gated by testenv.Privileged, or the containerd
-// tier) runs them under leakcheck's TestMain, so a tier leaves the machine
-// as it found it.
+// change the host or start daemons (a case gated by testenv.Privileged,
+// the containerd tier, the tiers that boot qemu) runs them under
+// leakcheck's TestMain, so a tier leaves the machine as it found it.
 func TestPrivilegedPackagesCheckLeaks(t *testing.T) {
 	gated, checked := map[string]bool{}, map[string]bool{}
 	root := testenv.RepoRoot()
@@ -63,7 +63,7 @@ func TestPrivilegedPackagesCheckLeaks(t *testing.T) {
 			return err
 		}
 		dir, _ := filepath.Rel(root, filepath.Dir(path))
-		if strings.Contains(string(b), "testenv.Privileged(") || strings.HasPrefix(string(b), "//go:build containerd") {
+		if strings.Contains(string(b), "testenv.Privileged(") || startsDaemons(string(b)) {
 			gated[dir] = true
 		}
 		if strings.Contains(string(b), "leakcheck.Main(m") || strings.Contains(string(b), "leakcheck.MainHost(m") ||
@@ -83,4 +83,17 @@ func TestPrivilegedPackagesCheckLeaks(t *testing.T) {
 			t.Errorf("%s has privileged cases but no TestMain calling leakcheck.Main", dir)
 		}
 	}
+}
+
+// startsDaemons reports whether a test file src belongs to a tier whose
+// binary starts daemons on the host: containerd's, or one that boots
+// qemu (the VM, node and cluster tiers; their guests' packages carry no
+// build tag).
+func startsDaemons(src string) bool {
+	for _, tag := range []string{"containerd", "vm", "node", "cluster"} {
+		if strings.HasPrefix(src, "//go:build "+tag+"\n") {
+			return true
+		}
+	}
+	return false
 }

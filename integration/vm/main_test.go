@@ -1,0 +1,13 @@
+//go:build vm
+
+package vm
+
+import (
+	"testing"
+
+	"github.com/rdma-chain/rdma-chain/internal/testonly/leakcheck"
+)
+
+// TestMain fails the tier when its tests leave a process behind
+// (a qemu guest) after their cleanups.
+func TestMain(m *testing.M) { leakcheck.Main(m) }
