@@ -171,6 +171,7 @@ lint: deps-lint
 	cd deploy && $(TOOLS)/bin/golangci-lint run --config ../conf/golangci.yml ./...
 	cd internal/mkimage && $(TOOLS)/bin/golangci-lint run --config ../../conf/golangci.yml ./...
 	./scripts/check-generated.sh
+	./scripts/check-subjects.sh
 
 # The bounded soak at full size in the VM (both kernels, shared and
 # exclusive, SOAK_CYCLES pod cycles each, default 2000); make test runs its
