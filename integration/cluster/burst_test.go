@@ -81,6 +81,15 @@ func (cp *controlPlane) burstGroup(t *testing.T, node, prefix string, plain, rdm
 		t.Fatalf("kubectl apply: %v: %s", err, out)
 	}
 	t.Cleanup(func() { _, _ = cp.kubectlOut("delete", "-f", path, "--wait=false") })
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		// Where the node's time went, before the pods go.
+		out, err := cp.nodeExec(t, node, `cat /proc/loadavg; echo "shims $(pidof containerd-shim-runc-v2 | wc -w)";
+grep -E 'msg=(done|failed) .*verb=ADD .*pod=default/`+prefix+`-' `+pluginLog+` | tail -n 200`)
+		t.Logf("%s after %s failed (%v): plugin ADD %s; load and shims: %s", node, prefix, err, addFigures(out), firstLines(out, 2))
+	})
 	var notReady []string
 	cp.pollFunc(t, 15*time.Minute, func() (bool, string) {
 		if s, err := cp.kubectlOut("get", "node", node, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status} {.status.conditions[?(@.type=="Ready")].message}`); err == nil && !strings.HasPrefix(s, "True ") {
@@ -186,4 +195,10 @@ func burstManifest(prefix, node string, plain, rdma int) string {
 		pod(fmt.Sprintf("%s-rdma-%d", prefix, i), "          resources: {limits: {rdma/hca: 1}}\n")
 	}
 	return b.String()
+}
+
+// firstLines returns the first n lines of s.
+func firstLines(s string, n int) string {
+	lines := strings.SplitN(s, "\n", n+1)
+	return strings.Join(lines[:min(n, len(lines))], "; ")
 }
