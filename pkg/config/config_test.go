@@ -23,7 +23,7 @@ func TestDefaults(t *testing.T) {
 		t.Fatalf("Parse: %v %v", err, warnings)
 	}
 	want := map[string]any{
-		"Mode": "auto", "PodSelection": "requested", "PodResourcesSocket": DefaultPodResourcesSocket, "KubeletUnreachable": KubeletRetry,
+		"Mode": ModeAuto, "PodSelection": "requested", "PodResourcesSocket": DefaultPodResourcesSocket, "KubeletUnreachable": KubeletRetry,
 		"IfName": "rdma", "DataDir": DefaultDataDir, "LogLevel": "info", "LogFile": "",
 		"ResourceNames": []string{"aliyun/erdma", "rdma/hca"}, "Devices": []string(nil),
 		"DRADrivers": []string{"rdma-chain.github.io"},
