@@ -10,8 +10,8 @@ import (
 type kernelSMC struct{}
 
 func (kernelSMC) EnsurePnet(nsPath string, e smc.PnetEntry) (got smc.PnetEntry, err error) {
-	err = smc.Do(nsPath, func(c *smc.Client) (err error) {
-		got, err = c.EnsurePnet(e)
+	err = smc.Do(nsPath, func(client *smc.Client) (err error) {
+		got, err = client.EnsurePnet(e)
 		return err
 	})
 	return got, err
@@ -24,19 +24,19 @@ func (kernelSMC) RemovePnet(nsPath string, e smc.PnetEntry) error {
 			return err
 		}
 	}
-	return smc.Do(nsPath, func(c *smc.Client) error { return c.RemovePnet(e) })
+	return smc.Do(nsPath, func(client *smc.Client) error { return client.RemovePnet(e) })
 }
 
 func (kernelSMC) PnetEntries(nsPath string) (list []smc.PnetEntry, err error) {
-	err = smc.Do(nsPath, func(c *smc.Client) (err error) {
-		list, err = c.PnetDump()
+	err = smc.Do(nsPath, func(client *smc.Client) (err error) {
+		list, err = client.PnetDump()
 		return err
 	})
 	return list, err
 }
 
 func (kernelSMC) EnsureUEID(ueid string) error {
-	return smc.Do("", func(c *smc.Client) error { return c.UEIDAdd(ueid) })
+	return smc.Do("", func(client *smc.Client) error { return client.UEIDAdd(ueid) })
 }
 
 func (kernelSMC) TCP2SMC(nsPath string) (bool, error) { return smc.TCP2SMC(nsPath) }
