@@ -72,6 +72,8 @@ func (p *Plugin) release(c *call, rec *state.Record, nsPath string) error {
 		// Released meanwhile and recorded again by another ADD of the
 		// same container and interface: that record is not this
 		// release's to give back or to mark.
+		c.log.Info("attachment released meanwhile and recorded again by another ADD: left to that record",
+			"ifname", rec.IfName, "createdAt", rec.CreatedAt, "now", cur.CreatedAt)
 		return leaseError(leaseErr)
 	}
 	copyProgress(cur, rec)
