@@ -3,6 +3,7 @@
 package cluster
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -81,12 +82,17 @@ func (cp *controlPlane) burstGroup(t *testing.T, node, prefix string, plain, rdm
 		t.Fatalf("kubectl apply: %v: %s", err, out)
 	}
 	t.Cleanup(func() { _, _ = cp.kubectlOut("delete", "-f", path, "--wait=false") })
+	allReady := false
 	t.Cleanup(func() {
-		if !t.Failed() {
+		if allReady {
 			return
 		}
-		// Where the node's time went, before the pods go.
-		out, err := cp.nodeExec(t, node, `cat /proc/loadavg; echo "shims $(pidof containerd-shim-runc-v2 | wc -w)";
+		// Where the node's time went, before the pods go: one minute at
+		// most, as the binary's deadline may be near.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		out, err := cp.kubectlCtx(ctx, "-n", "kube-system", "exec", cp.shellPod(t, node), "--", "/bin/busybox", "sh", "-c",
+			`cat /proc/loadavg; echo "shims $(pidof containerd-shim-runc-v2 | wc -w)";
 grep -E 'msg=(done|failed) .*verb=ADD .*pod=default/`+prefix+`-' `+pluginLog+` | tail -n 200`)
 		t.Logf("%s after %s failed (%v): plugin ADD %s; load and shims: %s", node, prefix, err, addFigures(out), firstLines(out, 2))
 	})
@@ -100,6 +106,7 @@ grep -E 'msg=(done|failed) .*verb=ADD .*pod=default/`+prefix+`-' `+pluginLog+` |
 		ready := strings.Count(out, "True")
 		return err == nil && ready == plain+rdma, fmt.Sprintf("%s: %d of %d pods Ready (%v)", prefix, ready, plain+rdma, err)
 	})
+	allReady = true
 	t.Logf("CLUSTER-TIME %s: %d pods Ready on %s %.1f s after kubectl apply", prefix, plain+rdma, node, time.Since(start).Seconds())
 	// A kubelet killed on purpose may leave the node NotReady for a
 	// while; the plugin's STATUS failing says NetworkPluginNotReady.
