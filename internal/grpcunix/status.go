@@ -34,11 +34,11 @@ var codeNames = [...]string{"OK", "Canceled", "Unknown", "InvalidArgument", "Dea
 	"AlreadyExists", "PermissionDenied", "ResourceExhausted", "FailedPrecondition", "Aborted", "OutOfRange",
 	"Unimplemented", "Internal", "Unavailable", "DataLoss", "Unauthenticated"}
 
-func (c Code) String() string {
-	if int(c) < len(codeNames) {
-		return codeNames[c]
+func (code Code) String() string {
+	if int(code) < len(codeNames) {
+		return codeNames[code]
 	}
-	return "Code(" + strconv.FormatUint(uint64(c), 10) + ")"
+	return "Code(" + strconv.FormatUint(uint64(code), 10) + ")"
 }
 
 // Status is a failed call: the server's status, or the client's reading of

@@ -57,24 +57,24 @@ type charset struct {
 	extra               string
 }
 
-func (c charset) has(b byte) bool {
+func (set charset) has(b byte) bool {
 	switch {
 	case 'A' <= b && b <= 'Z':
-		return c.upper
+		return set.upper
 	case 'a' <= b && b <= 'z':
-		return c.lower
+		return set.lower
 	case '0' <= b && b <= '9':
-		return c.digit
+		return set.digit
 	}
-	return strings.IndexByte(c.extra, b) >= 0
+	return strings.IndexByte(set.extra, b) >= 0
 }
 
 func alnum(extra string) charset      { return charset{upper: true, lower: true, digit: true, extra: extra} }
 func lowerAlnum(extra string) charset { return charset{lower: true, digit: true, extra: extra} }
 
 // same is a shape whose every character comes from one set.
-func same(c charset, minLen, maxLen int) shape {
-	return shape{first: c, middle: c, last: c, min: minLen, max: maxLen}
+func same(set charset, minLen, maxLen int) shape {
+	return shape{first: set, middle: set, last: set, min: minLen, max: maxLen}
 }
 
 var (

@@ -23,8 +23,8 @@ const cdiVersion = "0.6.0"
 // find what was prepared.
 type cdiSpecs struct{ dir string }
 
-func (c cdiSpecs) path(claimUID string) string {
-	return filepath.Join(c.dir, DriverName+"-"+claimUID+".json")
+func (specs cdiSpecs) path(claimUID string) string {
+	return filepath.Join(specs.dir, DriverName+"-"+claimUID+".json")
 }
 
 // cdiDevice is one CDI device of a claim: its name and device nodes.
@@ -41,7 +41,7 @@ func cdiName(claimUID, draName string) string { return claimUID + "-" + draName 
 func cdiID(name string) string { return CDIKind + "=" + name }
 
 // write writes the spec of claimUID with devs, atomically.
-func (c cdiSpecs) write(claimUID string, devs []cdiDevice) error {
+func (specs cdiSpecs) write(claimUID string, devs []cdiDevice) error {
 	spec := cdispec.Spec{Version: cdiVersion, Kind: CDIKind}
 	for _, d := range devs {
 		dev := cdispec.Device{Name: d.name}
@@ -54,10 +54,10 @@ func (c cdiSpecs) write(claimUID string, devs []cdiDevice) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(c.dir, 0o755); err != nil {
+	if err := os.MkdirAll(specs.dir, 0o755); err != nil {
 		return fmt.Errorf("create CDI directory: %w", err)
 	}
-	tmp, err := os.CreateTemp(c.dir, ".rdma-chain-cdi-*")
+	tmp, err := os.CreateTemp(specs.dir, ".rdma-chain-cdi-*")
 	if err != nil {
 		return fmt.Errorf("write CDI spec: %w", err)
 	}
@@ -72,7 +72,7 @@ func (c cdiSpecs) write(claimUID string, devs []cdiDevice) error {
 		err = os.Chmod(tmp.Name(), 0o644)
 	}
 	if err == nil {
-		err = os.Rename(tmp.Name(), c.path(claimUID))
+		err = os.Rename(tmp.Name(), specs.path(claimUID))
 	}
 	if err != nil {
 		_ = os.Remove(tmp.Name())
@@ -83,8 +83,8 @@ func (c cdiSpecs) write(claimUID string, devs []cdiDevice) error {
 
 // read returns the CDI device names of claimUID's spec, nil when there is
 // none.
-func (c cdiSpecs) read(claimUID string) ([]string, error) {
-	b, err := os.ReadFile(c.path(claimUID))
+func (specs cdiSpecs) read(claimUID string) ([]string, error) {
+	b, err := os.ReadFile(specs.path(claimUID))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -103,8 +103,8 @@ func (c cdiSpecs) read(claimUID string) ([]string, error) {
 }
 
 // remove removes claimUID's spec; none is no error.
-func (c cdiSpecs) remove(claimUID string) error {
-	if err := os.Remove(c.path(claimUID)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+func (specs cdiSpecs) remove(claimUID string) error {
+	if err := os.Remove(specs.path(claimUID)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("remove CDI spec of claim %s: %w", claimUID, err)
 	}
 	return nil

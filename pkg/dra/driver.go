@@ -72,19 +72,19 @@ func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 	return out, nil
 }
 
-// prepare writes (or reads back) the CDI spec of claim c.
-func (d *Driver) prepare(c *resourceapi.ResourceClaim) ([]kubeletplugin.Device, error) {
-	if c.Status.Allocation == nil {
-		return nil, fmt.Errorf("claim %s/%s is not allocated", c.Namespace, c.Name)
+// prepare writes (or reads back) the CDI spec of claim.
+func (d *Driver) prepare(claim *resourceapi.ResourceClaim) ([]kubeletplugin.Device, error) {
+	if claim.Status.Allocation == nil {
+		return nil, fmt.Errorf("claim %s/%s is not allocated", claim.Namespace, claim.Name)
 	}
-	uid := string(c.UID)
+	uid := string(claim.UID)
 	prepared, err := d.specs().read(uid)
 	if err != nil {
 		return nil, err
 	}
 	var out []kubeletplugin.Device
 	var specDevs []cdiDevice
-	for _, r := range c.Status.Allocation.Devices.Results {
+	for _, r := range claim.Status.Allocation.Devices.Results {
 		if r.Driver != DriverName || r.Pool != d.NodeName {
 			continue
 		}
@@ -93,17 +93,17 @@ func (d *Driver) prepare(c *resourceapi.ResourceClaim) ([]kubeletplugin.Device, 
 			CDIDeviceIDs: []string{cdiID(name)}, ShareID: r.ShareID})
 		if prepared != nil {
 			if !slices.Contains(prepared, name) {
-				return nil, fmt.Errorf("claim %s/%s: its CDI spec has no device %s", c.Namespace, c.Name, name)
+				return nil, fmt.Errorf("claim %s/%s: its CDI spec has no device %s", claim.Namespace, claim.Name, name)
 			}
 			continue
 		}
 		nic, ok := d.nic(r.Device)
 		if !ok {
-			return nil, fmt.Errorf("claim %s/%s: device %s is not an RDMA device of node %s", c.Namespace, c.Name, r.Device, d.NodeName)
+			return nil, fmt.Errorf("claim %s/%s: device %s is not an RDMA device of node %s", claim.Namespace, claim.Name, r.Device, d.NodeName)
 		}
 		nodes := CharDevices(d.sysRoot(), nic.Name)
 		if !hasVerbs(nodes) {
-			return nil, fmt.Errorf("claim %s/%s: RDMA device %s has no uverbs character device (ib_uverbs not loaded?)", c.Namespace, c.Name, nic.Name)
+			return nil, fmt.Errorf("claim %s/%s: RDMA device %s has no uverbs character device (ib_uverbs not loaded?)", claim.Namespace, claim.Name, nic.Name)
 		}
 		specDevs = append(specDevs, cdiDevice{name: name, nodes: nodes})
 	}

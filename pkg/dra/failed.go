@@ -80,14 +80,14 @@ func parsePod(s string) (podRef, bool) {
 func (w *StatusWriter) failureStatuses(ctx context.Context, failed map[podRef]outcome.Entry) (map[claimRef][]deviceStatus, error) {
 	out := map[claimRef][]deviceStatus{}
 	for _, ns := range newestNamespaces(failed) {
-		err := w.eachClaim(ctx, ns, func(c *resourceapi.ResourceClaim) {
-			for _, r := range reservingPods(c) {
+		err := w.eachClaim(ctx, ns, func(claim *resourceapi.ResourceClaim) {
+			for _, r := range reservingPods(claim) {
 				e, ok := failed[podRef{Namespace: ns, Name: r.Name}]
 				if !ok || (e.PodUID != "" && e.PodUID != string(r.UID)) {
 					continue
 				}
-				ref := claimRef{Namespace: ns, Name: c.Name}
-				out[ref] = append(out[ref], w.failedDevices(c, e)...)
+				ref := claimRef{Namespace: ns, Name: claim.Name}
+				out[ref] = append(out[ref], w.failedDevices(claim, e)...)
 			}
 		})
 		if err != nil {
@@ -122,10 +122,10 @@ func newestNamespaces(failed map[podRef]outcome.Entry) []string {
 	return out
 }
 
-// reservingPods are the pods claim c is reserved for.
-func reservingPods(c *resourceapi.ResourceClaim) []resourceapi.ResourceClaimConsumerReference {
+// reservingPods are the pods claim is reserved for.
+func reservingPods(claim *resourceapi.ResourceClaim) []resourceapi.ResourceClaimConsumerReference {
 	var out []resourceapi.ResourceClaimConsumerReference
-	for _, r := range c.Status.ReservedFor {
+	for _, r := range claim.Status.ReservedFor {
 		if r.APIGroup == "" && r.Resource == "pods" {
 			out = append(out, r)
 		}
@@ -133,14 +133,14 @@ func reservingPods(c *resourceapi.ResourceClaim) []resourceapi.ResourceClaimCons
 	return out
 }
 
-// failedDevices are the entries of claim c's devices of this driver and
+// failedDevices are the entries of claim's devices of this driver and
 // pool for the failed ADD e.
-func (w *StatusWriter) failedDevices(c *resourceapi.ResourceClaim, e outcome.Entry) []deviceStatus {
-	if c.Status.Allocation == nil {
+func (w *StatusWriter) failedDevices(claim *resourceapi.ResourceClaim, e outcome.Entry) []deviceStatus {
+	if claim.Status.Allocation == nil {
 		return nil
 	}
 	var out []deviceStatus
-	for _, r := range c.Status.Allocation.Devices.Results {
+	for _, r := range claim.Status.Allocation.Devices.Results {
 		if r.Driver != DriverName || r.Pool != w.Pool {
 			continue
 		}

@@ -23,7 +23,7 @@ const (
 // claimRef names a ResourceClaim.
 type claimRef struct{ Namespace, Name string }
 
-func (c claimRef) String() string { return c.Namespace + "/" + c.Name }
+func (ref claimRef) String() string { return ref.Namespace + "/" + ref.Name }
 
 // deviceStatus is one entry of a claim's status.devices as the driver
 // writes it: the pod's RDMA interface that came from the claim's device.
@@ -78,15 +78,15 @@ func claimStatuses(recs []*state.Record, pool string) map[claimRef][]deviceStatu
 	return out
 }
 
-// linkStatus is the status of claim device c from the link of record r
+// linkStatus is the status of the claim device claim from the link of record r
 // that holds its RDMA device; false when no link does (ADD selected it
 // but has not recorded it yet).
-func linkStatus(r *state.Record, c state.Claim) (deviceStatus, bool) {
+func linkStatus(r *state.Record, claim state.Claim) (deviceStatus, bool) {
 	for _, l := range r.Links {
-		if l.Device != c.RDMADevice {
+		if l.Device != claim.RDMADevice {
 			continue
 		}
-		d := deviceStatus{Pool: c.Pool, Device: c.Device, ShareID: c.ShareID, Pod: r.Pod.Namespace + "/" + r.Pod.Name}
+		d := deviceStatus{Pool: claim.Pool, Device: claim.Device, ShareID: claim.ShareID, Pod: r.Pod.Namespace + "/" + r.Pod.Name}
 		if l.Kind != state.LinkNone {
 			d.IfName, d.MAC, d.IPs = l.PodName, strings.ToLower(l.MAC), prefixes(l.IPs)
 			if len(d.IfName) > resourceapi.NetworkDeviceDataInterfaceNameMaxLength || len(d.MAC) > resourceapi.NetworkDeviceDataHardwareAddressMaxLength {

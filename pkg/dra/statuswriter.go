@@ -197,10 +197,10 @@ var seededStatus = []deviceStatus{{Pool: "(read at start)"}}
 // only.
 func (w *StatusWriter) seed(ctx context.Context) error {
 	written := map[claimRef][]deviceStatus{}
-	err := w.eachClaim(ctx, metav1.NamespaceAll, func(c *resourceapi.ResourceClaim) {
-		for _, d := range c.Status.Devices {
+	err := w.eachClaim(ctx, metav1.NamespaceAll, func(claim *resourceapi.ResourceClaim) {
+		for _, d := range claim.Status.Devices {
 			if d.Driver == DriverName && d.Pool == w.Pool {
-				written[claimRef{Namespace: c.Namespace, Name: c.Name}] = seededStatus
+				written[claimRef{Namespace: claim.Namespace, Name: claim.Name}] = seededStatus
 			}
 		}
 	})

@@ -79,16 +79,16 @@ func (k *kernelReader) GIDsIn(nsPath string) ([]rdma.GID, error) {
 }
 
 func (k *kernelReader) Pnet(nsPath string) (list []smc.PnetEntry, err error) {
-	err = smc.Do(nsPath, func(c *smc.Client) (err error) {
-		list, err = c.PnetDump()
+	err = smc.Do(nsPath, func(client *smc.Client) (err error) {
+		list, err = client.PnetDump()
 		return err
 	})
 	return list, err
 }
 
 func (k *kernelReader) UEIDs() (list []string, err error) {
-	err = smc.Do("", func(c *smc.Client) (err error) {
-		list, err = c.UEIDs()
+	err = smc.Do("", func(client *smc.Client) (err error) {
+		list, err = client.UEIDs()
 		return err
 	})
 	return list, err
@@ -108,8 +108,8 @@ func (k *kernelReader) SMCOffer() smc.Offer {
 
 // Fallbacks reads the netns's SMC fallback statistics.
 func (k *kernelReader) Fallbacks(nsPath string) (r smc.FallbackReport, err error) {
-	err = smc.Do(nsPath, func(c *smc.Client) (err error) {
-		r, err = c.FallbackReport()
+	err = smc.Do(nsPath, func(client *smc.Client) (err error) {
+		r, err = client.FallbackReport()
 		return err
 	})
 	return r, err

@@ -429,8 +429,8 @@ func (k KernelStats) PortStats(nsPath string) ([]rdma.PortStats, error) {
 
 // Pnet dumps the SMC-R pnet table of the netns at nsPath.
 func (KernelStats) Pnet(nsPath string) (list []smc.PnetEntry, err error) {
-	err = smc.Do(nsPath, func(c *smc.Client) (err error) {
-		list, err = c.PnetDump()
+	err = smc.Do(nsPath, func(client *smc.Client) (err error) {
+		list, err = client.PnetDump()
 		return err
 	})
 	return list, err
@@ -438,8 +438,8 @@ func (KernelStats) Pnet(nsPath string) (list []smc.PnetEntry, err error) {
 
 // Fallbacks reads the SMC fallback statistics of the netns at nsPath.
 func (KernelStats) Fallbacks(nsPath string) (r smc.FallbackReport, err error) {
-	err = smc.Do(nsPath, func(c *smc.Client) (err error) {
-		r, err = c.FallbackReport()
+	err = smc.Do(nsPath, func(client *smc.Client) (err error) {
+		r, err = client.FallbackReport()
 		return err
 	})
 	return r, err

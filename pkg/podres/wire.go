@@ -196,9 +196,9 @@ func (d *ClaimDevice) decode(b []byte) error {
 		}
 		switch f.Num {
 		case 1:
-			return pbwire.Fields(f.Bytes, func(c pbwire.Field) error {
-				if c.Num == 1 && c.Type == pbwire.Bytes {
-					d.CDIDevices = append(d.CDIDevices, c.String())
+			return pbwire.Fields(f.Bytes, func(cdi pbwire.Field) error {
+				if cdi.Num == 1 && cdi.Type == pbwire.Bytes {
+					d.CDIDevices = append(d.CDIDevices, cdi.String())
 				}
 				return nil
 			})

@@ -110,6 +110,6 @@ func PnetIDFromMAC(mac net.HardwareAddr) string {
 	return strings.ToUpper(strings.ReplaceAll(mac.String(), ":", ""))
 }
 
-func isAlnum(c byte) bool {
-	return c >= '0' && c <= '9' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z'
+func isAlnum(b byte) bool {
+	return b >= '0' && b <= '9' || b >= 'A' && b <= 'Z' || b >= 'a' && b <= 'z'
 }
