@@ -38,8 +38,14 @@ func (p *Plugin) add(c *call) error {
 // without the lock it takes the IPAM leases and addresses the pod's
 // interfaces; under the lock again it writes the SMC-R entries. On failure
 // it releases the record as DEL would: what it names is undone and the
-// record forgotten.
+// record forgotten. It holds the attachment's key lock throughout: a DEL
+// of the same attachment waits for it.
 func (p *Plugin) attach(c *call, req *request, claims claimed) (err error) {
+	unlockKey, err := c.lockKey()
+	if err != nil {
+		return err
+	}
+	defer unlockKey()
 	result, mode, offered, err := p.prepareAttach(c)
 	if err != nil {
 		return err

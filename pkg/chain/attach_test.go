@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rdma-chain/rdma-chain/pkg/devinfo"
 	"github.com/rdma-chain/rdma-chain/pkg/podres"
@@ -15,47 +16,104 @@ import (
 	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
-// TestAddReleasedMidway checks that an attachment released while its ADD
-// runs without the node lock (the reconcile daemon's DEL, or the
-// runtime's) is not written back by ADD's last phase: ADD fails, so that
-// the runtime tries again, and gives back what it made after the release,
-// leaving no record of an attachment that no longer exists.
+// releasedMidwayCases are the attachments TestAddReleasedMidway and
+// TestDelWaitsForAdd make: one per mode.
+var releasedMidwayCases = []struct {
+	name string
+	mode rdma.Mode
+	dev  rdma.Device
+}{
+	{"shared", rdma.ModeShared, rxe("rxe0", "veth0")},
+	{"exclusive", rdma.ModeExclusive, rdma.Device{Name: "mlx5_0", Driver: "mlx5_core", Netdev: "eth1"}},
+}
+
+// TestAddReleasedMidway checks that an attachment whose record goes while
+// its ADD runs without the node lock (a release by a plugin that takes no
+// key lock: the reconcile container of an earlier version during an
+// upgrade) is not written back by ADD's last phase: ADD fails, so that
+// the runtime tries again, and gives back what it made, leaving no record
+// of an attachment that no longer exists.
 func TestAddReleasedMidway(t *testing.T) {
 	const conf = `,"podSelection":"all","ipam":{"type":"host-local"}`
-	for _, c := range []struct {
-		name string
-		mode rdma.Mode
-		dev  rdma.Device
-	}{
-		{"shared", rdma.ModeShared, rxe("rxe0", "veth0")},
-		{"exclusive", rdma.ModeExclusive, rdma.Device{Name: "mlx5_0", Driver: "mlx5_core", Netdev: "eth1"}},
-	} {
+	for _, c := range releasedMidwayCases {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
 			w := &world{mode: c.mode, devices: []rdma.Device{c.dev}}
 			p := w.plugin()
+			key := state.Key{Network: "rdmanet", ContainerID: "c1", IfName: "eth0"}
 			var delErr error
 			w.onIPAM = func() {
 				w.onIPAM = nil
-				delErr = p.Del(cmd(dir, conf, ""))
+				unlock, err := state.New(dir).Lock(time.Second)
+				if err != nil {
+					delErr = err
+					return
+				}
+				delErr = state.New(dir).Delete(key)
+				unlock()
 			}
 			w.stdout.Reset()
 			err := p.Add(cmd(dir, conf, prevResult100))
 			if delErr != nil {
-				t.Fatalf("the DEL during ADD: %v", delErr)
+				t.Fatalf("the release during ADD: %v", delErr)
 			}
 			wantCode(t, err, CodeState, "released while ADD ran")
 			if w.stdout.Len() != 0 {
 				t.Errorf("ADD printed a result: %s", w.stdout.String())
 			}
-			if _, err := state.New(dir).Get(state.Key{Network: "rdmanet", ContainerID: "c1", IfName: "eth0"}); err == nil {
-				t.Error("ADD wrote back the record of an attachment its DEL released")
+			if _, err := state.New(dir).Get(key); err == nil {
+				t.Error("ADD wrote back the record of an attachment released meanwhile")
 			}
-			if n := len(filterCalls(w.calls, "IPAMDel")); n < 2 {
-				t.Errorf("IPAM DELs %d, want the DEL's and the failed ADD's (its lease came after the DEL): %v", n, w.calls)
+			if n := len(filterCalls(w.calls, "IPAMDel")); n < 1 {
+				t.Errorf("no IPAM DEL of the failed ADD's lease: %v", w.calls)
 			}
-			if !slices.ContainsFunc(w.calls, func(s string) bool { return s == "IPAMAdd c1 eth0" || s == "IPAMAdd c1 rdma0" }) {
-				t.Errorf("no IPAM ADD: %v", w.calls)
+		})
+	}
+}
+
+// TestDelWaitsForAdd checks that a DEL of an attachment whose ADD is under
+// way (the reconcile daemon's, or the runtime's after its ADD timed out)
+// waits for the ADD's key lock, then gives back all the ADD made: the ADD
+// succeeds, and neither leaves a record or a lease. On a plugin without
+// key locks the DEL ran inside the ADD and the ADD failed.
+func TestDelWaitsForAdd(t *testing.T) {
+	const conf = `,"podSelection":"all","ipam":{"type":"host-local"}`
+	for _, c := range releasedMidwayCases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			w := &world{mode: c.mode, devices: []rdma.Device{c.dev}}
+			p := w.plugin()
+			delDone := make(chan error, 1)
+			var doneEarly bool
+			w.onIPAM = func() {
+				w.onIPAM = nil
+				go func() { delDone <- p.Del(cmd(dir, conf, "")) }()
+				select {
+				case err := <-delDone:
+					doneEarly = true
+					delDone <- err
+				case <-time.After(300 * time.Millisecond):
+				}
+			}
+			addErr := p.Add(cmd(dir, conf, prevResult100))
+			delErr := <-delDone
+			if doneEarly {
+				t.Errorf("the DEL ended inside the ADD (%v): it did not wait for the key lock", delErr)
+			}
+			if addErr != nil || delErr != nil {
+				t.Fatalf("ADD: %v; DEL: %v", addErr, delErr)
+			}
+			if n := len(stateFiles(t, dir)); n != 0 {
+				t.Errorf("%d records left, want none", n)
+			}
+			var calls []string
+			for _, call := range w.calls {
+				if strings.HasPrefix(call, "IPAM") {
+					calls = append(calls, call)
+				}
+			}
+			if len(calls) == 0 || !strings.HasPrefix(calls[len(calls)-1], "IPAMDel ") {
+				t.Errorf("IPAM calls %v: want the DEL's release last", calls)
 			}
 		})
 	}

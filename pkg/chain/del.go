@@ -15,11 +15,20 @@ import (
 // del gives back what ADD took. It succeeds when there is nothing to give
 // back: no state, an empty or vanished netns, a second DEL, an unreadable
 // record (quarantined). A pod ADD passed through has no record: its DEL
-// ends after one look, without the node lock.
+// ends after one look, without the node lock. Otherwise it holds the
+// attachment's key lock throughout (lockKey).
 func (p *Plugin) del(c *call) error {
 	if found, err := c.store.Exists(c.key()); err == nil && !found {
+		if err := c.store.DropKeyLock(c.key()); err != nil {
+			c.log.Warn("cannot remove the key lock of an attachment without a record", "error", err)
+		}
 		return nil
 	}
+	unlockKey, err := c.lockKey()
+	if err != nil {
+		return err
+	}
+	defer unlockKey()
 	rec, unlock, err := p.lockedRecord(c, true)
 	if errors.Is(err, errQuarantined) {
 		return p.releaseInferredLeases(c)
@@ -272,7 +281,13 @@ func (p *Plugin) gc(c *call) error {
 	}
 	var errs []error
 	for _, rec := range stale {
-		if err := p.release(c, rec, rec.NetNS); err != nil {
+		unlockKey, ok := c.tryLockKey(rec)
+		if !ok {
+			continue
+		}
+		err := p.release(c, rec, rec.NetNS)
+		unlockKey()
+		if err != nil {
 			errs = append(errs, fmt.Errorf("attachment %s/%s: %w", rec.ContainerID, rec.IfName, err))
 			continue
 		}

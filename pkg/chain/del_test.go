@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -65,9 +66,10 @@ func TestDelIdempotent(t *testing.T) {
 	})
 }
 
-// TestDelLeavesRecordMadeAgain checks that a DEL whose record was released
-// while it gave back the leases (by another DEL) and recorded again by a
-// new ADD of the same container and interface leaves that record, its
+// TestDelLeavesRecordMadeAgain checks that a DEL whose record was
+// released while it gave back the leases and recorded again by a new ADD
+// of the same container and interface (by a plugin that takes no key
+// lock: an earlier version's, during an upgrade) leaves that record, its
 // links and its leases alone.
 func TestDelLeavesRecordMadeAgain(t *testing.T) {
 	const conf = `,"podSelection":"all","ipam":{"type":"host-local"}`
@@ -86,20 +88,20 @@ func TestDelLeavesRecordMadeAgain(t *testing.T) {
 			if err := p.Add(cmd(dir, conf, prevResult100)); err != nil {
 				t.Fatal(err)
 			}
-			var delErr, addErr error
+			key := state.Key{Network: "rdmanet", ContainerID: "c1", IfName: "eth0"}
+			var againErr error
 			w.onIPAMDel = func() {
 				w.onIPAMDel = nil
-				delErr = p.Del(cmd(dir, conf, ""))
-				addErr = p.Add(cmd(dir, conf, prevResult100))
+				againErr = recordAgain(dir, key)
 				w.calls = nil
 			}
 			if err := p.Del(cmd(dir, conf, "")); err != nil {
 				t.Fatalf("DEL: %v", err)
 			}
-			if delErr != nil || addErr != nil {
-				t.Fatalf("the DEL and ADD during DEL: %v, %v", delErr, addErr)
+			if againErr != nil {
+				t.Fatalf("recording it again during DEL: %v", againErr)
 			}
-			rec, err := state.New(dir).Get(state.Key{Network: "rdmanet", ContainerID: "c1", IfName: "eth0"})
+			rec, err := state.New(dir).Get(key)
 			if err != nil {
 				t.Fatalf("the new ADD's record: %v (calls after it %v)", err, w.calls)
 			}
@@ -112,6 +114,76 @@ func TestDelLeavesRecordMadeAgain(t *testing.T) {
 				t.Errorf("the first DEL acted after the new ADD: %v", w.calls)
 			}
 		})
+	}
+}
+
+// recordAgain writes key's record again, under the node lock, as a new
+// ADD would after a DEL: the same links and leases, another creation time.
+func recordAgain(dir string, key state.Key) error {
+	store := state.New(dir)
+	unlock, err := store.Lock(time.Second)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	rec, err := store.Get(key)
+	if err != nil {
+		return err
+	}
+	rec.CreatedAt = time.Time{}
+	time.Sleep(time.Millisecond) // another creation time, even on a coarse clock
+	return store.Put(rec)
+}
+
+// TestReleaseWaitsForSameKey checks that the runtime's DEL and a new ADD
+// of the same container and interface wait for a release under way (the
+// reconcile daemon's DEL) instead of running inside it: that release gave
+// back, by container and interface, the lease the new ADD had just taken
+// under the same names (it failed so on c64bc43: the new record's rdma1
+// lease was released last).
+func TestReleaseWaitsForSameKey(t *testing.T) {
+	dir := t.TempDir()
+	w := &world{mode: rdma.ModeShared, devices: []rdma.Device{rxe("rxe0", "veth0"), rxe("rxe1", "veth1")}}
+	p := w.plugin()
+	if err := p.Add(cmd(dir, withIPAM, prevResult100)); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	w.onIPAMDel = func() { // after the first of the release's two leases
+		w.onIPAMDel = nil
+		go func() {
+			err := p.Del(cmd(dir, withIPAM, ""))
+			done <- cmp.Or(err, p.Add(cmd(dir, withIPAM, prevResult100)))
+		}()
+		select {
+		case err := <-done:
+			done <- err
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+	if err := p.Del(cmd(dir, withIPAM, "")); err != nil {
+		t.Fatalf("the release: %v", err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the runtime's DEL and ADD: %v", err)
+	}
+	rec, err := state.New(dir).Get(state.Key{Network: "rdmanet", ContainerID: "c1", IfName: "eth0"})
+	if err != nil {
+		t.Fatalf("the new ADD's record: %v", err)
+	}
+	for _, l := range rec.Links {
+		if !l.IPAM {
+			continue
+		}
+		var last string
+		for _, call := range w.calls {
+			if call == "IPAMAdd c1 "+l.PodName || call == "IPAMDel c1 "+l.PodName {
+				last = call
+			}
+		}
+		if !strings.HasPrefix(last, "IPAMAdd ") {
+			t.Errorf("the new ADD's lease on %s: last IPAM call %q, want its ADD (calls %v)", l.PodName, last, w.calls)
+		}
 	}
 }
 
@@ -365,6 +437,33 @@ func TestGC(t *testing.T) {
 	}
 	if !reflect.DeepEqual(kept, []string{"rdmanet/keep", "othernet/x"}) && !reflect.DeepEqual(kept, []string{"othernet/x", "rdmanet/keep"}) {
 		t.Errorf("kept %v", kept)
+	}
+}
+
+// TestGCLeavesAttachmentInAnotherCall checks that GC leaves a stale
+// attachment whose key lock another call holds (its own DEL under way)
+// untouched, succeeds, and releases it once the lock is free.
+func TestGCLeavesAttachmentInAnotherCall(t *testing.T) {
+	dir := t.TempDir()
+	w, _ := added(t, dir, "stale")
+	unlock, err := state.New(dir).LockKey(state.Key{Network: "rdmanet", ContainerID: "stale", IfName: "eth0"}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.calls = nil
+	gc := cmd(dir, `,"cni.dev/valid-attachments":[]`, "")
+	if err := w.plugin().GC(gc); err != nil {
+		t.Fatalf("GC while another call holds the attachment: %v", err)
+	}
+	if len(w.calls) != 0 || len(stateFiles(t, dir)) != 1 {
+		t.Errorf("GC acted on an attachment another call holds: calls %v, records %v", w.calls, stateFiles(t, dir))
+	}
+	unlock()
+	if err := w.plugin().GC(gc); err != nil {
+		t.Fatal(err)
+	}
+	if files := stateFiles(t, dir); len(files) != 0 {
+		t.Errorf("records left after the lock was free: %v", files)
 	}
 }
 

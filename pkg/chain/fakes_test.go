@@ -302,7 +302,9 @@ func (w *world) Add(_ context.Context, r addr.Request) (*types100.Result, error)
 	if err := w.record("IPAMAdd %s %s", r.ContainerID, r.IfName); err != nil {
 		return nil, err
 	}
+	w.mu.Lock()
 	w.ipamConfs = append(w.ipamConfs, "ADD "+r.IfName+" "+string(r.NetConf))
+	w.mu.Unlock()
 	if w.onIPAM != nil {
 		w.onIPAM()
 	}
@@ -314,7 +316,9 @@ func (w *world) Add(_ context.Context, r addr.Request) (*types100.Result, error)
 		Routes: []*types.Route{{Dst: *dst, GW: gw}}}, nil
 }
 func (w *world) Del(_ context.Context, r addr.Request) error {
+	w.mu.Lock()
 	w.ipamConfs = append(w.ipamConfs, "DEL "+r.IfName+" "+string(r.NetConf))
+	w.mu.Unlock()
 	err := w.record("IPAMDel %s %s", r.ContainerID, r.IfName)
 	if w.onIPAMDel != nil {
 		w.onIPAMDel()

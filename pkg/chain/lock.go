@@ -36,6 +36,40 @@ func (c *call) lockError(err error) error {
 	return cniError(CodeState, "cannot lock attachment state in "+c.conf.DataDir, err)
 }
 
+// lockKey takes the key lock of the call's attachment (state.LockKey),
+// which the runtime's calls and the reconcile daemon's DEL about it take
+// in turn. Nothing is recorded yet when the state directory cannot exist:
+// then there is no lock to take either.
+func (c *call) lockKey() (func(), error) {
+	unlock, err := c.store.LockKey(c.key(), c.lockTimeout)
+	if noStateDir(c, err) {
+		return func() {}, nil // lockedRecord says so
+	}
+	if errors.Is(err, state.ErrLockTimeout) {
+		return nil, cniError(types.ErrTryAgainLater, "attachment "+c.args.ContainerID+"/"+c.args.IfName+
+			" is in the hands of another plugin call (a DEL, an ADD or the reconcile daemon's release)", err)
+	}
+	if err != nil {
+		return nil, c.lockError(err)
+	}
+	return unlock, nil
+}
+
+// tryLockKey takes, without waiting, the key lock of another attachment
+// than the call's (GC's and reclaim's releases). It reports false, and
+// says why, when that attachment's own call holds it (the record is left
+// to that call) or the lock cannot be taken.
+func (c *call) tryLockKey(rec *state.Record) (func(), bool) {
+	unlock, ok, err := c.store.TryLockKey(rec.Key())
+	switch {
+	case err != nil:
+		c.log.Error("cannot lock an attachment to release it: left for a later call", "holder", rec.ContainerID, "ifname", rec.IfName, "error", err)
+	case !ok:
+		c.log.Info("an attachment to release is in another plugin call's hands: left to it", "holder", rec.ContainerID, "ifname", rec.IfName)
+	}
+	return unlock, ok
+}
+
 // sweepTemporary removes the temporary files killed writers left in
 // store; the caller holds the node lock.
 func sweepTemporary(store *state.Store, log *slog.Logger) {
@@ -65,7 +99,7 @@ func (p *Plugin) readRecord(c *call, quarantine bool) (*state.Record, error) {
 // too (no error: it cannot be true, so nothing is inferred from it).
 func (p *Plugin) lockedRecord(c *call, quarantine bool) (rec *state.Record, unlock func(), err error) {
 	unlock, err = c.store.Lock(c.lockTimeout)
-	if errors.Is(err, state.ErrNoStateDir) || (errors.Is(err, state.ErrUnsafePath) && isRegularFile(c.conf.DataDir)) {
+	if noStateDir(c, err) {
 		c.log.Info("state directory cannot exist: nothing recorded", "dataDir", c.conf.DataDir, "error", err)
 		return nil, func() {}, nil
 	}
@@ -92,6 +126,12 @@ func (p *Plugin) lockedRecord(c *call, quarantine bool) (rec *state.Record, unlo
 	}
 	unlock()
 	return nil, func() {}, err
+}
+
+// noStateDir reports whether err says the state directory cannot exist
+// (missing and not creatable, or a regular file at its path).
+func noStateDir(c *call, err error) bool {
+	return errors.Is(err, state.ErrNoStateDir) || (errors.Is(err, state.ErrUnsafePath) && isRegularFile(c.conf.DataDir))
 }
 
 // isRegularFile reports whether path is a regular file (not a link).

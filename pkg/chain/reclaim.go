@@ -143,8 +143,13 @@ func HoldsDevice(r *state.Record) bool {
 // failure leaves the record for the pod's DEL or GC.
 func (p *Plugin) finishReclaim(c *call, pending []*state.Record) {
 	for _, r := range pending {
+		unlockKey, ok := c.tryLockKey(r)
+		if !ok {
+			continue
+		}
 		if err := p.release(c, r, r.NetNS); err != nil {
 			c.log.Error("cannot release the leases of a reclaimed attachment", "holder", r.ContainerID, "error", err)
 		}
+		unlockKey()
 	}
 }

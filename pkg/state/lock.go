@@ -13,9 +13,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// ErrLockTimeout is wrapped by Lock when another process held the node lock
-// for the whole wait.
-var ErrLockTimeout = errors.New("timed out waiting for the node lock")
+// ErrLockTimeout is wrapped by Lock and LockKey when another process held
+// the lock for the whole wait.
+var ErrLockTimeout = errors.New("timed out waiting for a lock")
 
 const (
 	lockPollMin = 5 * time.Millisecond

@@ -1,0 +1,153 @@
+package state
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// keyLockDirName is the folder of the attachments' key locks, one empty
+// file per attachment, named as its record with keyLockSuffix.
+const (
+	keyLockDirName = "keys"
+	keyLockSuffix  = ".lock"
+)
+
+// keyLockName is the name of k's key lock file in keys/.
+func keyLockName(k Key) string { return lockNameOf(fileName(k)) }
+
+// lockNameOf is the key lock's name for the record file name record.
+func lockNameOf(record string) string {
+	return strings.TrimSuffix(record, recordSuffix) + keyLockSuffix
+}
+
+// LockKey takes the key lock of k: an exclusive flock on keys/<the record's
+// name>.lock, waiting at most timeout (a timeout <= 0 tries once). The
+// plugin calls about one attachment hold it from their first look at its
+// record to their last change, so two of them never interleave: the
+// runtime's DEL and the reconcile daemon's, or a DEL and a new ADD of the
+// same container and interface (a release would otherwise give back
+// leases the new ADD took under the same names). It is taken before the
+// node lock, never while holding it (TryLockKey may be). The returned
+// unlock removes the lock file when k has no record, then lets go. Errors
+// are Lock's: ErrLockTimeout, ErrNoStateDir, ErrUnsafePath.
+func (s *Store) LockKey(k Key, timeout time.Duration) (unlock func(), err error) {
+	dir, err := s.ensureSubdir(keyLockDirName)
+	if err != nil {
+		return nil, err
+	}
+	name := filepath.Join(dir, keyLockName(k))
+	deadline := time.Now().Add(timeout)
+	for {
+		f, err := openLockFile(name)
+		if err != nil {
+			return nil, err
+		}
+		if err := flockWithin(f, time.Until(deadline)); err != nil {
+			f.Close()
+			if errors.Is(err, unix.EWOULDBLOCK) {
+				return nil, fmt.Errorf("%w %s after %v", ErrLockTimeout, name, timeout)
+			}
+			return nil, fmt.Errorf("lock %s: %w", name, err)
+		}
+		if named(f, name) {
+			return sync.OnceFunc(func() {
+				if _, err := os.Lstat(s.path(k)); absent(err) {
+					_ = os.Remove(name)
+				}
+				_ = f.Close()
+			}), nil
+		}
+		// The holder before removed the file (its attachment had no
+		// record left): this flock is on a file no later call opens.
+		f.Close()
+	}
+}
+
+// TryLockKey takes k's key lock if nobody holds it, without waiting; it
+// reports false when another call does. A call that holds the node lock
+// or another attachment's key lock takes a key lock only so.
+func (s *Store) TryLockKey(k Key) (unlock func(), ok bool, err error) {
+	unlock, err = s.LockKey(k, 0)
+	if errors.Is(err, ErrLockTimeout) {
+		return nil, false, nil
+	}
+	return unlock, err == nil, err
+}
+
+// named reports whether name still names the file f has open.
+func named(f *os.File, name string) bool {
+	held, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	now, err := os.Lstat(name)
+	return err == nil && os.SameFile(held, now)
+}
+
+// sweepKeyLocks removes the key locks nobody holds whose attachment has no
+// record (records: the record file names in attachments/): a call killed
+// between taking one and writing its record, or before its unlock, left
+// them.
+func (s *Store) sweepKeyLocks(records map[string]bool) error {
+	dir := filepath.Join(s.dir, keyLockDirName)
+	if err := checkDir(dir); absent(err) {
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("sweep key locks: %w", err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("sweep key locks: %w", err)
+	}
+	var errs []error
+	for _, e := range entries {
+		if !e.Type().IsRegular() || !strings.HasSuffix(e.Name(), keyLockSuffix) || records[e.Name()] {
+			continue
+		}
+		if err := removeUnheld(filepath.Join(dir, e.Name())); err != nil {
+			errs = append(errs, fmt.Errorf("sweep key locks: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// DropKeyLock removes k's key lock if no call holds it and k has no record
+// (a call killed after forgetting k's record, before its unlock, left it).
+func (s *Store) DropKeyLock(k Key) error {
+	if _, err := os.Lstat(s.path(k)); !absent(err) {
+		return err
+	}
+	return removeUnheld(filepath.Join(s.dir, keyLockDirName, keyLockName(k)))
+}
+
+// removeUnheld removes the lock file name if no call holds its flock.
+func removeUnheld(name string) error {
+	f, err := os.OpenFile(name, os.O_RDWR|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	if absent(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+	if errors.Is(err, unix.EWOULDBLOCK) || errors.Is(err, syscall.EINTR) {
+		return nil // held: its call is under way
+	}
+	if err != nil || !named(f, name) {
+		return err
+	}
+	if err := os.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
