@@ -28,12 +28,13 @@ type draftRecord struct {
 // attached is what ADD's first phase produced: the devices it gave the pod,
 // the pod netns it opened (nil when it did not get that far), the MTU the
 // kernel gave each child it created (by pod-side name), and the stranded
-// attachments it reclaimed whose leases are still to release.
+// attachments it reclaimed whose leases are still to release (their key
+// locks held).
 type attached struct {
 	devs      []rdma.Device
 	podNS     ns.NetNS
 	childMTU  map[string]int
-	reclaimed []*state.Record
+	reclaimed []heldRecord
 }
 
 // attachLocked is ADD's first phase, under the node lock: it selects the
@@ -96,7 +97,7 @@ func (p *Plugin) saveChildIDs(c *call, draft *draftRecord) error {
 // whose leases are still to release, also with an error.
 func (p *Plugin) selectLocked(c *call, rec *state.Record, req *request, offered []rdma.Device,
 	result *types100.Result,
-) (devs []rdma.Device, reclaimed []*state.Record, err error) {
+) (devs []rdma.Device, reclaimed []heldRecord, err error) {
 	if _, err := c.store.Get(c.key()); !errors.Is(err, state.ErrNotFound) {
 		if err == nil {
 			return nil, nil, cniErrorf(CodeState, "attachment %s/%s is already recorded: DEL it first", c.args.ContainerID, c.args.IfName)
@@ -156,7 +157,7 @@ func (p *Plugin) recordNetns(c *call, rec *state.Record) {
 // whose leases are still to release. Shared mode holds nothing: no record
 // is read, so ADD does not slow down with the number of pods on the node.
 func (p *Plugin) exclusiveHolders(c *call, rec *state.Record, offered []rdma.Device,
-) (busy map[string]string, _ []rdma.Device, pending []*state.Record, err error) {
+) (busy map[string]string, _ []rdma.Device, pending []heldRecord, err error) {
 	if rec.Mode != rdma.ModeExclusive {
 		return nil, offered, nil, nil
 	}

@@ -119,6 +119,41 @@ func TestDelWaitsForAdd(t *testing.T) {
 	}
 }
 
+// TestDelWaitsForUnrecordedAdd checks that a DEL that finds no record
+// while an ADD of the same attachment holds its key lock (the ADD has not
+// recorded yet) waits for the ADD and releases what it recorded: no
+// record is left. It failed before the DEL looked at the key lock (the
+// DEL ended at once, and the ADD recorded after it).
+func TestDelWaitsForUnrecordedAdd(t *testing.T) {
+	const conf = `,"podSelection":"all","ipam":{"type":"host-local"}`
+	dir := t.TempDir()
+	w := &world{mode: rdma.ModeShared, devices: []rdma.Device{rxe("rxe0", "veth0")}}
+	p := w.plugin()
+	delDone := make(chan error, 1)
+	var doneEarly bool
+	w.onDevices = func() {
+		w.onDevices = nil
+		go func() { delDone <- p.Del(cmd(dir, conf, "")) }()
+		select {
+		case err := <-delDone:
+			doneEarly = true
+			delDone <- err
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+	addErr := p.Add(cmd(dir, conf, prevResult100))
+	delErr := <-delDone
+	if doneEarly {
+		t.Errorf("the DEL ended while the ADD ran (%v): it did not wait for the ADD's key lock", delErr)
+	}
+	if addErr != nil || delErr != nil {
+		t.Fatalf("ADD: %v; DEL: %v", addErr, delErr)
+	}
+	if files := stateFiles(t, dir); len(files) != 0 {
+		t.Errorf("records left: %v", files)
+	}
+}
+
 // TestAddExclusiveRereadsUnderLock checks that the netdev ADD moves is
 // the one the kernel has under the node lock, not what ADD read before
 // it: a netdev back from a dead pod netns as rdma0, renamed eth0 by the

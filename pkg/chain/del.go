@@ -15,14 +15,20 @@ import (
 // del gives back what ADD took. It succeeds when there is nothing to give
 // back: no state, an empty or vanished netns, a second DEL, an unreadable
 // record (quarantined). A pod ADD passed through has no record: its DEL
-// ends after one look, without the node lock. Otherwise it holds the
-// attachment's key lock throughout (lockKey).
+// ends after one look, without the node lock, unless an ADD of the same
+// attachment is under way. Otherwise it holds the attachment's key lock
+// throughout (lockKey).
 func (p *Plugin) del(c *call) error {
 	if found, err := c.store.Exists(c.key()); err == nil && !found {
-		if err := c.store.DropKeyLock(c.key()); err != nil {
+		held, err := c.store.DropKeyLock(c.key())
+		if err != nil {
 			c.log.Warn("cannot remove the key lock of an attachment without a record", "error", err)
 		}
-		return nil
+		if !held {
+			return nil
+		}
+		// An ADD of the attachment is under way and has not recorded it
+		// yet: wait for it, then release what it recorded.
 	}
 	unlockKey, err := c.lockKey()
 	if err != nil {
@@ -280,18 +286,14 @@ func (p *Plugin) gc(c *call) error {
 		return err
 	}
 	var errs []error
-	for _, rec := range stale {
-		unlockKey, ok := c.tryLockKey(rec)
-		if !ok {
-			continue
-		}
-		err := p.release(c, rec, rec.NetNS)
-		unlockKey()
+	for _, h := range stale {
+		err := p.release(c, h.Record, h.NetNS)
+		h.unlock()
 		if err != nil {
-			errs = append(errs, fmt.Errorf("attachment %s/%s: %w", rec.ContainerID, rec.IfName, err))
+			errs = append(errs, fmt.Errorf("attachment %s/%s: %w", h.ContainerID, h.IfName, err))
 			continue
 		}
-		c.log.Info("gc: released stale attachment", "holder", rec.ContainerID, "ifname", rec.IfName)
+		c.log.Info("gc: released stale attachment", "holder", h.ContainerID, "ifname", h.IfName)
 	}
 	if err := p.gcLeases(c, kept); err != nil {
 		errs = append(errs, cniError(CodeIPAM, "IPAM garbage collection failed", err))
@@ -303,8 +305,10 @@ func (p *Plugin) gc(c *call) error {
 }
 
 // staleRecords splits the network's records, under the node lock, into the
-// ones the runtime no longer lists and the ones it keeps.
-func (p *Plugin) staleRecords(c *call) (stale, kept []*state.Record, err error) {
+// ones the runtime no longer lists, each with its key lock held (holdKey:
+// one whose own call holds it is left to that call), and the ones it
+// keeps.
+func (p *Plugin) staleRecords(c *call) (stale []heldRecord, kept []*state.Record, err error) {
 	unlock, err := c.lock()
 	if err != nil {
 		return nil, nil, err
@@ -325,7 +329,16 @@ func (p *Plugin) staleRecords(c *call) (stale, kept []*state.Record, err error) 
 		case valid[r.Key()]:
 			kept = append(kept, r)
 		default:
-			stale = append(stale, r)
+			h, ok, err := c.holdKey(r)
+			if err != nil {
+				for _, h := range stale {
+					h.unlock()
+				}
+				return nil, nil, cniError(CodeState, "cannot lock a stale attachment", err)
+			}
+			if ok {
+				stale = append(stale, h)
+			}
 		}
 	}
 	return stale, kept, nil

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/rdma-chain/rdma-chain/pkg/netdev"
@@ -464,6 +465,54 @@ func TestGCLeavesAttachmentInAnotherCall(t *testing.T) {
 	}
 	if files := stateFiles(t, dir); len(files) != 0 {
 		t.Errorf("records left after the lock was free: %v", files)
+	}
+}
+
+// TestGCHoldsStaleKeys checks that GC holds the key lock of every stale
+// attachment from the moment it reads it: the runtime's DEL and a new ADD
+// of one of them, started while GC releases another, wait for GC instead
+// of running in between, so GC never gives back the new ADD's lease. It
+// failed when GC took each key lock only just before its release (the
+// new ADD's lease was released last).
+func TestGCHoldsStaleKeys(t *testing.T) {
+	dir := t.TempDir()
+	w := &world{mode: rdma.ModeShared, devices: []rdma.Device{rxe("rxe0", "veth0")}}
+	p := w.plugin()
+	args := func(id string, prev string) *skel.CmdArgs {
+		a := cmd(dir, withIPAM, prev)
+		a.ContainerID = id
+		return a
+	}
+	for _, id := range []string{"a", "b"} {
+		if err := p.Add(args(id, prevResult100)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := make(chan error, 1)
+	w.onIPAMDel = func() { // inside GC's release of a
+		w.onIPAMDel = nil
+		go func() { done <- cmp.Or(p.Del(args("b", "")), p.Add(args("b", prevResult100))) }()
+		select {
+		case err := <-done:
+			done <- err
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+	gc := cmd(dir, withIPAM+`,"cni.dev/valid-attachments":[]`, "")
+	if err := p.GC(gc); err != nil {
+		t.Fatalf("GC: %v", err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the runtime's DEL and ADD of b: %v", err)
+	}
+	var last string
+	for _, call := range w.calls {
+		if strings.HasPrefix(call, "IPAMAdd b ") || strings.HasPrefix(call, "IPAMDel b ") {
+			last = call
+		}
+	}
+	if !strings.HasPrefix(last, "IPAMAdd ") {
+		t.Errorf("b's new lease: last IPAM call %q, want its ADD (calls %v)", last, w.calls)
 	}
 }
 

@@ -141,6 +141,7 @@ type world struct {
 	gone       map[string]bool            // pod netns paths that no longer exist
 	cookieBump map[string]uint64          // a netns path now names another netns (same inode)
 	onIPAM     func()                     // runs inside every IPAM ADD
+	onDevices  func()                     // runs inside every Devices
 	onIPAMDel  func()                     // runs after every IPAM DEL's release
 	onRestore  func()                     // runs after every RestoreToHost
 	tcp2smc    bool                       // the kernel has net.smc.tcp2smc
@@ -206,6 +207,9 @@ func (w *world) record(format string, args ...any) error {
 func (w *world) NetnsMode() (rdma.Mode, error) { w.record("NetnsMode"); return w.mode, w.modeErr }
 func (w *world) Devices() ([]rdma.Device, error) {
 	err := w.record("Devices")
+	if w.onDevices != nil {
+		w.onDevices()
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.devicesNow != nil && w.counts["Devices"] > 1 {

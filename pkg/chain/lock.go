@@ -2,6 +2,7 @@ package chain
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"time"
@@ -55,19 +56,29 @@ func (c *call) lockKey() (func(), error) {
 	return unlock, nil
 }
 
-// tryLockKey takes, without waiting, the key lock of another attachment
-// than the call's (GC's and reclaim's releases). It reports false, and
-// says why, when that attachment's own call holds it (the record is left
-// to that call) or the lock cannot be taken.
-func (c *call) tryLockKey(rec *state.Record) (func(), bool) {
+// heldRecord is another attachment's record, read under the node lock
+// while this call holds that attachment's key lock: no other call changes
+// it until unlock lets the key lock go.
+type heldRecord struct {
+	*state.Record
+	unlock func()
+}
+
+// holdKey takes, without waiting, the key lock of rec, another attachment
+// than the call's, whose record the call has just read under the node
+// lock (GC's and reclaim's releases). It reports false when that
+// attachment's own call holds the lock (the record is left to that call,
+// said at Info), and the error when the lock cannot be taken.
+func (c *call) holdKey(rec *state.Record) (heldRecord, bool, error) {
 	unlock, ok, err := c.store.TryLockKey(rec.Key())
-	switch {
-	case err != nil:
-		c.log.Error("cannot lock an attachment to release it: left for a later call", "holder", rec.ContainerID, "ifname", rec.IfName, "error", err)
-	case !ok:
-		c.log.Info("an attachment to release is in another plugin call's hands: left to it", "holder", rec.ContainerID, "ifname", rec.IfName)
+	if err != nil {
+		return heldRecord{}, false, fmt.Errorf("lock attachment %s/%s: %w", rec.ContainerID, rec.IfName, err)
 	}
-	return unlock, ok
+	if !ok {
+		c.log.Info("an attachment to release is in another plugin call's hands: left to it", "holder", rec.ContainerID, "ifname", rec.IfName)
+		return heldRecord{}, false, nil
+	}
+	return heldRecord{Record: rec, unlock: unlock}, true, nil
 }
 
 // sweepTemporary removes the temporary files killed writers left in

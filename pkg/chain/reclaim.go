@@ -20,8 +20,9 @@ import (
 // pod whose DEL never comes (a runtime that lost the sandbox, a 0.4.0
 // chain that never sends GC) would hold its device forever. The host side
 // is restored as DEL would; a record whose IPAM leases remain is kept,
-// marked released, and returned in pending: finishReclaim releases them
-// once the lock is given up.
+// marked released, and returned in pending with its key lock still held:
+// finishReclaim releases them once the node lock is given up. An
+// attachment whose own call holds its key lock is left to that call.
 //
 // A device the kernel has not given back yet is waited for (releaseHost's
 // bounded wait) only the first time an ADD finds it stranded, and by one
@@ -30,7 +31,7 @@ import (
 // the device). Such a device stays held, reported once (StrandedAt); a
 // later ADD reclaims it once the kernel has given it back, and the
 // reconcile daemon does on the kernel's event.
-func (p *Plugin) reclaimStranded(c *call, recs []*state.Record) (out, pending []*state.Record) {
+func (p *Plugin) reclaimStranded(c *call, recs []*state.Record) (out []*state.Record, pending []heldRecord) {
 	host := sync.OnceValues(p.env.RDMA.Devices)
 	waited := false
 	for _, r := range recs {
@@ -45,8 +46,17 @@ func (p *Plugin) reclaimStranded(c *call, recs []*state.Record) (out, pending []
 			}
 			waited = true
 		}
+		h, ok, err := c.holdKey(r)
+		if err != nil {
+			c.log.Error("cannot reclaim the RDMA devices of a pod whose netns is gone", "holder", r.ContainerID, "error", err)
+		}
+		if !ok {
+			continue
+		}
 		if p.reclaim(c, r) {
-			pending = append(pending, r)
+			pending = append(pending, h)
+		} else {
+			h.unlock()
 		}
 	}
 	return out, pending
@@ -139,17 +149,13 @@ func HoldsDevice(r *state.Record) bool {
 }
 
 // finishReclaim releases, without the node lock, the leases of the
-// attachments reclaimStranded gave back (pending), and forgets them. A
-// failure leaves the record for the pod's DEL or GC.
-func (p *Plugin) finishReclaim(c *call, pending []*state.Record) {
-	for _, r := range pending {
-		unlockKey, ok := c.tryLockKey(r)
-		if !ok {
-			continue
+// attachments reclaimStranded gave back (pending), forgets them, and lets
+// their key locks go. A failure leaves the record for the pod's DEL or GC.
+func (p *Plugin) finishReclaim(c *call, pending []heldRecord) {
+	for _, h := range pending {
+		if err := p.release(c, h.Record, h.NetNS); err != nil {
+			c.log.Error("cannot release the leases of a reclaimed attachment", "holder", h.ContainerID, "error", err)
 		}
-		if err := p.release(c, r, r.NetNS); err != nil {
-			c.log.Error("cannot release the leases of a reclaimed attachment", "holder", r.ContainerID, "error", err)
-		}
-		unlockKey()
+		h.unlock()
 	}
 }

@@ -1,7 +1,9 @@
 // Package state persists one record per CNI attachment on the node so that
 // DEL, CHECK and GC can undo exactly what ADD did, even after a crash. Records
-// are JSON files written atomically under <dir>/attachments/, and a node-wide
-// flock on <dir>/lock serialises concurrent plugin processes.
+// are JSON files written atomically under <dir>/attachments/, a node-wide
+// flock on <dir>/lock serialises concurrent plugin processes, and a flock
+// per attachment on <dir>/keys/<record name>.lock keeps the calls about one
+// attachment from interleaving (LockKey).
 //
 // # Links
 //
@@ -13,8 +15,8 @@
 //     plant records or hold the lock file); a symbolic link there is refused
 //     (ErrUnsafePath), never resolved. A missing directory is created (0700,
 //     with its parents) and checked again after creation;
-//   - attachments/ and quarantine/ are held to the same rule;
-//   - the lock file and every record are opened with O_NOFOLLOW, temporary
+//   - attachments/, quarantine/ and keys/ are held to the same rule;
+//   - the lock files and every record are opened with O_NOFOLLOW, temporary
 //     files with O_CREAT|O_EXCL|O_NOFOLLOW. A link, directory or other
 //     non-regular file at a record path reads as a corrupt record
 //     (*CorruptError), which Quarantine moves aside without following it.

@@ -113,7 +113,7 @@ func (s *Store) sweepKeyLocks(records map[string]bool) error {
 		if !e.Type().IsRegular() || !strings.HasSuffix(e.Name(), keyLockSuffix) || records[e.Name()] {
 			continue
 		}
-		if err := removeUnheld(filepath.Join(dir, e.Name())); err != nil {
+		if _, err := removeUnheld(filepath.Join(dir, e.Name())); err != nil {
 			errs = append(errs, fmt.Errorf("sweep key locks: %w", err))
 		}
 	}
@@ -122,32 +122,35 @@ func (s *Store) sweepKeyLocks(records map[string]bool) error {
 
 // DropKeyLock removes k's key lock if no call holds it and k has no record
 // (a call killed after forgetting k's record, before its unlock, left it).
-func (s *Store) DropKeyLock(k Key) error {
+// It reports whether a call holds it: an ADD under way that has not
+// recorded k yet.
+func (s *Store) DropKeyLock(k Key) (held bool, err error) {
 	if _, err := os.Lstat(s.path(k)); !absent(err) {
-		return err
+		return false, err
 	}
 	return removeUnheld(filepath.Join(s.dir, keyLockDirName, keyLockName(k)))
 }
 
-// removeUnheld removes the lock file name if no call holds its flock.
-func removeUnheld(name string) error {
+// removeUnheld removes the lock file name if no call holds its flock, and
+// reports whether one does.
+func removeUnheld(name string) (held bool, err error) {
 	f, err := os.OpenFile(name, os.O_RDWR|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
 	if absent(err) {
-		return nil
+		return false, nil
 	}
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer f.Close()
 	err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
 	if errors.Is(err, unix.EWOULDBLOCK) || errors.Is(err, syscall.EINTR) {
-		return nil // held: its call is under way
+		return true, nil
 	}
 	if err != nil || !named(f, name) {
-		return err
+		return false, err
 	}
 	if err := os.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
+		return false, err
 	}
-	return nil
+	return false, nil
 }

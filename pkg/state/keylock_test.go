@@ -2,6 +2,7 @@ package state
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -135,7 +136,15 @@ func TestSweepKeyLocks(t *testing.T) {
 	}{
 		{"Sweep", func(s *Store) error { _, err := s.Sweep(); return err }},
 		{"DropKeyLock", func(s *Store) error {
-			return errors.Join(s.DropKeyLock(left), s.DropKeyLock(held), s.DropKeyLock(recorded))
+			var errs []error
+			for _, k := range []Key{left, held, recorded} {
+				isHeld, err := s.DropKeyLock(k)
+				if isHeld != (k == held) {
+					errs = append(errs, fmt.Errorf("DropKeyLock(%s) held=%v", k.ContainerID, isHeld))
+				}
+				errs = append(errs, err)
+			}
+			return errors.Join(errs...)
 		}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
