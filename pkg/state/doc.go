@@ -2,8 +2,9 @@
 // DEL, CHECK and GC can undo exactly what ADD did, even after a crash. Records
 // are JSON files written atomically under <dir>/attachments/, a node-wide
 // flock on <dir>/lock serialises concurrent plugin processes, and a flock
-// per attachment on <dir>/keys/<record name>.lock keeps the calls about one
-// attachment from interleaving (LockKey).
+// per attachment on <dir>/keys/<record name>.lock, a file that exists while
+// a call holds it, keeps the calls about one attachment from interleaving
+// (LockKey).
 //
 // # Links
 //

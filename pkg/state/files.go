@@ -100,10 +100,9 @@ func (s *Store) Writable() error {
 }
 
 // Sweep removes the temporary files that writers killed mid-write left in
-// attachments/, Writable probes older than a minute, and the key locks of
-// attachments without a record that no call holds (sweepKeyLocks). The
-// caller must hold the node lock: every writer writes only under it, so no
-// temporary file is in use then.
+// attachments/, Writable probes older than a minute, and the key lock
+// files no call holds (sweepKeyLocks). The caller must hold the node lock:
+// every writer writes only under it, so no temporary file is in use then.
 func (s *Store) Sweep() (removed int, err error) {
 	exists, err := s.checkAttachDir()
 	if err != nil || !exists {
@@ -114,10 +113,8 @@ func (s *Store) Sweep() (removed int, err error) {
 		return 0, fmt.Errorf("sweep attachment records: %w", err)
 	}
 	var errs []error
-	records := make(map[string]bool, len(entries))
 	for _, e := range entries {
 		if !stale(e) {
-			records[lockNameOf(e.Name())] = true
 			continue
 		}
 		err := os.Remove(filepath.Join(s.attachDir(), e.Name()))
@@ -131,7 +128,7 @@ func (s *Store) Sweep() (removed int, err error) {
 	if removed > 0 {
 		errs = append(errs, syncDir(s.attachDir()))
 	}
-	errs = append(errs, s.sweepKeyLocks(records))
+	errs = append(errs, s.sweepKeyLocks())
 	return removed, errors.Join(errs...)
 }
 

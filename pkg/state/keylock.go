@@ -14,19 +14,17 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// keyLockDirName is the folder of the attachments' key locks, one empty
-// file per attachment, named as its record with keyLockSuffix.
+// keyLockDirName is the folder of the attachments' key locks: an empty
+// file per attachment while a call holds its lock, named as its record
+// with keyLockSuffix.
 const (
 	keyLockDirName = "keys"
 	keyLockSuffix  = ".lock"
 )
 
 // keyLockName is the name of k's key lock file in keys/.
-func keyLockName(k Key) string { return lockNameOf(fileName(k)) }
-
-// lockNameOf is the key lock's name for the record file name record.
-func lockNameOf(record string) string {
-	return strings.TrimSuffix(record, recordSuffix) + keyLockSuffix
+func keyLockName(k Key) string {
+	return strings.TrimSuffix(fileName(k), recordSuffix) + keyLockSuffix
 }
 
 // LockKey takes the key lock of k: an exclusive flock on keys/<the record's
@@ -37,7 +35,9 @@ func lockNameOf(record string) string {
 // same container and interface (a release would otherwise give back
 // leases the new ADD took under the same names). It is taken before the
 // node lock, never while holding it (TryLockKey may be). The returned
-// unlock removes the lock file when k has no record, then lets go. Errors
+// unlock removes the lock file, then lets go: the file exists only while a
+// call holds it, or after a killed call, so no file outlives the calls
+// (an older plugin that knows no key locks finds none to remove). Errors
 // are Lock's: ErrLockTimeout, ErrNoStateDir, ErrUnsafePath.
 func (s *Store) LockKey(k Key, timeout time.Duration) (unlock func(), err error) {
 	dir, err := s.ensureSubdir(keyLockDirName)
@@ -60,14 +60,12 @@ func (s *Store) LockKey(k Key, timeout time.Duration) (unlock func(), err error)
 		}
 		if named(f, name) {
 			return sync.OnceFunc(func() {
-				if _, err := os.Lstat(s.path(k)); absent(err) {
-					_ = os.Remove(name)
-				}
+				_ = os.Remove(name)
 				_ = f.Close()
 			}), nil
 		}
-		// The holder before removed the file (its attachment had no
-		// record left): this flock is on a file no later call opens.
+		// The holder before removed the file as it let go: this flock
+		// is on a file no later call opens.
 		f.Close()
 	}
 }
@@ -93,11 +91,9 @@ func named(f *os.File, name string) bool {
 	return err == nil && os.SameFile(held, now)
 }
 
-// sweepKeyLocks removes the key locks nobody holds whose attachment has no
-// record (records: the record file names in attachments/): a call killed
-// between taking one and writing its record, or before its unlock, left
-// them.
-func (s *Store) sweepKeyLocks(records map[string]bool) error {
+// sweepKeyLocks removes the key lock files nobody holds: calls killed
+// before their unlock left them.
+func (s *Store) sweepKeyLocks() error {
 	dir := filepath.Join(s.dir, keyLockDirName)
 	if err := checkDir(dir); absent(err) {
 		return nil
@@ -110,7 +106,7 @@ func (s *Store) sweepKeyLocks(records map[string]bool) error {
 	}
 	var errs []error
 	for _, e := range entries {
-		if !e.Type().IsRegular() || !strings.HasSuffix(e.Name(), keyLockSuffix) || records[e.Name()] {
+		if !e.Type().IsRegular() || !strings.HasSuffix(e.Name(), keyLockSuffix) {
 			continue
 		}
 		if _, err := removeUnheld(filepath.Join(dir, e.Name())); err != nil {
@@ -120,14 +116,10 @@ func (s *Store) sweepKeyLocks(records map[string]bool) error {
 	return errors.Join(errs...)
 }
 
-// DropKeyLock removes k's key lock if no call holds it and k has no record
-// (a call killed after forgetting k's record, before its unlock, left it).
-// It reports whether a call holds it: an ADD under way that has not
-// recorded k yet.
+// DropKeyLock removes k's key lock file if no call holds it (a killed
+// call left it). It reports whether a call holds it: for a DEL that finds
+// no record, an ADD under way that has not recorded k yet.
 func (s *Store) DropKeyLock(k Key) (held bool, err error) {
-	if _, err := os.Lstat(s.path(k)); !absent(err) {
-		return false, err
-	}
 	return removeUnheld(filepath.Join(s.dir, keyLockDirName, keyLockName(k)))
 }
 
