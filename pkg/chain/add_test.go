@@ -35,6 +35,15 @@ func stateFiles(t *testing.T, dir string) []string {
 	return files
 }
 
+// noKeyLocks fails the test when a key lock file is left in dir: every
+// call removes its own as it lets go.
+func noKeyLocks(t *testing.T, dir string) {
+	t.Helper()
+	if files, _ := filepath.Glob(filepath.Join(dir, "keys", "*")); len(files) != 0 {
+		t.Errorf("key lock files left: %v", files)
+	}
+}
+
 func TestAddNeedsPrevResult(t *testing.T) {
 	w := &world{}
 	err := w.plugin().Add(cmd(t.TempDir(), "", ""))

@@ -115,6 +115,7 @@ func TestDelWaitsForAdd(t *testing.T) {
 			if len(calls) == 0 || !strings.HasPrefix(calls[len(calls)-1], "IPAMDel ") {
 				t.Errorf("IPAM calls %v: want the DEL's release last", calls)
 			}
+			noKeyLocks(t, dir)
 		})
 	}
 }
@@ -152,6 +153,7 @@ func TestDelWaitsForUnrecordedAdd(t *testing.T) {
 	if files := stateFiles(t, dir); len(files) != 0 {
 		t.Errorf("records left: %v", files)
 	}
+	noKeyLocks(t, dir)
 }
 
 // TestAddExclusiveRereadsUnderLock checks that the netdev ADD moves is
@@ -256,6 +258,7 @@ func TestExclusiveRollbackAtEveryStep(t *testing.T) {
 			if f := stateFiles(t, dir); len(f) != 0 {
 				t.Errorf("state left: %v", f)
 			}
+			noKeyLocks(t, dir)
 		})
 	}
 }
@@ -290,6 +293,7 @@ func TestSharedRollbackAtAddChild(t *testing.T) {
 			if f := stateFiles(t, dir); len(f) != 0 {
 				t.Errorf("state left: %v", f)
 			}
+			noKeyLocks(t, dir)
 		})
 	}
 }

@@ -186,6 +186,7 @@ func TestReleaseWaitsForSameKey(t *testing.T) {
 			t.Errorf("the new ADD's lease on %s: last IPAM call %q, want its ADD (calls %v)", l.PodName, last, w.calls)
 		}
 	}
+	noKeyLocks(t, dir)
 }
 
 // TestDelWithoutRecordTakesNoLock checks that a DEL with no record to act
@@ -470,7 +471,7 @@ func TestGCLeavesAttachmentInAnotherCall(t *testing.T) {
 
 // TestGCHoldsStaleKeys checks that GC holds the key lock of every stale
 // attachment from the moment it reads it: the runtime's DEL and a new ADD
-// of one of them, started while GC releases another, wait for GC instead
+// of one of them, started while GC releases the other, wait for GC instead
 // of running in between, so GC never gives back the new ADD's lease. It
 // failed when GC took each key lock only just before its release (the
 // new ADD's lease was released last).
@@ -489,9 +490,18 @@ func TestGCHoldsStaleKeys(t *testing.T) {
 		}
 	}
 	done := make(chan error, 1)
-	w.onIPAMDel = func() { // inside GC's release of a
+	// later is the attachment GC releases second: its DEL and new ADD
+	// run while GC releases the first.
+	var later string
+	w.onIPAMDel = func() {
 		w.onIPAMDel = nil
-		go func() { done <- cmp.Or(p.Del(args("b", "")), p.Add(args("b", prevResult100))) }()
+		w.mu.Lock()
+		later = "a"
+		if strings.HasPrefix(w.calls[len(w.calls)-1], "IPAMDel a ") {
+			later = "b"
+		}
+		w.mu.Unlock()
+		go func() { done <- cmp.Or(p.Del(args(later, "")), p.Add(args(later, prevResult100))) }()
 		select {
 		case err := <-done:
 			done <- err
@@ -507,13 +517,14 @@ func TestGCHoldsStaleKeys(t *testing.T) {
 	}
 	var last string
 	for _, call := range w.calls {
-		if strings.HasPrefix(call, "IPAMAdd b ") || strings.HasPrefix(call, "IPAMDel b ") {
+		if strings.HasPrefix(call, "IPAMAdd "+later+" ") || strings.HasPrefix(call, "IPAMDel "+later+" ") {
 			last = call
 		}
 	}
 	if !strings.HasPrefix(last, "IPAMAdd ") {
-		t.Errorf("b's new lease: last IPAM call %q, want its ADD (calls %v)", last, w.calls)
+		t.Errorf("%s's new lease: last IPAM call %q, want its ADD (calls %v)", later, last, w.calls)
 	}
+	noKeyLocks(t, dir)
 }
 
 // TestGCQuarantinesUnreadableRecord checks that GC goes on past

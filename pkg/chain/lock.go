@@ -81,8 +81,8 @@ func (c *call) holdKey(rec *state.Record) (heldRecord, bool, error) {
 	return heldRecord{Record: rec, unlock: unlock}, true, nil
 }
 
-// sweepTemporary removes the temporary files killed writers left in
-// store; the caller holds the node lock.
+// sweepTemporary removes the temporary files and key lock files killed
+// calls left in store (state.Store.Sweep); the caller holds the node lock.
 func sweepTemporary(store *state.Store, log *slog.Logger) {
 	if n, err := store.Sweep(); err != nil {
 		log.Warn("cannot remove stale temporary state files", "error", err)

@@ -139,6 +139,7 @@ func TestExclusiveStrandedHolderReclaimed(t *testing.T) {
 	if !strings.Contains(w.stderr.String(), "reclaimed RDMA devices") {
 		t.Errorf("reclaim not logged: %s", w.stderr.String())
 	}
+	noKeyLocks(t, dir)
 }
 
 // TestStrandedNeedsDeadNetns checks that a holder whose netns path now

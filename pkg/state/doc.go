@@ -37,6 +37,12 @@
 // Every writer writes only while holding the lock; Sweep, called under the
 // lock, therefore removes every temporary file left by a killed writer.
 //
+// A key lock (LockKey) is waited for only before the node lock is taken:
+// a call that holds the node lock takes key locks only with TryLockKey,
+// so no two calls wait for each other in a cycle. A key lock's file
+// exists while a call holds it; Sweep and DropKeyLock remove the unheld
+// files killed calls left.
+//
 // # Unreadable records
 //
 // Get and List report a record that cannot be decoded or validated as a

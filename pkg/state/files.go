@@ -104,6 +104,13 @@ func (s *Store) Writable() error {
 // files no call holds (sweepKeyLocks). The caller must hold the node lock:
 // every writer writes only under it, so no temporary file is in use then.
 func (s *Store) Sweep() (removed int, err error) {
+	removed, err = s.sweepRecords()
+	return removed, errors.Join(err, s.sweepKeyLocks())
+}
+
+// sweepRecords removes the temporary files and old probes in
+// attachments/ (Sweep).
+func (s *Store) sweepRecords() (removed int, err error) {
 	exists, err := s.checkAttachDir()
 	if err != nil || !exists {
 		return 0, err
@@ -128,7 +135,6 @@ func (s *Store) Sweep() (removed int, err error) {
 	if removed > 0 {
 		errs = append(errs, syncDir(s.attachDir()))
 	}
-	errs = append(errs, s.sweepKeyLocks())
 	return removed, errors.Join(errs...)
 }
 

@@ -120,29 +120,58 @@ func (s *Store) sweepKeyLocks() error {
 // call left it). It reports whether a call holds it: for a DEL that finds
 // no record, an ADD under way that has not recorded k yet.
 func (s *Store) DropKeyLock(k Key) (held bool, err error) {
-	return removeUnheld(filepath.Join(s.dir, keyLockDirName, keyLockName(k)))
+	dir := filepath.Join(s.dir, keyLockDirName)
+	if err := checkDir(dir); absent(err) {
+		return false, nil
+	} else if err != nil {
+		return false, fmt.Errorf("drop key lock: %w", err)
+	}
+	return removeUnheld(filepath.Join(dir, keyLockName(k)))
 }
 
+// removeLooks bounds how often removeUnheld looks at a lock file that is
+// replaced while it looks.
+const removeLooks = 5
+
 // removeUnheld removes the lock file name if no call holds its flock, and
-// reports whether one does.
+// reports whether one does. A file replaced at name while it looked (its
+// holder removed it as it let go, and another call made a new one) is
+// looked at again; one replaced at every look counts as held.
 func removeUnheld(name string) (held bool, err error) {
-	f, err := os.OpenFile(name, os.O_RDWR|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
-	if absent(err) {
-		return false, nil
+	for range removeLooks {
+		f, err := os.OpenFile(name, os.O_RDWR|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+		if absent(err) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		held, replaced, err := removeIfUnheld(f, name)
+		f.Close()
+		if !replaced {
+			return held, err
+		}
 	}
-	if err != nil {
-		return false, err
-	}
-	defer f.Close()
+	return true, nil
+}
+
+// removeIfUnheld removes name, which f was opened as, if no call holds
+// f's flock. It reports held when a call does, and replaced when, once
+// the flock was had, name no longer named f's file: then the file at name,
+// if any, is another call's, and this look says nothing about it.
+func removeIfUnheld(f *os.File, name string) (held, replaced bool, err error) {
 	err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
 	if errors.Is(err, unix.EWOULDBLOCK) || errors.Is(err, syscall.EINTR) {
-		return true, nil
+		return true, false, nil
 	}
-	if err != nil || !named(f, name) {
-		return false, err
+	if err != nil {
+		return false, false, err
+	}
+	if !named(f, name) {
+		return false, true, nil
 	}
 	if err := os.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return false, err
+		return false, false, err
 	}
-	return false, nil
+	return false, false, nil
 }

@@ -124,17 +124,20 @@ func openCount(t *testing.T, name string) int {
 
 // TestSweepKeyLocks checks that Sweep, and DropKeyLock for each key,
 // remove the key lock files nobody holds (killed calls', with or without a
-// record) and keep a held one.
+// record, and with no attachments/ at all) and keep a held one.
 func TestSweepKeyLocks(t *testing.T) {
 	left := Key{Network: "n", ContainerID: "killed", IfName: "eth0"}
 	held := Key{Network: "n", ContainerID: "adding", IfName: "eth0"}
 	recorded := Key{Network: "n", ContainerID: "live", IfName: "eth0"}
+	sweep := func(s *Store) error { _, err := s.Sweep(); return err }
 	for _, tt := range []struct {
-		name   string
-		remove func(s *Store) error
+		name    string
+		records bool // recorded has a record (attachments/ exists)
+		remove  func(s *Store) error
 	}{
-		{"Sweep", func(s *Store) error { _, err := s.Sweep(); return err }},
-		{"DropKeyLock", func(s *Store) error {
+		{"Sweep", true, sweep},
+		{"Sweep without records", false, sweep},
+		{"DropKeyLock", true, func(s *Store) error {
 			var errs []error
 			for _, k := range []Key{left, held, recorded} {
 				isHeld, err := s.DropKeyLock(k)
@@ -148,17 +151,15 @@ func TestSweepKeyLocks(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			s := New(filepath.Join(t.TempDir(), "state"))
-			for _, k := range []Key{left, recorded} {
-				unlock, err := s.LockKey(k, 0)
-				if err != nil {
+			unlock, err := s.LockKey(held, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer unlock()
+			if tt.records {
+				if err := s.Put(&Record{Network: recorded.Network, ContainerID: recorded.ContainerID, IfName: recorded.IfName}); err != nil {
 					t.Fatal(err)
 				}
-				if k == recorded {
-					if err := s.Put(&Record{Network: k.Network, ContainerID: k.ContainerID, IfName: k.IfName}); err != nil {
-						t.Fatal(err)
-					}
-				}
-				unlock()
 			}
 			// Killed calls' lock files: their unlocks never ran.
 			for _, k := range []Key{left, recorded} {
@@ -166,11 +167,6 @@ func TestSweepKeyLocks(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			unlock, err := s.LockKey(held, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer unlock()
 			if err := tt.remove(s); err != nil {
 				t.Fatal(err)
 			}
@@ -184,5 +180,40 @@ func TestSweepKeyLocks(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRemoveIfUnheldReplaced checks that a look at a key lock file whose
+// holder removed it as it let go, while another call took the key again
+// under a new file, does not report the key free (a DEL that finds no
+// record would then end while an ADD of its attachment runs) and leaves
+// the new file alone.
+func TestRemoveIfUnheldReplaced(t *testing.T) {
+	s := New(filepath.Join(t.TempDir(), "state"))
+	k := Key{Network: "n", ContainerID: "c1", IfName: "eth0"}
+	first, err := s.LockKey(k, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := keyLockPath(s, k)
+	looked, err := os.Open(name) // the look opens the first holder's file
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer looked.Close()
+	first()
+	second, err := s.LockKey(k, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second()
+	if held, replaced, err := removeIfUnheld(looked, name); held || !replaced || err != nil {
+		t.Errorf("removeIfUnheld(the removed file) = held %v, replaced %v, %v; want false, true, nil", held, replaced, err)
+	}
+	if held, err := s.DropKeyLock(k); !held || err != nil {
+		t.Errorf("DropKeyLock of a key held under a new file = %v, %v; want true, nil", held, err)
+	}
+	if _, err := os.Lstat(name); err != nil {
+		t.Errorf("the holder's new lock file: %v", err)
 	}
 }
