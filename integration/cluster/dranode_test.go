@@ -142,6 +142,12 @@ func testDRAEvents(t *testing.T, cp *controlPlane) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	asked := time.Now()
+	if clock, err := strconv.ParseFloat(strings.TrimSpace(cp.nodeShell(t, node, "date -u +%s.%N")), 64); err == nil {
+		answered := time.Now()
+		mid := asked.Add(answered.Sub(asked) / 2)
+		t.Logf("CLUSTER-FIGURE %s's clock minus this host's: %+.1f s (±%.1f s)", node, clock-float64(mid.UnixNano())/1e9, answered.Sub(asked).Seconds()/2)
+	}
 	since := time.Now().UTC().Truncate(time.Second)
 	added := true
 	t.Cleanup(func() {
@@ -159,7 +165,7 @@ func testDRAEvents(t *testing.T, cp *controlPlane) {
 	added = false
 	cp.poll(t, 2*time.Minute, func(s string) bool { return !strings.Contains(s, "rxeev0") }, slice...)
 	t.Logf("CLUSTER-TIME rxeev0 out of %s's slice %.1f s after the node script that removed it started", node, time.Since(start).Seconds())
-	logs, err := cp.kubectlOut("-n", "kube-system", "logs", pod, "--since-time="+since.Format(time.RFC3339))
+	logs, err := cp.logsSince(pod, since)
 	if err != nil {
 		t.Fatalf("logs of %s: %v: %s", pod, err, logs)
 	}

@@ -125,7 +125,7 @@ func assertUplinkUnpublished(t *testing.T, cp *controlPlane, node string, since 
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs, err := cp.kubectlOut("-n", "kube-system", "logs", pod, "--since-time="+since.Format(time.RFC3339))
+	logs, err := cp.logsSince(pod, since)
 	if err != nil {
 		t.Fatalf("logs of %s: %v: %s", pod, err, logs)
 	}
