@@ -142,11 +142,16 @@ func testDRAEvents(t *testing.T, cp *controlPlane) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// busybox's date has whole seconds only.
 	asked := time.Now()
-	if clock, err := strconv.ParseFloat(strings.TrimSpace(cp.nodeShell(t, node, "date -u +%s.%N")), 64); err == nil {
-		answered := time.Now()
+	clock := strings.TrimSpace(cp.nodeShell(t, node, "date -u +%s"))
+	answered := time.Now()
+	if secs, err := strconv.ParseInt(clock, 10, 64); err == nil {
 		mid := asked.Add(answered.Sub(asked) / 2)
-		t.Logf("CLUSTER-FIGURE %s's clock minus this host's: %+.1f s (±%.1f s)", node, clock-float64(mid.UnixNano())/1e9, answered.Sub(asked).Seconds()/2)
+		t.Logf("CLUSTER-FIGURE %s's clock minus this host's: %+.1f s (±%.1f s)", node,
+			float64(secs)-float64(mid.UnixNano())/1e9, answered.Sub(asked).Seconds()/2+1)
+	} else {
+		t.Logf("%s's clock: date said %q", node, clock)
 	}
 	since := time.Now().UTC().Truncate(time.Second)
 	added := true
