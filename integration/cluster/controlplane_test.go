@@ -312,13 +312,14 @@ func (cp *controlPlane) kubectlOut(args ...string) (string, error) {
 	return cp.kubectlCtx(context.Background(), args...)
 }
 
-// logsSince is the log of kube-system's pod from start on, give or take
-// two seconds. The window goes as a length (kubectl logs --since), which
-// kubelet counts back on the node's clock: the tier never sets the
+// logsSince is the log of kube-system's pod from start on, and up to ten
+// seconds before: callers look for lines that only what they did after
+// start can log. The window goes as a length (kubectl logs --since),
+// which kubelet counts back on the node's clock: the tier never sets the
 // nodes' clocks, and an instant of this host's (--since-time) left out
 // the lines of a node whose clock was seconds behind.
 func (cp *controlPlane) logsSince(pod string, start time.Time) (string, error) {
-	window := time.Since(start).Truncate(time.Second) + 2*time.Second
+	window := time.Since(start).Truncate(time.Second) + 10*time.Second
 	return cp.kubectlOut("-n", "kube-system", "logs", pod, "--since="+window.String())
 }
 
