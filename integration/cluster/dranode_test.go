@@ -143,18 +143,7 @@ func testDRAEvents(t *testing.T, cp *controlPlane) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// busybox's date has whole seconds only: the node's instant is the
-	// middle of its second. A figure only: no failure of it fails the test.
-	asked := time.Now()
-	clock, err := cp.nodeExec(t, node, "date -u +%s")
-	answered := time.Now()
-	if secs, perr := strconv.ParseInt(strings.TrimSpace(clock), 10, 64); err == nil && perr == nil {
-		mid := asked.Add(answered.Sub(asked) / 2)
-		t.Logf("CLUSTER-FIGURE %s's clock minus this host's: %+.1f s (±%.1f s)", node,
-			float64(secs)+0.5-float64(mid.UnixNano())/1e9, answered.Sub(asked).Seconds()/2+0.5)
-	} else {
-		t.Logf("%s's clock unread: %q, %v", node, clock, cmp.Or(err, perr))
-	}
+	logClockOffset(t, cp, node)
 	since := time.Now().UTC().Truncate(time.Second)
 	added := true
 	t.Cleanup(func() {
@@ -188,6 +177,23 @@ func testDRAEvents(t *testing.T, cp *controlPlane) {
 	if !byEvent[n+1] {
 		t.Errorf("no publish of %d devices started by an event since %s", n+1, since)
 	}
+}
+
+// logClockOffset prints node's clock minus this host's, a figure only: no
+// failure of it fails the test. busybox's date has whole seconds only:
+// the node's instant is taken as the middle of its second.
+func logClockOffset(t *testing.T, cp *controlPlane, node string) {
+	asked := time.Now()
+	clock, err := cp.nodeExec(t, node, "date -u +%s")
+	answered := time.Now()
+	secs, perr := strconv.ParseInt(strings.TrimSpace(clock), 10, 64)
+	if err = cmp.Or(err, perr); err != nil {
+		t.Logf("%s's clock unread: %q, %v", node, clock, err)
+		return
+	}
+	mid := asked.Add(answered.Sub(asked) / 2)
+	t.Logf("CLUSTER-FIGURE %s's clock minus this host's: %+.1f s (±%.1f s)", node,
+		float64(secs)+0.5-float64(mid.UnixNano())/1e9, answered.Sub(asked).Seconds()/2+0.5)
 }
 
 // testDRACapacity checks that node-a's simrdma0 is shared by claims up to
