@@ -194,6 +194,18 @@ setup_nic() {
 		ip route add 10.89.0.0/16 dev eth0 table 100
 }
 
+# subtest_log OUTPUT NAME: the last log lines go test -v printed for
+# subtest NAME in OUTPUT (a failure's t.Error or t.Fatal comes last), on
+# one line, or where to look when it printed none: a failed check's
+# RC-FAIL line says why, even where only the tier's summary is kept.
+subtest_log() {
+	_sl=$(echo "$1" | awk -v t="$2" '/^=== (RUN|CONT|NAME|PAUSE) / { cur = $3; next }
+		/^ *--- / { cur = ""; next }
+		cur == t && sub(/^ +[A-Za-z0-9_.-]+\.go:[0-9]+: /, "") { print; next }
+		cur == t && /^        / { sub(/^ +/, ""); print }' | tail -n 3 | tr '\n' ' ' | cut -c1-500)
+	echo "${_sl:-see the test log above}"
+}
+
 # go_checks BINARY TEST TIMEOUT: runs the Go test TEST of BINARY (a go test
 # -c build in /usr/local/bin, e.g. crash.test) in this guest, prints its
 # output, and turns go test's result lines into checks: each subtest is a
@@ -212,7 +224,7 @@ go_checks() {
 	_out=$(cat "$_log")
 	echo "$_out" | sed -En "s/^ *--- (PASS|FAIL|SKIP): $_test\/([^ ]*) .*/\1 \2/p" | while read -r _res _name; do
 		step "$_name"
-		if [ "$_res" = PASS ]; then pass; else fail "$_res: see the test's log above"; fi
+		if [ "$_res" = PASS ]; then pass; else fail "$_res: $(subtest_log "$_out" "$_test/$_name")"; fi
 	done
 	echo "$_out" | awk -v t="$_test" '/^=== (RUN|CONT|NAME|PAUSE) / { cur = $3; next }
 		cur == t && sub(/^    [a-z0-9_]+_test\.go:[0-9]+: /, "") { print }' | while IFS= read -r _l; do info "$SCEN: $_l"; done
