@@ -33,6 +33,10 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 PODS=$(cd "${1:-$ROOT/integration/node/pods}" && pwd)
+# OWN_PODS=1: the project's own pods (no PODS_DIR), with the node's own
+# checks around them (init.sh's rc.ownpods).
+OWN_PODS=0
+[ -n "${1:-}" ] || OWN_PODS=1
 MODES=
 for m in shared exclusive; do
 	[ -d "$PODS/$m" ] && MODES="$MODES $m"
@@ -119,7 +123,7 @@ boot() {
 	timeout -k 5 "$TIMEOUT" "$QEMU" -accel tcg,thread=single -m 4096 -smp 2 -nographic -no-reboot \
 		-kernel "$KDIR/vmlinuz" -initrd "$WORK/initrd-$mode.cpio.gz" \
 		-netdev user,id=n0,restrict=on,ipv6=off -device virtio-net-pci,netdev=n0 "${nic[@]}" \
-		-append "console=ttyS0 panic=-1 quiet no_timer_check rc.node=$mode" </dev/null 2>&1 | tr -d '\r' >>"$log"
+		-append "console=ttyS0 panic=-1 quiet no_timer_check rc.node=$mode rc.ownpods=$OWN_PODS" </dev/null 2>&1 | tr -d '\r' >>"$log"
 	rc=${PIPESTATUS[0]}
 	set -e
 	end=$(date +%s.%N)

@@ -9,7 +9,8 @@
 # the manifest directory, checked through kubelet's pod status and `ctr task
 # exec` in the pods' containers against their annotations, removed again.
 # rc.node=shared (default) or exclusive on the kernel command line sets the
-# node up in that RDMA netns mode (run.sh boots once per mode). Markers as in
+# node up in that RDMA netns mode (run.sh boots once per mode); rc.ownpods=1
+# says /pods are the project's own (integration/node/pods). Markers as in
 # the VM tier (lib.sh); RC-RESULT at the end.
 /bin/busybox --install -s /bin
 export PATH=/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
@@ -162,6 +163,12 @@ nodectl podres get default/no-such-pod
 for g in $(ls /pods/*.yaml | sed 's|^/pods/||; s|-.*||' | sort -u); do
 	run_group /pods/"$g"-*.yaml
 done
+# kubelet killed under the plugin's calls: on the shared node, where a
+# device plugin's pods and pass-through pods start side by side; only
+# with the project's own pods (rc.ownpods=1, run.sh without PODS_DIR).
+if [ "$MODE" = shared ] && grep -Eq '(^| )rc\.ownpods=1( |$)' /proc/cmdline; then
+	check_kubelet_killed
+fi
 
 # With the hook held, the SMC-R pods' ADD listed their netns without
 # loading the program.

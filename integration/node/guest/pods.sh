@@ -23,6 +23,13 @@
 #   test.rdma-chain/restarts: "true"  kubelet, then rdma-chain's DaemonSet
 #            pod, restart while the pod runs; it keeps rdma0 and its GID,
 #            and the time CRI's NetworkReady (CNI STATUS) is false is printed
+#   test.rdma-chain/kubelet-killed: "true"  (on any pod of the group) once
+#            the group's pods are in the manifest directory and an ADD of
+#            one holds its key lock (pass-through ADDs take none), kubelet
+#            is killed (SIGKILL) and started again: every
+#            pod runs as it expects, and each of the group's ADDs that
+#            failed said 11, "try again" (check_kubelet_killed makes such a
+#            group of ten)
 #   test.rdma-chain/sandbox-dies: "true"  (exclusive) with kubelet stopped,
 #            the pod's processes die and its netns goes without CNI DEL:
 #            the DaemonSet's reconcile gives NIC and device back on the
@@ -96,12 +103,16 @@ run_group() {
 	mkdir -p $POD
 	_gpfx="group-$(basename "$1" | cut -d- -f1)/"
 	_snap0=$(snap)
+	# The key locks before the group's calls (new_key_locks).
+	for _k in "$DATADIR"/keys/*.lock; do [ -e "$_k" ] && echo "$_k"; done >/run/keys-before
 	for _f in "$@"; do
 		PFX="$(basename "$_f" .yaml)/"
 		step "expect-$(yaml_field "$_f" test.rdma-chain/expect)"
 		case "$(yaml_field "$_f" test.rdma-chain/expect)" in rdma0 | none | refused | waits) pass ;; *) fail "annotation test.rdma-chain/expect is not rdma0, none, refused or waits" ;; esac
 		expects "$_f" waits || put_manifest "$_f"
 	done
+	PFX=$_gpfx
+	grep -qs 'test.rdma-chain/kubelet-killed: "true"' "$@" && kill_kubelet_during_adds
 	for _f in "$@"; do
 		PFX="$(basename "$_f" .yaml)/"
 		expects "$_f" waits || check_pod "$_f"
@@ -112,6 +123,7 @@ run_group() {
 		expects "$_f" waits && put_manifest "$_f" && check_refused "$_f"
 	done
 	PFX=$_gpfx
+	grep -qs 'test.rdma-chain/kubelet-killed: "true"' "$@" && check_adds_retried "$@"
 	group_rping "$@"
 	# Pods that wait for the others: remove those, then they must run.
 	_waiting=
@@ -384,4 +396,97 @@ check_sandbox_dies() {
 	fi
 	check_links rdma0 "$(cat "$_cidf")"
 	check_rdma_pod "$1" "$(cat "$_cidf")"
+}
+
+# new_key_locks: the attachments' key lock files (keys/*.lock) not listed
+# in /run/keys-before (run_group lists them before the group starts), one
+# a line. A key lock file exists only while a call holds it,
+# or after a killed call: an ADD that records a pod holds it from its first
+# look to its last change. A glob, not a scan of /proc: under TCG a
+# shared-mode ADD ends before a pgrep of every process does.
+new_key_locks() {
+	for _k in "$DATADIR"/keys/*.lock; do
+		[ -e "$_k" ] && ! grep -qxF "$_k" /run/keys-before && echo "$_k"
+	done
+	return 0
+}
+plugin_adding() { [ -n "$(new_key_locks)" ]; }
+
+# kill_kubelet_during_adds: once an rdma-chain ADD of the group holds its
+# key lock (new_key_locks), kubelet is killed with SIGKILL at once (its CRI
+# calls are cut off mid-sandbox) and started again.
+kill_kubelet_during_adds() {
+	step kubelet-killed
+	if ! wait_until 180 plugin_adding; then
+		fail "no rdma-chain ADD of the group held its key lock within 180 s"
+		return
+	fi
+	kill -9 "$(cat /run/kubelet.pid)"
+	if ! wait_until 30 sh -c "! kill -0 $(cat /run/kubelet.pid)"; then
+		fail "kubelet still runs after SIGKILL"
+		return
+	fi
+	info "kubelet killed; key lock files of the group's calls a moment after (held, or left by killed calls): $(new_key_locks | wc -l)"
+	start_kubelet
+	if wait_until 240 wget -q -O /dev/null http://127.0.0.1:10248/healthz; then
+		pass
+	else
+		fail "kubelet not healthy again"
+	fi
+}
+
+# check_adds_retried FILE...: the plugin's lines for the group's pods: each
+# failed ADD said 11 ("try again"), and every pod has an ADD that ended ok.
+check_adds_retried() {
+	step adds-retried
+	_bad= _counts=
+	for _f in "$@"; do
+		_p="pod=$(pod_id "$_f")-node"
+		_adds=$(grep ' verb=ADD ' /var/log/rdma-chain.log | grep " $_p ")
+		_ok=$(echo "$_adds" | grep -c 'outcome=ok')
+		_failed=$(echo "$_adds" | grep -c 'outcome=error')
+		_other=$(echo "$_adds" | grep 'outcome=error' | grep -vc ' code=11 ')
+		_counts="$_counts $(yaml_field "$_f" name):ok=$_ok,failed=$_failed"
+		if [ "$_ok" -lt 1 ] || [ "$_other" != 0 ]; then _bad="$_bad $_p(ok=$_ok,not-11=$_other)"; fi
+	done
+	info "ADDs per pod after kubelet's kill:$_counts"
+	if [ -z "$_bad" ]; then
+		pass
+	else
+		fail "$_bad: $(grep ' verb=ADD ' /var/log/rdma-chain.log | grep ' pod=default/killed-' | grep 'outcome=error' | grep -v ' code=11 ' | tail -3)"
+	fi
+}
+
+# check_kubelet_killed: ten pods at once, five asking for rdma/hca and five
+# for nothing (their ADDs pass through), with kubelet killed while the
+# plugin's calls run (kill_kubelet_during_adds); then as any group.
+check_kubelet_killed() {
+	_dir=/run/kubelet-killed
+	mkdir -p $_dir
+	for _i in 1 2 3 4 5 6 7 8 9 10; do
+		_exp=none _res=
+		if [ "$_i" -le 5 ]; then
+			_exp=rdma0
+			_res="      resources: {limits: {rdma/hca: 1}}"
+		fi
+		cat >"$_dir/60-killed-$_i.yaml" <<EOF
+apiVersion: v1
+kind: Pod
+metadata:
+  name: killed-$_i
+  namespace: default
+  annotations:
+    test.rdma-chain/expect: $_exp
+    test.rdma-chain/kubelet-killed: "true"
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+    - name: app
+      image: localhost/rdma-chain-test:node
+      imagePullPolicy: Never
+      command: [/bin/busybox, sleep, "3600"]
+$_res
+EOF
+	done
+	run_group "$_dir"/60-killed-*.yaml
 }
