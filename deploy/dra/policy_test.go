@@ -4,6 +4,7 @@ package dra
 
 import (
 	"bytes"
+	"fmt"
 	"maps"
 	"os"
 	"slices"
@@ -226,6 +227,15 @@ func status(drv, device, ifname string) map[string]any {
 		"networkData": map[string]any{"interfaceName": ifname}}
 }
 
+// onPool returns a copy of entry e of pool, as of a device on that node
+// (the policy does not read the allocation, which the API server checks
+// the entries against before admission).
+func onPool(e map[string]any, pool string) map[string]any {
+	c := maps.Clone(e)
+	c["pool"] = pool
+	return c
+}
+
 // claim is a ResourceClaim allocated two devices, one of this driver and
 // one of gpu.example.com, with the status entries given.
 func claim(devices ...map[string]any) map[string]any {
@@ -256,48 +266,166 @@ func with(c map[string]any, field string, v any) map[string]any {
 }
 
 // TestClaimPolicyDecides checks that the driver's service account
-// changes only its driver's status.devices entries of a claim; another
-// driver's entries, the allocation and the reservations stay; other
-// users are not matched.
+// changes only its driver's status.devices entries of a claim, and of
+// those only the ones of its node's pool; another driver's entries, the
+// allocation and the reservations stay; a token that names no node
+// writes no entry; other users are not matched.
 func TestClaimPolicyDecides(t *testing.T) {
 	p := policies(t)[claimsVP]
 	own, gpu := status(driver, "mlx5-0", "rdma0"), status("gpu.example.com", "gpu-0", "")
+	// nodeB is the driver's entry of a device of node-b's pool, nodeB2
+	// the same changed.
+	nodeB := onPool(status(driver, "mlx5-1", "rdma0"), "node-b")
+	nodeB2 := onPool(status(driver, "mlx5-1", "rdma1"), "node-b")
+	sa, saB := request(saUser, "UPDATE", "node-a"), request(saUser, "UPDATE", "node-b")
+	noNode, emptyNode := request(saUser, "UPDATE"), request(saUser, "UPDATE", "")
 	const others, binding = "another driver's entry", "may not change status.allocation or status.reservedFor"
+	const poolB, poolA, unbound = "on node node-a may write only the status.devices entries of pool node-a, not one of pool node-b",
+		"on node node-b may write only the status.devices entries of pool node-b, not one of pool node-a", "token names no node"
 	for _, tc := range []struct {
 		name       string
-		user       string
+		req        map[string]any
 		obj, old   map[string]any
 		allow      bool
 		msgContent string
 	}{
-		{"own entry changed", saUser, claim(status(driver, "mlx5-0", "rdma1"), gpu), claim(own, gpu), true, ""},
-		{"own entry added", saUser, claim(gpu, own), claim(gpu), true, ""},
-		{"own entry removed", saUser, claim(gpu), claim(own, gpu), true, ""},
-		{"first entry", saUser, claim(own), claim(), true, ""},
-		{"allocation set on a claim without status", saUser, claim(own), map[string]any{"metadata": map[string]any{"name": "c"}}, false, binding},
-		{"own entry moved after the other", saUser, claim(gpu, own), claim(own, gpu), true, ""},
-		{"other driver's entry changed", saUser, claim(own, status("gpu.example.com", "gpu-0", "eth9")), claim(own, gpu), false, others},
-		{"other driver's entry removed", saUser, claim(own), claim(own, gpu), false, others},
-		{"other driver's entry added", saUser, claim(own, gpu), claim(own), false, others},
-		{"other driver's entry renamed to this driver", saUser, claim(own, status(driver, "gpu-0", "")), claim(own, gpu), false, others},
-		{"allocation cleared", saUser, with(claim(own, gpu), "allocation", nil), claim(own, gpu), false, binding},
-		{"allocation cleared, its entries dropped", saUser, with(claim(), "allocation", nil), claim(own, gpu), false, binding},
-		{"allocation changed", saUser, with(claim(own, gpu), "allocation", map[string]any{"devices": map[string]any{"results": []any{}}}),
+		{"own entry changed", sa, claim(status(driver, "mlx5-0", "rdma1"), gpu), claim(own, gpu), true, ""},
+		{"own entry added", sa, claim(gpu, own), claim(gpu), true, ""},
+		{"own entry removed", sa, claim(gpu), claim(own, gpu), true, ""},
+		{"first entry", sa, claim(own), claim(), true, ""},
+		{"allocation set on a claim without status", sa, claim(own), map[string]any{"metadata": map[string]any{"name": "c"}}, false, binding},
+		{"own entry moved after the other", sa, claim(gpu, own), claim(own, gpu), true, ""},
+		{"other driver's entry changed", sa, claim(own, status("gpu.example.com", "gpu-0", "eth9")), claim(own, gpu), false, others},
+		{"other driver's entry removed", sa, claim(own), claim(own, gpu), false, others},
+		{"other driver's entry added", sa, claim(own, gpu), claim(own), false, others},
+		{"other driver's entry renamed to this driver", sa, claim(own, status(driver, "gpu-0", "")), claim(own, gpu), false, others},
+		{"allocation cleared", sa, with(claim(own, gpu), "allocation", nil), claim(own, gpu), false, binding},
+		{"allocation cleared, its entries dropped", sa, with(claim(), "allocation", nil), claim(own, gpu), false, binding},
+		{"allocation cleared, another node's entries dropped", sa, with(claim(), "allocation", nil), claim(nodeB, gpu), false, binding},
+		{"allocation changed", sa, with(claim(own, gpu), "allocation", map[string]any{"devices": map[string]any{"results": []any{}}}),
 			claim(own, gpu), false, binding},
-		{"reservation added", saUser, with(claim(own, gpu), "reservedFor", []any{map[string]any{"resource": "pods", "name": "p", "uid": "u"}}),
+		{"reservation added", sa, with(claim(own, gpu), "reservedFor", []any{map[string]any{"resource": "pods", "name": "p", "uid": "u"}}),
 			claim(own, gpu), false, binding},
-		{"other user changes other driver's entry", "system:serviceaccount:kube-system:gpu-driver", claim(own), claim(own, gpu), true, ""},
+		{"other node's entry added", sa, claim(own, gpu, nodeB), claim(own, gpu), false, poolB},
+		{"other node's entry changed", sa, claim(own, gpu, nodeB2), claim(own, gpu, nodeB), false, poolB},
+		{"other node's entry removed", sa, claim(own, gpu), claim(own, gpu, nodeB), false, poolB},
+		{"other node's entry added with its own", sa, claim(status(driver, "mlx5-0", "rdma1"), gpu, nodeB), claim(own, gpu), false, poolB},
+		{"own entry moved to another node's pool", sa, claim(onPool(own, "node-b"), gpu), claim(own, gpu), false, poolB},
+		{"node-b's token changes node-a's entry", saB, claim(status(driver, "mlx5-0", "rdma1"), gpu), claim(own, gpu), false, poolA},
+		{"node-b's token changes its own entry", saB, claim(own, gpu, nodeB2), claim(own, gpu, nodeB), true, ""},
+		{"other node's entry resent as it was", sa, claim(status(driver, "mlx5-0", "rdma1"), gpu, nodeB), claim(own, gpu, nodeB), true, ""},
+		{"other node's entry resent in another place", sa, claim(nodeB, status(driver, "mlx5-0", "rdma1"), gpu), claim(own, gpu, nodeB), true, ""},
+		{"token of no node changes own entry", noNode, claim(status(driver, "mlx5-0", "rdma1"), gpu), claim(own, gpu), false, unbound},
+		{"token of no node adds other node's entry", noNode, claim(own, gpu, nodeB), claim(own, gpu), false, unbound},
+		{"token of no node removes own entry", emptyNode, claim(gpu), claim(own, gpu), false, unbound},
+		{"token of no node changes other driver's entry", noNode, claim(own), claim(own, gpu), false, others},
+		{"token of no node resends the entries", noNode, claim(gpu, own, nodeB), claim(own, gpu, nodeB), true, ""},
+		{"other user changes other driver's entry", request("system:serviceaccount:kube-system:gpu-driver", "UPDATE", "node-a"),
+			claim(own), claim(own, gpu), true, ""},
+		{"other user changes other node's entry", request("system:node:node-a", "UPDATE"), claim(own, gpu), claim(own, gpu, nodeB), true, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			vars := map[string]any{"object": tc.obj, "oldObject": tc.old, "request": request(tc.user, "UPDATE", "node-a")}
+			vars := map[string]any{"object": tc.obj, "oldObject": tc.old, "request": tc.req}
 			matched, allow, msgs := admitted(t, p, vars)
-			if matched != (tc.user == saUser) || allow != tc.allow {
-				t.Fatalf("matched %v admitted %v (%q), want admitted %v", matched, allow, msgs, tc.allow)
+			wantMatched := tc.req["userInfo"].(map[string]any)["username"] == saUser
+			if matched != wantMatched || allow != tc.allow {
+				t.Fatalf("matched %v admitted %v (%q), want %v %v", matched, allow, msgs, wantMatched, tc.allow)
 			}
 			if !allow && !strings.Contains(msgs[0], tc.msgContent) {
 				t.Errorf("first message %q, want one containing %q", msgs[0], tc.msgContent)
 			}
 			t.Logf("matched %v admitted %v %q", matched, allow, msgs)
+		})
+	}
+}
+
+// The API server's limits on the runtime cost of a policy's CEL
+// (k8s.io/apiserver/pkg/apis/cel): per expression, and for all of one
+// request's expressions of a binding.
+const (
+	perCallLimit         = 1000000
+	runtimeCELCostBudget = 10000000
+)
+
+// cost evaluates every variable and validation of p, and the message
+// expressions of those that fail, on vars, tracking cel-go's runtime
+// cost (the API server's for the built-in functions these call), and
+// returns the largest cost of one expression and their sum.
+func cost(t *testing.T, p *admissionv1.ValidatingAdmissionPolicy, vars map[string]any) (largest, total uint64) {
+	t.Helper()
+	env := celEnv(t)
+	run := func(expr string) any {
+		ast, iss := env.Compile(expr)
+		if iss.Err() != nil {
+			t.Fatalf("compile %q: %v", expr, iss.Err())
+		}
+		prg, err := env.Program(ast, cel.EvalOptions(cel.OptTrackCost))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, det, err := prg.Eval(vars)
+		if err != nil {
+			t.Fatalf("eval %q: %v", expr, err)
+		}
+		c := *det.ActualCost()
+		largest, total = max(largest, c), total+c
+		return out.Value()
+	}
+	variables := map[string]any{}
+	vars["variables"] = variables
+	for _, v := range p.Spec.Variables {
+		variables[v.Name] = run(v.Expression)
+	}
+	for _, v := range p.Spec.Validations {
+		if run(v.Expression) != true && v.MessageExpression != "" {
+			run(v.MessageExpression) // evaluated only on a failure
+		}
+	}
+	return largest, total
+}
+
+// TestClaimPolicyCost checks that the claim policy stays within the API
+// server's cost limits on the largest claims: 32 allocated devices (the
+// API server's limit, resource.AllocationResultsMaxSize), each with a
+// full entry, all of them written. It asks for a tenth of the limits:
+// the API server's costs of typed objects are not exactly these.
+func TestClaimPolicyCost(t *testing.T) {
+	p := policies(t)[claimsVP]
+	// entries are n entries of driver drv of pool, full: 8 conditions
+	// (the most), 16 addresses, interface "rdma"+suffix.
+	entries := func(n int, drv, pool, suffix string) []map[string]any {
+		var out []map[string]any
+		for i := range n {
+			conds, ips := []any{}, []any{}
+			for j := range 8 {
+				conds = append(conds, map[string]any{"type": "Ready" + strings.Repeat("x", j), "status": "True",
+					"reason": "Configured", "message": strings.Repeat("m", 100), "lastTransitionTime": "2026-01-01T00:00:00Z"})
+			}
+			for j := range 16 {
+				ips = append(ips, fmt.Sprintf("10.0.%d.1/24", j))
+			}
+			e := onPool(status(drv, fmt.Sprintf("dev-%d", i), "rdma"+suffix), pool)
+			e["conditions"], e["networkData"].(map[string]any)["ips"] = conds, ips
+			out = append(out, e)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name     string
+		obj, old []map[string]any
+	}{
+		{"all of another node's entries changed", entries(32, driver, "node-b", "1"), entries(32, driver, "node-b", "0")},
+		{"all own entries changed", entries(32, driver, "node-a", "1"), entries(32, driver, "node-a", "0")},
+		{"all own entries resent", entries(32, driver, "node-a", "0"), entries(32, driver, "node-a", "0")},
+		{"other drivers' entries resent", entries(32, "gpu.example.com", "node-a", "0"), entries(32, "gpu.example.com", "node-a", "0")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			vars := map[string]any{"object": claim(tc.obj...), "oldObject": claim(tc.old...), "request": request(saUser, "UPDATE", "node-a")}
+			largest, total := cost(t, p, vars)
+			if largest > perCallLimit/10 || total > runtimeCELCostBudget/10 {
+				t.Errorf("largest cost %d, total %d: want a tenth of the limits (%d, %d) at most", largest, total, perCallLimit, runtimeCELCostBudget)
+			}
+			t.Logf("largest cost %d, total %d", largest, total)
 		})
 	}
 }
