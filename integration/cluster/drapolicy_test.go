@@ -26,6 +26,8 @@ const (
 	policyOtherNode = "node-b"
 	policyProbePod  = "rdma-chain-dra-probe"
 	policyClaim     = "policy-probe"
+	// policyOtherClaim is a claim allocated on policyOtherNode.
+	policyOtherClaim = "policy-probe-" + policyOtherNode
 )
 
 // TestDRAPolicy tests deploy/dra's admission policies on a real API server,
@@ -35,9 +37,10 @@ const (
 // kubelet) give a token with the node-name claim, as the driver's pod
 // has. With it the driver writes its node's ResourceSlice and its own
 // entry in a claim's status; it is refused, with the policy's message,
-// another node's slice and another driver's entry, the allocation and
-// the reservations; a token bound to no pod (no node claim) writes no
-// slice. The API server runs with DRAResourceClaimGranularStatusAuthorization
+// another node's slice, an entry of a claim allocated on another node
+// (of that node's pool), another driver's entry, the allocation and the
+// reservations; a token bound to no pod (no node claim) writes no slice
+// and no entry. The API server runs with DRAResourceClaimGranularStatusAuthorization
 // off, as a 1.34 or 1.35 one has no such check: with it on (1.36+), the
 // API server refuses another driver's entry and the binding fields
 // itself, before admission, and the policy's part could not be seen. It
@@ -94,7 +97,8 @@ func policyCases(bound, unbound string) []policyCase {
 	otherNode := "not one of node " + policyOtherNode
 	others := "another driver's entry was added, changed or removed"
 	binding := "may not change status.allocation or status.reservedFor"
-	own, gpu, alloc := ownEntry("rdma0"), gpuEntry("eth0"), probeAllocation()
+	otherPool := "status.devices entries of pool " + policyNode + ", not one of pool " + policyOtherNode
+	own, gpu, alloc := ownEntry("rdma0"), gpuEntry("eth0"), probeAllocation(policyNode)
 	reservation := []any{map[string]any{"resource": "pods", "name": "p", "uid": "00000000-0000-0000-0000-000000000001"}}
 	return []policyCase{
 		{"slice of its node created", bound, sliceJSON(policyNode, policyNode), []string{"create", "-f", "-"}, slicePolicy, ""},
@@ -107,6 +111,10 @@ func policyCases(bound, unbound string) []policyCase {
 		{"token of no pod: slice of the node deleted", unbound, "", []string{"delete", "resourceslice", policyNode}, slicePolicy, "token names no node"},
 		{"slice of its node deleted", bound, "", []string{"delete", "resourceslice", policyNode}, slicePolicy, ""},
 		{"own claim entry applied", bound, claimStatusJSON(nil, own), applyStatus("rdma-chain-dra"), claimPolicy, ""},
+		{"entry of a claim on another node applied", bound, claimStatusJSONOf(policyOtherClaim, nil, otherNodeEntry("rdma0")),
+			applyStatus("rdma-chain-dra"), claimPolicy, otherPool},
+		{"token of no pod: own claim entry changed", unbound, claimStatusJSON(nil, ownEntry("rdma9")), applyStatus("rdma-chain-dra"),
+			claimPolicy, "token names no node"},
 		{"other driver's entry changed", bound, claimStatusJSON(nil, own, gpuEntry("eth9")), applyStatus("rdma-chain-dra"), claimPolicy, others},
 		{"other driver's entry removed (applied as its manager)", bound, claimStatusJSON(map[string]any{"allocation": alloc}, own),
 			applyStatus("policy-setup"), claimPolicy, others},
@@ -199,24 +207,29 @@ func driverTokens(t *testing.T, cp *controlPlane) (bound, unbound string) {
 	return bound, unbound
 }
 
-// setupPolicyObjects makes, as the admin, another node's ResourceSlice and
-// a claim allocated on the driver's node a device of this driver and one
-// of gpu.example.com, each with its entry in status.devices.
+// setupPolicyObjects makes, as the admin, another node's ResourceSlice, a
+// claim allocated on the driver's node a device of this driver and one of
+// gpu.example.com, each with its entry in status.devices, and a claim
+// allocated the same on another node, with no entry.
 func setupPolicyObjects(t *testing.T, cp *controlPlane) {
 	t.Helper()
-	claim := map[string]any{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
-		"metadata": map[string]any{"name": policyClaim, "namespace": "default"},
-		"spec": map[string]any{"devices": map[string]any{"requests": []any{
-			map[string]any{"name": "rdma", "exactly": map[string]any{"deviceClassName": draDriverName}},
-			map[string]any{"name": "gpu", "exactly": map[string]any{"deviceClassName": "gpu.example.com"}},
-		}}}}
+	claim := func(name string) string {
+		return mustJSON(t, map[string]any{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+			"metadata": map[string]any{"name": name, "namespace": "default"},
+			"spec": map[string]any{"devices": map[string]any{"requests": []any{
+				map[string]any{"name": "rdma", "exactly": map[string]any{"deviceClassName": draDriverName}},
+				map[string]any{"name": "gpu", "exactly": map[string]any{"deviceClassName": "gpu.example.com"}},
+			}}}})
+	}
 	for _, step := range []struct {
 		stdin string
 		args  []string
 	}{
 		{sliceJSON(policyOtherNode, policyOtherNode), []string{"create", "-f", "-"}},
-		{mustJSON(t, claim), []string{"create", "-f", "-"}},
-		{claimStatusJSON(map[string]any{"allocation": probeAllocation()}, ownEntry(""), gpuEntry("eth0")), applyStatus("policy-setup")},
+		{claim(policyClaim), []string{"create", "-f", "-"}},
+		{claimStatusJSON(map[string]any{"allocation": probeAllocation(policyNode)}, ownEntry(""), gpuEntry("eth0")), applyStatus("policy-setup")},
+		{claim(policyOtherClaim), []string{"create", "-f", "-"}},
+		{claimStatusJSONOf(policyOtherClaim, map[string]any{"allocation": probeAllocation(policyOtherNode)}), applyStatus("policy-setup")},
 	} {
 		if out, err := cp.kubectlWith("", step.stdin, step.args...); err != nil {
 			t.Fatalf("kubectl %s: %v: %s", strings.Join(step.args, " "), err, out)
@@ -238,16 +251,16 @@ func checkTypeChecking(t *testing.T, cp *controlPlane) {
 	}
 }
 
-// probeAllocation is the claim's allocation: a device of this driver and
-// one of gpu.example.com, on the driver's node.
-func probeAllocation() map[string]any {
+// probeAllocation is a claim's allocation on node: a device of this
+// driver and one of gpu.example.com, of node's pools.
+func probeAllocation(node string) map[string]any {
 	return map[string]any{
 		"devices": map[string]any{"results": []any{
-			map[string]any{"request": "rdma", "driver": draDriverName, "pool": policyNode, "device": "mlx5-0"},
-			map[string]any{"request": "gpu", "driver": "gpu.example.com", "pool": policyNode, "device": "gpu-0"},
+			map[string]any{"request": "rdma", "driver": draDriverName, "pool": node, "device": "mlx5-0"},
+			map[string]any{"request": "gpu", "driver": "gpu.example.com", "pool": node, "device": "gpu-0"},
 		}},
 		"nodeSelector": map[string]any{"nodeSelectorTerms": []any{map[string]any{"matchFields": []any{
-			map[string]any{"key": "metadata.name", "operator": "In", "values": []any{policyNode}}}}}},
+			map[string]any{"key": "metadata.name", "operator": "In", "values": []any{node}}}}}},
 	}
 }
 
@@ -273,15 +286,23 @@ func (cp *controlPlane) waitPolicy(t *testing.T, policy, token, stdin string, ar
 
 // checkClaimEntries checks that, after the cases, the claim holds the
 // driver's entry as it applied it, gpu.example.com's as the admin wrote
-// it, both devices allocated and no reservation.
+// it, both devices allocated and no reservation; and that the claim on
+// another node holds no entry.
 func checkClaimEntries(t *testing.T, cp *controlPlane) {
 	t.Helper()
-	out, err := cp.kubectlOut("get", "resourceclaim", policyClaim, "-n", "default", "-o",
-		`jsonpath={range .status.devices[*]}{.driver}/{.device}={.networkData.interfaceName} {end}`+
-			`{range .status.allocation.devices.results[*]}allocated:{.device} {end}reserved:{.status.reservedFor}`)
-	want := []string{draDriverName + "/mlx5-0=rdma0", "gpu.example.com/gpu-0=eth0", "allocated:mlx5-0", "allocated:gpu-0", "reserved:"}
-	if got := strings.Fields(out); err != nil || !slices.Equal(got, want) {
-		t.Errorf("claim status %q (%v), want %q", out, err, want)
+	for _, tc := range []struct {
+		claim string
+		want  []string
+	}{
+		{policyClaim, []string{draDriverName + "/mlx5-0=rdma0", "gpu.example.com/gpu-0=eth0", "allocated:mlx5-0", "allocated:gpu-0", "reserved:"}},
+		{policyOtherClaim, []string{"allocated:mlx5-0", "allocated:gpu-0", "reserved:"}},
+	} {
+		out, err := cp.kubectlOut("get", "resourceclaim", tc.claim, "-n", "default", "-o",
+			`jsonpath={range .status.devices[*]}{.driver}/{.device}={.networkData.interfaceName} {end}`+
+				`{range .status.allocation.devices.results[*]}allocated:{.device} {end}reserved:{.status.reservedFor}`)
+		if got := strings.Fields(out); err != nil || !slices.Equal(got, tc.want) {
+			t.Errorf("claim %s status %q (%v), want %q", tc.claim, out, err, tc.want)
+		}
 	}
 }
 
@@ -314,6 +335,14 @@ func ownEntry(ifname string) map[string]any {
 	return deviceEntry(draDriverName, "mlx5-0", ifname)
 }
 
+// otherNodeEntry is the driver's entry of the device of the claim on
+// another node, of that node's pool.
+func otherNodeEntry(ifname string) map[string]any {
+	e := ownEntry(ifname)
+	e["pool"] = policyOtherNode
+	return e
+}
+
 // gpuEntry is gpu.example.com's entry of the claim's other device.
 func gpuEntry(ifname string) map[string]any {
 	return deviceEntry("gpu.example.com", "gpu-0", ifname)
@@ -330,12 +359,21 @@ func deviceEntry(driver, device, ifname string) map[string]any {
 // claimStatusJSON is an apply configuration of the claim's status: the
 // fields of status and status.devices entries.
 func claimStatusJSON(status map[string]any, entries ...map[string]any) string {
-	st := map[string]any{"devices": entries}
+	return claimStatusJSONOf(policyClaim, status, entries...)
+}
+
+// claimStatusJSONOf is claimStatusJSON of the claim named claim; with no
+// entries it leaves status.devices out.
+func claimStatusJSONOf(claim string, status map[string]any, entries ...map[string]any) string {
+	st := map[string]any{}
+	if len(entries) > 0 {
+		st["devices"] = entries
+	}
 	for k, v := range status {
 		st[k] = v
 	}
 	b, _ := json.Marshal(map[string]any{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
-		"metadata": map[string]any{"name": policyClaim, "namespace": "default"}, "status": st})
+		"metadata": map[string]any{"name": claim, "namespace": "default"}, "status": st})
 	return string(b)
 }
 
