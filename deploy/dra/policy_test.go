@@ -173,9 +173,17 @@ func slice(node string) map[string]any {
 	return map[string]any{"metadata": map[string]any{"name": node + "-" + driver}, "spec": spec}
 }
 
+// slicePool is slice(node) with its pool named pool.
+func slicePool(node, pool string) map[string]any {
+	s := slice(node)
+	s["spec"].(map[string]any)["pool"].(map[string]any)["name"] = pool
+	return s
+}
+
 // TestSlicePolicyDecides checks that the driver's service account
-// writes the ResourceSlices of the node its token names and no other; a
-// token that names no node writes none; other users are not matched.
+// writes the ResourceSlices of the node its token names, of the pool
+// named after it, and no other; a token that names no node writes none;
+// other users are not matched.
 func TestSlicePolicyDecides(t *testing.T) {
 	p := policies(t)[slicesVP]
 	const other = "one of node node-b"
@@ -195,6 +203,11 @@ func TestSlicePolicyDecides(t *testing.T) {
 		{"other node delete", request(saUser, "DELETE", "node-a"), nil, slice("node-b"), true, false, other},
 		{"own slice moved to another node", request(saUser, "UPDATE", "node-a"), slice("node-b"), slice("node-a"), true, false, other},
 		{"other node's slice moved to own", request(saUser, "UPDATE", "node-a"), slice("node-a"), slice("node-b"), true, false, "may write only the ResourceSlices of that node"},
+		{"own node, other node's pool, create", request(saUser, "CREATE", "node-a"), slicePool("node-a", "node-b"), nil, true, false, "of pool node-a"},
+		{"own node, pool renamed", request(saUser, "UPDATE", "node-a"), slicePool("node-a", "node-b"), slice("node-a"), true, false, "of pool node-a"},
+		{"own node, pool renamed back", request(saUser, "UPDATE", "node-a"), slice("node-a"), slicePool("node-a", "node-b"), true, false, "of pool node-a"},
+		{"own node, other node's pool, delete", request(saUser, "DELETE", "node-a"), nil, slicePool("node-a", "node-b"), true, false, "of pool node-a"},
+		{"other node and its pool, moved to own node", request(saUser, "UPDATE", "node-a"), slicePool("node-a", "node-b"), slice("node-b"), true, false, "may write only the ResourceSlices of that node"},
 		{"slice of no node", request(saUser, "CREATE", "node-a"), slice(""), nil, true, false, "one of no node"},
 		{"no node claim", request(saUser, "CREATE"), slice("node-a"), nil, true, false, "token names no node"},
 		{"no node claim, delete", request(saUser, "DELETE"), nil, slice("node-a"), true, false, "token names no node"},
@@ -318,6 +331,8 @@ func TestClaimPolicyDecides(t *testing.T) {
 		{"token of no node changes own entry", noNode, claim(status(driver, "mlx5-0", "rdma1"), gpu), claim(own, gpu), false, unbound},
 		{"token of no node adds other node's entry", noNode, claim(own, gpu, nodeB), claim(own, gpu), false, unbound},
 		{"token of no node removes own entry", emptyNode, claim(gpu), claim(own, gpu), false, unbound},
+		{"token of two nodes changes own entry", request(saUser, "UPDATE", "node-a", "node-a"), claim(status(driver, "mlx5-0", "rdma1"), gpu),
+			claim(own, gpu), false, unbound},
 		{"token of no node changes other driver's entry", noNode, claim(own), claim(own, gpu), false, others},
 		{"token of no node resends the entries", noNode, claim(gpu, own, nodeB), claim(own, gpu, nodeB), true, ""},
 		{"other user changes other driver's entry", request("system:serviceaccount:kube-system:gpu-driver", "UPDATE", "node-a"),

@@ -37,7 +37,7 @@ const (
 // kubelet) give a token with the node-name claim, as the driver's pod
 // has. With it the driver writes its node's ResourceSlice and its own
 // entry in a claim's status; it is refused, with the policy's message,
-// another node's slice, an entry of a claim allocated on another node
+// another node's slice, one of its node in another node's pool, an entry of a claim allocated on another node
 // (of that node's pool), another driver's entry, the allocation and the
 // reservations; a token bound to no pod (no node claim) writes no slice
 // and no entry. The API server runs with DRAResourceClaimGranularStatusAuthorization
@@ -104,6 +104,8 @@ func policyCases(bound, unbound string) []policyCase {
 		{"slice of its node created", bound, sliceJSON(policyNode, policyNode), []string{"create", "-f", "-"}, slicePolicy, ""},
 		{"slice of its node updated", bound, "", []string{"label", "resourceslice", policyNode, "probe=1"}, slicePolicy, ""},
 		{"slice of another node created", bound, sliceJSON("new-"+policyOtherNode, policyOtherNode), []string{"create", "-f", "-"}, slicePolicy, otherNode},
+		{"slice of its node in another node's pool created", bound, slicePoolJSON("pool-"+policyOtherNode, policyNode, policyOtherNode),
+			[]string{"create", "-f", "-"}, slicePolicy, "ResourceSlices of pool " + policyNode},
 		{"slice of another node updated", bound, "", []string{"label", "resourceslice", policyOtherNode, "probe=1"}, slicePolicy, otherNode},
 		{"slice of another node deleted", bound, "", []string{"delete", "resourceslice", policyOtherNode}, slicePolicy, otherNode},
 		{"token of no pod: slice of the node created", unbound, sliceJSON("unbound-"+policyNode, policyNode), []string{"create", "-f", "-"},
@@ -321,11 +323,15 @@ func (cp *controlPlane) kubectlWith(token, stdin string, args ...string) (string
 }
 
 // sliceJSON is a ResourceSlice of this driver named name, of node's pool.
-func sliceJSON(name, node string) string {
+func sliceJSON(name, node string) string { return slicePoolJSON(name, node, node) }
+
+// slicePoolJSON is a ResourceSlice of this driver named name, of node, in
+// pool.
+func slicePoolJSON(name, node, pool string) string {
 	b, _ := json.Marshal(map[string]any{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
 		"metadata": map[string]any{"name": name},
 		"spec": map[string]any{"driver": draDriverName, "nodeName": node,
-			"pool": map[string]any{"name": node, "generation": 1, "resourceSliceCount": 1}}})
+			"pool": map[string]any{"name": pool, "generation": 1, "resourceSliceCount": 1}}})
 	return string(b)
 }
 
