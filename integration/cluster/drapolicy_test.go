@@ -37,13 +37,14 @@ const (
 // kubelet) give a token with the node-name claim, as the driver's pod
 // has. With it the driver writes its node's ResourceSlice and its own
 // entry in a claim's status; it is refused, with the policy's message,
-// another node's slice, one of its node in another node's pool, an entry of a claim allocated on another node
-// (of that node's pool), another driver's entry, the allocation and the
-// reservations; a token bound to no pod (no node claim) writes no slice
-// and no entry. The API server runs with DRAResourceClaimGranularStatusAuthorization
-// off, as a 1.34 or 1.35 one has no such check: with it on (1.36+), the
-// API server refuses another driver's entry and the binding fields
-// itself, before admission, and the policy's part could not be seen. It
+// another node's slice, one of its node in another node's pool, an entry
+// of a claim allocated on another node (of that node's pool), another
+// driver's entry, the allocation and the reservations; a token bound to
+// no pod (no node claim) writes no slice and no entry. The API server
+// runs with DRAResourceClaimGranularStatusAuthorization off, as a 1.34 or
+// 1.35 one has no such check: with it on (1.36+), the API server refuses
+// another driver's entry and the binding fields itself, before admission,
+// and the policy's part could not be seen. It
 // needs the tier's parts, not root; RC_CLUSTER_SCENARIOS names it
 // dra-policy.
 func TestDRAPolicy(t *testing.T) {

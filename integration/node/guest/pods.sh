@@ -104,7 +104,7 @@ run_group() {
 	_gpfx="group-$(basename "$1" | cut -d- -f1)/"
 	_snap0=$(snap)
 	# The key locks before the group's calls (new_key_locks).
-	for _k in "$DATADIR"/keys/*.lock; do [ -e "$_k" ] && echo "$_k"; done >/run/keys-before
+	key_locks >/run/keys-before
 	for _f in "$@"; do
 		PFX="$(basename "$_f" .yaml)/"
 		step "expect-$(yaml_field "$_f" test.rdma-chain/expect)"
@@ -398,17 +398,22 @@ check_sandbox_dies() {
 	check_rdma_pod "$1" "$(cat "$_cidf")"
 }
 
-# new_key_locks: the attachments' key lock files (keys/*.lock) not listed
-# in /run/keys-before (run_group lists them before the group starts), one
-# a line. A key lock file exists only while a call holds it,
-# or after a killed call: an ADD that records a pod holds it from its first
-# look to its last change. A glob, not a scan of /proc: under TCG a
-# shared-mode ADD ends before a pgrep of every process does.
-new_key_locks() {
+# key_locks: the attachments' key lock files (keys/*.lock), one a line. A
+# key lock file exists only while a call holds it, or after a killed call:
+# an ADD that records a pod holds it from its first look to its last
+# change. A glob, not a scan of /proc: under TCG a shared-mode ADD ends
+# before a pgrep of every process does. new_key_locks: those not listed in
+# /run/keys-before (run_group lists them before the group starts).
+key_locks() {
 	for _k in "$DATADIR"/keys/*.lock; do
-		[ -e "$_k" ] && ! grep -qxF "$_k" /run/keys-before && echo "$_k"
+		[ -e "$_k" ] && echo "$_k"
 	done
 	return 0
+}
+new_key_locks() {
+	key_locks | while read -r _k; do
+		grep -qxF "$_k" /run/keys-before || echo "$_k"
+	done
 }
 plugin_adding() { [ -n "$(new_key_locks)" ]; }
 
