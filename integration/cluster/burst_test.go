@@ -36,7 +36,7 @@ func testBurst(t *testing.T, cp *controlPlane, sum *scenarioTimes) {
 	cp.nodeQuiet(t, node)
 	before := cp.nodeShell(t, node, nodeStateScript)
 
-	adds := cp.burstGroup(t, node, "burst", burstPlain, burstRDMA, before, nil)
+	adds := cp.burstGroup(t, node, "burst", burstPlain, burstRDMA, before, nil, true)
 	fig := fmt.Sprintf("burst on %s: %d pods, plugin ADD %s", node, burstPlain+burstRDMA, adds)
 	t.Logf("CLUSTER-FIGURE %s", fig)
 	sum.figure(fig)
@@ -55,7 +55,7 @@ done
 echo "kubelet $(pidof kubelet) killed after $(grep -cE 'msg=(done|failed) .*verb=ADD .*pod=default/kubelet-kill-' `+pluginLog+`) of the group's ADDs ended" >/host/run/rc-kubelet-kill.log
 kill -9 $(pidof kubelet)`)
 	}
-	adds = cp.burstGroup(t, node, "kubelet-kill", 2, burstRDMA, before, kill)
+	adds = cp.burstGroup(t, node, "kubelet-kill", 2, burstRDMA, before, kill, true)
 	saw := cp.nodeShell(t, node, "cat /host/run/rc-kubelet-kill.log; rm -f /host/run/rc-kubelet-kill.log")
 	t.Logf("kubelet killed under ADDs: %s; the group's plugin ADD %s", saw, adds)
 	if !strings.Contains(saw, " killed after ") {
@@ -63,12 +63,28 @@ kill -9 $(pidof kubelet)`)
 	}
 }
 
+// testBurstControl is burst's control, run after uninstall: the same 60
+// pods created at once on node-b with the primary alone in its conflist
+// (the device plugin still offers rdma/hca). It shows whether the node
+// itself starts them: where it does not, burst's failure on this machine
+// is the machine's, not the plugin's.
+func testBurstControl(t *testing.T, cp *controlPlane) {
+	node := twoRootNode
+	cp.nodeQuiet(t, node)
+	if out := cp.nodeShell(t, node, "cat /host/etc/cni/net.d/*.conflist"); strings.Contains(out, "rdma-chain") {
+		t.Fatalf("%s's conflist still names rdma-chain:\n%s", node, out)
+	}
+	before := cp.nodeShell(t, node, nodeStateScript)
+	cp.burstGroup(t, node, "burst-control", burstPlain, burstRDMA, before, nil, false)
+}
+
 // burstGroup creates plain+rdma pods named prefix-N at once on node
 // (during, if given, runs beside the wait), waits until all are Ready
-// while the node stays Ready, checks rdma0 in the RDMA ones and that no
-// FailedCreatePodSandBox names the plugin, deletes them and waits for the
-// node as before. It returns the plugin's ADD figures for the group.
-func (cp *controlPlane) burstGroup(t *testing.T, node, prefix string, plain, rdma int, before string, during func()) string {
+// while the node stays Ready, checks that no FailedCreatePodSandBox
+// names the plugin, deletes them and waits for the node as before. With
+// plugin (rdma-chain installed) it checks rdma0 in the RDMA pods and
+// returns the plugin's ADD figures for the group.
+func (cp *controlPlane) burstGroup(t *testing.T, node, prefix string, plain, rdma int, before string, during func(), plugin bool) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), prefix+".yaml")
 	if err := os.WriteFile(path, []byte(burstManifest(prefix, node, plain, rdma)), 0o644); err != nil {
@@ -117,7 +133,9 @@ grep -E 'msg=(done|failed) .*verb=ADD .*pod=default/`+prefix+`-' `+pluginLog+` |
 		}
 	}
 	for i := range rdma {
-		cp.requireRDMA0(t, node, fmt.Sprintf("%s-rdma-%d", prefix, i))
+		if plugin {
+			cp.requireRDMA0(t, node, fmt.Sprintf("%s-rdma-%d", prefix, i))
+		}
 	}
 	events, _ := cp.kubectlOut("get", "events", "--field-selector", "reason=FailedCreatePodSandBox",
 		"-o", `jsonpath={range .items[*]}{.involvedObject.name} x{.count}: {.message}{"\n"}{end}`)
@@ -130,8 +148,10 @@ grep -E 'msg=(done|failed) .*verb=ADD .*pod=default/`+prefix+`-' `+pluginLog+` |
 			t.Errorf("a sandbox of the burst failed in rdma-chain: %s", l)
 		}
 	}
-	log := cp.nodeShell(t, node, `grep -E 'msg=(done|failed) .*verb=ADD .*pod=default/`+prefix+`-' `+pluginLog+`; true`)
-	figures := addFigures(log)
+	figures := "(no plugin)"
+	if plugin {
+		figures = addFigures(cp.nodeShell(t, node, `grep -E 'msg=(done|failed) .*verb=ADD .*pod=default/`+prefix+`-' `+pluginLog+`; true`))
+	}
 
 	start = time.Now()
 	if out, err := cp.kubectlOut("delete", "-f", path, "--wait=true", "--timeout=10m"); err != nil {

@@ -104,9 +104,7 @@ func TestCluster(t *testing.T) {
 			sum.run(t, "smcr-orphan", func(t *testing.T) { testOrphanedSMCR(t, cp) })
 			sum.run(t, "dra-capacity", func(t *testing.T) { testDRACapacity(t, cp) })
 			sum.run(t, "same-node", func(t *testing.T) { testSameNode(t, cp) })
-			if extraScenario(t, "reboot") {
-				sum.run(t, "reboot", func(t *testing.T) { testReboot(t, top, cp, lost) })
-			}
+			sum.run(t, "reboot", func(t *testing.T) { testReboot(t, top, cp, lost) })
 			sum.run(t, "node-loss", func(st *testing.T) { testNodeLoss(st, top, cp, lost, nodeNames[1], nodeBFree) })
 		})
 		sum.run(t, "node-b", func(t *testing.T) {
@@ -124,12 +122,15 @@ func TestCluster(t *testing.T) {
 	sum.run(t, "containerd-restart", func(t *testing.T) { testContainerdRestart(t, cp) })
 	holdForDebugging(t, cp)
 	sum.run(t, "uninstall", func(t *testing.T) { testUninstall(t, cp) })
+	if extraScenario(t, "burst-control") {
+		sum.run(t, "burst-control", func(t *testing.T) { testBurstControl(t, cp) })
+	}
 }
 
 // extraScenarios are scenarios written but not yet part of make test:
 // they run only when RC_CLUSTER_EXTRA (comma-separated) names them, and
 // the tier says so when it does not.
-var extraScenarios = []string{"burst", "reboot"}
+var extraScenarios = []string{"burst", "burst-control"}
 
 // extraScenario reports whether RC_CLUSTER_EXTRA names the extra scenario
 // name, and logs that it is left out when not.
