@@ -141,7 +141,8 @@ func lineHash(line []byte) uint64 {
 // directory is not configured for, counts as "other".
 func (t *OutcomeTail) count(line []byte, names map[string]bool) {
 	var e outcome.Entry
-	if json.Unmarshal(line, &e) != nil || e.Verb == "" {
+	// NUL bytes a power cut left before a line (outcome.decode's rule).
+	if json.Unmarshal(bytes.TrimLeft(line, "\x00"), &e) != nil || e.Verb == "" {
 		return
 	}
 	k := outcomeKey{network: "other", verb: "other", code: "other"}

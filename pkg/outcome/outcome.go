@@ -88,6 +88,9 @@ func Record(dataDir string, e Entry) error {
 	if err != nil {
 		return fmt.Errorf("record outcome in %s: %w", name, err)
 	}
+	if tornTail(f) {
+		line = append([]byte{0, '\n'}, line...)
+	}
 	_, err = f.Write(append(line, '\n'))
 	var size int64
 	if st, serr := f.Stat(); serr == nil {
@@ -100,6 +103,22 @@ func Record(dataDir string, e Entry) error {
 		return compact(dir)
 	}
 	return nil
+}
+
+// tornTail reports whether the log does not end with a newline: an append
+// a power cut left short or as NUL bytes (ext4 had sized the file, not yet
+// written it). Record then ends the torn line with a NUL byte and a
+// newline, which marks it torn for decode and keeps it from swallowing
+// the next line. An append in flight cannot be seen: appends under the
+// shared lock are single writes.
+func tornTail(f *os.File) bool {
+	st, err := f.Stat()
+	if err != nil || st.Size() == 0 {
+		return false
+	}
+	last := make([]byte, 1)
+	n, err := f.ReadAt(last, st.Size()-1)
+	return err == nil && n == 1 && last[0] != '\n'
 }
 
 // openDir opens the state directory without following a symlink and
@@ -127,12 +146,12 @@ func openDir(path string) (*os.File, error) {
 	return dir, nil
 }
 
-// openLocked opens the log in dir for appending with flock how held,
+// openLocked opens the log in dir for appending (and reading its tail) with flock how held,
 // re-opening when a compaction replaced the file between the open and the
 // lock.
 func openLocked(dir *os.File, how int) (*os.File, error) {
 	for range 10 {
-		fd, err := unix.Openat(int(dir.Fd()), FileName, unix.O_WRONLY|unix.O_APPEND|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0o600)
+		fd, err := unix.Openat(int(dir.Fd()), FileName, unix.O_RDWR|unix.O_APPEND|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0o600)
 		if err != nil {
 			return nil, err
 		}
@@ -207,8 +226,11 @@ func compact(dir *os.File) error {
 	if st, err := f.Stat(); err != nil || st.Size() < compactAt {
 		return err // another append compacted it first
 	}
+	// Lines that are no entry are dropped by the rewrite: kept, they
+	// would stop every compaction and the file's bound with it.
 	entries, err := decode(f)
-	if err != nil {
+	var bad badLines
+	if err != nil && !errors.As(err, &bad) {
 		return fmt.Errorf("compact outcomes in %s: %w", dir.Name(), err)
 	}
 	if err := replace(dir, encodeBounded(Keep(entries), compactAt/2)); err != nil {
@@ -258,7 +280,8 @@ func replace(dir *os.File, data []byte) error {
 
 // Read returns the kept entries of <dataDir>/outcomes.jsonl, oldest first:
 // the last outcome and the last failure of each pod, at most MaxEntries.
-// A missing file is no entries. Lines that do not decode are skipped and
+// A missing file is no entries. What a power cut left of an append is
+// skipped (decode); other lines that do not decode are skipped and
 // reported in the error next to the entries.
 func Read(dataDir string) ([]Entry, error) {
 	f, err := OpenLog(dataDir)
@@ -299,26 +322,49 @@ func OpenLog(dataDir string) (*os.File, error) {
 	return f, nil
 }
 
-// decode reads one entry per line; bad lines are counted, not fatal.
-func decode(f *os.File) ([]Entry, error) {
-	var out []Entry
-	bad := 0
+// decode reads one entry per line. What a power cut leaves of an append
+// is skipped: NUL bytes at a line's start (ext4 had sized the file, not
+// yet written it; an entry may follow them), a line holding a NUL byte
+// after that (JSON never does: Record's mark of a torn line), and a last
+// line without its newline. Other lines that are no entry are counted in
+// the error, not fatal; a line too long for the scanner ends the reading
+// with its own error.
+func decode(f *os.File) (entries []Entry, err error) {
+	terminated := true
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 0, 64<<10), maxLine)
+	sc.Split(func(data []byte, atEOF bool) (int, []byte, error) {
+		adv, tok, err := bufio.ScanLines(data, atEOF)
+		terminated = adv > 0 && data[adv-1] == '\n'
+		return adv, tok, err
+	})
+	bad := 0
 	for sc.Scan() {
+		line := bytes.TrimLeft(sc.Bytes(), "\x00")
+		if len(line) == 0 || !terminated || bytes.IndexByte(line, 0) >= 0 {
+			continue
+		}
 		var e Entry
-		if err := json.Unmarshal(sc.Bytes(), &e); err != nil || e.Verb == "" {
+		if err := json.Unmarshal(line, &e); err != nil || e.Verb == "" {
 			bad++
 			continue
 		}
-		out = append(out, e)
+		entries = append(entries, e)
 	}
-	err := sc.Err()
+	if err := sc.Err(); err != nil {
+		return entries, err
+	}
 	if bad > 0 {
-		err = errors.Join(err, fmt.Errorf("%d lines are not outcome entries", bad))
+		return entries, badLines(bad)
 	}
-	return out, err
+	return entries, nil
 }
+
+// badLines is how many lines of the log are no outcome entry: the entries
+// around them were read.
+type badLines int
+
+func (n badLines) Error() string { return fmt.Sprintf("%d lines are not outcome entries", int(n)) }
 
 // Keep selects, from entries oldest first, the last entry and the last
 // failure of each pod, then the newest MaxEntries of those, oldest first.

@@ -177,6 +177,63 @@ func TestBadLinesReported(t *testing.T) {
 	}
 }
 
+// TestTornAppend checks the logs a power cut leaves, each followed by the
+// next boot's Record: the torn append is skipped without an error, and
+// neither the entries before it nor the one appended after it are lost.
+func TestTornAppend(t *testing.T) {
+	ok := `{"verb":"DEL","pod":"ns/a","code":0}` + "\n"
+	for _, tc := range []struct {
+		name string
+		log  string
+		want int // entries read after the next Record
+	}{
+		{"NUL bytes where the last append was", ok + strings.Repeat("\x00", 97), 2},
+		{"only NUL bytes", strings.Repeat("\x00", 40), 1},
+		{"an append cut short", ok + `{"verb":"ST`, 2},
+		{"NUL bytes before a line (an older writer's)", ok + strings.Repeat("\x00", 9) + `{"verb":"DEL","pod":"ns/b","code":0}` + "\n", 3},
+		{"an empty line", ok + "\n", 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, FileName), []byte(tc.log), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := Record(dir, Entry{Verb: "ADD", Pod: "ns/new"}); err != nil {
+				t.Fatal(err)
+			}
+			got, err := Read(dir)
+			if err != nil || len(got) != tc.want || got[len(got)-1].Pod != "ns/new" {
+				t.Fatalf("read %+v, %v; want %d entries, the last ns/new's", got, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestCompactDropsBadLines checks that a line that is no entry does not
+// stop compaction: the file stays bounded and the line goes.
+func TestCompactDropsBadLines(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, FileName), []byte("garbage\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	msg := strings.Repeat("x", 300)
+	for i := range 1000 {
+		if err := Record(dir, Entry{Verb: "ADD", Pod: fmt.Sprintf("ns/p%d", i), Code: 103, Msg: msg}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := os.Stat(filepath.Join(dir, FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Size() > compactAt+maxLine {
+		t.Errorf("file is %d bytes, bound %d", st.Size(), compactAt+maxLine)
+	}
+	if _, err := Read(dir); err != nil {
+		t.Errorf("after compaction: %v", err)
+	}
+}
+
 func TestMissingIsEmpty(t *testing.T) {
 	got, err := Read(filepath.Join(t.TempDir(), "none"))
 	if err != nil || len(got) != 0 {
