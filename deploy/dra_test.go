@@ -32,7 +32,7 @@ func decodeStrict(t *testing.T, obj map[string]any, into any) {
 }
 
 // TestDRA checks that the dra component adds the driver's DaemonSet on
-// the overlay's nodes, its ServiceAccount and RBAC, and the DeviceClass,
+// the overlay's nodes, its ServiceAccount and RBAC, and the DeviceClasses,
 // and changes nothing of the node component.
 func TestDRA(t *testing.T) {
 	for _, o := range overlays {
@@ -47,7 +47,7 @@ func TestDRA(t *testing.T) {
 			for k, objs := range r.objects {
 				kinds[k] = len(objs)
 			}
-			want := map[string]int{"DaemonSet": 2, "ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "DeviceClass": 1,
+			want := map[string]int{"DaemonSet": 2, "ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "DeviceClass": 3,
 				"ValidatingAdmissionPolicy": 2, "ValidatingAdmissionPolicyBinding": 2}
 			if !maps.Equal(kinds, want) {
 				t.Fatalf("objects %v, want %v", kinds, want)
@@ -172,6 +172,7 @@ func checkDRARBAC(t *testing.T, r rendered, ds appsv1.DaemonSet) {
 		{APIGroups: []string{res}, Resources: []string{"resourceclaims/status"}, Verbs: []string{"patch"}},
 		{APIGroups: []string{res}, Resources: []string{"resourceclaims/driver"}, ResourceNames: []string{draDriver}, Verbs: []string{"associated-node:patch"}},
 		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get"}},
+		{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 	}
 	if !reflect.DeepEqual(role.Rules, want) {
 		t.Errorf("rules\n%+v, want\n%+v", role.Rules, want)
@@ -208,32 +209,51 @@ func checkDRAPolicies(t *testing.T, r rendered, ds appsv1.DaemonSet) {
 	}
 }
 
-// checkDeviceClass checks that the class selects this driver's devices and
-// no other driver's, its CEL evaluated as the scheduler would on a
-// device's driver.
+// checkDeviceClass checks that each class selects this driver's devices
+// and no other driver's, its CEL evaluated as the scheduler would on a
+// device's driver; that rdma-chain.github.io names no extended resource;
+// and that each device plugin resource of the workloads' specs
+// (docs/workloads.md) is one other class's.
 func checkDeviceClass(t *testing.T, r rendered) {
 	t.Helper()
-	var dc resourcev1.DeviceClass
-	decodeStrict(t, r.objects["DeviceClass"][0], &dc)
-	if dc.Name != draDriver || len(dc.Spec.Selectors) != 1 || dc.Spec.Selectors[0].CEL == nil {
-		t.Fatalf("device class %+v", dc)
-	}
 	env, err := cel.NewEnv(cel.Variable("device", cel.MapType(cel.StringType, cel.DynType)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ast, iss := env.Compile(dc.Spec.Selectors[0].CEL.Expression)
-	if iss.Err() != nil {
-		t.Fatal(iss.Err())
-	}
-	prg, err := env.Program(ast)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for driver, want := range map[string]bool{draDriver: true, "dra.net": false, "gpu.example.com": false} {
-		out, _, err := prg.Eval(map[string]any{"device": map[string]any{"driver": driver}})
-		if err != nil || out.Value() != want {
-			t.Errorf("driver %s: selected %v (%v), want %v", driver, out, err, want)
+	extended := map[string]string{}
+	for _, obj := range r.objects["DeviceClass"] {
+		var dc resourcev1.DeviceClass
+		decodeStrict(t, obj, &dc)
+		if len(dc.Spec.Selectors) != 1 || dc.Spec.Selectors[0].CEL == nil {
+			t.Fatalf("device class %+v", dc)
 		}
+		switch name := dc.Spec.ExtendedResourceName; {
+		case dc.Name == draDriver && name != nil:
+			t.Errorf("device class %s serves %s", dc.Name, *name)
+		case dc.Name != draDriver && name == nil:
+			t.Errorf("device class %s serves no extended resource", dc.Name)
+		case name != nil:
+			if other, ok := extended[*name]; ok {
+				t.Errorf("%s is served by %s and %s", *name, other, dc.Name)
+			}
+			extended[*name] = dc.Name
+		}
+		ast, iss := env.Compile(dc.Spec.Selectors[0].CEL.Expression)
+		if iss.Err() != nil {
+			t.Fatal(iss.Err())
+		}
+		prg, err := env.Program(ast)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for driver, want := range map[string]bool{draDriver: true, "dra.net": false, "gpu.example.com": false} {
+			out, _, err := prg.Eval(map[string]any{"device": map[string]any{"driver": driver}})
+			if err != nil || out.Value() != want {
+				t.Errorf("class %s, driver %s: selected %v (%v), want %v", dc.Name, driver, out, err, want)
+			}
+		}
+	}
+	if _, ok := extended["rdma/hca"]; !ok || len(extended) != 2 || extended["aliyun/erdma"] == "" {
+		t.Errorf("extended resources served: %v, want rdma/hca and aliyun/erdma", extended)
 	}
 }

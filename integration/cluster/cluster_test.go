@@ -91,6 +91,10 @@ func TestCluster(t *testing.T) {
 	sum.run(t, "dra", func(t *testing.T) { testDRA(t, cp) })
 	sum.run(t, "workloads", func(t *testing.T) {
 		dir, _ := workloadsDir(testenv.RepoRoot())
+		// node-b without its device plugin: there the seed workloads'
+		// rdma/hca comes from the driver's DeviceClass for it (KEP-5004),
+		// on node-a from the device plugin, in one run.
+		stopDevicePlugin(t, cp, twoRootNode)
 		testWorkloads(t, cp, dir)
 	})
 	// Each node's scenarios beside the other's: each guest has its core.

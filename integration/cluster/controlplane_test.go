@@ -83,6 +83,8 @@ type controlPlane struct {
 	shellsMu sync.Mutex
 	shells   map[string]string // node: its shell pod (pods/node-shell.yaml)
 
+	stoppedPlugins sync.Map // node: its device plugin is stopped (stopDevicePlugin)
+
 	runs kubectlRuns
 }
 

@@ -37,7 +37,30 @@ type podItem struct {
 		ResourceClaimStatuses []struct {
 			ResourceClaimName string `json:"resourceClaimName"`
 		} `json:"resourceClaimStatuses"`
+		ExtendedResourceClaimStatus *struct {
+			ResourceClaimName string `json:"resourceClaimName"`
+			RequestMappings   []struct {
+				ContainerName string `json:"containerName"`
+				ResourceName  string `json:"resourceName"`
+			} `json:"requestMappings"`
+		} `json:"extendedResourceClaimStatus"`
 	} `json:"status"`
+}
+
+// extendedClaim is the claim the scheduler made for c's device plugin
+// resources where a DeviceClass serves them (KEP-5004), or "" when the
+// device plugin serves them.
+func (p *podItem) extendedClaim(c podContainer) string {
+	e := p.Status.ExtendedResourceClaimStatus
+	if e == nil {
+		return ""
+	}
+	for _, m := range e.RequestMappings {
+		if m.ContainerName == c.Name {
+			return e.ResourceClaimName
+		}
+	}
+	return ""
 }
 
 type ownerRef struct {
@@ -190,6 +213,7 @@ func checkRDMAPod(t *testing.T, cp *controlPlane, p *podItem) {
 	want, why := grantedCharDevices(t, cp, p, c)
 	t.Logf("pod %s on %s, container %s: rdma0 %s (a GID); RDMA links: %s; /dev/infiniband %v (%s)",
 		p.id(), p.Spec.NodeName, c.Name, addr, strings.Join(strings.Fields(rdmaLinks), " "), devs, why)
+	checkExtendedClaim(t, cp, p, c, addr)
 	switch {
 	case want == nil && !slices.Contains(devs, "rdma_cm"):
 		t.Errorf("pod %s: no rdma_cm in /dev/infiniband %v", p.id(), devs)
@@ -244,9 +268,18 @@ echo rdma_cm
 // container gets every host device; one granted nothing gets none).
 func grantedCharDevices(t *testing.T, cp *controlPlane, p *podItem, c podContainer) ([]string, string) {
 	t.Helper()
+	claim := p.extendedClaim(c)
 	switch {
 	case c.privileged():
 		return nil, "privileged: the runtime's every device"
+	case claim != "":
+		var want []string
+		devs := claimDevices(t, cp, p.Metadata.Namespace, claim)
+		for _, dev := range devs {
+			want = append(want, charDevices(t, cp, p.Spec.NodeName, dev)...)
+		}
+		slices.Sort(want)
+		return slices.Compact(want), fmt.Sprintf("its device plugin resources' claim %s %v", claim, devs)
 	case c.deviceResource():
 		want := strings.Fields(cp.nodeShell(t, p.Spec.NodeName, dpCharDevices))
 		slices.Sort(want)
@@ -255,12 +288,7 @@ func grantedCharDevices(t *testing.T, cp *controlPlane, p *podItem, c podContain
 		var want []string
 		var names []string
 		for _, rc := range p.Status.ResourceClaimStatuses {
-			out, err := cp.kubectlOut("-n", p.Metadata.Namespace, "get", "resourceclaim", rc.ResourceClaimName, "-o",
-				`jsonpath={.status.allocation.devices.results[?(@.driver=="rdma-chain.github.io")].device}`)
-			if err != nil {
-				t.Fatalf("resourceclaim %s: %v: %s", rc.ResourceClaimName, err, out)
-			}
-			for _, dev := range strings.Fields(out) {
+			for _, dev := range claimDevices(t, cp, p.Metadata.Namespace, rc.ResourceClaimName) {
 				names = append(names, dev)
 				want = append(want, charDevices(t, cp, p.Spec.NodeName, dev)...)
 			}
@@ -269,6 +297,38 @@ func grantedCharDevices(t *testing.T, cp *controlPlane, p *podItem, c podContain
 		return slices.Compact(want), fmt.Sprintf("its claims' %v", names)
 	}
 	return nil, "granted no device"
+}
+
+// checkExtendedClaim checks that a container asking for a device plugin
+// resource on a node whose device plugin is stopped got it from a claim
+// the scheduler made (KEP-5004), and that the driver wrote the pod's rdma0
+// (address addr) into that claim's status as into any claim's.
+func checkExtendedClaim(t *testing.T, cp *controlPlane, p *podItem, c podContainer, addr string) {
+	t.Helper()
+	claim := p.extendedClaim(c)
+	if claim == "" {
+		if _, stopped := cp.stoppedPlugins.Load(p.Spec.NodeName); stopped && c.deviceResource() {
+			t.Errorf("pod %s on %s, whose device plugin is stopped, got %v without a claim", p.id(), p.Spec.NodeName, c.Resources.Limits)
+		}
+		return
+	}
+	status := cp.poll(t, 2*time.Minute, func(s string) bool { return strings.Contains(s, "rdma0") && strings.Contains(s, "True") },
+		"-n", p.Metadata.Namespace, "get", "resourceclaim", claim, "-o", claimStatus)
+	t.Logf("pod %s on %s: its %v from claim %s; status.devices: %s", p.id(), p.Spec.NodeName, c.Resources.Limits, claim, status)
+	if !strings.Contains(status, addr) {
+		t.Errorf("claim %s status %q lacks the pod's rdma0 address %s", claim, status, addr)
+	}
+}
+
+// claimDevices are the devices of this driver allocated to a claim.
+func claimDevices(t *testing.T, cp *controlPlane, namespace, claim string) []string {
+	t.Helper()
+	out, err := cp.kubectlOut("-n", namespace, "get", "resourceclaim", claim, "-o",
+		`jsonpath={.status.allocation.devices.results[?(@.driver=="rdma-chain.github.io")].device}`)
+	if err != nil {
+		t.Fatalf("resourceclaim %s: %v: %s", claim, err, out)
+	}
+	return strings.Fields(out)
 }
 
 // checkPlainPod checks that a pod expected to pass through rdma-chain
