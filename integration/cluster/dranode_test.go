@@ -57,16 +57,20 @@ echo "$ND: $(free) of $(ls $P/gids | wc -l) GID rows free"
 
 // testDRAAttachFailed checks that a DRA pod's ADD that the plugin refuses
 // shows why in its claim. On node-b, simrdma0's GID table is filled with
-// host addresses; the scheduler, which counts only claims against the port's
-// gids capacity, places a pod there, and the plugin refuses its address (CNI
-// error 111). The driver reads the failure from the plugin's outcome log and
+// host addresses, and the driver taints it gid-table-full (at its next
+// reading), says so in an Event on the node, and takes the taint off once
+// the rows are freed. The pod's claim tolerates the taint: the scheduler,
+// which counts only claims against the port's gids capacity, places it
+// there, and the plugin refuses its address (CNI error 111). The driver reads the failure from the plugin's outcome log and
 // writes it into the claim (Ready False, AttachFailed, the plugin's
 // message); the pod's events (kubectl describe pod) carry the plugin's
 // message too, as kubelet's FailedCreatePodSandBox. With the addresses gone,
 // kubelet's next try attaches the pod and the claim says so.
 func testDRAAttachFailed(t *testing.T, cp *controlPlane) {
 	node := nodeNames[1]
+	filled := time.Now()
 	t.Logf("%s: %s", node, strings.TrimSpace(cp.nodeShell(t, node, fillGIDs)))
+	cp.waitHealth(t, node, "simrdma0", filled, "gid-table-full:NoSchedule", "ACTIVE", "RDMADeviceUnhealthy")
 	emptied := false
 	t.Cleanup(func() {
 		if !emptied {
@@ -95,6 +99,7 @@ func testDRAAttachFailed(t *testing.T, cp *controlPlane) {
 	events := cp.poll(t, 2*time.Minute, func(s string) bool { return strings.Contains(s, "GID table of RDMA device simrdma0") },
 		"get", "events", "--field-selector", "involvedObject.name=dra-refused,reason=FailedCreatePodSandBox", "-o", "jsonpath={.items[*].message}")
 	t.Logf("dra-refused's FailedCreatePodSandBox events, %.1f s after kubectl apply: %s", time.Since(start).Seconds(), events)
+	freeing := time.Now()
 	t.Logf("%s: %s", node, strings.TrimSpace(cp.nodeShell(t, node, emptyGIDs)))
 	emptied = true
 	retried := time.Now()
@@ -108,6 +113,7 @@ func testDRAAttachFailed(t *testing.T, cp *controlPlane) {
 		t.Fatalf("delete pod: %v: %s", err, out)
 	}
 	t.Logf("CLUSTER-TIME dra-refused deleted (kubectl delete --wait) in %.1f s", time.Since(deleted).Seconds())
+	cp.waitHealth(t, node, "simrdma0", freeing, "", "ACTIVE", "RDMADeviceHealthy")
 }
 
 // addRXE makes a soft-RoCE device on a new veth and brings the veth up:

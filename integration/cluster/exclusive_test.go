@@ -45,14 +45,26 @@ func testDRAOnly(t *testing.T, cp *controlPlane) {
 	path := filepath.Join(testenv.RepoRoot(), "integration/cluster/pods/dra-root.yaml")
 	t.Run("shared", func(t *testing.T) {
 		t.Cleanup(func() { _, _ = cp.kubectlOut("delete", "-f", path, "--wait=true", "--timeout=3m") })
+		// The only NIC the claims can have is down first: tainted, it
+		// serves no claim until it is up again.
+		up := nicDown(t, cp, node, "eth2", "simrdma1")
 		start := time.Now()
 		if out, err := cp.kubectlOut("apply", "-f", path); err != nil {
 			t.Fatalf("kubectl apply: %v: %s", err, out)
 		}
+		sched := cp.poll(t, 2*time.Minute, func(s string) bool { return strings.HasPrefix(s, "False Unschedulable") },
+			"get", "pod", "dra-root-1", "-o", `jsonpath={.status.conditions[?(@.type=="PodScheduled")].status} {.status.conditions[?(@.type=="PodScheduled")].reason}: {.status.conditions[?(@.type=="PodScheduled")].message}`)
+		t.Logf("dra-root-1 while simrdma1 is tainted: %s", sched)
+		if !strings.Contains(sched, "cannot allocate all claims") {
+			t.Errorf("dra-root-1 unschedulable for another reason than its claim: %s", sched)
+		}
+		up()
+		healthy := time.Now()
 		for _, pod := range []string{"dra-root-1", "dra-root-2"} {
 			cp.podBecomesReady(t, pod, 5*time.Minute)
 		}
-		t.Logf("CLUSTER-TIME dra-root-1 and -2 Ready %.1f s after kubectl apply, in shared mode", time.Since(start).Seconds())
+		t.Logf("CLUSTER-TIME dra-root-1 and -2 Ready %.1f s after kubectl apply, %.1f s after simrdma1's taint went, in shared mode",
+			time.Since(start).Seconds(), time.Since(healthy).Seconds())
 		for _, pod := range []string{"dra-root-1", "dra-root-2"} {
 			assertHoldsNIC(t, cp, pod, "shared", chars)
 		}
@@ -150,7 +162,9 @@ func stopDevicePlugin(t *testing.T, cp *controlPlane, node string) {
 	cp.nodeShell(t, node, `kill $(pidof k8s-rdma-shared-dp) || exit 1
 i=0
 while pidof k8s-rdma-shared-dp >/dev/null; do i=$((i + 1)); [ $i -le 100 ] || exit 1; sleep 0.1; done`)
+	cp.stoppedPlugins.Store(node, true)
 	t.Cleanup(func() {
+		cp.stoppedPlugins.Delete(node)
 		cp.nodeShell(t, node, `chroot /host /bin/sh -c 'setsid /usr/local/bin/k8s-rdma-shared-dp --config-file /etc/rdma-dp/config.json >>/run/rdma-dp.log 2>&1 </dev/null &'`)
 		start := time.Now()
 		cp.poll(t, 5*time.Minute, func(s string) bool { return s != "" && s != "0" },

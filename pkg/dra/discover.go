@@ -94,6 +94,9 @@ func (d *Discoverer) facts(dev rdma.Device) NIC {
 	root := d.sysRoot()
 	n := NIC{Device: dev, DRAName: rdma.DRADeviceName(dev.Name), NUMANode: -1}
 	n.LinkLayer, n.PortState, n.GIDTableSize = portFacts(root, dev.Name)
+	if free, size, err := d.System.FreeGIDs(dev.Name, 1, rdma.GIDsPerAddress); err == nil && size > 0 {
+		n.GIDTableFull = free < rdma.GIDsPerAddress
+	}
 	n.BondMembers = bondMembers(root, dev.Netdev)
 	if dev.PCI != "" {
 		if a, err := deviceattribute.GetPCIeRootAttributeByPCIBusID(dev.PCI, deviceattribute.WithFSFromRoot(root)); err == nil && a.Value.StringValue != nil {

@@ -16,6 +16,7 @@ type NIC struct {
 	LinkLayer    string   // port 1: "Ethernet" (RoCE) or "InfiniBand"
 	PortState    string   // port 1: "ACTIVE", "DOWN", ...
 	GIDTableSize int      // port 1's GID table entries
+	GIDTableFull bool     // port 1's GID table was read and has no room for a pod's address
 	BondMembers  []string // the netdev is a bond: its slaves
 	PCIeRoot     string   // "pci0000:00", "" without a PCI function
 	NUMANode     int      // -1: none

@@ -72,10 +72,13 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.StatusInterval > 0 {
 		defer startStatusWriter(ctx, cfg, store)()
 	}
+	health, stopEvents := startNodeEvents(ctx, cfg.Client, cfg.NodeName, cfg.Log)
+	defer stopEvents()
 	published, err := publish(ctx, helper, cfg, node, nil, triggerStart)
 	if err != nil {
 		return err
 	}
+	health.report(nil, published, node.Skipped)
 	events := make(chan struct{}, 1)
 	watchNode(ctx, cfg.Log, func() {
 		select {
@@ -96,9 +99,11 @@ func Run(ctx context.Context, cfg Config) error {
 			continue
 		}
 		drv.SetNode(n)
+		before := published
 		if published, err = publish(ctx, helper, cfg, n, published, trigger); err != nil {
 			return err
 		}
+		health.report(before, published, n.Skipped)
 	}
 }
 

@@ -66,7 +66,7 @@ func device(n NIC, mode rdma.Mode) resourceapi.Device {
 	if n.NUMANode >= 0 {
 		attrs[deviceattribute.StandardDeviceAttributeNUMANode] = resourceapi.DeviceAttribute{IntValue: ptr.To(int64(n.NUMANode))}
 	}
-	d := resourceapi.Device{Name: n.DRAName, Attributes: attrs}
+	d := resourceapi.Device{Name: n.DRAName, Attributes: attrs, Taints: taints(n, mode)}
 	if mode == rdma.ModeShared && n.GIDTableSize >= rdma.GIDsPerAddress {
 		d.AllowMultipleAllocations = ptr.To(true)
 		d.Capacity = map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{

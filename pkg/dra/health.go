@@ -1,0 +1,185 @@
+package dra
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/events"
+
+	"github.com/rdma-chain/rdma-chain/pkg/rdma"
+)
+
+// Taint keys of the driver's devices in its slice, each NoSchedule: the
+// scheduler allocates a tainted device to no new claim that does not
+// tolerate the taint, and claims allocated before keep it. No condition
+// evicts (NoExecute): a port that went down mostly comes back (a link
+// flap, a switch's reboot) and its pods' RDMA with it, while their TCP
+// goes through the primary all along, so evicting would turn a flap into
+// a restart of every RDMA pod of the port; a full GID table hurts only the
+// next pod. An admin who wants eviction writes a DeviceTaintRule.
+const (
+	TaintPortDown     = DriverName + "/port-down"
+	TaintGIDTableFull = DriverName + "/gid-table-full"
+)
+
+// taints are n's health as device taints: port 1 read in a state other
+// than ACTIVE (the taint's value), and in shared mode a GID table read
+// without room for one more pod's address. A device an exclusive-mode pod
+// holds gets none (its facts are from when the host saw it), nor does one
+// whose state or table could not be read: a fault not seen is no fault
+// seen, and the portState attribute says what was read.
+func taints(n NIC, mode rdma.Mode) []resourceapi.DeviceTaint {
+	if n.InPod {
+		return nil
+	}
+	var out []resourceapi.DeviceTaint
+	if n.PortState != "" && n.PortState != "ACTIVE" && n.PortState != "ACTIVE_DEFER" {
+		value := n.PortState
+		if len(validation.IsValidLabelValue(value)) > 0 {
+			value = ""
+		}
+		out = append(out, resourceapi.DeviceTaint{Key: TaintPortDown, Value: value, Effect: resourceapi.DeviceTaintEffectNoSchedule})
+	}
+	if mode == rdma.ModeShared && n.GIDTableFull {
+		out = append(out, resourceapi.DeviceTaint{Key: TaintGIDTableFull, Effect: resourceapi.DeviceTaintEffectNoSchedule})
+	}
+	return out
+}
+
+// healthEvent is one Kubernetes Event on the node about its devices.
+type healthEvent struct {
+	Type   string // corev1.EventTypeNormal or EventTypeWarning
+	Reason string
+	Note   string
+}
+
+// Reasons of the driver's Events on its node.
+const (
+	ReasonUnhealthy   = "RDMADeviceUnhealthy"
+	ReasonHealthy     = "RDMADeviceHealthy"
+	ReasonUnpublished = "RDMADeviceUnpublished"
+	ReasonPublished   = "RDMADevicePublished"
+)
+
+// healthEvents are the Events of the change from the devices published
+// before to those published now: a taint added (Warning) or removed, a
+// device no longer published (Warning, with skipped's reason when it has
+// one, else gone from the node) or published anew. At the first publish
+// (before nil) they are the taints it holds.
+func healthEvents(before, now []resourceapi.Device, skipped map[string]string) []healthEvent {
+	var out []healthEvent
+	old := map[string]resourceapi.Device{}
+	for _, d := range before {
+		old[d.Name] = d
+	}
+	for _, d := range now {
+		b, ok := old[d.Name]
+		delete(old, d.Name)
+		if !ok && before != nil {
+			out = append(out, healthEvent{corev1.EventTypeNormal, ReasonPublished, deviceName(d) + ": published"})
+		}
+		for _, t := range d.Taints {
+			if !hasTaint(b.Taints, t.Key) {
+				out = append(out, healthEvent{corev1.EventTypeWarning, ReasonUnhealthy,
+					fmt.Sprintf("%s: %s: tainted %s", deviceName(d), taintCause(t), taintString(t))})
+			}
+		}
+		for _, t := range b.Taints {
+			if !hasTaint(d.Taints, t.Key) {
+				out = append(out, healthEvent{corev1.EventTypeNormal, ReasonHealthy,
+					fmt.Sprintf("%s: taint %s removed", deviceName(d), t.Key)})
+			}
+		}
+	}
+	gone := make([]string, 0, len(old))
+	for name := range old {
+		gone = append(gone, name)
+	}
+	slices.Sort(gone)
+	for _, name := range gone {
+		d := old[name]
+		why := "gone from the node"
+		if s := skipped[rdmaName(d)]; s != "" {
+			why = s
+		}
+		out = append(out, healthEvent{corev1.EventTypeWarning, ReasonUnpublished, deviceName(d) + ": no longer published: " + why})
+	}
+	return out
+}
+
+func hasTaint(ts []resourceapi.DeviceTaint, key string) bool {
+	return slices.ContainsFunc(ts, func(t resourceapi.DeviceTaint) bool { return t.Key == key })
+}
+
+func taintString(t resourceapi.DeviceTaint) string {
+	if t.Value == "" {
+		return t.Key + ":" + string(t.Effect)
+	}
+	return t.Key + "=" + t.Value + ":" + string(t.Effect)
+}
+
+func taintCause(t resourceapi.DeviceTaint) string {
+	switch t.Key {
+	case TaintPortDown:
+		if t.Value == "" {
+			return "port 1 not active"
+		}
+		return "port 1 " + strings.ToLower(t.Value)
+	case TaintGIDTableFull:
+		return fmt.Sprintf("port 1's GID table has no room for a pod's %d rows", rdma.GIDsPerAddress)
+	}
+	return t.Key
+}
+
+// rdmaName is a published device's RDMA device name (its attribute).
+func rdmaName(d resourceapi.Device) string {
+	if a, ok := d.Attributes[AttrRDMADevice]; ok && a.StringValue != nil {
+		return *a.StringValue
+	}
+	return d.Name
+}
+
+// deviceName names a published device in an Event: its RDMA device and
+// netdev.
+func deviceName(d resourceapi.Device) string {
+	if a, ok := d.Attributes[AttrNetdev]; ok && a.StringValue != nil {
+		return rdmaName(d) + " (" + *a.StringValue + ")"
+	}
+	return rdmaName(d)
+}
+
+// nodeEvents records the driver's Events on its Node, and logs each.
+type nodeEvents struct {
+	rec  events.EventRecorder
+	node *corev1.ObjectReference
+	log  *slog.Logger
+}
+
+// startNodeEvents starts sending node's Events through client
+// (events.k8s.io/v1) until ctx ends; stop flushes and ends it.
+func startNodeEvents(ctx context.Context, client kubernetes.Interface, node string, log *slog.Logger) (e *nodeEvents, stop func()) {
+	b := events.NewBroadcaster(&events.EventSinkImpl{Interface: client.EventsV1()})
+	if err := b.StartRecordingToSinkWithContext(ctx); err != nil {
+		log.Warn("no Events on the node: its devices' health is logged only", "error", err)
+	}
+	// A Node's UID in an Event is its name, as kubelet's own.
+	ref := &corev1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: node, UID: types.UID(node)}
+	return &nodeEvents{rec: b.NewRecorder(scheme.Scheme, "rdma-chain-dra"), node: ref, log: log}, b.Shutdown
+}
+
+// report records the Events of the change from before to now.
+func (e *nodeEvents) report(before, now []resourceapi.Device, skipped map[string]string) {
+	for _, ev := range healthEvents(before, now, skipped) {
+		e.log.Info("device health changed", "reason", ev.Reason, "note", ev.Note)
+		e.rec.Eventf(e.node, nil, ev.Type, ev.Reason, "Publish", "%s", ev.Note)
+	}
+}

@@ -1,0 +1,123 @@
+package dra
+
+import (
+	"log/slog"
+	"reflect"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/client-go/tools/events"
+
+	"github.com/rdma-chain/rdma-chain/pkg/rdma"
+)
+
+func TestTaints(t *testing.T) {
+	down := resourceapi.DeviceTaint{Key: TaintPortDown, Value: "DOWN", Effect: resourceapi.DeviceTaintEffectNoSchedule}
+	full := resourceapi.DeviceTaint{Key: TaintGIDTableFull, Effect: resourceapi.DeviceTaintEffectNoSchedule}
+	for _, tc := range []struct {
+		name string
+		nic  NIC
+		mode rdma.Mode
+		want []resourceapi.DeviceTaint
+	}{
+		{"active", NIC{PortState: "ACTIVE"}, rdma.ModeShared, nil},
+		{"active defer", NIC{PortState: "ACTIVE_DEFER"}, rdma.ModeShared, nil},
+		{"down", NIC{PortState: "DOWN"}, rdma.ModeShared, []resourceapi.DeviceTaint{down}},
+		{"state not read", NIC{}, rdma.ModeShared, nil},
+		{"state no label value", NIC{PortState: "NOT A LABEL"}, rdma.ModeShared,
+			[]resourceapi.DeviceTaint{{Key: TaintPortDown, Effect: resourceapi.DeviceTaintEffectNoSchedule}}},
+		{"full, shared", NIC{PortState: "ACTIVE", GIDTableFull: true}, rdma.ModeShared, []resourceapi.DeviceTaint{full}},
+		{"full, exclusive", NIC{PortState: "ACTIVE", GIDTableFull: true}, rdma.ModeExclusive, nil},
+		{"down and full", NIC{PortState: "DOWN", GIDTableFull: true}, rdma.ModeShared, []resourceapi.DeviceTaint{down, full}},
+		{"in a pod", NIC{PortState: "DOWN", InPod: true}, rdma.ModeExclusive, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := taints(tc.nic, tc.mode); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("taints %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestDevicesTainted checks the taints discovery leads to: a port read
+// DOWN, and a GID table whose every row holds a GID (none is the zero GID).
+func TestDevicesTainted(t *testing.T) {
+	s := testSysfs(t)
+	for i := range 4 {
+		s.write("class/infiniband/mlx5_0/ports/1/gids/"+itoa(i), "fe80:0000:0000:0000:ba59:9fff:fed4:6a8"+itoa(i))
+	}
+	_, node := discover(t, s, "shared", nil)
+	got := map[string][]string{}
+	for _, d := range Devices(node) {
+		for _, tn := range d.Taints {
+			got[d.Name] = append(got[d.Name], taintString(tn))
+		}
+	}
+	want := map[string][]string{
+		"erdma-0": {TaintPortDown + "=DOWN:NoSchedule"},
+		"mlx5-0":  {TaintGIDTableFull + ":NoSchedule"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("taints %v, want %v", got, want)
+	}
+}
+
+func TestHealthEvents(t *testing.T) {
+	dev := func(name string, ts ...resourceapi.DeviceTaint) resourceapi.Device {
+		rdmaName, netdev := strings.ReplaceAll(name, "-", "_"), "eth"+name[len(name)-1:]
+		return resourceapi.Device{Name: name, Taints: ts, Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
+			AttrRDMADevice: str(rdmaName), AttrNetdev: str(netdev)}}
+	}
+	down := resourceapi.DeviceTaint{Key: TaintPortDown, Value: "DOWN", Effect: resourceapi.DeviceTaintEffectNoSchedule}
+	full := resourceapi.DeviceTaint{Key: TaintGIDTableFull, Effect: resourceapi.DeviceTaintEffectNoSchedule}
+	for _, tc := range []struct {
+		name        string
+		before, now []resourceapi.Device
+		skipped     map[string]string
+		want        []string
+	}{
+		{"first publish, healthy", nil, []resourceapi.Device{dev("sim-1")}, nil, nil},
+		{"first publish, a taint", nil, []resourceapi.Device{dev("sim-1", down)}, nil,
+			[]string{"Warning RDMADeviceUnhealthy sim_1 (eth1): port 1 down: tainted " + TaintPortDown + "=DOWN:NoSchedule"}},
+		{"no change", []resourceapi.Device{dev("sim-1", down)}, []resourceapi.Device{dev("sim-1", down)}, nil, nil},
+		{"port down", []resourceapi.Device{dev("sim-1")}, []resourceapi.Device{dev("sim-1", down)}, nil,
+			[]string{"Warning RDMADeviceUnhealthy sim_1 (eth1): port 1 down: tainted " + TaintPortDown + "=DOWN:NoSchedule"}},
+		{"port up", []resourceapi.Device{dev("sim-1", down)}, []resourceapi.Device{dev("sim-1")}, nil,
+			[]string{"Normal RDMADeviceHealthy sim_1 (eth1): taint " + TaintPortDown + " removed"}},
+		{"table full", []resourceapi.Device{dev("sim-1", down)}, []resourceapi.Device{dev("sim-1", down, full)}, nil,
+			[]string{"Warning RDMADeviceUnhealthy sim_1 (eth1): port 1's GID table has no room for a pod's 2 rows: tainted " + TaintGIDTableFull + ":NoSchedule"}},
+		{"gone", []resourceapi.Device{dev("sim-1"), dev("sim-2")}, []resourceapi.Device{dev("sim-2")}, nil,
+			[]string{"Warning RDMADeviceUnpublished sim_1 (eth1): no longer published: gone from the node"}},
+		{"skipped", []resourceapi.Device{dev("sim-1")}, nil, map[string]string{"sim_1": "not offered by the node's rdma-chain entries"},
+			[]string{"Warning RDMADeviceUnpublished sim_1 (eth1): no longer published: not offered by the node's rdma-chain entries"}},
+		{"new, tainted", []resourceapi.Device{}, []resourceapi.Device{dev("sim-3", down)}, nil,
+			[]string{"Normal RDMADevicePublished sim_3 (eth3): published",
+				"Warning RDMADeviceUnhealthy sim_3 (eth3): port 1 down: tainted " + TaintPortDown + "=DOWN:NoSchedule"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			for _, e := range healthEvents(tc.before, tc.now, tc.skipped) {
+				got = append(got, e.Type+" "+e.Reason+" "+e.Note)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("events\n%q, want\n%q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestNodeEventsReport checks that each change is recorded on the Node.
+func TestNodeEventsReport(t *testing.T) {
+	rec := events.NewFakeRecorder(4)
+	e := &nodeEvents{rec: rec, node: &corev1.ObjectReference{Kind: "Node", Name: "node-b"}, log: slog.New(slog.DiscardHandler)}
+	down := resourceapi.DeviceTaint{Key: TaintPortDown, Value: "DOWN", Effect: resourceapi.DeviceTaintEffectNoSchedule}
+	e.report([]resourceapi.Device{{Name: "sim-1"}}, []resourceapi.Device{{Name: "sim-1", Taints: []resourceapi.DeviceTaint{down}}}, nil)
+	if got, want := <-rec.Events, "Warning RDMADeviceUnhealthy sim-1: port 1 down: tainted "+TaintPortDown+"=DOWN:NoSchedule"; got != want {
+		t.Errorf("event %q, want %q", got, want)
+	}
+	if len(rec.Events) != 0 {
+		t.Errorf("%d more events", len(rec.Events))
+	}
+}
