@@ -31,7 +31,11 @@ const (
 	// maxMsg bounds one entry's message so that one line stays small.
 	maxMsg  = 1024
 	maxLine = 4 * maxMsg
-	dirMode = 0o700
+	// longLine is longer than any entry Record writes (maxMsg bytes
+	// escaped at 6 each, and the other fields): decode steps over a line
+	// this long as no entry.
+	longLine = 64 << 10
+	dirMode  = 0o700
 )
 
 // Entry is one outcome of one CNI call. A failure has its message in Msg
@@ -109,8 +113,8 @@ func Record(dataDir string, e Entry) error {
 // a power cut left short or as NUL bytes (ext4 had sized the file, not yet
 // written it). Record then ends the torn line with a NUL byte and a
 // newline, which marks it torn for decode and keeps it from swallowing
-// the next line. An append in flight cannot be seen: appends under the
-// shared lock are single writes.
+// the next line. Another appender's write seen half done (appends share
+// the lock) makes the same mark: one more line decode skips.
 func tornTail(f *os.File) bool {
 	st, err := f.Stat()
 	if err != nil || st.Size() == 0 {
@@ -322,31 +326,25 @@ func OpenLog(dataDir string) (*os.File, error) {
 	return f, nil
 }
 
-// decode reads one entry per line. What a power cut leaves of an append
-// is skipped: NUL bytes at a line's start (ext4 had sized the file, not
-// yet written it; an entry may follow them), a line holding a NUL byte
-// after that (JSON never does: Record's mark of a torn line), and a last
-// line without its newline. Other lines that are no entry are counted in
-// the error, not fatal; a line too long for the scanner ends the reading
-// with its own error.
+// decode reads one entry per line. What a power cut leaves of appends is
+// skipped: runs of NUL bytes (ext4 had sized the file, not yet written
+// it; an entry may follow them on the same line), a line holding a NUL
+// byte (JSON never does: Record's mark of a torn line), and a last line
+// without its newline. Other lines that are no entry, and lines longer
+// than an entry can be, are counted in the error, not fatal.
 func decode(f *os.File) (entries []Entry, err error) {
-	terminated := true
+	lines := lineSplitter{}
 	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 0, 64<<10), maxLine)
-	sc.Split(func(data []byte, atEOF bool) (int, []byte, error) {
-		adv, tok, err := bufio.ScanLines(data, atEOF)
-		terminated = adv > 0 && data[adv-1] == '\n'
-		return adv, tok, err
-	})
-	bad := 0
+	sc.Buffer(make([]byte, 0, longLine), longLine)
+	sc.Split(lines.split)
 	for sc.Scan() {
-		line := bytes.TrimLeft(sc.Bytes(), "\x00")
-		if len(line) == 0 || !terminated || bytes.IndexByte(line, 0) >= 0 {
+		line := sc.Bytes()
+		if len(line) == 0 || bytes.IndexByte(line, 0) >= 0 {
 			continue
 		}
 		var e Entry
 		if err := json.Unmarshal(line, &e); err != nil || e.Verb == "" {
-			bad++
+			lines.bad++
 			continue
 		}
 		entries = append(entries, e)
@@ -354,10 +352,42 @@ func decode(f *os.File) (entries []Entry, err error) {
 	if err := sc.Err(); err != nil {
 		return entries, err
 	}
-	if bad > 0 {
-		return entries, badLines(bad)
+	if lines.bad > 0 {
+		return entries, badLines(lines.bad)
 	}
 	return entries, nil
+}
+
+// lineSplitter is decode's bufio.SplitFunc: it yields the log's
+// newline-terminated lines and steps over, without a token, NUL runs, a
+// last line without its newline and every line of longLine bytes or more
+// (each counted in bad).
+type lineSplitter struct {
+	long bool // within a line too long to keep
+	bad  int
+}
+
+func (l *lineSplitter) split(data []byte, atEOF bool) (int, []byte, error) {
+	if n := len(data) - len(bytes.TrimLeft(data, "\x00")); n > 0 {
+		return n, nil, nil
+	}
+	i := bytes.IndexByte(data, '\n')
+	switch {
+	case l.long && i >= 0:
+		l.long = false
+		return i + 1, nil, nil
+	case l.long || (i < 0 && len(data) >= longLine):
+		if !l.long {
+			l.long = true
+			l.bad++
+		}
+		return len(data), nil, nil
+	case i >= 0:
+		return i + 1, bytes.TrimSuffix(data[:i], []byte{'\r'}), nil
+	case atEOF:
+		return len(data), nil, nil // a torn last line
+	}
+	return 0, nil, nil
 }
 
 // badLines is how many lines of the log are no outcome entry: the entries

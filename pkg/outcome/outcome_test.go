@@ -186,12 +186,15 @@ func TestTornAppend(t *testing.T) {
 		name string
 		log  string
 		want int // entries read after the next Record
+		bad  bool
 	}{
-		{"NUL bytes where the last append was", ok + strings.Repeat("\x00", 97), 2},
-		{"only NUL bytes", strings.Repeat("\x00", 40), 1},
-		{"an append cut short", ok + `{"verb":"ST`, 2},
-		{"NUL bytes before a line (an older writer's)", ok + strings.Repeat("\x00", 9) + `{"verb":"DEL","pod":"ns/b","code":0}` + "\n", 3},
-		{"an empty line", ok + "\n", 2},
+		{"NUL bytes where the last append was", ok + strings.Repeat("\x00", 97), 2, false},
+		{"only NUL bytes", strings.Repeat("\x00", 40), 1, false},
+		{"an append cut short", ok + `{"verb":"ST`, 2, false},
+		{"NUL bytes before a line (an older writer's)", ok + strings.Repeat("\x00", 9) + `{"verb":"DEL","pod":"ns/b","code":0}` + "\n", 3, false},
+		{"an empty line", ok + "\n", 2, false},
+		{"many lost appends' NUL bytes", ok + strings.Repeat("\x00", 3*maxLine), 2, false},
+		{"a line longer than an entry: bad, the entries around it read", ok + strings.Repeat("x", 3*longLine) + "\n" + ok, 2, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -202,8 +205,11 @@ func TestTornAppend(t *testing.T) {
 				t.Fatal(err)
 			}
 			got, err := Read(dir)
-			if err != nil || len(got) != tc.want || got[len(got)-1].Pod != "ns/new" {
-				t.Fatalf("read %+v, %v; want %d entries, the last ns/new's", got, err, tc.want)
+			if (err != nil) != tc.bad || (tc.bad && !strings.Contains(err.Error(), "1 lines")) {
+				t.Errorf("error %v, want one bad line: %v", err, tc.bad)
+			}
+			if len(got) != tc.want || got[len(got)-1].Pod != "ns/new" {
+				t.Fatalf("read %+v; want %d entries, the last ns/new's", got, tc.want)
 			}
 		})
 	}
