@@ -209,34 +209,52 @@ func checkDRAPolicies(t *testing.T, r rendered, ds appsv1.DaemonSet) {
 	}
 }
 
-// checkDeviceClass checks that each class selects this driver's devices
-// and no other driver's, its CEL evaluated as the scheduler would on a
-// device's driver; that rdma-chain.github.io names no extended resource;
-// and that each device plugin resource of the workloads' specs
-// (docs/workloads.md) is one other class's.
+// checkDeviceClass checks the classes' CEL, evaluated as the scheduler
+// would on devices of this driver (an eRDMA NIC, another, one without a
+// kernelDriver attribute) and of others: rdma-chain.github.io selects
+// every device of the driver and names no extended resource; each device
+// plugin resource of the workloads' specs (docs/workloads.md) is one other
+// class's, which selects as its device plugin does (aliyun/erdma eRDMA
+// NICs, rdma/hca the others).
 func checkDeviceClass(t *testing.T, r rendered) {
 	t.Helper()
-	env, err := cel.NewEnv(cel.Variable("device", cel.MapType(cel.StringType, cel.DynType)))
+	env, err := cel.NewEnv(cel.OptionalTypes(), cel.Variable("device", cel.MapType(cel.StringType, cel.DynType)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	extended := map[string]string{}
+	dev := func(driver, kernelDriver string) map[string]any {
+		attrs := map[string]any{}
+		if kernelDriver != "" {
+			attrs["kernelDriver"] = kernelDriver
+		}
+		return map[string]any{"driver": driver, "attributes": map[string]any{draDriver: attrs}}
+	}
+	devices := map[string]map[string]any{
+		"erdma": dev(draDriver, "erdma"), "mlx5": dev(draDriver, "mlx5_core"), "no kernelDriver": dev(draDriver, ""),
+		"dranet's": dev("dra.net", "mlx5_core"), "a GPU": dev("gpu.example.com", ""),
+	}
+	want := map[string][]string{ // extended resource ("" none): the devices it selects
+		"":             {"erdma", "mlx5", "no kernelDriver"},
+		"rdma/hca":     {"mlx5", "no kernelDriver"},
+		"aliyun/erdma": {"erdma"},
+	}
+	seen := map[string]string{}
 	for _, obj := range r.objects["DeviceClass"] {
 		var dc resourcev1.DeviceClass
 		decodeStrict(t, obj, &dc)
 		if len(dc.Spec.Selectors) != 1 || dc.Spec.Selectors[0].CEL == nil {
 			t.Fatalf("device class %+v", dc)
 		}
-		switch name := dc.Spec.ExtendedResourceName; {
-		case dc.Name == draDriver && name != nil:
-			t.Errorf("device class %s serves %s", dc.Name, *name)
-		case dc.Name != draDriver && name == nil:
-			t.Errorf("device class %s serves no extended resource", dc.Name)
-		case name != nil:
-			if other, ok := extended[*name]; ok {
-				t.Errorf("%s is served by %s and %s", *name, other, dc.Name)
-			}
-			extended[*name] = dc.Name
+		res := ""
+		if dc.Spec.ExtendedResourceName != nil {
+			res = *dc.Spec.ExtendedResourceName
+		}
+		if other, ok := seen[res]; ok {
+			t.Errorf("classes %s and %s both serve %q", other, dc.Name, res)
+		}
+		seen[res] = dc.Name
+		if (res == "") != (dc.Name == draDriver) {
+			t.Errorf("class %s serves %q", dc.Name, res)
 		}
 		ast, iss := env.Compile(dc.Spec.Selectors[0].CEL.Expression)
 		if iss.Err() != nil {
@@ -246,14 +264,22 @@ func checkDeviceClass(t *testing.T, r rendered) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for driver, want := range map[string]bool{draDriver: true, "dra.net": false, "gpu.example.com": false} {
-			out, _, err := prg.Eval(map[string]any{"device": map[string]any{"driver": driver}})
-			if err != nil || out.Value() != want {
-				t.Errorf("class %s, driver %s: selected %v (%v), want %v", dc.Name, driver, out, err, want)
+		var got []string
+		for name, d := range devices {
+			out, _, err := prg.Eval(map[string]any{"device": d})
+			if err != nil {
+				t.Errorf("class %s on %s: %v", dc.Name, name, err)
+			}
+			if out != nil && out.Value() == true {
+				got = append(got, name)
 			}
 		}
+		slices.Sort(got)
+		if !slices.Equal(got, want[res]) {
+			t.Errorf("class %s selects %v, want %v", dc.Name, got, want[res])
+		}
 	}
-	if _, ok := extended["rdma/hca"]; !ok || len(extended) != 2 || extended["aliyun/erdma"] == "" {
-		t.Errorf("extended resources served: %v, want rdma/hca and aliyun/erdma", extended)
+	if len(seen) != len(want) {
+		t.Errorf("classes by extended resource %v, want one for each of %v", seen, want)
 	}
 }

@@ -135,8 +135,9 @@ func (d *Driver) HandleError(ctx context.Context, err error, msg string) {
 	}
 }
 
-// WatchHealthStatus reports no device health: a port's state is an
-// attribute of the slice instead.
+// WatchHealthStatus reports no device health to kubelet: a port's state
+// is an attribute of the slice, and an unhealthy device a taint there
+// (health.go).
 func (d *Driver) WatchHealthStatus(ctx context.Context, reports chan<- kubeletplugin.DeviceHealthReport) error {
 	return kubeletplugin.ErrHealthNotSupported
 }

@@ -56,9 +56,13 @@ func taints(n NIC, mode rdma.Mode) []resourceapi.DeviceTaint {
 }
 
 // healthEvent is one Kubernetes Event on the node about its devices.
+// Action names the device (and the taint): the Events API folds Events of
+// one regarding object, reason and action into one series whatever their
+// notes say, and each device's change is an Event of its own.
 type healthEvent struct {
 	Type   string // corev1.EventTypeNormal or EventTypeWarning
 	Reason string
+	Action string
 	Note   string
 }
 
@@ -71,7 +75,8 @@ const (
 )
 
 // healthEvents are the Events of the change from the devices published
-// before to those published now: a taint added (Warning) or removed, a
+// before to those published now: a taint added or its value changed
+// (Warning) or a taint removed, a
 // device no longer published (Warning, with skipped's reason when it has
 // one, else gone from the node) or published anew. At the first publish
 // (before nil) they are the taints it holds.
@@ -85,17 +90,17 @@ func healthEvents(before, now []resourceapi.Device, skipped map[string]string) [
 		b, ok := old[d.Name]
 		delete(old, d.Name)
 		if !ok && before != nil {
-			out = append(out, healthEvent{corev1.EventTypeNormal, ReasonPublished, deviceName(d) + ": published"})
+			out = append(out, healthEvent{corev1.EventTypeNormal, ReasonPublished, "Publish " + d.Name, deviceName(d) + ": published"})
 		}
 		for _, t := range d.Taints {
-			if !hasTaint(b.Taints, t.Key) {
-				out = append(out, healthEvent{corev1.EventTypeWarning, ReasonUnhealthy,
+			if !slices.ContainsFunc(b.Taints, func(o resourceapi.DeviceTaint) bool { return o.Key == t.Key && o.Value == t.Value }) {
+				out = append(out, healthEvent{corev1.EventTypeWarning, ReasonUnhealthy, "Taint " + d.Name + " " + t.Key,
 					fmt.Sprintf("%s: %s: tainted %s", deviceName(d), taintCause(t), taintString(t))})
 			}
 		}
 		for _, t := range b.Taints {
-			if !hasTaint(d.Taints, t.Key) {
-				out = append(out, healthEvent{corev1.EventTypeNormal, ReasonHealthy,
+			if !slices.ContainsFunc(d.Taints, func(n resourceapi.DeviceTaint) bool { return n.Key == t.Key }) {
+				out = append(out, healthEvent{corev1.EventTypeNormal, ReasonHealthy, "Untaint " + d.Name + " " + t.Key,
 					fmt.Sprintf("%s: taint %s removed", deviceName(d), t.Key)})
 			}
 		}
@@ -111,13 +116,9 @@ func healthEvents(before, now []resourceapi.Device, skipped map[string]string) [
 		if s := skipped[rdmaName(d)]; s != "" {
 			why = s
 		}
-		out = append(out, healthEvent{corev1.EventTypeWarning, ReasonUnpublished, deviceName(d) + ": no longer published: " + why})
+		out = append(out, healthEvent{corev1.EventTypeWarning, ReasonUnpublished, "Unpublish " + d.Name, deviceName(d) + ": no longer published: " + why})
 	}
 	return out
-}
-
-func hasTaint(ts []resourceapi.DeviceTaint, key string) bool {
-	return slices.ContainsFunc(ts, func(t resourceapi.DeviceTaint) bool { return t.Key == key })
 }
 
 func taintString(t resourceapi.DeviceTaint) string {
@@ -180,6 +181,6 @@ func startNodeEvents(ctx context.Context, client kubernetes.Interface, node stri
 func (e *nodeEvents) report(before, now []resourceapi.Device, skipped map[string]string) {
 	for _, ev := range healthEvents(before, now, skipped) {
 		e.log.Info("device health changed", "reason", ev.Reason, "note", ev.Note)
-		e.rec.Eventf(e.node, nil, ev.Type, ev.Reason, "Publish", "%s", ev.Note)
+		e.rec.Eventf(e.node, nil, ev.Type, ev.Reason, ev.Action, "%s", ev.Note)
 	}
 }

@@ -72,6 +72,7 @@ func TestHealthEvents(t *testing.T) {
 	}
 	down := resourceapi.DeviceTaint{Key: TaintPortDown, Value: "DOWN", Effect: resourceapi.DeviceTaintEffectNoSchedule}
 	full := resourceapi.DeviceTaint{Key: TaintGIDTableFull, Effect: resourceapi.DeviceTaintEffectNoSchedule}
+	initState := resourceapi.DeviceTaint{Key: TaintPortDown, Value: "INIT", Effect: resourceapi.DeviceTaintEffectNoSchedule}
 	for _, tc := range []struct {
 		name        string
 		before, now []resourceapi.Device
@@ -80,26 +81,28 @@ func TestHealthEvents(t *testing.T) {
 	}{
 		{"first publish, healthy", nil, []resourceapi.Device{dev("sim-1")}, nil, nil},
 		{"first publish, a taint", nil, []resourceapi.Device{dev("sim-1", down)}, nil,
-			[]string{"Warning RDMADeviceUnhealthy sim_1 (eth1): port 1 down: tainted " + TaintPortDown + "=DOWN:NoSchedule"}},
+			[]string{"Warning RDMADeviceUnhealthy [Taint sim-1 " + TaintPortDown + "] sim_1 (eth1): port 1 down: tainted " + TaintPortDown + "=DOWN:NoSchedule"}},
 		{"no change", []resourceapi.Device{dev("sim-1", down)}, []resourceapi.Device{dev("sim-1", down)}, nil, nil},
 		{"port down", []resourceapi.Device{dev("sim-1")}, []resourceapi.Device{dev("sim-1", down)}, nil,
-			[]string{"Warning RDMADeviceUnhealthy sim_1 (eth1): port 1 down: tainted " + TaintPortDown + "=DOWN:NoSchedule"}},
+			[]string{"Warning RDMADeviceUnhealthy [Taint sim-1 " + TaintPortDown + "] sim_1 (eth1): port 1 down: tainted " + TaintPortDown + "=DOWN:NoSchedule"}},
 		{"port up", []resourceapi.Device{dev("sim-1", down)}, []resourceapi.Device{dev("sim-1")}, nil,
-			[]string{"Normal RDMADeviceHealthy sim_1 (eth1): taint " + TaintPortDown + " removed"}},
+			[]string{"Normal RDMADeviceHealthy [Untaint sim-1 " + TaintPortDown + "] sim_1 (eth1): taint " + TaintPortDown + " removed"}},
 		{"table full", []resourceapi.Device{dev("sim-1", down)}, []resourceapi.Device{dev("sim-1", down, full)}, nil,
-			[]string{"Warning RDMADeviceUnhealthy sim_1 (eth1): port 1's GID table has no room for a pod's 2 rows: tainted " + TaintGIDTableFull + ":NoSchedule"}},
+			[]string{"Warning RDMADeviceUnhealthy [Taint sim-1 " + TaintGIDTableFull + "] sim_1 (eth1): port 1's GID table has no room for a pod's 2 rows: tainted " + TaintGIDTableFull + ":NoSchedule"}},
+		{"port state changed", []resourceapi.Device{dev("sim-1", down)}, []resourceapi.Device{dev("sim-1", initState)}, nil,
+			[]string{"Warning RDMADeviceUnhealthy [Taint sim-1 " + TaintPortDown + "] sim_1 (eth1): port 1 init: tainted " + TaintPortDown + "=INIT:NoSchedule"}},
 		{"gone", []resourceapi.Device{dev("sim-1"), dev("sim-2")}, []resourceapi.Device{dev("sim-2")}, nil,
-			[]string{"Warning RDMADeviceUnpublished sim_1 (eth1): no longer published: gone from the node"}},
+			[]string{"Warning RDMADeviceUnpublished [Unpublish sim-1] sim_1 (eth1): no longer published: gone from the node"}},
 		{"skipped", []resourceapi.Device{dev("sim-1")}, nil, map[string]string{"sim_1": "not offered by the node's rdma-chain entries"},
-			[]string{"Warning RDMADeviceUnpublished sim_1 (eth1): no longer published: not offered by the node's rdma-chain entries"}},
+			[]string{"Warning RDMADeviceUnpublished [Unpublish sim-1] sim_1 (eth1): no longer published: not offered by the node's rdma-chain entries"}},
 		{"new, tainted", []resourceapi.Device{}, []resourceapi.Device{dev("sim-3", down)}, nil,
-			[]string{"Normal RDMADevicePublished sim_3 (eth3): published",
-				"Warning RDMADeviceUnhealthy sim_3 (eth3): port 1 down: tainted " + TaintPortDown + "=DOWN:NoSchedule"}},
+			[]string{"Normal RDMADevicePublished [Publish sim-3] sim_3 (eth3): published",
+				"Warning RDMADeviceUnhealthy [Taint sim-3 " + TaintPortDown + "] sim_3 (eth3): port 1 down: tainted " + TaintPortDown + "=DOWN:NoSchedule"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []string
 			for _, e := range healthEvents(tc.before, tc.now, tc.skipped) {
-				got = append(got, e.Type+" "+e.Reason+" "+e.Note)
+				got = append(got, e.Type+" "+e.Reason+" ["+e.Action+"] "+e.Note)
 			}
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("events\n%q, want\n%q", got, tc.want)
