@@ -36,7 +36,7 @@ func testBurst(t *testing.T, cp *controlPlane, sum *scenarioTimes) {
 	cp.nodeQuiet(t, node)
 	before := cp.nodeShell(t, node, nodeStateScript)
 
-	adds := cp.burstGroup(t, node, "burst", burstPlain, burstRDMA, before, nil, true)
+	adds := cp.burstGroup(t, node, "burst", burstPlain, burstRDMA, before, nil, withPlugin)
 	fig := fmt.Sprintf("burst on %s: %d pods, plugin ADD %s", node, burstPlain+burstRDMA, adds)
 	t.Logf("CLUSTER-FIGURE %s", fig)
 	sum.figure(fig)
@@ -55,7 +55,7 @@ done
 echo "kubelet $(pidof kubelet) killed after $(grep -cE 'msg=(done|failed) .*verb=ADD .*pod=default/kubelet-kill-' `+pluginLog+`) of the group's ADDs ended" >/host/run/rc-kubelet-kill.log
 kill -9 $(pidof kubelet)`)
 	}
-	adds = cp.burstGroup(t, node, "kubelet-kill", 2, burstRDMA, before, kill, true)
+	adds = cp.burstGroup(t, node, "kubelet-kill", 2, burstRDMA, before, kill, withPlugin)
 	saw := cp.nodeShell(t, node, "cat /host/run/rc-kubelet-kill.log; rm -f /host/run/rc-kubelet-kill.log")
 	t.Logf("kubelet killed under ADDs: %s; the group's plugin ADD %s", saw, adds)
 	if !strings.Contains(saw, " killed after ") {
@@ -75,8 +75,11 @@ func testBurstControl(t *testing.T, cp *controlPlane) {
 		t.Fatalf("%s's conflist still names rdma-chain:\n%s", node, out)
 	}
 	before := cp.nodeShell(t, node, nodeStateScript)
-	cp.burstGroup(t, node, "burst-control", burstPlain, burstRDMA, before, nil, false)
+	cp.burstGroup(t, node, "burst-control", burstPlain, burstRDMA, before, nil, primaryAlone)
 }
+
+// Whether rdma-chain is in the node's conflist during a burst group.
+const withPlugin, primaryAlone = true, false
 
 // burstGroup creates plain+rdma pods named prefix-N at once on node
 // (during, if given, runs beside the wait), waits until all are Ready

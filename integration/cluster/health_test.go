@@ -19,12 +19,20 @@ func nicDown(t *testing.T, cp *controlPlane, node, netdev, dev string) (up func(
 	t.Helper()
 	addrs := cp.nodeShell(t, node, "ip -6 -o addr show dev "+netdev+" scope global | awk '{print $4}' | sort")
 	down := time.Now()
+	upScript := "ip link set " + netdev + " up && sysctl -qw net.ipv6.conf." + netdev + ".keep_addr_on_down=0"
+	isUp := false
+	t.Cleanup(func() { // a failed check leaves no NIC down for the scenarios after it
+		if !isUp {
+			_, _ = cp.nodeExec(t, node, upScript)
+		}
+	})
 	cp.nodeShell(t, node, "sysctl -qw net.ipv6.conf."+netdev+".keep_addr_on_down=1 && ip link set "+netdev+" down")
 	cp.waitHealth(t, node, dev, down, "port-down=DOWN:NoSchedule", "DOWN", "RDMADeviceUnhealthy")
 	return func() {
 		t.Helper()
 		up := time.Now()
-		cp.nodeShell(t, node, "ip link set "+netdev+" up && sysctl -qw net.ipv6.conf."+netdev+".keep_addr_on_down=0")
+		cp.nodeShell(t, node, upScript)
+		isUp = true
 		cp.waitHealth(t, node, dev, up, "", "ACTIVE", "RDMADeviceHealthy")
 		if now := cp.nodeShell(t, node, "ip -6 -o addr show dev "+netdev+" scope global | awk '{print $4}' | sort"); now != addrs {
 			t.Errorf("%s on %s: global addresses %q after it came up, %q before it went down", netdev, node, now, addrs)
