@@ -64,32 +64,46 @@ func TestKeep(t *testing.T) {
 }
 
 // TestBounded writes far more than the bound: the file is compacted and
-// never holds more than the bound plus what was appended since.
+// never holds more than the bound plus what was appended since. A line
+// that is no entry does not stop compaction: it goes with the first one.
 func TestBounded(t *testing.T) {
-	dir := t.TempDir()
-	msg := strings.Repeat("x", 300)
-	for i := range 2000 {
-		if err := Record(dir, Entry{Verb: "ADD", Pod: fmt.Sprintf("ns/p%d", i), Code: 103, Msg: msg}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	st, err := os.Stat(filepath.Join(dir, FileName))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.Size() > compactAt+maxLine {
-		t.Errorf("file is %d bytes, bound %d", st.Size(), compactAt+maxLine)
-	}
-	got, err := Read(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != MaxEntries || got[len(got)-1].Pod != "ns/p1999" {
-		t.Errorf("read %d entries, last %q", len(got), got[len(got)-1].Pod)
-	}
-	left, _ := filepath.Glob(filepath.Join(dir, ".outcomes-*"))
-	if len(left) != 0 {
-		t.Errorf("temp files left: %v", left)
+	for _, tc := range []struct {
+		name, start string
+		records     int
+	}{
+		{"empty", "", 2000},
+		{"a bad line first", "garbage\n", 1000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, FileName), []byte(tc.start), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			msg := strings.Repeat("x", 300)
+			for i := range tc.records {
+				if err := Record(dir, Entry{Verb: "ADD", Pod: fmt.Sprintf("ns/p%d", i), Code: 103, Msg: msg}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			st, err := os.Stat(filepath.Join(dir, FileName))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Size() > compactAt+maxLine {
+				t.Errorf("file is %d bytes, bound %d", st.Size(), compactAt+maxLine)
+			}
+			got, err := Read(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if last := fmt.Sprintf("ns/p%d", tc.records-1); len(got) != MaxEntries || got[len(got)-1].Pod != last {
+				t.Errorf("read %d entries, last %q, want %d, last %q", len(got), got[len(got)-1].Pod, MaxEntries, last)
+			}
+			left, _ := filepath.Glob(filepath.Join(dir, ".outcomes-*"))
+			if len(left) != 0 {
+				t.Errorf("temp files left: %v", left)
+			}
+		})
 	}
 }
 
@@ -212,31 +226,6 @@ func TestTornAppend(t *testing.T) {
 				t.Fatalf("read %+v; want %d entries, the last ns/new's", got, tc.want)
 			}
 		})
-	}
-}
-
-// TestCompactDropsBadLines checks that a line that is no entry does not
-// stop compaction: the file stays bounded and the line goes.
-func TestCompactDropsBadLines(t *testing.T) {
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, FileName), []byte("garbage\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	msg := strings.Repeat("x", 300)
-	for i := range 1000 {
-		if err := Record(dir, Entry{Verb: "ADD", Pod: fmt.Sprintf("ns/p%d", i), Code: 103, Msg: msg}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	st, err := os.Stat(filepath.Join(dir, FileName))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.Size() > compactAt+maxLine {
-		t.Errorf("file is %d bytes, bound %d", st.Size(), compactAt+maxLine)
-	}
-	if _, err := Read(dir); err != nil {
-		t.Errorf("after compaction: %v", err)
 	}
 }
 
