@@ -210,8 +210,8 @@ func checkDRAPolicies(t *testing.T, r rendered, ds appsv1.DaemonSet) {
 }
 
 // checkDeviceClass checks the classes' CEL, evaluated as the scheduler
-// would on devices of this driver (an eRDMA NIC, another, one without a
-// kernelDriver attribute) and of others: rdma-chain.github.io selects
+// would on devices of this driver (eRDMA NICs with and without the
+// kernelDriver attribute, others) and of other drivers: rdma-chain.github.io selects
 // every device of the driver and names no extended resource; each device
 // plugin resource of the workloads' specs (docs/workloads.md) is one other
 // class's, which selects as its device plugin does (aliyun/erdma eRDMA
@@ -222,21 +222,24 @@ func checkDeviceClass(t *testing.T, r rendered) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dev := func(driver, kernelDriver string) map[string]any {
+	dev := func(driver, rdmaDevice, kernelDriver string) map[string]any {
 		attrs := map[string]any{}
-		if kernelDriver != "" {
-			attrs["kernelDriver"] = kernelDriver
+		for k, v := range map[string]string{"rdmaDevice": rdmaDevice, "kernelDriver": kernelDriver} {
+			if v != "" {
+				attrs[k] = v
+			}
 		}
 		return map[string]any{"driver": driver, "attributes": map[string]any{draDriver: attrs}}
 	}
 	devices := map[string]map[string]any{
-		"erdma": dev(draDriver, "erdma"), "mlx5": dev(draDriver, "mlx5_core"), "no kernelDriver": dev(draDriver, ""),
-		"dranet's": dev("dra.net", "mlx5_core"), "a GPU": dev("gpu.example.com", ""),
+		"erdma": dev(draDriver, "erdma_0", "erdma"), "erdma without a parent": dev(draDriver, "erdma_1", ""),
+		"mlx5": dev(draDriver, "mlx5_0", "mlx5_core"), "rxe": dev(draDriver, "rxe0", ""),
+		"dranet's": dev("dra.net", "mlx5_0", "mlx5_core"), "a GPU": dev("gpu.example.com", "", ""),
 	}
 	want := map[string][]string{ // extended resource ("" none): the devices it selects
-		"":             {"erdma", "mlx5", "no kernelDriver"},
-		"rdma/hca":     {"mlx5", "no kernelDriver"},
-		"aliyun/erdma": {"erdma"},
+		"":             {"erdma", "erdma without a parent", "mlx5", "rxe"},
+		"rdma/hca":     {"mlx5", "rxe"},
+		"aliyun/erdma": {"erdma", "erdma without a parent"},
 	}
 	seen := map[string]string{}
 	for _, obj := range r.objects["DeviceClass"] {

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -56,9 +57,10 @@ func taints(n NIC, mode rdma.Mode) []resourceapi.DeviceTaint {
 }
 
 // healthEvent is one Kubernetes Event on the node about its devices.
-// Action names the device (and the taint): the Events API folds Events of
-// one regarding object, reason and action into one series whatever their
-// notes say, and each device's change is an Event of its own.
+// Action names the device and what changed (the taint with its value, why
+// it left the slice): client-go folds Events of one regarding object,
+// reason and action into one series whatever their notes say, and each
+// change is an Event of its own.
 type healthEvent struct {
 	Type   string // corev1.EventTypeNormal or EventTypeWarning
 	Reason string
@@ -90,17 +92,17 @@ func healthEvents(before, now []resourceapi.Device, skipped map[string]string) [
 		b, ok := old[d.Name]
 		delete(old, d.Name)
 		if !ok && before != nil {
-			out = append(out, healthEvent{corev1.EventTypeNormal, ReasonPublished, "Publish " + d.Name, deviceName(d) + ": published"})
+			out = append(out, healthEvent{corev1.EventTypeNormal, ReasonPublished, action("Publish", d.Name), deviceName(d) + ": published"})
 		}
 		for _, t := range d.Taints {
 			if !slices.ContainsFunc(b.Taints, func(o resourceapi.DeviceTaint) bool { return o.Key == t.Key && o.Value == t.Value }) {
-				out = append(out, healthEvent{corev1.EventTypeWarning, ReasonUnhealthy, "Taint " + d.Name + " " + t.Key,
+				out = append(out, healthEvent{corev1.EventTypeWarning, ReasonUnhealthy, action("Taint", d.Name, taintString(t)),
 					fmt.Sprintf("%s: %s: tainted %s", deviceName(d), taintCause(t), taintString(t))})
 			}
 		}
 		for _, t := range b.Taints {
 			if !slices.ContainsFunc(d.Taints, func(n resourceapi.DeviceTaint) bool { return n.Key == t.Key }) {
-				out = append(out, healthEvent{corev1.EventTypeNormal, ReasonHealthy, "Untaint " + d.Name + " " + t.Key,
+				out = append(out, healthEvent{corev1.EventTypeNormal, ReasonHealthy, action("Untaint", d.Name, t.Key),
 					fmt.Sprintf("%s: taint %s removed", deviceName(d), t.Key)})
 			}
 		}
@@ -116,9 +118,23 @@ func healthEvents(before, now []resourceapi.Device, skipped map[string]string) [
 		if s := skipped[rdmaName(d)]; s != "" {
 			why = s
 		}
-		out = append(out, healthEvent{corev1.EventTypeWarning, ReasonUnpublished, "Unpublish " + d.Name, deviceName(d) + ": no longer published: " + why})
+		out = append(out, healthEvent{corev1.EventTypeWarning, ReasonUnpublished, action("Unpublish", d.Name, why), deviceName(d) + ": no longer published: " + why})
 	}
 	return out
+}
+
+// maxAction is the Events API's limit on an Event's action.
+const maxAction = 128
+
+// action is an Event's action: the words joined, cut to maxAction bytes
+// on a character's boundary.
+func action(words ...string) string {
+	a := strings.Join(words, " ")
+	for len(a) > maxAction {
+		_, size := utf8.DecodeLastRuneInString(a)
+		a = a[:len(a)-size]
+	}
+	return a
 }
 
 func taintString(t resourceapi.DeviceTaint) string {

@@ -81,23 +81,23 @@ func TestHealthEvents(t *testing.T) {
 	}{
 		{"first publish, healthy", nil, []resourceapi.Device{dev("sim-1")}, nil, nil},
 		{"first publish, a taint", nil, []resourceapi.Device{dev("sim-1", down)}, nil,
-			[]string{"Warning RDMADeviceUnhealthy [Taint sim-1 " + TaintPortDown + "] sim_1 (eth1): port 1 down: tainted " + TaintPortDown + "=DOWN:NoSchedule"}},
+			[]string{"Warning RDMADeviceUnhealthy [Taint sim-1 " + TaintPortDown + "=DOWN:NoSchedule] sim_1 (eth1): port 1 down: tainted " + TaintPortDown + "=DOWN:NoSchedule"}},
 		{"no change", []resourceapi.Device{dev("sim-1", down)}, []resourceapi.Device{dev("sim-1", down)}, nil, nil},
 		{"port down", []resourceapi.Device{dev("sim-1")}, []resourceapi.Device{dev("sim-1", down)}, nil,
-			[]string{"Warning RDMADeviceUnhealthy [Taint sim-1 " + TaintPortDown + "] sim_1 (eth1): port 1 down: tainted " + TaintPortDown + "=DOWN:NoSchedule"}},
+			[]string{"Warning RDMADeviceUnhealthy [Taint sim-1 " + TaintPortDown + "=DOWN:NoSchedule] sim_1 (eth1): port 1 down: tainted " + TaintPortDown + "=DOWN:NoSchedule"}},
 		{"port up", []resourceapi.Device{dev("sim-1", down)}, []resourceapi.Device{dev("sim-1")}, nil,
 			[]string{"Normal RDMADeviceHealthy [Untaint sim-1 " + TaintPortDown + "] sim_1 (eth1): taint " + TaintPortDown + " removed"}},
 		{"table full", []resourceapi.Device{dev("sim-1", down)}, []resourceapi.Device{dev("sim-1", down, full)}, nil,
-			[]string{"Warning RDMADeviceUnhealthy [Taint sim-1 " + TaintGIDTableFull + "] sim_1 (eth1): port 1's GID table has no room for a pod's 2 rows: tainted " + TaintGIDTableFull + ":NoSchedule"}},
+			[]string{"Warning RDMADeviceUnhealthy [Taint sim-1 " + TaintGIDTableFull + ":NoSchedule] sim_1 (eth1): port 1's GID table has no room for a pod's 2 rows: tainted " + TaintGIDTableFull + ":NoSchedule"}},
 		{"port state changed", []resourceapi.Device{dev("sim-1", down)}, []resourceapi.Device{dev("sim-1", initState)}, nil,
-			[]string{"Warning RDMADeviceUnhealthy [Taint sim-1 " + TaintPortDown + "] sim_1 (eth1): port 1 init: tainted " + TaintPortDown + "=INIT:NoSchedule"}},
+			[]string{"Warning RDMADeviceUnhealthy [Taint sim-1 " + TaintPortDown + "=INIT:NoSchedule] sim_1 (eth1): port 1 init: tainted " + TaintPortDown + "=INIT:NoSchedule"}},
 		{"gone", []resourceapi.Device{dev("sim-1"), dev("sim-2")}, []resourceapi.Device{dev("sim-2")}, nil,
-			[]string{"Warning RDMADeviceUnpublished [Unpublish sim-1] sim_1 (eth1): no longer published: gone from the node"}},
+			[]string{"Warning RDMADeviceUnpublished [Unpublish sim-1 gone from the node] sim_1 (eth1): no longer published: gone from the node"}},
 		{"skipped", []resourceapi.Device{dev("sim-1")}, nil, map[string]string{"sim_1": "not offered by the node's rdma-chain entries"},
-			[]string{"Warning RDMADeviceUnpublished [Unpublish sim-1] sim_1 (eth1): no longer published: not offered by the node's rdma-chain entries"}},
+			[]string{"Warning RDMADeviceUnpublished [Unpublish sim-1 not offered by the node's rdma-chain entries] sim_1 (eth1): no longer published: not offered by the node's rdma-chain entries"}},
 		{"new, tainted", []resourceapi.Device{}, []resourceapi.Device{dev("sim-3", down)}, nil,
 			[]string{"Normal RDMADevicePublished [Publish sim-3] sim_3 (eth3): published",
-				"Warning RDMADeviceUnhealthy [Taint sim-3 " + TaintPortDown + "] sim_3 (eth3): port 1 down: tainted " + TaintPortDown + "=DOWN:NoSchedule"}},
+				"Warning RDMADeviceUnhealthy [Taint sim-3 " + TaintPortDown + "=DOWN:NoSchedule] sim_3 (eth3): port 1 down: tainted " + TaintPortDown + "=DOWN:NoSchedule"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []string
@@ -106,6 +106,24 @@ func TestHealthEvents(t *testing.T) {
 			}
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("events\n%q, want\n%q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestAction(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		words []string
+		want  string
+	}{
+		{"short", []string{"Taint", "sim-1", "k=v:NoSchedule"}, "Taint sim-1 k=v:NoSchedule"},
+		{"cut", []string{"Unpublish", strings.Repeat("d", 63), strings.Repeat("w", 100)}, "Unpublish " + strings.Repeat("d", 63) + " " + strings.Repeat("w", 54)},
+		{"cut on a character", []string{strings.Repeat("a", 127) + "é"}, strings.Repeat("a", 127)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := action(tc.words...); got != tc.want || len(got) > maxAction {
+				t.Errorf("action %q (%d bytes), want %q", got, len(got), tc.want)
 			}
 		})
 	}
