@@ -78,10 +78,10 @@ const (
 
 // healthEvents are the Events of the change from the devices published
 // before to those published now: a taint added or its value changed
-// (Warning) or a taint removed, a
-// device no longer published (Warning, with skipped's reason when it has
-// one, else gone from the node) or published anew. At the first publish
-// (before nil) they are the taints it holds.
+// (Warning) or a taint removed, a device no longer published (Warning,
+// with skipped's reason when it has one, else gone from the node) or
+// published anew. At the first publish (before nil) they are the taints
+// it holds.
 func healthEvents(before, now []resourceapi.Device, skipped map[string]string) []healthEvent {
 	var out []healthEvent
 	old := map[string]resourceapi.Device{}
@@ -118,23 +118,28 @@ func healthEvents(before, now []resourceapi.Device, skipped map[string]string) [
 		if s := skipped[rdmaName(d)]; s != "" {
 			why = s
 		}
-		out = append(out, healthEvent{corev1.EventTypeWarning, ReasonUnpublished, action("Unpublish", d.Name, why), deviceName(d) + ": no longer published: " + why})
+		out = append(out, healthEvent{corev1.EventTypeWarning, ReasonUnpublished, action("Unpublish", d.Name, why),
+			cut(deviceName(d)+": no longer published: "+why, maxNote)})
 	}
 	return out
 }
 
-// maxAction is the Events API's limit on an Event's action.
-const maxAction = 128
+// The Events API's limits on an Event's action and note, in bytes.
+const (
+	maxAction = 128
+	maxNote   = 1024
+)
 
-// action is an Event's action: the words joined, cut to maxAction bytes
-// on a character's boundary.
-func action(words ...string) string {
-	a := strings.Join(words, " ")
-	for len(a) > maxAction {
-		_, size := utf8.DecodeLastRuneInString(a)
-		a = a[:len(a)-size]
+// action is an Event's action: the words joined, cut to maxAction bytes.
+func action(words ...string) string { return cut(strings.Join(words, " "), maxAction) }
+
+// cut shortens s to at most n bytes on a character's boundary.
+func cut(s string, n int) string {
+	for len(s) > n {
+		_, size := utf8.DecodeLastRuneInString(s)
+		s = s[:len(s)-size]
 	}
-	return a
+	return s
 }
 
 func taintString(t resourceapi.DeviceTaint) string {

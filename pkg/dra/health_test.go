@@ -129,6 +129,16 @@ func TestAction(t *testing.T) {
 	}
 }
 
+// TestHealthEventsWithinLimits checks that a long reason for a device's
+// leaving gives an Event the API takes: its action and note cut.
+func TestHealthEventsWithinLimits(t *testing.T) {
+	why := strings.Repeat("w", 2000)
+	evs := healthEvents([]resourceapi.Device{{Name: "sim-1"}}, nil, map[string]string{"sim-1": why})
+	if len(evs) != 1 || len(evs[0].Action) > maxAction || len(evs[0].Note) > maxNote || !strings.HasPrefix(evs[0].Note, "sim-1: no longer published: www") {
+		t.Errorf("events %+v", evs)
+	}
+}
+
 // TestNodeEventsReport checks that each change is recorded on the Node.
 func TestNodeEventsReport(t *testing.T) {
 	rec := events.NewFakeRecorder(4)
