@@ -92,14 +92,12 @@ func Record(dataDir string, e Entry) error {
 	if err != nil {
 		return fmt.Errorf("record outcome in %s: %w", name, err)
 	}
-	if tornTail(f) {
+	size, torn := tail(f)
+	if torn {
 		line = append([]byte{0, '\n'}, line...)
 	}
-	_, err = f.Write(append(line, '\n'))
-	var size int64
-	if st, serr := f.Stat(); serr == nil {
-		size = st.Size()
-	}
+	n, err := f.Write(append(line, '\n'))
+	size += int64(n)
 	if err = errors.Join(err, f.Close()); err != nil {
 		return fmt.Errorf("record outcome in %s: %w", name, err)
 	}
@@ -109,20 +107,22 @@ func Record(dataDir string, e Entry) error {
 	return nil
 }
 
-// tornTail reports whether the log does not end with a newline: an append
-// a power cut left short or as NUL bytes (ext4 had sized the file, not yet
-// written it). Record then ends the torn line with a NUL byte and a
-// newline, which marks it torn for decode and keeps it from swallowing
-// the next line. Another appender's write seen half done (appends share
-// the lock) makes the same mark: one more line decode skips.
-func tornTail(f *os.File) bool {
+// tail returns the log's size before an append (0 when it cannot be
+// read: no compaction then) and whether it does not end with a newline:
+// an append a power cut left short or as NUL bytes (ext4 had sized the
+// file, not yet written it). Record then ends the torn line with a NUL
+// byte and a newline, which marks it torn for decode and keeps it from
+// swallowing the next line. Another appender's write seen half done
+// (appends share the lock) makes the same mark: one more line decode
+// skips.
+func tail(f *os.File) (size int64, torn bool) {
 	st, err := f.Stat()
 	if err != nil || st.Size() == 0 {
-		return false
+		return 0, false
 	}
 	last := make([]byte, 1)
 	n, err := f.ReadAt(last, st.Size()-1)
-	return err == nil && n == 1 && last[0] != '\n'
+	return st.Size(), err == nil && n == 1 && last[0] != '\n'
 }
 
 // openDir opens the state directory without following a symlink and
@@ -150,9 +150,9 @@ func openDir(path string) (*os.File, error) {
 	return dir, nil
 }
 
-// openLocked opens the log in dir for appending (and reading its tail) with flock how held,
-// re-opening when a compaction replaced the file between the open and the
-// lock.
+// openLocked opens the log in dir for appending (and reading its tail)
+// with flock how held, re-opening when a compaction replaced the file
+// between the open and the lock.
 func openLocked(dir *os.File, how int) (*os.File, error) {
 	for range 10 {
 		fd, err := unix.Openat(int(dir.Fd()), FileName, unix.O_RDWR|unix.O_APPEND|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0o600)
