@@ -216,8 +216,7 @@ func testDRACapacity(t *testing.T, cp *controlPlane) {
 	// Which pod the scheduler takes first is its choice: one runs, the
 	// other waits.
 	first, second := oneReady(t, cp, "dra-wide-1", "dra-wide-2")
-	sched := cp.poll(t, 2*time.Minute, func(s string) bool { return strings.HasPrefix(s, "False Unschedulable") },
-		"get", "pod", second, "-o", `jsonpath={.status.conditions[?(@.type=="PodScheduled")].status} {.status.conditions[?(@.type=="PodScheduled")].reason}: {.status.conditions[?(@.type=="PodScheduled")].message}`)
+	sched := cp.unschedulable(t, second)
 	t.Logf("%s Ready; %s: %s", first, second, sched)
 	if !strings.Contains(sched, "cannot allocate all claims") {
 		t.Errorf("%s unschedulable for another reason than its claim: %s", second, sched)

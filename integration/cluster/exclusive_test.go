@@ -52,8 +52,7 @@ func testDRAOnly(t *testing.T, cp *controlPlane) {
 		if out, err := cp.kubectlOut("apply", "-f", path); err != nil {
 			t.Fatalf("kubectl apply: %v: %s", err, out)
 		}
-		sched := cp.poll(t, 2*time.Minute, func(s string) bool { return strings.HasPrefix(s, "False Unschedulable") },
-			"get", "pod", "dra-root-1", "-o", `jsonpath={.status.conditions[?(@.type=="PodScheduled")].status} {.status.conditions[?(@.type=="PodScheduled")].reason}: {.status.conditions[?(@.type=="PodScheduled")].message}`)
+		sched := cp.unschedulable(t, "dra-root-1")
 		t.Logf("dra-root-1 while simrdma1 is tainted: %s", sched)
 		if !strings.Contains(sched, "cannot allocate all claims") {
 			t.Errorf("dra-root-1 unschedulable for another reason than its claim: %s", sched)
@@ -92,8 +91,7 @@ func testExclusiveDRA(t *testing.T, cp *controlPlane, path string, chars []strin
 	first, second := oneReady(t, cp, "dra-root-1", "dra-root-2")
 	t.Logf("CLUSTER-TIME %s Ready %.1f s after kubectl apply, in exclusive mode", first, time.Since(start).Seconds())
 	assertHoldsNIC(t, cp, first, "exclusive", chars)
-	sched := cp.poll(t, 2*time.Minute, func(s string) bool { return strings.HasPrefix(s, "False Unschedulable") },
-		"get", "pod", second, "-o", `jsonpath={.status.conditions[?(@.type=="PodScheduled")].status} {.status.conditions[?(@.type=="PodScheduled")].reason}: {.status.conditions[?(@.type=="PodScheduled")].message}`)
+	sched := cp.unschedulable(t, second)
 	events, _ := cp.kubectlOut("get", "events", "--field-selector", "involvedObject.name="+second+",reason=FailedScheduling", "-o", "jsonpath={.items[*].message}")
 	t.Logf("%s: %s; its FailedScheduling events: %s", second, sched, events)
 	if !strings.Contains(sched, "cannot allocate all claims") || !strings.Contains(events, "cannot allocate all claims") {
@@ -304,6 +302,14 @@ func (cp *controlPlane) sliceDevices(t *testing.T, node string) map[string]slice
 		}
 	}
 	return devs
+}
+
+// unschedulable waits until the scheduler says pod cannot be placed, and
+// returns its PodScheduled condition: "False Unschedulable: MESSAGE".
+func (cp *controlPlane) unschedulable(t *testing.T, pod string) string {
+	t.Helper()
+	return cp.poll(t, 2*time.Minute, func(s string) bool { return strings.HasPrefix(s, "False Unschedulable") },
+		"get", "pod", pod, "-o", `jsonpath={.status.conditions[?(@.type=="PodScheduled")].status} {.status.conditions[?(@.type=="PodScheduled")].reason}: {.status.conditions[?(@.type=="PodScheduled")].message}`)
 }
 
 // podBecomesReady waits until pod is Ready. If it does not become Ready,

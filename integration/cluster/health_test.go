@@ -17,7 +17,8 @@ import (
 // global addresses to be what they were.
 func nicDown(t *testing.T, cp *controlPlane, node, netdev, dev string) (up func()) {
 	t.Helper()
-	addrs := cp.nodeShell(t, node, "ip -6 -o addr show dev "+netdev+" scope global | awk '{print $4}' | sort")
+	globalAddrs := "ip -6 -o addr show dev " + netdev + " scope global | awk '{print $4}' | sort"
+	addrs := cp.nodeShell(t, node, globalAddrs)
 	down := time.Now()
 	upScript := "ip link set " + netdev + " up && sysctl -qw net.ipv6.conf." + netdev + ".keep_addr_on_down=0"
 	isUp := false
@@ -34,7 +35,7 @@ func nicDown(t *testing.T, cp *controlPlane, node, netdev, dev string) (up func(
 		cp.nodeShell(t, node, upScript)
 		isUp = true
 		cp.waitHealth(t, node, dev, up, "", "ACTIVE", "RDMADeviceHealthy")
-		if now := cp.nodeShell(t, node, "ip -6 -o addr show dev "+netdev+" scope global | awk '{print $4}' | sort"); now != addrs {
+		if now := cp.nodeShell(t, node, globalAddrs); now != addrs {
 			t.Errorf("%s on %s: global addresses %q after it came up, %q before it went down", netdev, node, now, addrs)
 		}
 	}
