@@ -68,9 +68,10 @@ echo "$ND: $(free) of $(ls $P/gids | wc -l) GID rows free"
 // kubelet's next try attaches the pod and the claim says so.
 func testDRAAttachFailed(t *testing.T, cp *controlPlane) {
 	node := nodeNames[1]
-	filled := time.Now()
+	full := healthChange{node: node, dev: "simrdma0", taint: "gid-table-full:NoSchedule", state: "ACTIVE", reason: "RDMADeviceUnhealthy"}
+	full.earlier, full.since = cp.healthEvents(full), time.Now()
 	t.Logf("%s: %s", node, strings.TrimSpace(cp.nodeShell(t, node, fillGIDs)))
-	cp.waitHealth(t, node, "simrdma0", filled, "gid-table-full:NoSchedule", "ACTIVE", "RDMADeviceUnhealthy")
+	cp.waitHealth(t, full)
 	emptied := false
 	t.Cleanup(func() {
 		if !emptied {
@@ -99,7 +100,8 @@ func testDRAAttachFailed(t *testing.T, cp *controlPlane) {
 	events := cp.poll(t, 2*time.Minute, func(s string) bool { return strings.Contains(s, "GID table of RDMA device simrdma0") },
 		"get", "events", "--field-selector", "involvedObject.name=dra-refused,reason=FailedCreatePodSandBox", "-o", "jsonpath={.items[*].message}")
 	t.Logf("dra-refused's FailedCreatePodSandBox events, %.1f s after kubectl apply: %s", time.Since(start).Seconds(), events)
-	freeing := time.Now()
+	healed := healthChange{node: node, dev: "simrdma0", state: "ACTIVE", reason: "RDMADeviceHealthy"}
+	healed.earlier, healed.since = cp.healthEvents(healed), time.Now()
 	t.Logf("%s: %s", node, strings.TrimSpace(cp.nodeShell(t, node, emptyGIDs)))
 	emptied = true
 	retried := time.Now()
@@ -113,7 +115,7 @@ func testDRAAttachFailed(t *testing.T, cp *controlPlane) {
 		t.Fatalf("delete pod: %v: %s", err, out)
 	}
 	t.Logf("CLUSTER-TIME dra-refused deleted (kubectl delete --wait) in %.1f s", time.Since(deleted).Seconds())
-	cp.waitHealth(t, node, "simrdma0", freeing, "", "ACTIVE", "RDMADeviceHealthy")
+	cp.waitHealth(t, healed)
 }
 
 // addRXE makes a soft-RoCE device on a new veth and brings the veth up:

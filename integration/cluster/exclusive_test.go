@@ -20,8 +20,9 @@ import (
 // Two pods whose claims ask for the NIC under secondRoot
 // (pods/dra-root.yaml, no node named) are placed on that node by their
 // claims alone:
-//   - shared mode: both run, each with an ipvlan child of eth2 and only
-//     simrdma1's character devices;
+//   - shared mode: both wait while eth2 is down (simrdma1 tainted), then
+//     run, each with an ipvlan child of eth2 and only simrdma1's character
+//     devices; eth2 taken down under them raises an Event on each;
 //   - exclusive mode, switched as its admin would switch it (no pod netns
 //     on the node, `rdma system set netns exclusive`): the slice no longer
 //     holds simrdma0, whose eth1 holds the node's InternalIP (the entry's
@@ -67,6 +68,8 @@ func testDRAOnly(t *testing.T, cp *controlPlane) {
 		for _, pod := range []string{"dra-root-1", "dra-root-2"} {
 			assertHoldsNIC(t, cp, pod, "shared", chars)
 		}
+		// Down under the pods that hold it: each of them is told too.
+		nicDown(t, cp, node, "eth2", "simrdma1", "dra-root-1", "dra-root-2")()
 	})
 	t.Run("exclusive", func(t *testing.T) { testExclusiveDRA(t, cp, path, chars) })
 }

@@ -3,6 +3,8 @@
 package cluster
 
 import (
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -11,15 +13,15 @@ import (
 // nicDown takes node's netdev down (its IPv6 addresses kept, as
 // keep_addr_on_down keeps them through a maintenance) and waits until the
 // DRA driver taints its RDMA device dev port-down in the node's slice, the
-// DaemonSet's metrics say its port is DOWN and an Event on the node says
-// why. up brings the netdev up again and waits for the taint to go, the
-// port to be ACTIVE in the metrics, an Event to say so and the netdev's
-// global addresses to be what they were.
-func nicDown(t *testing.T, cp *controlPlane, node, netdev, dev string) (up func()) {
+// DaemonSet's metrics say its port is DOWN and an Event new since the
+// change, on the node and on each of pods (in namespace default, those
+// holding dev), says why. up brings the netdev up again and waits for the
+// taint to go, the port to be ACTIVE in the metrics, new Events to say so
+// and the netdev's global addresses to be what they were.
+func nicDown(t *testing.T, cp *controlPlane, node, netdev, dev string, pods ...string) (up func()) {
 	t.Helper()
 	globalAddrs := "ip -6 -o addr show dev " + netdev + " scope global | awk '{print $4}' | sort"
 	addrs := cp.nodeShell(t, node, globalAddrs)
-	down := time.Now()
 	upScript := "ip link set " + netdev + " up && sysctl -qw net.ipv6.conf." + netdev + ".keep_addr_on_down=0"
 	isUp := false
 	t.Cleanup(func() { // a failed check leaves no NIC down for the scenarios after it
@@ -27,53 +29,99 @@ func nicDown(t *testing.T, cp *controlPlane, node, netdev, dev string) (up func(
 			_, _ = cp.nodeExec(t, node, upScript)
 		}
 	})
+	change := healthChange{node: node, dev: dev, pods: pods, taint: "port-down=DOWN:NoSchedule", state: "DOWN", reason: "RDMADeviceUnhealthy"}
+	change.earlier = cp.healthEvents(change)
+	change.since = time.Now()
 	cp.nodeShell(t, node, "sysctl -qw net.ipv6.conf."+netdev+".keep_addr_on_down=1 && ip link set "+netdev+" down")
-	cp.waitHealth(t, node, dev, down, "port-down=DOWN:NoSchedule", "DOWN", "RDMADeviceUnhealthy")
+	cp.waitHealth(t, change)
 	return func() {
 		t.Helper()
-		up := time.Now()
+		change.taint, change.state, change.reason = "", "ACTIVE", "RDMADeviceHealthy"
+		change.earlier = cp.healthEvents(change)
+		change.since = time.Now()
 		cp.nodeShell(t, node, upScript)
 		isUp = true
-		cp.waitHealth(t, node, dev, up, "", "ACTIVE", "RDMADeviceHealthy")
+		cp.waitHealth(t, change)
 		if now := cp.nodeShell(t, node, globalAddrs); now != addrs {
 			t.Errorf("%s on %s: global addresses %q after it came up, %q before it went down", netdev, node, now, addrs)
 		}
 	}
 }
 
-// nodeEvents are the messages of the Events on node with reason, one a
-// line.
-func (cp *controlPlane) nodeEvents(node, reason string) string {
-	out, _ := cp.kubectlOut("-n", "default", "get", "events", "--field-selector",
-		"involvedObject.kind=Node,involvedObject.name="+node+",reason="+reason, "-o", `jsonpath={range .items[*]}{.message}{"\n"}{end}`)
+// healthChange is what waitHealth waits for after a change of dev's
+// health on node: its taints in the slice (without the driver's domain;
+// "" for none), its port state in the DaemonSet's metrics, and an Event
+// with reason naming dev on the node and each of pods that is not among
+// earlier (healthEvents before the change).
+type healthChange struct {
+	node, dev            string
+	pods                 []string
+	taint, state, reason string
+	earlier              []string
+	since                time.Time
+}
+
+// healthEvents lists the Events with c.reason on c.node and c.pods that
+// name c.dev, one a line: the object, the message and the Event's
+// resourceVersion, which a repeat of an Event folded into its series
+// changes too.
+func (cp *controlPlane) healthEvents(c healthChange) []string {
+	var out []string
+	for _, obj := range append([]string{"Node/" + c.node}, prefixed("Pod/", c.pods)...) {
+		kind, name, _ := strings.Cut(obj, "/")
+		said, _ := cp.kubectlOut("-n", "default", "get", "events", "--field-selector",
+			"involvedObject.kind="+kind+",involvedObject.name="+name+",reason="+c.reason,
+			"-o", `jsonpath={range .items[*]}{.message} {.metadata.resourceVersion}{"\n"}{end}`)
+		for _, l := range strings.Split(strings.TrimSpace(said), "\n") {
+			if strings.Contains(l, c.dev+" (") {
+				out = append(out, obj+": "+l)
+			}
+		}
+	}
 	return out
 }
 
-// waitHealth waits until dev's taints in node's slice are taint (without
-// the driver's domain; "" for none), the DaemonSet's metrics give its port
-// state, and an Event on the node with reason names dev; it prints how
-// long each took from since.
-func (cp *controlPlane) waitHealth(t *testing.T, node, dev string, since time.Time, taint, state, reason string) {
+func prefixed(p string, names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = p + n
+	}
+	return out
+}
+
+// waitHealth waits until c is seen and prints how long each part took
+// from c.since.
+func (cp *controlPlane) waitHealth(t *testing.T, c healthChange) {
 	t.Helper()
-	var tainted, metric, event time.Duration
+	var tainted, metric time.Duration
+	evented := map[string]time.Duration{}
+	objects := append([]string{"Node/" + c.node}, prefixed("Pod/", c.pods)...)
 	cp.pollFunc(t, 2*time.Minute, func() (bool, string) {
-		taints, _ := cp.kubectlOut("get", "resourceslices", "--field-selector", "spec.nodeName="+node, "-o",
-			`jsonpath={range .items[*].spec.devices[?(@.name=="`+dev+`")]}{range .taints[*]}{.key}={.value}:{.effect} {end}{end}`)
+		taints, _ := cp.kubectlOut("get", "resourceslices", "--field-selector", "spec.nodeName="+c.node, "-o",
+			`jsonpath={range .items[*].spec.devices[?(@.name=="`+c.dev+`")]}{range .taints[*]}{.key}={.value}:{.effect} {end}{end}`)
 		taints = strings.TrimSpace(strings.ReplaceAll(strings.ReplaceAll(taints, "rdma-chain.github.io/", ""), "=:", ":"))
-		if tainted == 0 && taints == taint {
-			tainted = time.Since(since)
+		if tainted == 0 && taints == c.taint {
+			tainted = time.Since(c.since)
 		}
-		scrape, _ := cp.nodeExec(t, node, `wget -qO- http://127.0.0.1:9742/metrics | grep '^rdma_chain_rdma_port_info{.*device="`+dev+`"'`)
-		if metric == 0 && strings.Contains(scrape, `state="`+state+`"`) {
-			metric = time.Since(since)
+		scrape, _ := cp.nodeExec(t, c.node, `wget -qO- http://127.0.0.1:9742/metrics | grep '^rdma_chain_rdma_port_info{.*device="`+c.dev+`"'`)
+		if metric == 0 && strings.Contains(scrape, `state="`+c.state+`"`) {
+			metric = time.Since(c.since)
 		}
-		said := cp.nodeEvents(node, reason)
-		if event == 0 && strings.Contains(said, dev+" (") {
-			event = time.Since(since)
+		said := cp.healthEvents(c)
+		for _, l := range said {
+			obj, _, _ := strings.Cut(l, ": ")
+			if _, ok := evented[obj]; !ok && !slices.Contains(c.earlier, l) {
+				evented[obj] = time.Since(c.since)
+			}
 		}
-		return tainted > 0 && metric > 0 && event > 0,
-			"taints of " + dev + ": " + taints + "; metric: " + scrape + "; " + reason + " Events: " + said
+		return tainted > 0 && metric > 0 && len(evented) == len(objects),
+			"taints of " + c.dev + ": " + taints + "; metric: " + scrape + "; " + c.reason + " Events (" + strings.Join(c.earlier, "; ") +
+				" before): " + strings.Join(said, "; ")
 	})
-	t.Logf("CLUSTER-TIME %s of %s: taints %q in the slice %.1f s, port %s in the metrics %.1f s, its %s Event %.1f s after the change; those Events: %s",
-		dev, node, taint, tainted.Seconds(), state, metric.Seconds(), reason, event.Seconds(), strings.TrimSpace(cp.nodeEvents(node, reason)))
+	var events []string
+	for _, obj := range objects {
+		events = append(events, fmt.Sprintf("%s %.1f s", obj, evented[obj].Seconds()))
+	}
+	t.Logf("CLUSTER-TIME %s of %s: taints %q in the slice %.1f s, port %s in the metrics %.1f s, its new %s Events (%s) after the change",
+		c.dev, c.node, c.taint, tainted.Seconds(), c.state, metric.Seconds(), c.reason, strings.Join(events, ", "))
 }

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/events"
 
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
+	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
 // Taint keys of the driver's devices in its slice, each NoSchedule: the
@@ -66,6 +67,7 @@ type healthEvent struct {
 	Reason string
 	Action string
 	Note   string
+	Device string // the RDMA device it is about
 }
 
 // Reasons of the driver's Events on its node.
@@ -92,18 +94,18 @@ func healthEvents(before, now []resourceapi.Device, skipped map[string]string) [
 		b, ok := old[d.Name]
 		delete(old, d.Name)
 		if !ok && before != nil {
-			out = append(out, healthEvent{corev1.EventTypeNormal, ReasonPublished, action("Publish", d.Name), deviceName(d) + ": published"})
+			out = append(out, healthEvent{corev1.EventTypeNormal, ReasonPublished, action("Publish", d.Name), deviceName(d) + ": published", rdmaName(d)})
 		}
 		for _, t := range d.Taints {
 			if !slices.ContainsFunc(b.Taints, func(o resourceapi.DeviceTaint) bool { return o.Key == t.Key && o.Value == t.Value }) {
 				out = append(out, healthEvent{corev1.EventTypeWarning, ReasonUnhealthy, action("Taint", d.Name, taintString(t)),
-					fmt.Sprintf("%s: %s: tainted %s", deviceName(d), taintCause(t), taintString(t))})
+					fmt.Sprintf("%s: %s: tainted %s", deviceName(d), taintCause(t), taintString(t)), rdmaName(d)})
 			}
 		}
 		for _, t := range b.Taints {
 			if !slices.ContainsFunc(d.Taints, func(n resourceapi.DeviceTaint) bool { return n.Key == t.Key }) {
 				out = append(out, healthEvent{corev1.EventTypeNormal, ReasonHealthy, action("Untaint", d.Name, t.Key),
-					fmt.Sprintf("%s: taint %s removed", deviceName(d), t.Key)})
+					fmt.Sprintf("%s: taint %s removed", deviceName(d), t.Key), rdmaName(d)})
 			}
 		}
 	}
@@ -119,7 +121,7 @@ func healthEvents(before, now []resourceapi.Device, skipped map[string]string) [
 			why = s
 		}
 		out = append(out, healthEvent{corev1.EventTypeWarning, ReasonUnpublished, action("Unpublish", d.Name, why),
-			cut(deviceName(d)+": no longer published: "+why, maxNote)})
+			cut(deviceName(d)+": no longer published: "+why, maxNote), rdmaName(d)})
 	}
 	return out
 }
@@ -179,29 +181,72 @@ func deviceName(d resourceapi.Device) string {
 	return rdmaName(d)
 }
 
-// nodeEvents records the driver's Events on its Node, and logs each.
+// nodeEvents records the driver's Events on its Node, and on the pods
+// that hold the device each is about; it logs each.
 type nodeEvents struct {
-	rec  events.EventRecorder
-	node *corev1.ObjectReference
-	log  *slog.Logger
+	rec     events.EventRecorder
+	node    *corev1.ObjectReference
+	records func() ([]*state.Record, error) // the CNI plugin's attachments
+	log     *slog.Logger
 }
 
 // startNodeEvents starts sending node's Events through client
-// (events.k8s.io/v1) until ctx ends; stop flushes and ends it.
-func startNodeEvents(ctx context.Context, client kubernetes.Interface, node string, log *slog.Logger) (e *nodeEvents, stop func()) {
+// (events.k8s.io/v1) until ctx ends; stop flushes and ends it. The pods
+// holding a device are those of records.
+func startNodeEvents(ctx context.Context, client kubernetes.Interface, node string, records func() ([]*state.Record, error),
+	log *slog.Logger) (e *nodeEvents, stop func()) {
 	b := events.NewBroadcaster(&events.EventSinkImpl{Interface: client.EventsV1()})
 	if err := b.StartRecordingToSinkWithContext(ctx); err != nil {
 		log.Warn("no Events on the node: its devices' health is logged only", "error", err)
 	}
 	// A Node's UID in an Event is its name, as kubelet's own.
 	ref := &corev1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: node, UID: types.UID(node)}
-	return &nodeEvents{rec: b.NewRecorder(scheme.Scheme, "rdma-chain-dra"), node: ref, log: log}, b.Shutdown
+	return &nodeEvents{rec: b.NewRecorder(scheme.Scheme, "rdma-chain-dra"), node: ref, records: records, log: log}, b.Shutdown
 }
 
-// report records the Events of the change from before to now.
+// report records the Events of the change from before to now: each on the
+// Node, and each but a publish on every pod holding its device too, with
+// the Node as the related object.
 func (e *nodeEvents) report(before, now []resourceapi.Device, skipped map[string]string) {
-	for _, ev := range healthEvents(before, now, skipped) {
-		e.log.Info("device health changed", "reason", ev.Reason, "note", ev.Note)
-		e.rec.Eventf(e.node, nil, ev.Type, ev.Reason, ev.Action, "%s", ev.Note)
+	evs := healthEvents(before, now, skipped)
+	if len(evs) == 0 {
+		return
 	}
+	holders := e.holders()
+	for _, ev := range evs {
+		e.log.Info("device health changed", "reason", ev.Reason, "note", ev.Note, "pods", len(holders[ev.Device]))
+		e.rec.Eventf(e.node, nil, ev.Type, ev.Reason, ev.Action, "%s", ev.Note)
+		if ev.Reason == ReasonPublished {
+			continue
+		}
+		for _, pod := range holders[ev.Device] {
+			e.rec.Eventf(pod, e.node, ev.Type, ev.Reason, ev.Action, "%s", ev.Note)
+		}
+	}
+}
+
+// holders are the pods of the readable records by the RDMA devices their
+// links hold, each pod once per device. A record without its pod's name
+// (not from kubelet) or stranded (its pod gone) names none.
+func (e *nodeEvents) holders() map[string][]*corev1.ObjectReference {
+	if e.records == nil {
+		return nil
+	}
+	recs, err := e.records()
+	if err != nil {
+		e.log.Warn("some attachment records unreadable: their pods get no device Events", "error", err)
+	}
+	out := map[string][]*corev1.ObjectReference{}
+	for _, r := range recs {
+		if r.Pod.Namespace == "" || r.Pod.Name == "" || !r.StrandedAt.IsZero() {
+			continue
+		}
+		ref := &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: r.Pod.Namespace, Name: r.Pod.Name, UID: types.UID(r.Pod.UID)}
+		for _, l := range r.Links {
+			if l.Device != "" && !slices.ContainsFunc(out[l.Device], func(o *corev1.ObjectReference) bool { return *o == *ref }) {
+				out[l.Device] = append(out[l.Device], ref)
+			}
+		}
+	}
+	return out
 }

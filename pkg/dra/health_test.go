@@ -1,16 +1,21 @@
 package dra
 
 import (
+	"errors"
+	"fmt"
 	"log/slog"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
-	"k8s.io/client-go/tools/events"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
+	"github.com/rdma-chain/rdma-chain/pkg/state"
 )
 
 func TestTaints(t *testing.T) {
@@ -139,16 +144,79 @@ func TestHealthEventsWithinLimits(t *testing.T) {
 	}
 }
 
-// TestNodeEventsReport checks that each change is recorded on the Node.
-func TestNodeEventsReport(t *testing.T) {
-	rec := events.NewFakeRecorder(4)
-	e := &nodeEvents{rec: rec, node: &corev1.ObjectReference{Kind: "Node", Name: "node-b"}, log: slog.New(slog.DiscardHandler)}
-	down := resourceapi.DeviceTaint{Key: TaintPortDown, Value: "DOWN", Effect: resourceapi.DeviceTaintEffectNoSchedule}
-	e.report([]resourceapi.Device{{Name: "sim-1"}}, []resourceapi.Device{{Name: "sim-1", Taints: []resourceapi.DeviceTaint{down}}}, nil)
-	if got, want := <-rec.Events, "Warning RDMADeviceUnhealthy sim-1: port 1 down: tainted "+TaintPortDown+"=DOWN:NoSchedule"; got != want {
-		t.Errorf("event %q, want %q", got, want)
+// eventLog is an events.EventRecorder that keeps each Event as
+// "REGARDING [RELATED] TYPE REASON NOTE".
+type eventLog []string
+
+func (l *eventLog) Eventf(regarding, related runtime.Object, eventtype, reason, _, note string, args ...any) {
+	name := func(o runtime.Object) string {
+		r := o.(*corev1.ObjectReference)
+		return strings.Join(slices.DeleteFunc([]string{r.Kind, r.Namespace, r.Name}, func(s string) bool { return s == "" }), "/") + "(" + string(r.UID) + ")"
 	}
-	if len(rec.Events) != 0 {
-		t.Errorf("%d more events", len(rec.Events))
+	rel := "-"
+	if related != nil {
+		rel = name(related)
+	}
+	*l = append(*l, name(regarding)+" "+rel+" "+eventtype+" "+reason+" "+fmt.Sprintf(note, args...))
+}
+
+// TestReportPods checks that each change is recorded on the Node, and on
+// each pod of a live record whose links hold the device, once per pod.
+func TestReportPods(t *testing.T) {
+	down := resourceapi.DeviceTaint{Key: TaintPortDown, Value: "DOWN", Effect: resourceapi.DeviceTaintEffectNoSchedule}
+	healthy := []resourceapi.Device{{Name: "sim-1"}}
+	tainted := []resourceapi.Device{{Name: "sim-1", Taints: []resourceapi.DeviceTaint{down}}}
+	rec := func(ns, name string, devs ...string) *state.Record {
+		r := &state.Record{Pod: state.Pod{Namespace: ns, Name: name, UID: "u-" + name}}
+		for _, d := range devs {
+			r.Links = append(r.Links, state.Link{Device: d})
+		}
+		return r
+	}
+	stranded := rec("ns", "gone", "sim-1")
+	stranded.StrandedAt = time.Unix(1, 0)
+	const (
+		node     = "Node/node-b(node-b)"
+		downNote = " Warning RDMADeviceUnhealthy sim-1: port 1 down: tainted " + TaintPortDown + "=DOWN:NoSchedule"
+	)
+	for _, tc := range []struct {
+		name        string
+		before, now []resourceapi.Device
+		recs        []*state.Record
+		err         error
+		want        []string
+	}{
+		{"no pod", healthy, tainted, nil, nil, []string{node + " -" + downNote}},
+		{"holders", healthy, tainted, []*state.Record{rec("ns", "a", "sim-1"), rec("ns", "b", "sim-2"), rec("other", "c", "sim-2", "sim-1")}, nil,
+			[]string{node + " -" + downNote, "Pod/ns/a(u-a) " + node + downNote, "Pod/other/c(u-c) " + node + downNote}},
+		{"two links of one device", healthy, tainted, []*state.Record{rec("ns", "a", "sim-1", "sim-1")}, nil,
+			[]string{node + " -" + downNote, "Pod/ns/a(u-a) " + node + downNote}},
+		{"stranded or unnamed", healthy, tainted, []*state.Record{stranded, rec("", "", "sim-1"), rec("ns", "", "sim-1")}, nil,
+			[]string{node + " -" + downNote}},
+		{"some unreadable", healthy, tainted, []*state.Record{rec("ns", "a", "sim-1")}, errors.New("1 record unreadable"),
+			[]string{node + " -" + downNote, "Pod/ns/a(u-a) " + node + downNote}},
+		{"healthy again", tainted, healthy, []*state.Record{rec("ns", "a", "sim-1")}, nil,
+			[]string{node + " - Normal RDMADeviceHealthy sim-1: taint " + TaintPortDown + " removed",
+				"Pod/ns/a(u-a) " + node + " Normal RDMADeviceHealthy sim-1: taint " + TaintPortDown + " removed"}},
+		{"gone", healthy, nil, []*state.Record{rec("ns", "a", "sim-1")}, nil,
+			[]string{node + " - Warning RDMADeviceUnpublished sim-1: no longer published: gone from the node",
+				"Pod/ns/a(u-a) " + node + " Warning RDMADeviceUnpublished sim-1: no longer published: gone from the node"}},
+		{"published, not to pods", []resourceapi.Device{}, healthy, []*state.Record{rec("ns", "a", "sim-1")}, nil,
+			[]string{node + " - Normal RDMADevicePublished sim-1: published"}},
+		{"no change, no read", healthy, healthy, nil, errors.New("not read"), nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got eventLog
+			read := 0
+			e := &nodeEvents{rec: &got, node: &corev1.ObjectReference{Kind: "Node", Name: "node-b", UID: "node-b"},
+				records: func() ([]*state.Record, error) { read++; return tc.recs, tc.err }, log: slog.New(slog.DiscardHandler)}
+			e.report(tc.before, tc.now, nil)
+			if !reflect.DeepEqual([]string(got), tc.want) {
+				t.Errorf("events\n%q, want\n%q", got, tc.want)
+			}
+			if tc.want == nil && read != 0 {
+				t.Errorf("records read %d times for no change", read)
+			}
+		})
 	}
 }

@@ -72,7 +72,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.StatusInterval > 0 {
 		defer startStatusWriter(ctx, cfg, store)()
 	}
-	health, stopEvents := startNodeEvents(ctx, cfg.Client, cfg.NodeName, cfg.Log)
+	health, stopEvents := startNodeEvents(ctx, cfg.Client, cfg.NodeName, store.List, cfg.Log)
 	defer stopEvents()
 	published, err := publish(ctx, helper, cfg, node, nil, triggerStart)
 	if err != nil {
