@@ -20,11 +20,14 @@ const rxeCounters = "cat " + rxe + "/hw_counters/sent_pkts " + rxe + "/hw_counte
 // inside their containers over their rdma0 addresses (RoCE v2 over rxe0;
 // node-a's rxe0 counts the packets), and perftest's send bandwidth and
 // latency between them is printed beside the same tests between node-a's
-// own address and itself on the same rxe0. Then kubelet is killed under
+// own address and itself on the same rxe0. The DaemonSet's per-pod usage
+// series show each pod's QPs, MRs and MR bytes while an rping runs
+// between them, and none once it is killed. Then kubelet is killed under
 // them and its supervisor starts it again (the node tier's kubelet
 // restart): CRI's NetworkReady turns false while kubelet is down and true
 // again, the node turns Ready again, both pods stay Ready with rdma0, the
-// same address and the same containers, and rping runs again. The
+// same address and the same containers, and rping runs again. Deleted,
+// the pods are named by no series of the node's metrics. The
 // DaemonSet pod's restart under running pods is the daemonset-rollout
 // scenario's.
 func testSameNode(t *testing.T, cp *controlPlane) {
@@ -46,6 +49,7 @@ func testSameNode(t *testing.T, cp *controlPlane) {
 	addr := podRDMAAddr(t, cp, "rping-server")
 	sameNodeRping(t, cp, node, addr)
 	samePerf(t, cp, node, addr, podRDMAAddr(t, cp, "rping-client"))
+	testPodUsage(t, cp, node, "rping-server", "rping-client", addr)
 
 	containers := cp.containerIDs(t, pods)
 	pid := strings.TrimSpace(cp.nodeShell(t, node, "pidof kubelet"))
@@ -83,6 +87,10 @@ func testSameNode(t *testing.T, cp *controlPlane) {
 		t.Errorf("rping-server's rdma0 %s after kubelet's restart, %s before", again, addr)
 	}
 	sameNodeRping(t, cp, node, addr)
+	if out, err := cp.kubectlOut("delete", "-f", path, "--wait=true", "--timeout=3m"); err != nil {
+		t.Fatalf("kubectl delete: %v: %s", err, out)
+	}
+	assertUsageGone(t, cp, node, pods...)
 }
 
 // netReadyWatch runs on the node (through the shell pod's /host) while
