@@ -149,10 +149,14 @@ test-vm-node: deps-vm build image
 # kube-apiserver, kube-controller-manager, kube-scheduler and kubectl v1.37.2
 # from the Go module proxy, scripts/cluster/parts.sh), certificates, tokens
 # and kubeconfigs made by the test; two node VMs joining it; rdma-chain
-# installed with `kubectl apply -k` as docs/install.md says. PODS=DIR runs
-# anyone's manifests there instead of the tier's scenarios (docs/install.md).
-test-cluster: deps-vm image
+# installed as docs/install.md's quick start says: its image pushed with
+# `make push` (this machine's architecture) to distribution's registry on
+# the loopback (scripts/registry.sh), which the nodes pull from, then
+# `kubectl apply -k`. PODS=DIR runs anyone's manifests there instead of the
+# tier's scenarios (docs/install.md).
+test-cluster: deps-vm build
 	./scripts/cluster/parts.sh >/dev/null
+	./scripts/registry.sh >/dev/null
 	RC_CLUSTER_PODS=$(if $(PODS),$(abspath $(PODS))) $(GO_TEST) -tags cluster -count=1 -timeout 60m -v ./integration/cluster/
 
 lint: deps-lint

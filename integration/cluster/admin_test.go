@@ -165,7 +165,7 @@ func testUninstall(t *testing.T, cp *controlPlane) {
 	if err != nil || image == "" {
 		t.Fatalf("the DaemonSet's image: %v: %s", err, image)
 	}
-	if out, err := cp.kubectlOut("delete", "-k", filepath.Join(testenv.RepoRoot(), "integration/cluster/deploy"), "--wait=true", "--timeout=5m"); err != nil {
+	if out, err := cp.kubectlOut("delete", "-k", cp.install, "--wait=true", "--timeout=5m"); err != nil {
 		t.Fatalf("kubectl delete -k: %v: %s", err, out)
 	}
 	cp.poll(t, 5*time.Minute, func(s string) bool { return s == "" },

@@ -85,6 +85,9 @@ type controlPlane struct {
 
 	stoppedPlugins sync.Map // node: its device plugin is stopped (stopDevicePlugin)
 
+	registryPort int    // the image registry's on the loopback (startRegistry)
+	install      string // the admin's kustomization folder (testDeploy)
+
 	runs kubectlRuns
 }
 

@@ -40,8 +40,8 @@ type nodeVM struct {
 
 // bootNodes builds the node initramfs and boots one VM per name. Each VM
 // has two NICs (twoRootNode a third): qemu user networking (restrict=on; a guestfwd to the API
-// server on the host's loopback, a hostfwd of its kubelet's port for the
-// egress proxy) and one on a UDP socket netdev on loopback joining the VMs
+// server and one to the image registry, both on the host's loopback, a
+// hostfwd of its kubelet's port for the egress proxy) and one on a UDP socket netdev on loopback joining the VMs
 // into one L2 segment (node addresses, pod routes, RoCE). The VMs run until
 // owner (the whole test) ends; t gets the failures.
 func bootNodes(t *testing.T, owner testing.TB, cp *controlPlane) []*nodeVM {
@@ -67,6 +67,7 @@ func bootNodes(t *testing.T, owner testing.TB, cp *controlPlane) []*nodeVM {
 	}
 	fwd := filepath.Join(cp.dir, "fwd")
 	testenv.Build(t, fwd, "./integration/cluster/fwd", "")
+	cp.registryPort = cp.startRegistry(t)
 	udp := make([]int, len(nodeNames))
 	for i := range udp {
 		udp[i] = freeUDPPort(t)
@@ -101,8 +102,8 @@ func bootNodes(t *testing.T, owner testing.TB, cp *controlPlane) []*nodeVM {
 		peer := udp[(i+1)%len(udp)]
 		args := []string{"-accel", "tcg,thread=single", "-m", "3072", "-smp", "2", "-nographic", "-no-reboot",
 			"-kernel", env["KERNEL_"+strings.ReplaceAll(kernel, ".", "_")], "-initrd", initrd,
-			"-netdev", fmt.Sprintf("user,id=n0,restrict=on,ipv6=off,guestfwd=tcp:%s:%d-cmd:%s 127.0.0.1:%d,hostfwd=tcp:127.0.0.1:%d-:10250",
-				guestAPIAddr, cp.port, fwd, cp.port, kubeletPort),
+			"-netdev", fmt.Sprintf("user,id=n0,restrict=on,ipv6=off,guestfwd=tcp:%s:%d-cmd:%s 127.0.0.1:%d,guestfwd=tcp:%s-cmd:%s 127.0.0.1:%d,hostfwd=tcp:127.0.0.1:%d-:10250",
+				guestAPIAddr, cp.port, fwd, cp.port, guestRegistryAddr, fwd, cp.registryPort, kubeletPort),
 			"-device", fmt.Sprintf("virtio-net-pci,netdev=n0,mac=52:54:00:00:00:%02x", vm.idx),
 			"-netdev", fmt.Sprintf("socket,id=n1,udp=127.0.0.1:%d,localaddr=127.0.0.1:%d", peer, udp[i]),
 			"-device", fmt.Sprintf("virtio-net-pci,netdev=n1,mac=52:54:00:00:01:%02x", vm.idx),

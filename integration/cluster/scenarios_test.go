@@ -7,25 +7,37 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
 )
 
-// testDeploy installs rdma-chain as docs/install.md tells an admin whose
-// primary is not Terway: the nodes labelled rdma-chain/enabled=true, then
-// `kubectl apply -k` of a kustomization of their own
-// (integration/cluster/deploy) listing deploy/overlays/generic with their
-// entry; the DaemonSet rolls out on every node, the install container finds
-// the primary's conflist by itself (--conflist auto), and each node's
-// allocatable holds the device plugin's resources.
+// testDeploy installs rdma-chain as docs/install.md's quick start tells an
+// admin whose primary is not Terway: the image pushed with its `make push`
+// line to the tier's registry, the nodes labelled (node-a with
+// rdma-chain.github.io/enabled=true, node-b with the old name
+// rdma-chain/enabled=true, kept for one release), then `kubectl apply -k`
+// of a kustomization of their own listing the tier's install
+// (integration/cluster/deploy: deploy/overlays/generic, the DRA component,
+// their entry) with the pushed image set by digest. The DaemonSets roll
+// out on every node, their image pulled by each node's containerd from the
+// registry, the install container finds the primary's conflist by itself
+// (--conflist auto), and each node's allocatable holds the device plugin's
+// resources.
 func testDeploy(t *testing.T, cp *controlPlane) {
+	repo, digest := pushImage(t, cp.registryPort)
+	cp.install = filepath.Join(cp.dir, "my-rdma-chain")
+	if err := writeInstall(cp.install, repo, digest); err != nil {
+		t.Fatal(err)
+	}
 	start := time.Now()
-	for _, n := range nodeNames {
-		if out, err := cp.kubectlOut("label", "node", n, "rdma-chain/enabled=true"); err != nil {
+	for i, n := range nodeNames {
+		label := "rdma-chain.github.io/enabled=true"
+		if i%2 == 1 {
+			label = "rdma-chain/enabled=true"
+		}
+		if out, err := cp.kubectlOut("label", "node", n, label); err != nil {
 			t.Fatalf("kubectl label: %v: %s", err, out)
 		}
 	}
-	if out, err := cp.kubectlOut("apply", "-k", filepath.Join(testenv.RepoRoot(), "integration/cluster/deploy")); err != nil {
+	if out, err := cp.kubectlOut("apply", "-k", cp.install); err != nil {
 		t.Fatalf("kubectl apply -k: %v: %s", err, out)
 	}
 	for _, ds := range []string{"rdma-chain", "rdma-chain-dra"} {
@@ -37,7 +49,24 @@ func testDeploy(t *testing.T, cp *controlPlane) {
 		}
 		t.Logf("%s: %s", ds, lastLine(out))
 	}
-	t.Logf("CLUSTER-TIME DaemonSets rolled out on %d nodes in %.1f s", len(nodeNames), time.Since(start).Seconds())
+	t.Logf("CLUSTER-TIME DaemonSets rolled out on %d nodes in %.1f s, their image pulled from the registry", len(nodeNames), time.Since(start).Seconds())
+	// Each container runs the pushed image, by the digest the registry
+	// gave it (kubelet's imageID), not an image imported on the node.
+	ids, _ := cp.kubectlOut("-n", "kube-system", "get", "pods", "-l", "app in (rdma-chain,rdma-chain-dra)", "-o",
+		`jsonpath={range .items[*]}{.spec.nodeName} {.status.initContainerStatuses[*].imageID} {.status.containerStatuses[*].imageID}{"\n"}{end}`)
+	for _, l := range strings.Split(strings.TrimSpace(ids), "\n") {
+		f := strings.Fields(l)
+		if len(f) < 2 {
+			t.Errorf("a DaemonSet pod without image IDs: %q", l)
+			continue
+		}
+		for _, id := range f[1:] {
+			if id != repo+"@"+digest {
+				t.Errorf("a DaemonSet container on %s runs %s, want %s@%s", f[0], id, repo, digest)
+			}
+		}
+	}
+	t.Logf("the DaemonSets' containers' images: %s", strings.ReplaceAll(strings.TrimSpace(ids), "\n", "; "))
 	pods, _ := cp.kubectlOut("-n", "kube-system", "get", "pods", "-l", "app=rdma-chain", "-o", "wide")
 	t.Logf("%s", pods)
 	for _, n := range nodeNames {

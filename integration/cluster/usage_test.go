@@ -18,7 +18,7 @@ import (
 // "mr_bytes@DEVICE", and the lines read.
 func (cp *controlPlane) usageSeries(t *testing.T, node string) (map[string]map[string]float64, string) {
 	t.Helper()
-	out, _ := cp.nodeExec(t, node, `wget -qO- http://127.0.0.1:9742/metrics | grep '^rdma_chain_pod_rdma_'; true`)
+	out, _ := cp.nodeExec(t, node, `wget -qO- http://127.0.0.1:9742/metrics | grep -E '^rdma_chain_(pod_rdma_|rdma_objects_unattributed)'; true`)
 	return parseUsage(out), out
 }
 

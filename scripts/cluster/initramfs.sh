@@ -7,12 +7,12 @@
 # base-K.cpio.gz (the VM tier's initramfs for kernel K: userland, modules,
 # simrdma, CNI plugins, /init from integration/cluster/guest) and
 # overlay-K.cpio.gz (its overlay module); node.cpio.gz (kubelet, containerd,
-# runc, the RDMA device plugin, the images: pause, the test pods' and make
-# image's rdma-chain, the node configs); and env (QEMU, KERNEL_K, KVER_K).
+# runc, the RDMA device plugin, the images: pause and the test pods' (the
+# nodes pull rdma-chain's from the tier's registry), the node configs); and
+# env (QEMU, KERNEL_K, KVER_K).
 # The test appends a last part per node (its kubeconfig); the kernel
 # unpacks each. Needs scripts/vm/prepare.sh's cache (the kernels with
-# simrdma), scripts/cluster/parts.sh's and make image's
-# bin/rdma-chain-image.tar.
+# simrdma) and scripts/cluster/parts.sh's.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 OUT=$(mkdir -p "$1" && cd "$1" && pwd)
@@ -24,10 +24,9 @@ envval() { awk -F= -v k="$2" '$1==k {print substr($0, length(k) + 2)}' "$1"; }
 
 VMENV="$ROOT/.cache/vm/env"
 PARTS="$ROOT/.cache/cluster/parts.env"
-IMAGE="$ROOT/bin/rdma-chain-image.tar"
+IMAGE=
 [ -f "$VMENV" ] || die "$VMENV missing: run scripts/vm/prepare.sh"
 [ -f "$PARTS" ] || die "$PARTS missing: run scripts/cluster/parts.sh"
-[ -f "$IMAGE" ] || die "$IMAGE missing: run make image"
 QEMU=$(envval "$VMENV" QEMU)
 ROOTFS=$(envval "$VMENV" ROOTFS)
 KERNELS=${CLUSTER_KERNELS:-6.12 7.3}

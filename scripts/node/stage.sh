@@ -2,7 +2,8 @@
 # build_node_images: writes into $WORK/images the OCI archives every node VM
 # imports: pause (containerd 2.4.2's default sandbox image), the pods' image
 # (the VM tier's guest userland $ROOTFS: busybox, ip, rdma, rping, their
-# libraries, the rxe verbs provider) and make image's rdma-chain ($IMAGE).
+# libraries, the rxe verbs provider) and, when IMAGE names it, make image's
+# rdma-chain (the cluster tier's nodes pull it from a registry instead).
 # Reads ROOT, ROOTFS, IMAGE and WORK.
 build_node_images() {
 	CGO_ENABLED=0 go -C "$ROOT" build -trimpath -ldflags '-s -w' -o "$WORK/pause" ./integration/node/guest/pause
@@ -10,7 +11,9 @@ build_node_images() {
 		--name registry.k8s.io/pause --tag 3.10.2 --entrypoint /pause "$WORK/pause" >&2
 	go -C "$ROOT/internal/mkimage" run . --version node-test --out "$WORK/images/test.tar" \
 		--name localhost/rdma-chain-test --tag node --entrypoint /bin/busybox --tree "$ROOTFS" "$WORK/pause" >&2
-	cp "$IMAGE" "$WORK/images/rdma-chain.tar"
+	if [ -n "$IMAGE" ]; then
+		cp "$IMAGE" "$WORK/images/rdma-chain.tar"
+	fi
 }
 
 # stage_node_parts S: puts into the staging tree S what every node VM runs

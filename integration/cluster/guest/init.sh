@@ -4,11 +4,12 @@
 # tier's guest: containerd 2.4.2 + Debian's runc, kubelet v1.37 registered
 # with the API server on the host (reached at 10.0.2.100 through qemu's
 # guestfwd; --kubeconfig holds the node's static token), the Mellanox RDMA
-# shared device plugin, the images imported with ctr. No static pods:
-# rdma-chain comes as the DaemonSet the test applies through the API.
+# shared device plugin, the test pods' images imported with ctr. No static
+# pods: rdma-chain comes as the DaemonSet the test applies through the API,
+# its image pulled from the tier's registry (10.0.2.101:5000).
 # Networks:
 #   eth0  qemu user networking (restrict=on): the default route and the
-#         forward to the API server only
+#         forwards to the API server and the image registry only
 #   eth1  the nodes' L2 segment (a qemu socket netdev between the VMs):
 #         the node address (kubelet's --node-ip), pod traffic routed per
 #         node subnet as host-gw networks do, and RoCE: soft-RoCE rxe0 and
@@ -37,6 +38,11 @@ mount -t tmpfs -o mode=1777,nosuid,nodev shm /dev/shm
 mount --make-rshared / 2>/dev/null || true
 mount --make-rshared /run
 mount -t cgroup2 none /sys/fs/cgroup
+# Every controller for the cgroups below the root, as systemd enables them:
+# kubelet's pod cgroups (cgroupsPerQOS) need cpu, cpuset, memory and pids.
+for c in $(cat /sys/fs/cgroup/cgroup.controllers); do
+	echo "+$c" >/sys/fs/cgroup/cgroup.subtree_control
+done
 mount -t bpf bpf /sys/fs/bpf
 : >/run/rc-fails
 SCEN=cluster
@@ -155,6 +161,20 @@ supervise() {
 	) &
 }
 
+# The tier's image registry (make push's, on the host's loopback) at
+# 10.0.2.101:5000 through eth0's forward, over plain HTTP: the DaemonSets'
+# image is pulled from it, as a cluster's nodes pull from the admin's.
+mkdir -p /etc/containerd/certs.d/10.0.2.101:5000
+cat >/etc/containerd/certs.d/10.0.2.101:5000/hosts.toml <<'EOF'
+server = "http://10.0.2.101:5000"
+[host."http://10.0.2.101:5000"]
+  capabilities = ["pull", "resolve"]
+EOF
+cat >>/etc/containerd/config.toml <<'EOF'
+
+[plugins."io.containerd.cri.v1.images".registry]
+  config_path = "/etc/containerd/certs.d"
+EOF
 step containerd
 supervise containerd sh -c 'exec containerd --config /etc/containerd/config.toml >>/run/containerd.log 2>&1'
 if wait_until 120 test -S /run/containerd/containerd.sock; then pass; else fail "no socket after 120 s: $(tail -5 /run/containerd.log)"; fi

@@ -1,0 +1,134 @@
+//go:build cluster
+
+package cluster
+
+import (
+	"bufio"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
+)
+
+// guestRegistryAddr is where the nodes reach the tier's image registry:
+// qemu's user network forwards it (guestfwd, through fwd) to the registry
+// on the host's loopback, and the guest's containerd speaks plain HTTP to
+// it (integration/cluster/guest/init.sh).
+const guestRegistryAddr = "10.0.2.101:5000"
+
+// startRegistry runs distribution's registry (scripts/registry.sh builds
+// it) on a free loopback port, its storage under cp.dir, as one of cp's
+// parts, and returns its port once /v2/ answers.
+func (cp *controlPlane) startRegistry(t *testing.T) int {
+	t.Helper()
+	out, err := exec.Command(filepath.Join(testenv.RepoRoot(), "scripts/registry.sh")).Output()
+	if err != nil {
+		t.Fatalf("scripts/registry.sh: %v", err)
+	}
+	port := freePort(t)
+	conf := filepath.Join(cp.dir, "registry.yml")
+	if err := os.WriteFile(conf, fmt.Appendf(nil, "version: 0.1\nlog: {level: info}\nstorage: {filesystem: {rootdirectory: %s}}\nhttp: {addr: \"127.0.0.1:%d\"}\n",
+		filepath.Join(cp.dir, "registry"), port), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("OTEL_TRACES_EXPORTER", "none")
+	cp.run(t, "registry", strings.TrimSpace(string(out)), "serve", conf)
+	url := fmt.Sprintf("http://127.0.0.1:%d/v2/", port)
+	for deadline := time.Now().Add(time.Minute); ; {
+		resp, err := http.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return port
+			}
+		}
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(filepath.Join(cp.dir, "registry.log"))
+			t.Fatalf("the registry did not answer %s within a minute: %v\n%s", url, err, log)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// pushedDigest is what make push prints last: REF@DIGEST.
+var pushedDigest = regexp.MustCompile(`@(sha256:[0-9a-f]{64})\s*$`)
+
+// pushImage runs docs/install.md's quick-start push line (`make push
+// REGISTRY=registry.example.com/rdma/rdma-chain`) with the registry on
+// port for its host and this machine's architecture alone (IMAGE_ARCHES:
+// the nodes run on it; make test-push checks both), and returns the
+// repository as the nodes name it and the digest make push printed.
+func pushImage(t *testing.T, port int) (repo, digest string) {
+	t.Helper()
+	root := testenv.RepoRoot()
+	line := quickStartPushLine(t, root)
+	host, path, _ := strings.Cut(strings.TrimPrefix(line, "make push REGISTRY="), "/")
+	args := strings.Fields(strings.Replace(line, host, fmt.Sprintf("127.0.0.1:%d", port), 1))
+	cmd := exec.Command(args[0], append(args[1:], "IMAGE_ARCHES="+runtime.GOARCH)...)
+	cmd.Dir = root
+	// Not the outer make's jobserver or level: a command line of its own.
+	cmd.Env = append(os.Environ(), "MAKEFLAGS=", "MAKELEVEL=")
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", strings.Join(cmd.Args, " "), err, out)
+	}
+	m := pushedDigest.FindStringSubmatch(strings.TrimSpace(string(out)))
+	if m == nil {
+		t.Fatalf("%s printed no REF@DIGEST last:\n%s", strings.Join(cmd.Args, " "), out)
+	}
+	t.Logf("CLUSTER-TIME %s: %.1f s; %s", strings.Join(cmd.Args, " "), time.Since(start).Seconds(), lastLine(string(out)))
+	return guestRegistryAddr + "/" + path, m[1]
+}
+
+// quickStartPushLine is the first `make push REGISTRY=` line of
+// docs/install.md (its quick start's).
+func quickStartPushLine(t *testing.T, root string) string {
+	t.Helper()
+	f, err := os.Open(filepath.Join(root, "docs/install.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for s := bufio.NewScanner(f); s.Scan(); {
+		if l := strings.TrimSpace(s.Text()); strings.HasPrefix(l, "make push REGISTRY=") {
+			return l
+		}
+	}
+	t.Fatal("docs/install.md has no make push REGISTRY= line")
+	return ""
+}
+
+// writeInstall writes the admin's kustomization into dir, as the quick
+// start makes it: `kustomize create --resources` of the tier's install
+// (integration/cluster/deploy: the generic overlay, the DRA component,
+// the entry), then `kustomize edit set image
+// localhost/rdma-chain=REPO@DIGEST`, written here as that command writes
+// it (the tier has kubectl's kustomize, which renders but does not edit).
+func writeInstall(dir, repo, digest string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	rel, err := filepath.Rel(dir, filepath.Join(testenv.RepoRoot(), "integration/cluster/deploy"))
+	if err != nil {
+		return err
+	}
+	k := fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+- %s
+images:
+- digest: %s
+  name: localhost/rdma-chain
+  newName: %s
+`, rel, digest, repo)
+	return os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644)
+}
