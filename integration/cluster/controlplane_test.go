@@ -87,6 +87,7 @@ type controlPlane struct {
 
 	registryPort int    // the image registry's on the loopback (startRegistry)
 	install      string // the admin's kustomization folder (testDeploy)
+	repo, digest string // the image's repository as the nodes name it, this tree's image's digest
 
 	runs kubectlRuns
 }

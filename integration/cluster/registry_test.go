@@ -132,3 +132,66 @@ images:
 `, rel, digest, repo)
 	return os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644)
 }
+
+// pushRelease builds the newest release of docs/releases.md's image for
+// this machine's architecture from its commit (scripts/release-image.sh),
+// checks its digest against the one docs/releases.md gives for that
+// architecture, pushes it to the tier's registry beside this tree's image
+// (internal/mkimage/push, what make push runs) and returns the version
+// and the digest.
+func (cp *controlPlane) pushRelease(t *testing.T) (version, digest string) {
+	t.Helper()
+	root := testenv.RepoRoot()
+	rels, err := testenv.Releases()
+	if err != nil {
+		t.Fatal(err)
+	}
+	version = rels[len(rels)-1].Version
+	want, builtWith := releaseImageDigest(t, root, version, runtime.GOARCH)
+	archive := filepath.Join(cp.dir, "release-image.tar")
+	start := time.Now()
+	out, err := exec.Command(filepath.Join(root, "scripts/release-image.sh"), version, archive, runtime.GOARCH).Output()
+	if err != nil {
+		t.Fatalf("scripts/release-image.sh %s: %v", version, err)
+	}
+	if digest = strings.TrimSpace(string(out)); digest != want {
+		t.Fatalf("%s's image for linux/%s built from its commit is %s; docs/releases.md says %s, built with %s (this is %s)",
+			version, runtime.GOARCH, digest, want, builtWith, runtime.Version())
+	}
+	to := fmt.Sprintf("127.0.0.1:%d/%s:%s", cp.registryPort, strings.TrimPrefix(cp.repo, guestRegistryAddr+"/"), version)
+	push := exec.Command("go", "-C", filepath.Join(root, "internal/mkimage"), "run", "-trimpath", "./push",
+		"--archive", archive, "--ref-name", "dev", "--to", to, "--default-tag", version)
+	push.Env = append(os.Environ(), "CGO_ENABLED=0")
+	pushed, err := push.CombinedOutput()
+	if err != nil || !strings.HasSuffix(strings.TrimSpace(string(pushed)), "@"+digest) {
+		t.Fatalf("push %s to %s: %v: %s", version, to, err, pushed)
+	}
+	t.Logf("CLUSTER-TIME %s's image (linux/%s, %s, as docs/releases.md gives it) built from its commit and pushed in %.1f s",
+		version, runtime.GOARCH, digest, time.Since(start).Seconds())
+	return version, digest
+}
+
+// releaseImageDigest reads docs/releases.md's "Images" table: the digest
+// of version's image for linux/arch, and the Go it was built with.
+func releaseImageDigest(t *testing.T, root, version, arch string) (digest, goVersion string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root, "docs/releases.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	col := -1
+	row := regexp.MustCompile(`^` + regexp.QuoteMeta(version) + ` \((go[0-9.]+)\)$`)
+	for _, l := range strings.Split(string(b), "\n") {
+		cells := strings.Split(strings.Trim(l, "| "), " | ")
+		for i, c := range cells {
+			if c == "linux/"+arch {
+				col = i
+			}
+		}
+		if m := row.FindStringSubmatch(cells[0]); m != nil && col > 0 && col < len(cells) {
+			return strings.Trim(cells[col], "`"), m[1]
+		}
+	}
+	t.Fatalf("docs/releases.md's Images table has no linux/%s digest of %s", arch, version)
+	return "", ""
+}

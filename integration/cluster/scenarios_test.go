@@ -4,6 +4,7 @@ package cluster
 
 import (
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -22,9 +23,9 @@ import (
 // (--conflist auto), and each node's allocatable holds the device plugin's
 // resources.
 func testDeploy(t *testing.T, cp *controlPlane) {
-	repo, digest := pushImage(t, cp.registryPort)
+	cp.repo, cp.digest = pushImage(t, cp.registryPort)
 	cp.install = filepath.Join(cp.dir, "my-rdma-chain")
-	if err := writeInstall(cp.install, repo, digest); err != nil {
+	if err := writeInstall(cp.install, cp.repo, cp.digest); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
@@ -50,23 +51,7 @@ func testDeploy(t *testing.T, cp *controlPlane) {
 		t.Logf("%s: %s", ds, lastLine(out))
 	}
 	t.Logf("CLUSTER-TIME DaemonSets rolled out on %d nodes in %.1f s, their image pulled from the registry", len(nodeNames), time.Since(start).Seconds())
-	// Each container runs the pushed image, by the digest the registry
-	// gave it (kubelet's imageID), not an image imported on the node.
-	ids, _ := cp.kubectlOut("-n", "kube-system", "get", "pods", "-l", "app in (rdma-chain,rdma-chain-dra)", "-o",
-		`jsonpath={range .items[*]}{.spec.nodeName} {.status.initContainerStatuses[*].imageID} {.status.containerStatuses[*].imageID}{"\n"}{end}`)
-	for _, l := range strings.Split(strings.TrimSpace(ids), "\n") {
-		f := strings.Fields(l)
-		if len(f) < 2 {
-			t.Errorf("a DaemonSet pod without image IDs: %q", l)
-			continue
-		}
-		for _, id := range f[1:] {
-			if id != repo+"@"+digest {
-				t.Errorf("a DaemonSet container on %s runs %s, want %s@%s", f[0], id, repo, digest)
-			}
-		}
-	}
-	t.Logf("the DaemonSets' containers' images: %s", strings.ReplaceAll(strings.TrimSpace(ids), "\n", "; "))
+	cp.assertDaemonSetImage(t, cp.repo+"@"+cp.digest)
 	pods, _ := cp.kubectlOut("-n", "kube-system", "get", "pods", "-l", "app=rdma-chain", "-o", "wide")
 	t.Logf("%s", pods)
 	for _, n := range nodeNames {
@@ -76,4 +61,26 @@ func testDeploy(t *testing.T, cp *controlPlane) {
 			t.Logf("node %s allocatable %s: %s", n, res, got)
 		}
 	}
+}
+
+// assertDaemonSetImage waits until every container of both DaemonSets'
+// pods runs ref, the registry's image by digest (kubelet's imageID), not
+// an image imported on the node: a replaced pod may still be listed while
+// it terminates.
+func (cp *controlPlane) assertDaemonSetImage(t *testing.T, ref string) {
+	t.Helper()
+	var ids string
+	cp.pollFunc(t, 2*time.Minute, func() (bool, string) {
+		ids, _ = cp.kubectlOut("-n", "kube-system", "get", "pods", "-l", "app in (rdma-chain,rdma-chain-dra)", "-o",
+			`jsonpath={range .items[*]}{.spec.nodeName} {.status.initContainerStatuses[*].imageID} {.status.containerStatuses[*].imageID}{"\n"}{end}`)
+		lines := strings.Split(strings.TrimSpace(ids), "\n")
+		for _, l := range lines {
+			f := strings.Fields(l)
+			if len(f) < 2 || slices.ContainsFunc(f[1:], func(id string) bool { return id != ref }) {
+				return false, "want every container on " + ref + ", got:\n" + ids
+			}
+		}
+		return len(lines) == 2*len(nodeNames), "want a pod of each DaemonSet on each node, got:\n" + ids
+	})
+	t.Logf("the DaemonSets' containers' images: %s", strings.ReplaceAll(strings.TrimSpace(ids), "\n", "; "))
 }
