@@ -97,10 +97,10 @@ func testPodUsage(t *testing.T, cp *controlPlane, node, server, client, addr str
 	})
 	t.Logf("CLUSTER-FIGURE per-pod RDMA usage on %s while rping runs, %.1f s after the server started: %s: %s; %s: %s",
 		node, time.Since(start).Seconds(), server, usageString(during[server]), client, usageString(during[client]))
+	// Either end's rping may already have ended with the other's: the
+	// poll below checks that none holds a QP any more.
 	for _, pod := range pods {
-		if out, err := cp.exec(pod, "/bin/busybox", "killall", "rping"); err != nil {
-			t.Errorf("killall rping in %s: %v: %s", pod, err, out)
-		}
+		_, _ = cp.exec(pod, "/bin/busybox", "killall", "rping")
 	}
 	stopped := time.Now()
 	cp.pollFunc(t, 2*time.Minute, func() (bool, string) {
