@@ -12,7 +12,9 @@ IMAGE_TAG ?= dev
 # the shipped binaries are (static, source paths trimmed), so that their
 # dependencies compile once for all of them; the tiers' own go builds do the
 # same. Tests find the checkout from their folder (testenv.RepoRoot).
-GO_BUILD = CGO_ENABLED=0 $(GO) build -trimpath
+# -buildvcs=false: no VCS facts in the binaries, so a build from a clone and
+# one from `git archive` (scripts/release-image.sh) are the same bytes.
+GO_BUILD = CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false
 GO_TEST = CGO_ENABLED=0 $(GO) test -trimpath
 export RDMA_CHAIN_BIN := $(CURDIR)/bin/rdma-chain
 export RDMA_CHAIN_TOOLS := $(TOOLS)

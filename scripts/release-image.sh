@@ -10,7 +10,12 @@
 # "amd64 arm64", make image's) gets the release's four binaries, stamped
 # with VERSION, and the release's own internal/mkimage packs them with the
 # commit's hash and date into the OCI archive OUT. Prints the index's
-# digest, which docs/releases.md gives for the default ARCHES.
+# digest, which docs/releases.md gives for the default ARCHES, or with one
+# architecture its image's. The binaries are built as make build builds
+# them (-trimpath, -buildvcs=false), with the Go docs/releases.md's Images
+# table names for VERSION when it has a row (GOTOOLCHAIN: the go command
+# fetches that toolchain from the module proxy when it is not the local
+# one), else with the local Go, whose version a new row then names.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 export PATH="/usr/local/go/bin:$PATH"
@@ -23,6 +28,10 @@ commit=$(awk -F'|' -v v="$VERSION" '{gsub(/ /, "", $2); gsub(/ /, "", $3)} $2 ==
 [ -n "$commit" ] || die "docs/releases.md has no row for $VERSION"
 git -C "$ROOT" cat-file -e "$commit^{commit}" 2>/dev/null || die "$VERSION's commit $commit is not in this clone's history"
 created=$(git -C "$ROOT" log -1 --format=%cI "$commit")
+gover=$(sed -n "s/^| $VERSION (\(go[0-9.]*\)) |.*/\1/p" "$ROOT/docs/releases.md")
+if [ -n "$gover" ]; then
+	export GOTOOLCHAIN=$gover
+fi
 src=$(mktemp -d /tmp/rc-release-XXXXXX)
 trap 'rm -rf "$src"' EXIT
 git -C "$ROOT" archive --format=tar "$commit" | tar -x -C "$src"
@@ -30,7 +39,7 @@ binaries="rdma-chain rdma-chain-smc-hook rdma-chain-ops rdma-chain-dra"
 platforms=()
 for a in $ARCHES; do
 	for p in ./plugins/meta/rdma-chain ./cmd/rdma-chain-smc-hook ./cmd/rdma-chain-ops ./cmd/rdma-chain-dra; do
-		(cd "$src" && CGO_ENABLED=0 GOOS=linux GOARCH=$a go build -trimpath -ldflags "-s -w -X main.buildVersion=$VERSION" -o "bin/linux-$a/" "$p")
+		(cd "$src" && CGO_ENABLED=0 GOOS=linux GOARCH=$a go build -trimpath -buildvcs=false -ldflags "-s -w -X main.buildVersion=$VERSION" -o "bin/linux-$a/" "$p")
 	done
 	platforms+=(--platform "linux/$a=$src/bin/linux-$a")
 done

@@ -30,14 +30,14 @@ func nicDown(t *testing.T, cp *controlPlane, node, netdev, dev string, pods ...s
 		}
 	})
 	change := healthChange{node: node, dev: dev, pods: pods, taint: "port-down=DOWN:NoSchedule", state: "DOWN", reason: "RDMADeviceUnhealthy"}
-	change.earlier = cp.healthEvents(change)
+	change.earlier = cp.earlierEvents(t, change)
 	change.since = time.Now()
 	cp.nodeShell(t, node, "sysctl -qw net.ipv6.conf."+netdev+".keep_addr_on_down=1 && ip link set "+netdev+" down")
 	cp.waitHealth(t, change)
 	return func() {
 		t.Helper()
 		change.taint, change.state, change.reason = "", "ACTIVE", "RDMADeviceHealthy"
-		change.earlier = cp.healthEvents(change)
+		change.earlier = cp.earlierEvents(t, change)
 		change.since = time.Now()
 		cp.nodeShell(t, node, upScript)
 		isUp = true
@@ -63,20 +63,36 @@ type healthChange struct {
 
 // healthEvents lists the Events with c.reason on c.node and c.pods that
 // name c.dev, one a line: the object, the message and the Event's
-// resourceVersion, which a repeat of an Event folded into its series
-// changes too.
-func (cp *controlPlane) healthEvents(c healthChange) []string {
+// resourceVersion, which the second of an Event folded into its series
+// changes too. (client-go's recorder writes a third and later repeat
+// within 6 minutes only at its next series sweep, minutes later: a check
+// waits for at most two of a kind per device.)
+func (cp *controlPlane) healthEvents(c healthChange) ([]string, error) {
 	var out []string
 	for _, obj := range append([]string{"Node/" + c.node}, prefixed("Pod/", c.pods)...) {
 		kind, name, _ := strings.Cut(obj, "/")
-		said, _ := cp.kubectlOut("-n", "default", "get", "events", "--field-selector",
+		said, err := cp.kubectlOut("-n", "default", "get", "events", "--field-selector",
 			"involvedObject.kind="+kind+",involvedObject.name="+name+",reason="+c.reason,
 			"-o", `jsonpath={range .items[*]}{.message} {.metadata.resourceVersion}{"\n"}{end}`)
+		if err != nil {
+			return nil, fmt.Errorf("the Events of %s: %w: %s", obj, err, said)
+		}
 		for _, l := range strings.Split(strings.TrimSpace(said), "\n") {
 			if strings.Contains(l, c.dev+" (") {
 				out = append(out, obj+": "+l)
 			}
 		}
+	}
+	return out, nil
+}
+
+// earlierEvents is healthEvents before c's change; it fails t when they
+// cannot be read, as an Event not read then would count as new.
+func (cp *controlPlane) earlierEvents(t *testing.T, c healthChange) []string {
+	t.Helper()
+	out, err := cp.healthEvents(c)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return out
 }
@@ -107,7 +123,10 @@ func (cp *controlPlane) waitHealth(t *testing.T, c healthChange) {
 		if metric == 0 && strings.Contains(scrape, `state="`+c.state+`"`) {
 			metric = time.Since(c.since)
 		}
-		said := cp.healthEvents(c)
+		said, err := cp.healthEvents(c)
+		if err != nil {
+			return false, err.Error()
+		}
 		for _, l := range said {
 			obj, _, _ := strings.Cut(l, ": ")
 			if _, ok := evented[obj]; !ok && !slices.Contains(c.earlier, l) {

@@ -4,6 +4,7 @@ package cluster
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -31,7 +32,7 @@ func (cp *controlPlane) startRegistry(t *testing.T) int {
 	t.Helper()
 	out, err := exec.Command(filepath.Join(testenv.RepoRoot(), "scripts/registry.sh")).Output()
 	if err != nil {
-		t.Fatalf("scripts/registry.sh: %v", err)
+		t.Fatalf("scripts/registry.sh: %v: %s", err, stderrOf(err))
 	}
 	port := freePort(t)
 	conf := filepath.Join(cp.dir, "registry.yml")
@@ -152,7 +153,7 @@ func (cp *controlPlane) pushRelease(t *testing.T) (version, digest string) {
 	start := time.Now()
 	out, err := exec.Command(filepath.Join(root, "scripts/release-image.sh"), version, archive, runtime.GOARCH).Output()
 	if err != nil {
-		t.Fatalf("scripts/release-image.sh %s: %v", version, err)
+		t.Fatalf("scripts/release-image.sh %s: %v: %s", version, err, stderrOf(err))
 	}
 	if digest = strings.TrimSpace(string(out)); digest != want {
 		t.Fatalf("%s's image for linux/%s built from its commit is %s; docs/releases.md says %s, built with %s (this is %s)",
@@ -194,4 +195,14 @@ func releaseImageDigest(t *testing.T, root, version, arch string) (digest, goVer
 	}
 	t.Fatalf("docs/releases.md's Images table has no linux/%s digest of %s", arch, version)
 	return "", ""
+}
+
+// stderrOf is what a command run by Output wrote to its stderr, when err
+// says it failed.
+func stderrOf(err error) string {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return string(ee.Stderr)
+	}
+	return ""
 }

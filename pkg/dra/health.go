@@ -206,13 +206,18 @@ func startNodeEvents(ctx context.Context, client kubernetes.Interface, node stri
 
 // report records the Events of the change from before to now: each on the
 // Node, and each but a publish on every pod holding its device too, with
-// the Node as the related object.
+// the Node as the related object. At the first publish (before nil) the
+// taints the node has are told to the Node only: a driver's restart (a
+// rollout, a reboot) changes nothing for the pods.
 func (e *nodeEvents) report(before, now []resourceapi.Device, skipped map[string]string) {
 	evs := healthEvents(before, now, skipped)
 	if len(evs) == 0 {
 		return
 	}
-	holders := e.holders()
+	var holders map[string][]*corev1.ObjectReference
+	if before != nil {
+		holders = e.holders()
+	}
 	for _, ev := range evs {
 		e.log.Info("device health changed", "reason", ev.Reason, "note", ev.Note, "pods", len(holders[ev.Device]))
 		e.rec.Eventf(e.node, nil, ev.Type, ev.Reason, ev.Action, "%s", ev.Note)

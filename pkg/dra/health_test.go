@@ -204,6 +204,7 @@ func TestReportPods(t *testing.T) {
 		{"published, not to pods", []resourceapi.Device{}, healthy, []*state.Record{rec("ns", "a", "sim-1")}, nil,
 			[]string{node + " - Normal RDMADevicePublished sim-1: published"}},
 		{"no change, no read", healthy, healthy, nil, errors.New("not read"), nil},
+		{"first publish, node only", nil, tainted, []*state.Record{rec("ns", "a", "sim-1")}, nil, []string{node + " -" + downNote}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got eventLog
@@ -214,8 +215,8 @@ func TestReportPods(t *testing.T) {
 			if !reflect.DeepEqual([]string(got), tc.want) {
 				t.Errorf("events\n%q, want\n%q", got, tc.want)
 			}
-			if tc.want == nil && read != 0 {
-				t.Errorf("records read %d times for no change", read)
+			if (tc.want == nil || tc.before == nil) && read != 0 {
+				t.Errorf("records read %d times for no change or the first publish", read)
 			}
 		})
 	}
