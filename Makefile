@@ -152,8 +152,9 @@ test-vm-node: deps-vm build image
 # from the Go module proxy, scripts/cluster/parts.sh), certificates, tokens
 # and kubeconfigs made by the test; two node VMs joining it; rdma-chain
 # installed as docs/install.md's quick start says: its image pushed with
-# `make push` (this machine's architecture) to distribution's registry on
-# the loopback (scripts/registry.sh), which the nodes pull from, then
+# `make push` (this machine's architecture; it leaves bin/rdma-chain-image.tar
+# of that one) to distribution's registry on the loopback
+# (scripts/registry.sh), which the nodes pull from, then
 # `kubectl apply -k`. PODS=DIR runs anyone's manifests there instead of the
 # tier's scenarios (docs/install.md).
 test-cluster: deps-vm build
