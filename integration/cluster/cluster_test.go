@@ -117,6 +117,7 @@ func TestCluster(t *testing.T) {
 			sum.run(t, "dra-attach-failed", func(t *testing.T) { testDRAAttachFailed(t, cp) })
 			sum.run(t, "dra-events", func(t *testing.T) { testDRAEvents(t, cp) })
 			sum.run(t, "dra-only", func(t *testing.T) { testDRAOnly(t, cp) })
+			sum.run(t, "dra-gpu-nic", func(t *testing.T) { testGPUNIC(t, cp) })
 			if extraScenario(t, "burst") {
 				sum.run(t, "burst", func(t *testing.T) { testBurst(t, cp, sum) })
 			}

@@ -159,13 +159,8 @@ func (cp *controlPlane) pushRelease(t *testing.T) (version, digest string) {
 		t.Fatalf("%s's image for linux/%s built from its commit is %s; docs/releases.md says %s, built with %s (this is %s)",
 			version, runtime.GOARCH, digest, want, builtWith, runtime.Version())
 	}
-	to := fmt.Sprintf("127.0.0.1:%d/%s:%s", cp.registryPort, strings.TrimPrefix(cp.repo, guestRegistryAddr+"/"), version)
-	push := exec.Command("go", "-C", filepath.Join(root, "internal/mkimage"), "run", "-trimpath", "./push",
-		"--archive", archive, "--ref-name", "dev", "--to", to, "--default-tag", version)
-	push.Env = append(os.Environ(), "CGO_ENABLED=0")
-	pushed, err := push.CombinedOutput()
-	if err != nil || !strings.HasSuffix(strings.TrimSpace(string(pushed)), "@"+digest) {
-		t.Fatalf("push %s to %s: %v: %s", version, to, err, pushed)
+	if pushed := cp.pushArchive(t, archive, "dev", strings.TrimPrefix(cp.repo, guestRegistryAddr+"/")+":"+version); pushed != digest {
+		t.Fatalf("pushing %s's image: the registry has %s, the archive %s", version, pushed, digest)
 	}
 	t.Logf("CLUSTER-TIME %s's image (linux/%s, %s, as docs/releases.md gives it) built from its commit and pushed in %.1f s",
 		version, runtime.GOARCH, digest, time.Since(start).Seconds())
@@ -205,4 +200,40 @@ func stderrOf(err error) string {
 		return string(ee.Stderr)
 	}
 	return ""
+}
+
+// pushArchive pushes the image refName of the OCI archive to the tier's
+// registry as repo:tag (internal/mkimage/push, what make push runs) and
+// returns the digest it printed.
+func (cp *controlPlane) pushArchive(t *testing.T, archive, refName, repoTag string) string {
+	t.Helper()
+	to := fmt.Sprintf("127.0.0.1:%d/%s", cp.registryPort, repoTag)
+	push := exec.Command("go", "-C", filepath.Join(testenv.RepoRoot(), "internal/mkimage"), "run", "-trimpath", "./push",
+		"--archive", archive, "--ref-name", refName, "--to", to, "--default-tag", "unused")
+	push.Env = append(os.Environ(), "CGO_ENABLED=0")
+	out, err := push.CombinedOutput()
+	m := pushedDigest.FindStringSubmatch(strings.TrimSpace(string(out)))
+	if err != nil || m == nil {
+		t.Fatalf("push %s to %s: %v: %s", archive, to, err, out)
+	}
+	return m[1]
+}
+
+// pushFakeGPU builds the test-only GPU driver (integration/cluster/fakegpu)
+// into an image of its own (internal/mkimage, this machine's architecture)
+// and pushes it to the tier's registry; it returns the image as the nodes
+// name it, by digest.
+func (cp *controlPlane) pushFakeGPU(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(cp.dir, "fakegpu")
+	testenv.Build(t, filepath.Join(dir, "fakegpu"), "./integration/cluster/fakegpu", "")
+	archive := filepath.Join(cp.dir, "fakegpu.tar")
+	mk := exec.Command("go", "-C", filepath.Join(testenv.RepoRoot(), "internal/mkimage"), "run", "-trimpath", ".",
+		"--out", archive, "--name", "localhost/fake-gpu", "--tag", "test", "--version", "test", "--entrypoint", "/fakegpu",
+		"--platform", "linux/"+runtime.GOARCH+"="+dir, "fakegpu")
+	mk.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := mk.CombinedOutput(); err != nil {
+		t.Fatalf("mkimage fakegpu: %v: %s", err, out)
+	}
+	return guestRegistryAddr + "/test/fake-gpu@" + cp.pushArchive(t, archive, "test", "test/fake-gpu:test")
 }
