@@ -11,7 +11,8 @@ IMAGE_TAG ?= dev
 # Every binary and every test binary but -race's is built one way, the way
 # the shipped binaries are (static, source paths trimmed), so that their
 # dependencies compile once for all of them; the tiers' own go builds do the
-# same. Tests find the checkout from their folder (testenv.RepoRoot).
+# same (without -buildvcs=false, which changes no dependency's compile).
+# Tests find the checkout from their folder (testenv.RepoRoot).
 # -buildvcs=false: no VCS facts in the binaries, so a build from a clone and
 # one from `git archive` (scripts/release-image.sh) are the same bytes.
 GO_BUILD = CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false

@@ -28,8 +28,11 @@ commit=$(awk -F'|' -v v="$VERSION" '{gsub(/ /, "", $2); gsub(/ /, "", $3)} $2 ==
 [ -n "$commit" ] || die "docs/releases.md has no row for $VERSION"
 git -C "$ROOT" cat-file -e "$commit^{commit}" 2>/dev/null || die "$VERSION's commit $commit is not in this clone's history"
 created=$(git -C "$ROOT" log -1 --format=%cI "$commit")
-gover=$(sed -n "s/^| $VERSION (\(go[0-9.]*\)) |.*/\1/p" "$ROOT/docs/releases.md")
-if [ -n "$gover" ]; then
+# The Images table's row: "| VERSION (goX.Y.Z) | ...".
+row=$(grep -F "| $VERSION (" "$ROOT/docs/releases.md" || true)
+if [ -n "$row" ]; then
+	gover=$(printf '%s\n' "$row" | grep -oE '\(go[0-9]+\.[0-9]+(\.[0-9]+)?([a-z]+[0-9]+)?\)' | tr -d '()' | head -n 1)
+	[ -n "$gover" ] || die "docs/releases.md's Images row of $VERSION names no Go version: $row"
 	export GOTOOLCHAIN=$gover
 fi
 src=$(mktemp -d /tmp/rc-release-XXXXXX)

@@ -44,7 +44,9 @@ func testGPUNIC(t *testing.T, cp *controlPlane) {
 	if out, err := cp.kubectlOut("apply", "-f", path); err != nil {
 		t.Fatalf("kubectl apply: %v: %s", err, out)
 	}
-	t.Cleanup(func() { _, _ = cp.kubectlOut("delete", "-f", path, "--wait=false") })
+	// Before the driver goes (cleanups run last first): kubelet needs it
+	// to unprepare the GPU of a pod being deleted.
+	t.Cleanup(func() { _, _ = cp.kubectlOut("delete", "-f", path, "--wait=true", "--timeout=3m") })
 	sched := cp.unschedulable(t, "gpu-nic-40")
 	t.Logf("gpu-nic-40 (a GPU under a root without a NIC): %s", sched)
 	if !strings.Contains(sched, "cannot allocate all claims") {

@@ -86,14 +86,17 @@ func (cp *controlPlane) healthEvents(c healthChange) ([]string, error) {
 	return out, nil
 }
 
-// earlierEvents is healthEvents before c's change; it fails t when they
-// cannot be read, as an Event not read then would count as new.
+// earlierEvents is healthEvents before c's change, read again until a
+// read succeeds; t fails when none does, as an Event not read then would
+// count as new.
 func (cp *controlPlane) earlierEvents(t *testing.T, c healthChange) []string {
 	t.Helper()
-	out, err := cp.healthEvents(c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	var out []string
+	cp.pollFunc(t, time.Minute, func() (bool, string) {
+		var err error
+		out, err = cp.healthEvents(c)
+		return err == nil, fmt.Sprint(err)
+	})
 	return out
 }
 

@@ -219,7 +219,7 @@ func (e *nodeEvents) report(before, now []resourceapi.Device, skipped map[string
 		holders = e.holders()
 	}
 	for _, ev := range evs {
-		e.log.Info("device health changed", "reason", ev.Reason, "note", ev.Note, "pods", len(holders[ev.Device]))
+		e.log.Info("device health changed", "reason", ev.Reason, "note", ev.Note, "podEvents", len(holders[ev.Device]))
 		e.rec.Eventf(e.node, nil, ev.Type, ev.Reason, ev.Action, "%s", ev.Note)
 		if ev.Reason == ReasonPublished {
 			continue

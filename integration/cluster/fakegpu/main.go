@@ -52,7 +52,7 @@ func run(log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	log.Info("registered with kubelet", "driver", driverName)
+	log.Info("plugin serving; kubelet registers it from its registration socket", "driver", driverName)
 	<-ctx.Done()
 	helper.Stop()
 	return nil
