@@ -359,33 +359,37 @@ func decode(f *os.File) (entries []Entry, err error) {
 }
 
 // lineSplitter is decode's bufio.SplitFunc: it yields the log's
-// newline-terminated lines and steps over, without a token, NUL runs, a
-// last line without its newline and every line of longLine bytes or more
-// (each counted in bad).
+// newline-terminated lines and steps over NUL runs, a last line without
+// its newline and every line of longLine bytes or more (each counted in
+// bad). A step over yields an empty token, which decode skips, never
+// none: once its reader has seen the end of the file, bufio.Scanner ends
+// the scan at a step that yields no token, and the lines after it would
+// be lost.
 type lineSplitter struct {
 	long bool // within a line too long to keep
 	bad  int
 }
 
 func (l *lineSplitter) split(data []byte, atEOF bool) (int, []byte, error) {
+	skip := data[:0:0]
 	if n := len(data) - len(bytes.TrimLeft(data, "\x00")); n > 0 {
-		return n, nil, nil
+		return n, skip, nil
 	}
 	i := bytes.IndexByte(data, '\n')
 	switch {
 	case l.long && i >= 0:
 		l.long = false
-		return i + 1, nil, nil
+		return i + 1, skip, nil
 	case l.long || (i < 0 && len(data) >= longLine):
 		if !l.long {
 			l.long = true
 			l.bad++
 		}
-		return len(data), nil, nil
+		return len(data), skip, nil
 	case i >= 0:
 		return i + 1, bytes.TrimSuffix(data[:i], []byte{'\r'}), nil
-	case atEOF:
-		return len(data), nil, nil // a torn last line
+	case atEOF && len(data) > 0:
+		return len(data), skip, nil // a torn last line
 	}
 	return 0, nil, nil
 }

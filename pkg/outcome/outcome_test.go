@@ -196,6 +196,7 @@ func TestBadLinesReported(t *testing.T) {
 // neither the entries before it nor the one appended after it are lost.
 func TestTornAppend(t *testing.T) {
 	ok := `{"verb":"DEL","pod":"ns/a","code":0}` + "\n"
+	pod := func(name string) string { return `{"verb":"DEL","pod":"ns/` + name + `","code":0}` + "\n" }
 	for _, tc := range []struct {
 		name string
 		log  string
@@ -209,6 +210,10 @@ func TestTornAppend(t *testing.T) {
 		{"an empty line", ok + "\n", 2, false},
 		{"many lost appends' NUL bytes", ok + strings.Repeat("\x00", 3*maxLine), 2, false},
 		{"a line longer than an entry: bad, the entries around it read", ok + strings.Repeat("x", 3*longLine) + "\n" + ok, 2, true},
+		// Each skip after the reader's end of file was seen: bufio.Scanner
+		// ends at a skip that yields no token then.
+		{"two torn marks, entries between and after", ok + "\x00\n" + pod("b") + "\x00\n" + pod("c"), 4, false},
+		{"a torn mark, a long line, a torn mark", ok + "\x00\n" + strings.Repeat("x", 2*longLine) + "\n" + pod("b") + "\x00\n" + pod("c"), 4, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
