@@ -371,6 +371,9 @@ type lineSplitter struct {
 }
 
 func (l *lineSplitter) split(data []byte, atEOF bool) (int, []byte, error) {
+	if atEOF && len(data) == 0 {
+		return 0, nil, nil
+	}
 	skip := data[:0:0]
 	if n := len(data) - len(bytes.TrimLeft(data, "\x00")); n > 0 {
 		return n, skip, nil
@@ -388,7 +391,7 @@ func (l *lineSplitter) split(data []byte, atEOF bool) (int, []byte, error) {
 		return len(data), skip, nil
 	case i >= 0:
 		return i + 1, bytes.TrimSuffix(data[:i], []byte{'\r'}), nil
-	case atEOF && len(data) > 0:
+	case atEOF:
 		return len(data), skip, nil // a torn last line
 	}
 	return 0, nil, nil

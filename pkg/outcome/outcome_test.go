@@ -234,6 +234,33 @@ func TestTornAppend(t *testing.T) {
 	}
 }
 
+// TestReadTornLastLine checks logs whose last line has no newline, as
+// Read finds them before the next Record marks them: what is before it
+// reads, and a long one counts as a bad line.
+func TestReadTornLastLine(t *testing.T) {
+	ok := `{"verb":"DEL","pod":"ns/a","code":0}` + "\n"
+	for _, tc := range []struct {
+		name string
+		log  string
+		bad  bool
+	}{
+		{"short", ok + `{"verb":"ST`, false},
+		{"longer than an entry", ok + strings.Repeat("x", 2*longLine), true},
+		{"NUL bytes", ok + strings.Repeat("\x00", 3*longLine), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, FileName), []byte(tc.log), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			got, err := Read(dir)
+			if (err != nil) != tc.bad || len(got) != 1 || got[0].Pod != "ns/a" {
+				t.Fatalf("read %+v, %v; want ns/a's entry, a bad line: %v", got, err, tc.bad)
+			}
+		})
+	}
+}
+
 func TestMissingIsEmpty(t *testing.T) {
 	got, err := Read(filepath.Join(t.TempDir(), "none"))
 	if err != nil || len(got) != 0 {
