@@ -219,12 +219,13 @@ func (e *nodeEvents) report(before, now []resourceapi.Device, skipped map[string
 		holders = e.holders()
 	}
 	for _, ev := range evs {
-		e.log.Info("device health changed", "reason", ev.Reason, "note", ev.Note, "podEvents", len(holders[ev.Device]))
-		e.rec.Eventf(e.node, nil, ev.Type, ev.Reason, ev.Action, "%s", ev.Note)
+		pods := holders[ev.Device]
 		if ev.Reason == ReasonPublished {
-			continue
+			pods = nil
 		}
-		for _, pod := range holders[ev.Device] {
+		e.log.Info("device health changed", "reason", ev.Reason, "note", ev.Note, "podEvents", len(pods))
+		e.rec.Eventf(e.node, nil, ev.Type, ev.Reason, ev.Action, "%s", ev.Note)
+		for _, pod := range pods {
 			e.rec.Eventf(pod, e.node, ev.Type, ev.Reason, ev.Action, "%s", ev.Note)
 		}
 	}
