@@ -69,7 +69,7 @@ echo "$ND: $(free) of $(ls $P/gids | wc -l) GID rows free"
 func testDRAAttachFailed(t *testing.T, cp *controlPlane) {
 	node := nodeNames[1]
 	full := healthChange{node: node, dev: "simrdma0", taint: "gid-table-full:NoSchedule", state: "ACTIVE", reason: "RDMADeviceUnhealthy"}
-	full.earlier, full.since = cp.earlierEvents(t, full), time.Now()
+	cp.markHealth(t, &full)
 	t.Logf("%s: %s", node, strings.TrimSpace(cp.nodeShell(t, node, fillGIDs)))
 	cp.waitHealth(t, full)
 	emptied := false
@@ -101,7 +101,7 @@ func testDRAAttachFailed(t *testing.T, cp *controlPlane) {
 		"get", "events", "--field-selector", "involvedObject.name=dra-refused,reason=FailedCreatePodSandBox", "-o", "jsonpath={.items[*].message}")
 	t.Logf("dra-refused's FailedCreatePodSandBox events, %.1f s after kubectl apply: %s", time.Since(start).Seconds(), events)
 	healed := healthChange{node: node, dev: "simrdma0", state: "ACTIVE", reason: "RDMADeviceHealthy"}
-	healed.earlier, healed.since = cp.earlierEvents(t, healed), time.Now()
+	cp.markHealth(t, &healed)
 	t.Logf("%s: %s", node, strings.TrimSpace(cp.nodeShell(t, node, emptyGIDs)))
 	emptied = true
 	retried := time.Now()

@@ -30,15 +30,13 @@ func nicDown(t *testing.T, cp *controlPlane, node, netdev, dev string, pods ...s
 		}
 	})
 	change := healthChange{node: node, dev: dev, pods: pods, taint: "port-down=DOWN:NoSchedule", state: "DOWN", reason: "RDMADeviceUnhealthy"}
-	change.earlier = cp.earlierEvents(t, change)
-	change.since = time.Now()
+	cp.markHealth(t, &change)
 	cp.nodeShell(t, node, "sysctl -qw net.ipv6.conf."+netdev+".keep_addr_on_down=1 && ip link set "+netdev+" down")
 	cp.waitHealth(t, change)
 	return func() {
 		t.Helper()
 		change.taint, change.state, change.reason = "", "ACTIVE", "RDMADeviceHealthy"
-		change.earlier = cp.earlierEvents(t, change)
-		change.since = time.Now()
+		cp.markHealth(t, &change)
 		cp.nodeShell(t, node, upScript)
 		isUp = true
 		cp.waitHealth(t, change)
@@ -69,7 +67,7 @@ type healthChange struct {
 // waits for at most two of a kind per device.)
 func (cp *controlPlane) healthEvents(c healthChange) ([]string, error) {
 	var out []string
-	for _, obj := range append([]string{"Node/" + c.node}, prefixed("Pod/", c.pods)...) {
+	for _, obj := range c.objects() {
 		kind, name, _ := strings.Cut(obj, "/")
 		said, err := cp.kubectlOut("-n", "default", "get", "events", "--field-selector",
 			"involvedObject.kind="+kind+",involvedObject.name="+name+",reason="+c.reason,
@@ -86,24 +84,24 @@ func (cp *controlPlane) healthEvents(c healthChange) ([]string, error) {
 	return out, nil
 }
 
-// earlierEvents is healthEvents before c's change, read again until a
-// read succeeds; t fails when none does, as an Event not read then would
-// count as new.
-func (cp *controlPlane) earlierEvents(t *testing.T, c healthChange) []string {
+// markHealth sets c.earlier to healthEvents before c's change, read again
+// until a read succeeds (t fails when none does, as an Event not read then
+// would count as new), and c.since to now.
+func (cp *controlPlane) markHealth(t *testing.T, c *healthChange) {
 	t.Helper()
-	var out []string
 	cp.pollFunc(t, time.Minute, func() (bool, string) {
 		var err error
-		out, err = cp.healthEvents(c)
+		c.earlier, err = cp.healthEvents(*c)
 		return err == nil, fmt.Sprint(err)
 	})
-	return out
+	c.since = time.Now()
 }
 
-func prefixed(p string, names []string) []string {
-	out := make([]string, len(names))
-	for i, n := range names {
-		out[i] = p + n
+// objects are the Event objects of c: its node, then its pods.
+func (c healthChange) objects() []string {
+	out := []string{"Node/" + c.node}
+	for _, p := range c.pods {
+		out = append(out, "Pod/"+p)
 	}
 	return out
 }
@@ -114,7 +112,7 @@ func (cp *controlPlane) waitHealth(t *testing.T, c healthChange) {
 	t.Helper()
 	var tainted, metric time.Duration
 	evented := map[string]time.Duration{}
-	objects := append([]string{"Node/" + c.node}, prefixed("Pod/", c.pods)...)
+	objects := c.objects()
 	cp.pollFunc(t, 2*time.Minute, func() (bool, string) {
 		taints, _ := cp.kubectlOut("get", "resourceslices", "--field-selector", "spec.nodeName="+c.node, "-o",
 			`jsonpath={range .items[*].spec.devices[?(@.name=="`+c.dev+`")]}{range .taints[*]}{.key}={.value}:{.effect} {end}{end}`)

@@ -43,20 +43,15 @@ func (cp *controlPlane) startRegistry(t *testing.T) int {
 	t.Setenv("OTEL_TRACES_EXPORTER", "none")
 	cp.run(t, "registry", strings.TrimSpace(string(out)), "serve", conf)
 	url := fmt.Sprintf("http://127.0.0.1:%d/v2/", port)
-	for deadline := time.Now().Add(time.Minute); ; {
+	cp.pollFunc(t, time.Minute, func() (bool, string) {
 		resp, err := http.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return port
-			}
+		if err != nil {
+			return false, err.Error()
 		}
-		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(filepath.Join(cp.dir, "registry.log"))
-			t.Fatalf("the registry did not answer %s within a minute: %v\n%s", url, err, log)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, resp.Status
+	}) // a failure shows the registry's log among cp's parts' tails
+	return port
 }
 
 // pushedDigest is what make push prints last: REF@DIGEST.
