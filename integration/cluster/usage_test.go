@@ -4,6 +4,7 @@ package cluster
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strconv"
@@ -75,10 +76,7 @@ func holding(series map[string]float64) bool {
 func testPodUsage(t *testing.T, cp *controlPlane, node, server, client, addr string) {
 	t.Helper()
 	pods := []string{server, client}
-	cp.pollFunc(t, time.Minute, func() (bool, string) {
-		series, out := cp.usageSeries(t, node)
-		return !slices.ContainsFunc(pods, func(p string) bool { return holding(series[p]) }), "RDMA objects held before rping started:\n" + out
-	})
+	cp.waitNoneHolding(t, node, pods, "before rping started")
 	start := time.Now()
 	stopServer := cp.execBackground("exec", server, "--", "/bin/busybox", "timeout", "150", "/usr/bin/rping", "-s", "-a", addr)
 	defer stopServer()
@@ -103,11 +101,18 @@ func testPodUsage(t *testing.T, cp *controlPlane, node, server, client, addr str
 		_, _ = cp.exec(pod, "/bin/busybox", "killall", "rping")
 	}
 	stopped := time.Now()
+	cp.waitNoneHolding(t, node, pods, "after rping was killed")
+	t.Logf("CLUSTER-TIME per-pod series without a QP %.1f s after rping was killed", time.Since(stopped).Seconds())
+}
+
+// waitNoneHolding waits until node's per-pod series show none of pods
+// holding a QP (holding); when says when, for a failure's message.
+func (cp *controlPlane) waitNoneHolding(t *testing.T, node string, pods []string, when string) {
+	t.Helper()
 	cp.pollFunc(t, 2*time.Minute, func() (bool, string) {
 		series, out := cp.usageSeries(t, node)
-		return !slices.ContainsFunc(pods, func(p string) bool { return holding(series[p]) }), "RDMA objects held after rping was killed:\n" + out
+		return !slices.ContainsFunc(pods, func(p string) bool { return holding(series[p]) }), "RDMA objects held " + when + ":\n" + out
 	})
-	t.Logf("CLUSTER-TIME per-pod series without a QP %.1f s after rping was killed", time.Since(stopped).Seconds())
 }
 
 // podQPs is what the pod's rdma tool lists of its QPs, for a
@@ -119,14 +124,9 @@ func podQPs(cp *controlPlane, pod string) string {
 
 // usageString prints one pod's series, sorted.
 func usageString(series map[string]float64) string {
-	keys := make([]string, 0, len(series))
-	for k := range series {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = fmt.Sprintf("%s=%g", k, series[k])
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(series)) {
+		parts = append(parts, fmt.Sprintf("%s=%g", k, series[k]))
 	}
 	return strings.Join(parts, " ")
 }
