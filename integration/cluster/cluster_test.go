@@ -130,6 +130,8 @@ func TestCluster(t *testing.T) {
 	if extraScenario(t, "burst-control") {
 		sum.run(t, "burst-control", func(t *testing.T) { testBurstControl(t, cp) })
 	}
+	// Last: node-a leaves 6.12, the SMC-R scenarios' kernel, for 7.3.
+	sum.run(t, "soft-roce", func(t *testing.T) { testSoftRoCE(t, top, cp, lost) })
 }
 
 // extraScenarios are scenarios written but not yet part of make test:

@@ -3,6 +3,7 @@
 package cluster
 
 import (
+	"cmp"
 	"slices"
 	"strings"
 	"testing"
@@ -80,10 +81,12 @@ func addKind(pod string, attached bool) string {
 	return "device plugin"
 }
 
-// median of ds (not empty), which it sorts.
-func median(ds []time.Duration) time.Duration {
-	slices.Sort(ds)
-	return ds[len(ds)/2]
+// median is the middle of v (not empty; the upper middle of an even
+// count), v left as it is.
+func median[T cmp.Ordered](v []T) T {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[len(s)/2]
 }
 
 // pluginLine is what the figures read of one of the plugin's log lines.

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -27,7 +28,10 @@ type nodeVM struct {
 	idx     int    // 1-based; the node's address is 192.168.50.1<idx>
 	console string // qemu's output, this boot's
 	qemu    string
-	args    []string // qemu's, the same for every boot
+	args    []string          // qemu's; bootKernel changes the kernel's
+	kernel  string            // the Debian kernel it boots (nodeKernels)
+	env     map[string]string // scripts/cluster/initramfs.sh's: the kernels' paths
+	work    string            // where the initramfs parts are
 	boots   int
 	cmd     *exec.Cmd
 	started time.Time
@@ -39,11 +43,13 @@ type nodeVM struct {
 }
 
 // bootNodes builds the node initramfs and boots one VM per name. Each VM
-// has two NICs (twoRootNode a third): qemu user networking (restrict=on; a guestfwd to the API
+// has three NICs (twoRootNode a fourth): qemu user networking (restrict=on; a guestfwd to the API
 // server and one to the image registry, both on the host's loopback, a
-// hostfwd of its kubelet's port for the egress proxy) and one on a UDP socket netdev on loopback joining the VMs
-// into one L2 segment (node addresses, pod routes, RoCE). The VMs run until
-// owner (the whole test) ends; t gets the failures.
+// hostfwd of its kubelet's port for the egress proxy), one on a UDP socket netdev on loopback joining the VMs
+// into one L2 segment (node addresses, pod routes, RoCE), and one on a
+// second such segment, without an RDMA device (soft0: podSoftRoCE's NIC,
+// softRoCENIC). The VMs run until owner (the whole test) ends; t gets the
+// failures.
 func bootNodes(t *testing.T, owner testing.TB, cp *controlPlane) []*nodeVM {
 	t.Helper()
 	root := testenv.RepoRoot()
@@ -68,9 +74,9 @@ func bootNodes(t *testing.T, owner testing.TB, cp *controlPlane) []*nodeVM {
 	fwd := filepath.Join(cp.dir, "fwd")
 	testenv.Build(t, fwd, "./integration/cluster/fwd", "")
 	cp.registryPort = cp.startRegistry(t)
-	udp := make([]int, len(nodeNames))
+	udp, udpSoft := make([]int, len(nodeNames)), make([]int, len(nodeNames))
 	for i := range udp {
-		udp[i] = freeUDPPort(t)
+		udp[i], udpSoft[i] = freeUDPPort(t), freeUDPPort(t)
 	}
 	// The nodes run together: they wait for that many VM slots at once, so
 	// no other tier's guest shares their cores (a starved node's kubelet
@@ -91,15 +97,15 @@ func bootNodes(t *testing.T, owner testing.TB, cp *controlPlane) []*nodeVM {
 	t.Logf("VM slots %s and %s after %.0fs waiting for them", slots[0].Name, slots[len(slots)-1].Name, slots[0].Wait.Seconds())
 	var vms []*nodeVM
 	for i, name := range nodeNames {
-		vm := &nodeVM{name: name, idx: i + 1, console: filepath.Join(work, name+".console")}
 		kernel := nodeKernels[name]
+		vm := &nodeVM{name: name, idx: i + 1, console: filepath.Join(work, name+".console"), kernel: kernel, env: env, work: work}
 		initrd := filepath.Join(cp.dir, name+".cpio.gz")
 		if err := nodeInitrd(cp, name, kernel, work, initrd); err != nil {
 			t.Fatal(err)
 		}
 		kubeletPort := freePort(t)
 		cp.egress.route(fmt.Sprintf("192.168.50.1%d:10250", vm.idx), fmt.Sprintf("127.0.0.1:%d", kubeletPort))
-		peer := udp[(i+1)%len(udp)]
+		peer, peerSoft := udp[(i+1)%len(udp)], udpSoft[(i+1)%len(udp)]
 		args := []string{"-accel", "tcg,thread=single", "-m", "3072", "-smp", "2", "-nographic", "-no-reboot",
 			"-kernel", env["KERNEL_"+strings.ReplaceAll(kernel, ".", "_")], "-initrd", initrd,
 			"-netdev", fmt.Sprintf("user,id=n0,restrict=on,ipv6=off,guestfwd=tcp:%s:%d-cmd:%s 127.0.0.1:%d,guestfwd=tcp:%s-cmd:%s 127.0.0.1:%d,hostfwd=tcp:127.0.0.1:%d-:10250",
@@ -107,6 +113,11 @@ func bootNodes(t *testing.T, owner testing.TB, cp *controlPlane) []*nodeVM {
 			"-device", fmt.Sprintf("virtio-net-pci,netdev=n0,mac=52:54:00:00:00:%02x", vm.idx),
 			"-netdev", fmt.Sprintf("socket,id=n1,udp=127.0.0.1:%d,localaddr=127.0.0.1:%d", peer, udp[i]),
 			"-device", fmt.Sprintf("virtio-net-pci,netdev=n1,mac=52:54:00:00:01:%02x", vm.idx),
+			// soft0 on a PCI root of its own, numbered after every other:
+			// the kernel names it last, so the other NICs keep their names.
+			"-device", "pxb,id=pxb9,bus_nr=96,bus=pci.0",
+			"-netdev", fmt.Sprintf("socket,id=n9,udp=127.0.0.1:%d,localaddr=127.0.0.1:%d", peerSoft, udpSoft[i]),
+			"-device", fmt.Sprintf("virtio-net-pci,netdev=n9,bus=pxb9,addr=0x1,mac="+softRoCEMACFormat, vm.idx),
 		}
 		own, ownCmdline, err := nodeOwn(cp, name)
 		if err != nil {
@@ -311,6 +322,38 @@ func (vm *nodeVM) powerOff(t *testing.T) {
 		defer vm.mu.Unlock()
 		return vm.done, "qemu still running"
 	})
+}
+
+// bootKernel shuts the VM down (its disk synced first, as a node's
+// reboot does) and boots it on another of the tier's Debian kernels, its
+// initramfs made again for that kernel: a node's kernel upgrade, with
+// its disk kept. It returns once the guest's node parts run.
+func (vm *nodeVM) bootKernel(t *testing.T, owner testing.TB, cp *controlPlane, kernel string) {
+	t.Helper()
+	path := vm.env["KERNEL_"+strings.ReplaceAll(kernel, ".", "_")]
+	if path == "" {
+		t.Fatalf("no %s kernel among the tier's (scripts/cluster/initramfs.sh's CLUSTER_KERNELS)", kernel)
+	}
+	initrd := filepath.Join(cp.dir, fmt.Sprintf("%s-%s.cpio.gz", vm.name, kernel))
+	if err := nodeInitrd(cp, vm.name, kernel, vm.work, initrd); err != nil {
+		t.Fatal(err)
+	}
+	args := slices.Clone(vm.args)
+	for i := 0; i+1 < len(args); i++ {
+		switch args[i] {
+		case "-kernel":
+			args[i+1] = path
+		case "-initrd":
+			args[i+1] = initrd
+		}
+	}
+	if out, err := cp.nodeExec(t, vm.name, "sync"); err != nil {
+		t.Fatalf("sync on %s: %v: %s", vm.name, err, out)
+	}
+	vm.powerOff(t)
+	vm.args, vm.kernel = args, kernel
+	vm.start(t, owner)
+	vm.waitReady(t, 20*time.Minute)
 }
 
 // waitReady polls the console until the guest says its node parts run.

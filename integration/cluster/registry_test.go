@@ -104,16 +104,16 @@ func quickStartPushLine(t *testing.T, root string) string {
 }
 
 // writeInstall writes the admin's kustomization into dir, as the quick
-// start makes it: `kustomize create --resources` of the tier's install
-// (integration/cluster/deploy: the generic overlay, the DRA component,
-// the entry), then `kustomize edit set image
+// start makes it: `kustomize create --resources` of src, a directory of
+// the repository holding the tier's install (integration/cluster/deploy:
+// the generic overlay, the DRA component, the entry), then `kustomize edit set image
 // localhost/rdma-chain=REPO@DIGEST`, written here as that command writes
 // it (the tier has kubectl's kustomize, which renders but does not edit).
-func writeInstall(dir, repo, digest string) error {
+func writeInstall(dir, src, repo, digest string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	rel, err := filepath.Rel(dir, filepath.Join(testenv.RepoRoot(), "integration/cluster/deploy"))
+	rel, err := filepath.Rel(dir, filepath.Join(testenv.RepoRoot(), src))
 	if err != nil {
 		return err
 	}

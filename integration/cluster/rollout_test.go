@@ -62,7 +62,7 @@ cat /sys/class/infiniband/*/ports/*/gids/* 2>/dev/null | grep -x '`+expandIPv6(a
 // that every container runs that digest; it returns how long that took.
 func (cp *controlPlane) rollTo(t *testing.T, digest string) time.Duration {
 	t.Helper()
-	if err := writeInstall(cp.install, cp.repo, digest); err != nil {
+	if err := writeInstall(cp.install, "integration/cluster/deploy", cp.repo, digest); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()

@@ -178,3 +178,31 @@ func TestTCPListening(t *testing.T) {
 
 // sameFloat is == but for NaN, which equals NaN here.
 func sameFloat(a, b float64) bool { return a == b || (math.IsNaN(a) && math.IsNaN(b)) }
+
+func TestPerfSeriesRows(t *testing.T) {
+	bw := func(avg string) string {
+		return " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]\n 8192       200              3.10               " + avg + "                0.000300\n"
+	}
+	for _, tc := range []struct {
+		name, out string
+		want      [][]float64
+	}{
+		{"none", "no RoCE v2 GID holds fd00\n", nil},
+		{"two", "=== run 1 on rxe_a\n" + bw("2.50") + "=== run 2 on rxe_a\n" + bw("2.70"),
+			[][]float64{{8192, 200, 3.10, 2.50, 0.000300}, {8192, 200, 3.10, 2.70, 0.000300}}},
+		{"a run without a row", "=== run 1 on rxe_a\nCouldn't connect to 10.244.2.4:18801\n=== run 2 on rxe_a\n" + bw("0.00"),
+			[][]float64{nil, {8192, 200, 3.10, 0, 0.000300}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := perfSeriesRows(tc.out)
+			if len(got) != len(tc.want) {
+				t.Fatalf("got %v, want %v", got, tc.want)
+			}
+			for i := range got {
+				if !slices.Equal(got[i], tc.want[i]) {
+					t.Errorf("run %d: got %v, want %v", i+1, got[i], tc.want[i])
+				}
+			}
+		})
+	}
+}

@@ -25,7 +25,7 @@ import (
 func testDeploy(t *testing.T, cp *controlPlane) {
 	cp.repo, cp.digest = pushImage(t, cp.registryPort)
 	cp.install = filepath.Join(cp.dir, "my-rdma-chain")
-	if err := writeInstall(cp.install, cp.repo, cp.digest); err != nil {
+	if err := writeInstall(cp.install, "integration/cluster/deploy", cp.repo, cp.digest); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
@@ -41,15 +41,7 @@ func testDeploy(t *testing.T, cp *controlPlane) {
 	if out, err := cp.kubectlOut("apply", "-k", cp.install); err != nil {
 		t.Fatalf("kubectl apply -k: %v: %s", err, out)
 	}
-	for _, ds := range []string{"rdma-chain", "rdma-chain-dra"} {
-		out, err := cp.kubectlOut("-n", "kube-system", "rollout", "status", "daemonset/"+ds, "--timeout=30m")
-		if err != nil {
-			pods, _ := cp.kubectlOut("-n", "kube-system", "get", "pods", "-o", "wide")
-			events, _ := cp.kubectlOut("-n", "kube-system", "get", "events", "--sort-by=.lastTimestamp")
-			t.Fatalf("rollout status %s: %v: %s\n%s\n%s", ds, err, out, pods, events)
-		}
-		t.Logf("%s: %s", ds, lastLine(out))
-	}
+	cp.rolledOut(t)
 	t.Logf("CLUSTER-TIME DaemonSets rolled out on %d nodes in %.1f s, their image pulled from the registry", len(nodeNames), time.Since(start).Seconds())
 	cp.assertDaemonSetImage(t, cp.repo+"@"+cp.digest)
 	pods, _ := cp.kubectlOut("-n", "kube-system", "get", "pods", "-l", "app=rdma-chain", "-o", "wide")
@@ -83,4 +75,18 @@ func (cp *controlPlane) assertDaemonSetImage(t *testing.T, ref string) {
 		return len(lines) == 2*len(nodeNames), "want a pod of each DaemonSet on each node, got:\n" + ids
 	})
 	t.Logf("the DaemonSets' containers' images: %s", strings.ReplaceAll(strings.TrimSpace(ids), "\n", "; "))
+}
+
+// rolledOut waits until both DaemonSets have rolled out on every node.
+func (cp *controlPlane) rolledOut(t *testing.T) {
+	t.Helper()
+	for _, ds := range []string{"rdma-chain", "rdma-chain-dra"} {
+		out, err := cp.kubectlOut("-n", "kube-system", "rollout", "status", "daemonset/"+ds, "--timeout=30m")
+		if err != nil {
+			pods, _ := cp.kubectlOut("-n", "kube-system", "get", "pods", "-o", "wide")
+			events, _ := cp.kubectlOut("-n", "kube-system", "get", "events", "--sort-by=.lastTimestamp")
+			t.Fatalf("rollout status %s: %v: %s\n%s\n%s", ds, err, out, pods, events)
+		}
+		t.Logf("%s: %s", ds, lastLine(out))
+	}
 }

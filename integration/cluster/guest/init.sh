@@ -16,6 +16,10 @@
 #         the simrdma PCI function the device plugin offers sit on it
 #   eth2  rc.cluster.nic2=1 only: a NIC on a second PCI root (qemu's pxb)
 #         with simrdma1, for pcieRoot claims and exclusive mode
+#   soft0 a second L2 segment between the VMs, a NIC without an RDMA
+#         device (MAC 52:54:00:00:09:IDX, named here by its MAC as udev
+#         rules name NICs): the soft-roce scenario's podSoftRoCE NIC, with a
+#         /64 of its own
 # Disk: rc.cluster.disk=1 only: /dev/vda (ext4) holds /var/lib, /var/log,
 # /opt/cni/bin and /etc/cni/net.d.
 # Kernel command line: rc.cluster.node=NAME rc.cluster.idx=N (1, 2, ...),
@@ -108,6 +112,17 @@ ip addr add "$NODE_IP/24" dev eth1
 # first pods the same address.
 ip addr add "fd00:10:$IDX::1/64" dev eth1 nodad
 echo 1 >/proc/sys/net/ipv4/ip_forward
+SOFT_MAC=$(printf '52:54:00:00:09:%02x' "$IDX")
+soft_nic() { grep -l "^$SOFT_MAC$" /sys/class/net/*/address 2>/dev/null | head -n 1; }
+if wait_until 10 test -n "$(soft_nic)"; then
+	SOFT_DEV=$(soft_nic)
+	SOFT_DEV=${SOFT_DEV%/address}
+	ip link set "${SOFT_DEV##*/}" name soft0
+	ip link set soft0 up
+	ip addr add "fd00:60:$IDX::1/64" dev soft0 nodad
+else
+	fail "no NIC with MAC $SOFT_MAC"
+fi
 # host-gw: each node's pod subnet through that node's address. On the RDMA
 # network, a pod's route off its /64 goes through its IPAM range's gateway
 # (host-local's default: the block's first address, fd00:10:N::f:0:c01).
