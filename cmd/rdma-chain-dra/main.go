@@ -45,9 +45,14 @@ func run() error {
 	flag.DurationVar(&cfg.Interval, "interval", 30*time.Second, "how often the node's RDMA devices are read again")
 	flag.DurationVar(&cfg.StatusInterval, "status-interval", 2*time.Second,
 		"how often the CNI plugin's records are looked at for claim status to write (0: write none)")
+	flag.IntVar(&cfg.SoftRoCEPods, "soft-roce-pods", dra.DefaultSoftRoCEPods,
+		"how many pods may share a podSoftRoCE NIC at once (its capacity pods): each costs the node CPU time for every byte")
 	flag.Parse()
 	if cfg.NodeName == "" {
 		return errors.New("--node-name (or $NODE_NAME) is required")
+	}
+	if cfg.SoftRoCEPods < 1 {
+		return fmt.Errorf("--soft-roce-pods %d: at least 1", cfg.SoftRoCEPods)
 	}
 	rc, err := restConfig(*kubeconfig)
 	if err != nil {

@@ -18,10 +18,11 @@ type claimed struct {
 // to the pod, which the plugin never touches. A claim device names the
 // offered RDMA device whose DRA name (rdma.DRADeviceName, as pkg/dra
 // publishes it) it is; the pool is not compared: kubelet reports only this
-// node's claims, and pkg/dra names its pool after the node.
+// node's claims, and pkg/dra names its pool after the node. On a
+// podSoftRoCE network the one name served is the NIC's (claimOwners).
 func applyClaims(c *call, req *request, cl claimed, offered []rdma.Device) ([]rdma.Device, []state.Claim, error) {
 	offered = withoutForeign(c, cl.foreign, offered)
-	owners := rdma.DRANameOwners(offered)
+	owners := claimOwners(c.conf.PodSoftRoCE, offered)
 	var recorded []state.Claim
 	for _, d := range cl.served {
 		claim := state.Claim{Namespace: d.ClaimNamespace, Name: d.ClaimName, Driver: d.Driver, Pool: d.Pool, Device: d.Device, ShareID: d.ShareID}
@@ -30,6 +31,10 @@ func applyClaims(c *call, req *request, cl claimed, offered []rdma.Device) ([]rd
 			claim.RDMADevice = o[0].Name
 			req.ids = append(req.ids, o[0].Name)
 		case 0:
+			if nic := c.conf.PodSoftRoCE; nic != "" {
+				return nil, nil, cniErrorf(CodeNoDevice, "DRA device %q of claim %s/%s (driver %s) is not %s, the soft-RoCE NIC %s this network serves (podSoftRoCE)",
+					truncate(d.Device), truncate(d.ClaimNamespace), truncate(d.ClaimName), d.Driver, rdma.SoftRoCEDRAName(nic), nic)
+			}
 			if !config.ValidDeviceID(d.Device) {
 				return nil, nil, cniErrorf(CodeNoDevice, "DRA device %q of claim %s/%s (driver %s) is malformed",
 					truncate(d.Device), truncate(d.ClaimNamespace), truncate(d.ClaimName), d.Driver)
@@ -46,6 +51,23 @@ func applyClaims(c *call, req *request, cl claimed, offered []rdma.Device) ([]rd
 		recorded = append(recorded, claim)
 	}
 	return offered, recorded, nil
+}
+
+// claimOwners maps each DRA device name a served claim device may have to
+// the offered devices of that name. With podSoftRoCE (nic) the one name is
+// rdma.SoftRoCEDRAName(nic), under which pkg/dra publishes the NIC, and it
+// names the pod's own rxe device, the one softRoCEOffer offers: that device
+// is made at this ADD, so no claim could have named it. Any other name,
+// the rxe device's own DRA name included, names nothing here.
+func claimOwners(nic string, offered []rdma.Device) map[string][]rdma.Device {
+	if nic == "" {
+		return rdma.DRANameOwners(offered)
+	}
+	out := map[string][]rdma.Device{}
+	if name := rdma.SoftRoCEDRAName(nic); name != "" && len(offered) > 0 {
+		out[name] = offered
+	}
+	return out
 }
 
 // withoutForeign drops from offered every device another DRA driver's

@@ -182,3 +182,62 @@ func (w *world) callsNamed(names ...string) []string {
 	}
 	return out
 }
+
+// TestSoftRoCEFromClaims checks that on a podSoftRoCE network a served
+// claim device named after the NIC (rdma.SoftRoCEDRAName, as pkg/dra
+// publishes it) gives the pod its own rxe device, recorded in the claim
+// with its share; any other DRA name (another NIC's, another RDMA
+// device's, the pod's rxe device's own) is refused before any change.
+func TestSoftRoCEFromClaims(t *testing.T) {
+	name := rdma.SoftRoCEName("rdmanet", "c1", "eth0")
+	cases := []struct {
+		name     string
+		claims   []podres.ClaimDevice
+		allocs   []podres.Allocation
+		foreign  []podres.ClaimDevice
+		wantCode uint
+		want     string // the refusal's words
+	}{
+		{name: "the NIC's soft-RoCE", claims: []podres.ClaimDevice{claimDev("nic", "softroce-eth1")}},
+		{name: "with a device plugin's synthetic ID: once", claims: []podres.ClaimDevice{claimDev("nic", "softroce-eth1")},
+			allocs: []podres.Allocation{{ResourceName: "rdma/hca", DeviceIDs: []string{"7"}}}},
+		{name: "another NIC's soft-RoCE", claims: []podres.ClaimDevice{claimDev("nic", "softroce-eth2")},
+			wantCode: CodeNoDevice, want: `"softroce-eth2" of claim default/nic (driver rdma-chain.github.io) is not softroce-eth1`},
+		{name: "an RDMA device of the node", claims: []podres.ClaimDevice{claimDev("nic", "rxe0")},
+			wantCode: CodeNoDevice, want: `"rxe0" of claim default/nic (driver rdma-chain.github.io) is not softroce-eth1`},
+		{name: "the pod's rxe device's own DRA name", claims: []podres.ClaimDevice{claimDev("nic", rdma.DRADeviceName(name))},
+			wantCode: CodeNoDevice, want: "is not softroce-eth1"},
+		{name: "a synthetic-looking DRA name", claims: []podres.ClaimDevice{claimDev("nic", "3")},
+			wantCode: CodeNoDevice, want: "is not softroce-eth1"},
+		{name: "the NIC allocated by another driver too", claims: []podres.ClaimDevice{claimDev("nic", "softroce-eth1")},
+			foreign: []podres.ClaimDevice{foreignDev("net", "eth1")}, wantCode: CodeNoDevice, want: "is not softroce-eth1"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			w, dir := softRoCEWorld(), t.TempDir()
+			w.allocs, w.claims, w.foreign = tc.allocs, tc.claims, tc.foreign
+			if tc.claims[0].Device == "softroce-eth1" && tc.wantCode == 0 {
+				w.claims[0].ShareID = "8c1d"
+			}
+			err := w.plugin().Add(cmd(dir, softRoCEConf(dir+"/di.json"), prevResult100))
+			if tc.wantCode != 0 {
+				wantCode(t, err, tc.wantCode, tc.want)
+				if got := relevant(w.calls, "AddChild", "RxeAdd"); len(got) != 0 || len(stateFiles(t, dir)) != 0 {
+					t.Errorf("refused ADD changed %v, records %v", got, stateFiles(t, dir))
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := relevant(w.calls, "RxeAdd"); len(got) != 1 || !strings.HasPrefix(got[0], "RxeAdd "+name+" ") {
+				t.Errorf("rxe devices made %v, want %s once", got, name)
+			}
+			rec := onlyRecord(t, dir)
+			want := []state.Claim{{Namespace: "default", Name: "nic", Driver: draDriver, Pool: "node1", Device: "softroce-eth1", ShareID: "8c1d", RDMADevice: name}}
+			if len(rec.Links) != 1 || rec.Links[0].Device != name || !reflect.DeepEqual(rec.Claims, want) {
+				t.Errorf("record links %+v claims %+v, want %s and %+v", rec.Links, rec.Claims, name, want)
+			}
+		})
+	}
+}

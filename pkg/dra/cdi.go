@@ -27,10 +27,13 @@ func (specs cdiSpecs) path(claimUID string) string {
 	return filepath.Join(specs.dir, DriverName+"-"+claimUID+".json")
 }
 
-// cdiDevice is one CDI device of a claim: its name and device nodes.
+// cdiDevice is one CDI device of a claim: its name, device nodes and
+// environment (KEY=VALUE). One of the two must hold something: the CDI
+// registry refuses a device without edits, and with it the whole spec.
 type cdiDevice struct {
 	name  string
 	nodes []string
+	env   []string
 }
 
 // cdiName is the CDI device name of DRA device draName in claim claimUID
@@ -44,7 +47,7 @@ func cdiID(name string) string { return CDIKind + "=" + name }
 func (specs cdiSpecs) write(claimUID string, devs []cdiDevice) error {
 	spec := cdispec.Spec{Version: cdiVersion, Kind: CDIKind}
 	for _, d := range devs {
-		dev := cdispec.Device{Name: d.name}
+		dev := cdispec.Device{Name: d.name, ContainerEdits: cdispec.ContainerEdits{Env: d.env}}
 		for _, n := range d.nodes {
 			dev.ContainerEdits.DeviceNodes = append(dev.ContainerEdits.DeviceNodes, &cdispec.DeviceNode{Path: n})
 		}

@@ -17,10 +17,16 @@ func CharDevices(sysRoot, name string) []string {
 	out = append(out, classDevices(sysRoot, "infiniband_verbs", "uverbs", name)...)
 	out = append(out, classDevices(sysRoot, "infiniband_mad", "umad", name)...)
 	out = append(out, classDevices(sysRoot, "infiniband_mad", "issm", name)...)
-	if _, err := os.Lstat(filepath.Join(sysRoot, "class", "misc", "rdma_cm")); err == nil {
-		out = append(out, "/dev/infiniband/rdma_cm")
+	return append(out, rdmaCM(sysRoot)...)
+}
+
+// rdmaCM returns /dev/infiniband/rdma_cm when the node has it (rdma_ucm
+// loaded): the RDMA connection manager every process of the node shares.
+func rdmaCM(sysRoot string) []string {
+	if _, err := os.Lstat(filepath.Join(sysRoot, "class", "misc", "rdma_cm")); err != nil {
+		return nil
 	}
-	return out
+	return []string{"/dev/infiniband/rdma_cm"}
 }
 
 // classDevices lists /dev/infiniband/PREFIXn for the class devices of

@@ -3,6 +3,7 @@ package dra
 import (
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"time"
 
@@ -15,9 +16,11 @@ import (
 // Node is one discovery of the node's RDMA NICs.
 type Node struct {
 	Mode rdma.Mode
-	NICs []NIC // sorted by RDMA device name
+	NICs []NIC // sorted by RDMA device name, then DRA name: soft-RoCE NICs (no RDMA device) first
 	// Skipped names devices left out, with why (not offered by the
-	// plugin's entries, no DRA name, a DRA name two devices share).
+	// plugin's entries, no DRA name, a DRA name two devices share, a pod's
+	// own soft-RoCE device, a soft-RoCE NIC the plugin would refuse); a
+	// soft-RoCE NIC by its DRA name.
 	Skipped map[string]string
 }
 
@@ -35,6 +38,13 @@ type Discoverer struct {
 	// node's own traffic to what they carry (netdev.NodeUplinks); nil
 	// publishes them.
 	Uplinks func(nodeAddrs []netip.Addr) (map[string]string, error)
+	// SoftRoCEUnsupported says why this kernel cannot give a pod an rxe
+	// device of its own, "" when it can: the plugin's check (its error
+	// 112). nil: rdma.SoftRoCEUnsupported of the running kernel.
+	SoftRoCEUnsupported func() string
+	// SoftRoCEPods is the capacity `pods` of each soft-RoCE NIC: how many
+	// pods may share it; 0 is DefaultSoftRoCEPods.
+	SoftRoCEPods int
 	// OfferGrace is how long the last offer with an rdma-chain entry
 	// stands in for reads without any (Discoverer.offer); 0 keeps none.
 	OfferGrace time.Duration
@@ -54,7 +64,8 @@ func (d *Discoverer) sysRoot() string {
 }
 
 // Discover reads the RDMA netns mode and every RDMA device of the host
-// netns, with the facts the driver publishes.
+// netns, with the facts the driver publishes, and the soft-RoCE NICs of
+// the podSoftRoCE entries.
 func (d *Discoverer) Discover() (*Node, error) {
 	mode, err := d.System.NetnsMode()
 	if err != nil {
@@ -65,14 +76,15 @@ func (d *Discoverer) Discover() (*Node, error) {
 		return nil, fmt.Errorf("list RDMA devices: %w", err)
 	}
 	node := &Node{Mode: mode, Skipped: map[string]string{}}
+	recs := d.records()
 	seen := map[string]NIC{}
-	for _, dev := range devs {
+	for _, dev := range d.withoutPodSoftRoCE(devs, recs, node.Skipped) {
 		n := d.facts(dev)
 		seen[n.Name] = n
 	}
 	offer := d.offer()
 	if mode == rdma.ModeExclusive {
-		d.addHeld(seen)
+		d.addHeld(seen, recs)
 		if d.Uplinks != nil {
 			uplinks, err := d.Uplinks(offer.NodeAddrs)
 			if err != nil {
@@ -84,9 +96,20 @@ func (d *Discoverer) Discover() (*Node, error) {
 	if d.Offer != nil {
 		withoutUnoffered(seen, offer, node.Skipped)
 	}
-	d.last = seen
+	d.last = maps.Clone(seen)
+	d.addSoftRoCE(seen, mode, devs, offer, node.Skipped)
 	node.NICs = uniqueNames(seen, node.Skipped)
 	return node, nil
+}
+
+// records returns the plugin's readable attachment records; unreadable
+// ones are the plugin's to quarantine.
+func (d *Discoverer) records() []*state.Record {
+	if d.Records == nil {
+		return nil
+	}
+	recs, _ := d.Records()
+	return recs
 }
 
 // facts reads what is published of dev.
@@ -98,24 +121,30 @@ func (d *Discoverer) facts(dev rdma.Device) NIC {
 		n.GIDTableFull = free < rdma.GIDsPerAddress
 	}
 	n.BondMembers = bondMembers(root, dev.Netdev)
-	if dev.PCI != "" {
-		if a, err := deviceattribute.GetPCIeRootAttributeByPCIBusID(dev.PCI, deviceattribute.WithFSFromRoot(root)); err == nil && a.Value.StringValue != nil {
-			n.PCIeRoot = *a.Value.StringValue
-		}
-		if a, err := deviceattribute.GetNUMANodeAttributeByPCIBusID(dev.PCI, deviceattribute.ScalarAttribute, deviceattribute.WithFSFromRoot(root)); err == nil && a.Value.IntValue != nil {
-			n.NUMANode = int(*a.Value.IntValue)
-		}
-	}
+	n.PCIeRoot, n.NUMANode = pciFacts(root, dev.PCI)
 	return n
 }
 
-// addHeld adds the devices exclusive-mode pods hold: from the last
-// discovery when it saw them, else from the plugin's record.
-func (d *Discoverer) addHeld(seen map[string]NIC) {
-	if d.Records == nil {
-		return
+// pciFacts reads the PCIe root complex and NUMA node of PCI function pci
+// under sysRoot: "" and -1 for what it does not have.
+func pciFacts(sysRoot, pci string) (pcieRoot string, numaNode int) {
+	numaNode = -1
+	if pci == "" {
+		return "", numaNode
 	}
-	recs, _ := d.Records() // the readable records; unreadable ones are the plugin's to quarantine
+	if a, err := deviceattribute.GetPCIeRootAttributeByPCIBusID(pci, deviceattribute.WithFSFromRoot(sysRoot)); err == nil && a.Value.StringValue != nil {
+		pcieRoot = *a.Value.StringValue
+	}
+	if a, err := deviceattribute.GetNUMANodeAttributeByPCIBusID(pci, deviceattribute.ScalarAttribute, deviceattribute.WithFSFromRoot(sysRoot)); err == nil && a.Value.IntValue != nil {
+		numaNode = int(*a.Value.IntValue)
+	}
+	return pcieRoot, numaNode
+}
+
+// addHeld adds the devices exclusive-mode pods hold (recs, the plugin's
+// records): from the last discovery when it saw them, else from the
+// record.
+func (d *Discoverer) addHeld(seen map[string]NIC, recs []*state.Record) {
 	for _, r := range recs {
 		if r.Mode != rdma.ModeExclusive {
 			continue

@@ -101,11 +101,11 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim) ([]kubeletplugin.Devi
 		if !ok {
 			return nil, fmt.Errorf("claim %s/%s: device %s is not an RDMA device of node %s", claim.Namespace, claim.Name, r.Device, d.NodeName)
 		}
-		nodes := CharDevices(d.sysRoot(), nic.Name)
-		if !hasVerbs(nodes) {
-			return nil, fmt.Errorf("claim %s/%s: RDMA device %s has no uverbs character device (ib_uverbs not loaded?)", claim.Namespace, claim.Name, nic.Name)
+		dev, err := d.cdiDevice(name, nic)
+		if err != nil {
+			return nil, fmt.Errorf("claim %s/%s: %w", claim.Namespace, claim.Name, err)
 		}
-		specDevs = append(specDevs, cdiDevice{name: name, nodes: nodes})
+		specDevs = append(specDevs, dev)
 	}
 	if prepared == nil && len(specDevs) > 0 {
 		if err := d.specs().write(uid, specDevs); err != nil {
@@ -113,6 +113,27 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim) ([]kubeletplugin.Devi
 		}
 	}
 	return out, nil
+}
+
+// SoftRoCEEnv is the variable a soft-RoCE NIC's CDI device sets in the
+// container: the NIC's netdev. It is the device's one edit when the node
+// has no rdma_cm, since a CDI device without edits is invalid.
+const SoftRoCEEnv = "RDMA_CHAIN_SOFTROCE_NETDEV"
+
+// cdiDevice is the CDI device called name of nic: its character devices.
+// A soft-RoCE NIC's has rdma_cm alone, when the node has it, and
+// SoftRoCEEnv: the pod's own rxe device, with its uverbs, is made at the
+// sandbox's CNI ADD, after Prepare, so only a privileged container, which
+// sees the node's /dev, reaches its verbs device.
+func (d *Driver) cdiDevice(name string, nic NIC) (cdiDevice, error) {
+	if nic.SoftRoCE {
+		return cdiDevice{name: name, nodes: rdmaCM(d.sysRoot()), env: []string{SoftRoCEEnv + "=" + nic.Netdev}}, nil
+	}
+	nodes := CharDevices(d.sysRoot(), nic.Name)
+	if !hasVerbs(nodes) {
+		return cdiDevice{}, fmt.Errorf("RDMA device %s has no uverbs character device (ib_uverbs not loaded?)", nic.Name)
+	}
+	return cdiDevice{name: name, nodes: nodes}, nil
 }
 
 // UnprepareResourceClaims removes each claim's CDI spec; a claim never

@@ -122,3 +122,84 @@ func TestPrepareRefuses(t *testing.T) {
 		})
 	}
 }
+
+// TestPrepareSoftRoCE checks that a claim allocated a soft-RoCE NIC is
+// prepared with rdma_cm when the node has it and no uverbs (the pod's own
+// device comes at its ADD), always with the NIC in the environment so that
+// the CDI device has an edit; asked again, the same from disk; unprepared
+// twice without error.
+func TestPrepareSoftRoCE(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		rdmaCM bool
+		nodes  []string
+	}{
+		{"rdma_cm", true, []string{"/dev/infiniband/rdma_cm"}},
+		{"no rdma_cm", false, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := softRoCESysfs(t, "up")
+			s.charDev("infiniband_verbs", "uverbs0", "mlx5_0")
+			s.charDev("infiniband_verbs", "uverbs1", "rxe_00000000000b") // another pod's
+			if tc.rdmaCM {
+				s.mkdir("class/misc/rdma_cm")
+			}
+			node, err := softRoCEDiscoverer(s, "shared", Offer{SoftRoCE: map[string]bool{"eth2": true}}, "").Discover()
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := &Driver{NodeName: "node1", SysRoot: s.root, CDIDir: t.TempDir(), Log: slog.New(slog.DiscardHandler)}
+			d.SetNode(node)
+			share := types.UID("5e1f")
+			r := result("rdma", "node1", "softroce-eth2")
+			r.ShareID = &share
+			c := claim("u1", r)
+			want := []kubeletplugin.Device{{Requests: []string{"rdma"}, PoolName: "node1", DeviceName: "softroce-eth2",
+				CDIDeviceIDs: []string{"rdma-chain.github.io/rdma=u1-softroce-eth2"}, ShareID: &share}}
+			var first []byte
+			for i := range 2 {
+				got, err := d.PrepareResourceClaims(context.Background(), []*resourceapi.ResourceClaim{c})
+				if err != nil || got["u1"].Err != nil || !reflect.DeepEqual(got["u1"].Devices, want) {
+					t.Fatalf("prepare %d: %v %+v, want %+v", i, err, got, want)
+				}
+				b, err := os.ReadFile(d.specs().path("u1"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if i == 1 && string(b) != string(first) {
+					t.Errorf("preparing again rewrote the spec")
+				}
+				first = b
+				d.SetNode(&Node{}) // asked again after a restart, the NIC not read yet
+			}
+			checkSoftRoCESpec(t, first, tc.nodes)
+			for range 2 {
+				res, err := d.UnprepareResourceClaims(context.Background(), []kubeletplugin.NamespacedObject{{UID: "u1"}})
+				if err != nil || res["u1"] != nil {
+					t.Fatalf("unprepare: %v %+v", err, res)
+				}
+			}
+		})
+	}
+}
+
+// checkSoftRoCESpec checks that spec b holds the soft-RoCE CDI device with
+// exactly nodes and the NIC in its environment.
+func checkSoftRoCESpec(t *testing.T, b []byte, nodes []string) {
+	t.Helper()
+	var spec cdispec.Spec
+	if err := json.Unmarshal(b, &spec); err != nil {
+		t.Fatal(err)
+	}
+	if len(spec.Devices) != 1 || spec.Devices[0].Name != "u1-softroce-eth2" {
+		t.Fatalf("CDI spec %s", b)
+	}
+	edits := spec.Devices[0].ContainerEdits
+	var got []string
+	for _, n := range edits.DeviceNodes {
+		got = append(got, n.Path)
+	}
+	if !reflect.DeepEqual(got, nodes) || !reflect.DeepEqual(edits.Env, []string{"RDMA_CHAIN_SOFTROCE_NETDEV=eth2"}) {
+		t.Errorf("device nodes %v env %v, want %v and the NIC", got, edits.Env, nodes)
+	}
+}

@@ -232,8 +232,10 @@ func (e *nodeEvents) report(before, now []resourceapi.Device, skipped map[string
 }
 
 // holders are the pods of the readable records by the RDMA devices their
-// links hold, each pod once per device. A record without its pod's name
-// (not from kubelet) or stranded (its pod gone) names none.
+// links hold, each pod once per device; a link's own soft-RoCE device
+// counts as its NIC's, by the NIC's DRA name, which the published device
+// is named by. A record without its pod's name (not from kubelet) or
+// stranded (its pod gone) names none.
 func (e *nodeEvents) holders() map[string][]*corev1.ObjectReference {
 	if e.records == nil {
 		return nil
@@ -249,8 +251,12 @@ func (e *nodeEvents) holders() map[string][]*corev1.ObjectReference {
 		}
 		ref := &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: r.Pod.Namespace, Name: r.Pod.Name, UID: types.UID(r.Pod.UID)}
 		for _, l := range r.Links {
-			if l.Device != "" && !slices.ContainsFunc(out[l.Device], func(o *corev1.ObjectReference) bool { return *o == *ref }) {
-				out[l.Device] = append(out[l.Device], ref)
+			dev := l.Device
+			if l.SoftRoCE {
+				dev = rdma.SoftRoCEDRAName(l.HostName)
+			}
+			if dev != "" && !slices.ContainsFunc(out[dev], func(o *corev1.ObjectReference) bool { return *o == *ref }) {
+				out[dev] = append(out[dev], ref)
 			}
 		}
 	}

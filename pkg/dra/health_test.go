@@ -221,3 +221,28 @@ func TestReportPods(t *testing.T) {
 		})
 	}
 }
+
+// TestReportSoftRoCEPods checks that a soft-RoCE NIC's health change is
+// told to the pods whose links hold an rxe device of their own on it.
+func TestReportSoftRoCEPods(t *testing.T) {
+	nic := func(taints ...resourceapi.DeviceTaint) []resourceapi.Device {
+		return []resourceapi.Device{{Name: "softroce-eth2", Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{AttrNetdev: str("eth2")},
+			Taints: taints}}
+	}
+	down := resourceapi.DeviceTaint{Key: TaintPortDown, Value: "DOWN", Effect: resourceapi.DeviceTaintEffectNoSchedule}
+	rec := func(name, parent string, soft bool) *state.Record {
+		return &state.Record{Pod: state.Pod{Namespace: "ns", Name: name, UID: "u-" + name}, Links: []state.Link{
+			{Device: rdma.SoftRoCEName("net", name, "eth0"), SoftRoCE: soft, HostLink: state.HostLink{HostName: parent, PodName: "rdma0"}}}}
+	}
+	var got eventLog
+	e := &nodeEvents{rec: &got, node: &corev1.ObjectReference{Kind: "Node", Name: "node-b", UID: "node-b"}, log: slog.New(slog.DiscardHandler),
+		records: func() ([]*state.Record, error) {
+			return []*state.Record{rec("a", "eth2", true), rec("b", "eth3", true), rec("c", "eth2", false)}, nil
+		}}
+	e.report(nic(), nic(down), nil)
+	note := " Warning RDMADeviceUnhealthy softroce-eth2 (eth2): port 1 down: tainted " + TaintPortDown + "=DOWN:NoSchedule"
+	want := []string{"Node/node-b(node-b) -" + note, "Pod/ns/a(u-a) Node/node-b(node-b)" + note}
+	if !reflect.DeepEqual([]string(got), want) {
+		t.Errorf("events\n%q, want\n%q", got, want)
+	}
+}

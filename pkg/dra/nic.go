@@ -21,6 +21,11 @@ type NIC struct {
 	PCIeRoot     string   // "pci0000:00", "" without a PCI function
 	NUMANode     int      // -1: none
 	InPod        bool     // exclusive mode: moved into a pod, facts from when it was seen
+	// SoftRoCE says it is the soft-RoCE NIC Netdev of a podSoftRoCE entry,
+	// not an RDMA device (Name is ""): each pod allocated it gets an rxe
+	// device of its own on a child of Netdev at its CNI ADD.
+	SoftRoCE     bool
+	SoftRoCEPods int // its capacity: how many pods may share it
 }
 
 // portFacts reads port 1's link layer, state and GID table size of device

@@ -14,14 +14,19 @@ import (
 )
 
 // Offer is which RDMA devices the node's rdma-chain entries let the plugin
-// attach: their `devices` lists (docs/configuration.md). The driver
+// attach: their `devices` lists (docs/configuration.md), and the NICs
+// their `podSoftRoCE` give pods soft-RoCE devices on. The driver
 // publishes only those, so the scheduler never allocates a device whose
 // ADD the plugin refuses ("matches no RDMA device offered on this node"):
 // such a pod would never start.
 type Offer struct {
-	All   bool            // an entry without a devices list offers every device
+	All   bool            // an entry without a devices list (nor podSoftRoCE) offers every device
 	Names map[string]bool // RDMA device or netdev names
 	From  string          // where the offer was read, or why nothing is offered
+	// SoftRoCE names the NICs (netdevs) of the podSoftRoCE entries: each
+	// pod gets an rxe device of its own on a child of one, made at its ADD,
+	// so such an entry offers the NIC and no RDMA device of the node.
+	SoftRoCE map[string]bool
 	// NodeAddrs are the entries' nodeAddresses: in exclusive mode the
 	// plugin never moves a netdev holding one, nor one carrying the node's
 	// default route, so such a device is not published then.
@@ -42,7 +47,7 @@ func OfferOfConfDir(dir string) Offer {
 	if err != nil {
 		return Offer{From: err.Error()}
 	}
-	o := Offer{Names: map[string]bool{}}
+	o := Offer{Names: map[string]bool{}, SoftRoCE: map[string]bool{}}
 	var paths []string
 	for _, n := range nets {
 		conf, _, err := config.Parse(n.Stdin)
@@ -51,7 +56,11 @@ func OfferOfConfDir(dir string) Offer {
 		}
 		paths = append(paths, n.Path)
 		o.Entries++
-		o.All = o.All || len(conf.Devices) == 0
+		if conf.PodSoftRoCE != "" {
+			o.SoftRoCE[conf.PodSoftRoCE] = true // its devices list is empty (pkg/config)
+		} else {
+			o.All = o.All || len(conf.Devices) == 0
+		}
 		for _, d := range conf.Devices {
 			o.Names[d] = true
 		}

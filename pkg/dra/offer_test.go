@@ -61,7 +61,8 @@ func publishedNames(node *Node) []string {
 }
 
 // TestOfferOfConfDir checks that the offer is the union of the
-// rdma-chain entries' devices lists; an entry without one offers all;
+// rdma-chain entries' devices lists; an entry without one offers all; a
+// podSoftRoCE entry offers its NIC as a soft-RoCE NIC and no RDMA device;
 // no entry offers none.
 func TestOfferOfConfDir(t *testing.T) {
 	const primary = `{"type":"ptp","ipam":{"type":"host-local","subnet":"10.1.0.0/24"}}`
@@ -69,19 +70,27 @@ func TestOfferOfConfDir(t *testing.T) {
 		return `{"cniVersion":"1.0.0","name":"net","plugins":[` + primary + `,{"type":"rdma-chain"` + devices + `}]}`
 	}
 	for _, tc := range []struct {
-		name  string
-		files map[string]string
-		all   bool
-		names []string
-		from  string
+		name     string
+		files    map[string]string
+		all      bool
+		names    []string
+		from     string
+		softRoCE []string
 	}{
-		{"a devices list", map[string]string{"10-a.conflist": entry(`,"devices":["simrdma0","eth2"]`)}, false, []string{"eth2", "simrdma0"}, "10-a.conflist"},
-		{"no devices list", map[string]string{"10-a.conflist": entry("")}, true, nil, "10-a.conflist"},
+		{"a devices list", map[string]string{"10-a.conflist": entry(`,"devices":["simrdma0","eth2"]`)}, false, []string{"eth2", "simrdma0"}, "10-a.conflist", nil},
+		{"no devices list", map[string]string{"10-a.conflist": entry("")}, true, nil, "10-a.conflist", nil},
 		{"two entries", map[string]string{"10-a.conflist": entry(`,"devices":["mlx5_0"]`), "20-b.conflist": entry(`,"devices":["mlx5_1"]`)},
-			false, []string{"mlx5_0", "mlx5_1"}, "20-b.conflist"},
+			false, []string{"mlx5_0", "mlx5_1"}, "20-b.conflist", nil},
 		{"no rdma-chain entry", map[string]string{"10-a.conflist": `{"cniVersion":"1.0.0","name":"net","plugins":[` + primary + `]}`},
-			false, nil, "no conflist"},
-		{"no conflist", nil, false, nil, "no conflist"},
+			false, nil, "no conflist", nil},
+		{"no conflist", nil, false, nil, "no conflist", nil},
+		{"podSoftRoCE", map[string]string{"10-a.conflist": entry(`,"podSoftRoCE":"eth1"`)}, false, nil, "10-a.conflist", []string{"eth1"}},
+		{"podSoftRoCE and a devices list", map[string]string{"10-a.conflist": entry(`,"podSoftRoCE":"eth1"`), "20-b.conflist": entry(`,"devices":["mlx5_0"]`)},
+			false, []string{"mlx5_0"}, "20-b.conflist", []string{"eth1"}},
+		{"podSoftRoCE and an entry without a list", map[string]string{"10-a.conflist": entry(""), "20-b.conflist": entry(`,"podSoftRoCE":"eth1"`)},
+			true, nil, "20-b.conflist", []string{"eth1"}},
+		{"two podSoftRoCE entries", map[string]string{"10-a.conflist": entry(`,"podSoftRoCE":"eth2"`), "20-b.conflist": entry(`,"podSoftRoCE":"eth1"`)},
+			false, nil, "20-b.conflist", []string{"eth1", "eth2"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -96,8 +105,13 @@ func TestOfferOfConfDir(t *testing.T) {
 				names = append(names, n)
 			}
 			slices.Sort(names)
-			if o.All != tc.all || !reflect.DeepEqual(names, tc.names) || !strings.Contains(o.From, tc.from) {
-				t.Fatalf("offer %+v, want all %v, names %v, from %q", o, tc.all, tc.names, tc.from)
+			var soft []string
+			for n := range o.SoftRoCE {
+				soft = append(soft, n)
+			}
+			slices.Sort(soft)
+			if o.All != tc.all || !reflect.DeepEqual(names, tc.names) || !strings.Contains(o.From, tc.from) || !reflect.DeepEqual(soft, tc.softRoCE) {
+				t.Fatalf("offer %+v, want all %v, names %v, from %q, soft-RoCE %v", o, tc.all, tc.names, tc.from, tc.softRoCE)
 			}
 		})
 	}

@@ -33,8 +33,11 @@ type Config struct {
 	// StatusInterval is how often the plugin's records are looked at for
 	// claim status to write; 0 writes none.
 	StatusInterval time.Duration
-	Log            *slog.Logger
-	OnFatalCancel  context.CancelCauseFunc
+	// SoftRoCEPods is how many pods may share a soft-RoCE NIC at once (its
+	// capacity pods); 0 is DefaultSoftRoCEPods.
+	SoftRoCEPods  int
+	Log           *slog.Logger
+	OnFatalCancel context.CancelCauseFunc
 }
 
 // Run registers the driver with kubelet, publishes the node's ResourceSlice
@@ -47,7 +50,8 @@ func Run(ctx context.Context, cfg Config) error {
 	store := state.New(cfg.CNIDataDir)
 	disc := &Discoverer{System: sys, SysRoot: cfg.SysRoot, Records: store.List,
 		Offer: func() Offer { return OfferOfConfDir(cfg.CNIConfDir) }, OfferGrace: offerGrace,
-		Uplinks: netdev.NodeUplinks, Log: cfg.Log}
+		Uplinks: netdev.NodeUplinks, SoftRoCEPods: cfg.SoftRoCEPods, Log: cfg.Log,
+		SoftRoCEUnsupported: func() string { return rdma.SoftRoCEUnsupported(rdma.KernelRelease()) }}
 	node, err := disc.Discover()
 	if err != nil {
 		return err

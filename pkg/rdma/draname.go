@@ -28,6 +28,22 @@ func DRADeviceName(rdmaName string) string {
 	return s
 }
 
+// SoftRoCEDRAName is the name under which the DRA driver publishes the
+// soft-RoCE NIC netdev of a podSoftRoCE entry, and under which the plugin
+// maps a claim device back to the pod's own rxe device: "softroce-" and
+// DRADeviceName(netdev), trimmed to 63 characters (a DNS label): eth1 ->
+// softroce-eth1. The prefix keeps it apart from the DRA names of the RDMA
+// devices published beside it; an RDMA device whose DRA name is the same
+// (one named softroce_eth1) is published by neither, as any two devices
+// sharing a DRA name. It is "" for a netdev name with no letter or digit.
+func SoftRoCEDRAName(netdev string) string {
+	n := DRADeviceName(netdev)
+	if n == "" {
+		return ""
+	}
+	return DRADeviceName("softroce-" + n)
+}
+
 // DRANameOwners maps each DRA device name of devs to the devices that have
 // it; a name with more than one owner names no device.
 func DRANameOwners(devs []Device) map[string][]Device {

@@ -28,3 +28,19 @@ func TestDRANameOwners(t *testing.T) {
 		t.Fatalf("DRANameOwners = %+v", owners)
 	}
 }
+
+func TestSoftRoCEDRAName(t *testing.T) {
+	long := strings.Repeat("e", 60)
+	for in, want := range map[string]string{
+		"eth1": "softroce-eth1", "ens1f0": "softroce-ens1f0", "bond0.100": "softroce-bond0-100", "Eth_1": "softroce-eth-1",
+		"_": "", "": "", long: "softroce-" + strings.Repeat("e", 54),
+	} {
+		got := SoftRoCEDRAName(in)
+		if got != want {
+			t.Errorf("SoftRoCEDRAName(%q) = %q, want %q", in, got, want)
+		}
+		if got != "" && got == DRADeviceName(in) {
+			t.Errorf("SoftRoCEDRAName(%q) = %q is the netdev's own DRA name", in, got)
+		}
+	}
+}

@@ -25,6 +25,18 @@ func SoftRoCEName(network, containerID, ifName string) string {
 	return "rxe_" + hex.EncodeToString(sum[:6])
 }
 
+// softRoCENameLen is the length of a SoftRoCEName: "rxe_" and 12 hex
+// digits.
+const softRoCENameLen = len("rxe_") + 12
+
+// IsSoftRoCEName reports whether name has SoftRoCEName's shape: "rxe_" and
+// 12 lower-case hex digits. A device of that name may be any attachment's,
+// of any network or dataDir; a shape alone does not say whose it is.
+func IsSoftRoCEName(name string) bool {
+	hexPart, ok := strings.CutPrefix(name, "rxe_")
+	return ok && len(name) == softRoCENameLen && strings.Trim(hexPart, "0123456789abcdef") == ""
+}
+
 // SoftRoCEUnsupported says why rdma_rxe on a kernel of the given release
 // (`uname -r`) cannot carry traffic for an rxe device made inside a pod's
 // netns, "" when it can. rdma_rxe keeps a UDP 4791 socket per netns since

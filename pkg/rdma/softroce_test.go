@@ -56,3 +56,21 @@ func TestSoftRoCEName(t *testing.T) {
 		})
 	}
 }
+
+func TestIsSoftRoCEName(t *testing.T) {
+	for name, want := range map[string]bool{
+		SoftRoCEName("rdmanet", "c1", "eth0"): true,
+		"rxe_0123456789ab":                    true,
+		"rxe_0123456789AB":                    false,
+		"rxe_0123456789a":                     false,
+		"rxe_0123456789abc":                   false,
+		"rxe_0123456789ag":                    false,
+		"rxe0":                                false,
+		"siw_0123456789ab":                    false,
+		"":                                    false,
+	} {
+		if got := IsSoftRoCEName(name); got != want {
+			t.Errorf("IsSoftRoCEName(%q) = %v, want %v", name, got, want)
+		}
+	}
+}
