@@ -142,7 +142,10 @@ func nodeOwn(cp *controlPlane, name string) (args []string, cmdline string, err 
 		if err != nil {
 			return nil, "", err
 		}
-		args = append(args, "-drive", "file="+disk+",format=raw,if=virtio,cache=unsafe")
+		// On the root bus by name: a device without one would go on the
+		// last PCI root, soft0's pxb, which takes only bridges.
+		args = append(args, "-drive", "file="+disk+",format=raw,if=none,id=disk0,cache=unsafe",
+			"-device", "virtio-blk-pci,drive=disk0,bus=pci.0")
 		cmdline += " rc.cluster.disk=1"
 	}
 	if name == twoRootNode {

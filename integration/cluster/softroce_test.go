@@ -102,19 +102,19 @@ func testSoftRoCE(t *testing.T, owner testing.TB, cp *controlPlane, vm *nodeVM) 
 // their parent, its own child can); the node forwards to the other nodes'
 // /64s on soft0, whose pods answer for their addresses themselves.
 func softRoCERouter(idx int) string {
-	s := fmt.Sprintf(`chroot /host /bin/sh -ec '
-ip link add sr0 link %[1]s type macvlan mode bridge
-ip link set sr0 up
-ip addr add fd00:60:%[2]d::f:0:c01/128 dev sr0 nodad
-ip -6 route add fd00:60:%[2]d::f:0:c00/124 dev sr0
+	s := fmt.Sprintf(`set -e
+/usr/sbin/ip link add sr0 link %[1]s type macvlan mode bridge
+/usr/sbin/ip link set sr0 up
+/usr/sbin/ip addr add fd00:60:%[2]d::f:0:c01/128 dev sr0 nodad
+/usr/sbin/ip -6 route add fd00:60:%[2]d::f:0:c00/124 dev sr0
 echo 1 >/proc/sys/net/ipv6/conf/all/forwarding
 `, softRoCENIC, idx)
 	for i := range nodeNames {
 		if i+1 != idx {
-			s += fmt.Sprintf("ip -6 route add fd00:60:%d::/64 dev %s\n", i+1, softRoCENIC)
+			s += fmt.Sprintf("/usr/sbin/ip -6 route add fd00:60:%d::/64 dev %s\n", i+1, softRoCENIC)
 		}
 	}
-	return s + "'"
+	return s
 }
 
 // softRoCEEnd is one pod of the scenario: its rdma0 address and the RDMA

@@ -137,7 +137,7 @@ const hostSoftRoCERxe = "rxesr"
 func hostSoftRoCEPerf(t *testing.T, cp *controlPlane) map[string][]float64 {
 	t.Helper()
 	for i, node := range nodeNames {
-		cp.nodeShell(t, node, fmt.Sprintf(`chroot /host rdma link add %s type rxe netdev %s
+		cp.nodeShell(t, node, fmt.Sprintf(`/usr/sbin/rdma link add %s type rxe netdev %s
 i=0
 until grep -qx %s /sys/class/infiniband/%s/ports/1/gids/* 2>/dev/null; do i=$((i + 1)); [ $i -le 100 ] || exit 1; sleep 0.1; done`,
 			hostSoftRoCERxe, softRoCENIC, expandIPv6(fmt.Sprintf("fd00:60:%d::1", i+1)), hostSoftRoCERxe))
@@ -150,7 +150,7 @@ until grep -qx %s /sys/class/infiniband/%s/ports/1/gids/* 2>/dev/null; do i=$((i
 		runs[test.prog] = cp.measured(t, "host-to-host", test.prog, test.args, test.col, srv, cli, &port)
 	}
 	for _, node := range nodeNames {
-		cp.nodeShell(t, node, fmt.Sprintf(`chroot /host rdma link delete %s
+		cp.nodeShell(t, node, fmt.Sprintf(`/usr/sbin/rdma link delete %s
 ! ls /sys/class/infiniband | grep -qx %s`, hostSoftRoCERxe, hostSoftRoCERxe))
 	}
 	return runs
@@ -283,8 +283,8 @@ func (cp *controlPlane) softRoCELeftNothing(t *testing.T, node string, since tim
 	t.Helper()
 	var left string
 	cp.pollFunc(t, 3*time.Minute, func() (bool, string) {
-		left = cp.nodeShell(t, node, `echo "rxe $(chroot /host rdma link show | grep -c 'link rxe_')"
-echo "children $(chroot /host ip -o link show | grep -c '@soft0:')"
+		left = cp.nodeShell(t, node, `echo "rxe $(/usr/sbin/rdma link show | grep -c 'link rxe_')"
+echo "children $(/usr/sbin/ip -o link show | grep -c '@soft0:')"
 echo "records $(ls /host/var/lib/cni/rdma-chain/attachments 2>/dev/null | grep -vc '^\.')"
 echo "leases $(ls /host/var/lib/cni/networks-rdma/* 2>/dev/null | grep -c ':')"
 echo "gids $(cat /sys/class/infiniband/*/ports/1/gids/* 2>/dev/null | grep -c '^fd00:0060:')"`)
