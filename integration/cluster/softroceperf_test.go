@@ -34,11 +34,14 @@ const (
 )
 
 // perfSide is one end of a perftest series: the kubectl exec target it
-// runs in, the address whose RoCE v2 GID it sends from, and, for the
-// server, the IPv4 address of perftest's own TCP exchange (Debian
-// bookworm's perftest makes it over IPv4 only).
+// runs in, whether in the node's root (chroot /host: a container's /dev
+// is made at its start and lacks an RDMA device made later), the address
+// whose RoCE v2 GID it sends from, and, for the server, the IPv4 address
+// of perftest's own TCP exchange (Debian bookworm's perftest makes it
+// over IPv4 only).
 type perfSide struct {
 	target    []string
+	host      bool
 	addr, oob string
 }
 
@@ -74,7 +77,11 @@ func (cp *controlPlane) perfSeries(prog, args string, srv, cli perfSide, n, port
 	script := func(s perfSide, oob string) []string {
 		sh := strings.NewReplacer("GID", expandIPv6(s.addr), "RUNS", strconv.Itoa(n), "PROG", prog, "ARGS", args,
 			"PORT", strconv.Itoa(port), "OOB", oob).Replace(perfSeriesScript)
-		return append(append(append([]string{"exec"}, s.target...), "--", "/bin/busybox", "sh", "-c"), sh)
+		cmd := append(append([]string{"exec"}, s.target...), "--")
+		if s.host {
+			cmd = append(cmd, "/bin/busybox", "chroot", "/host")
+		}
+		return append(cmd, "/bin/busybox", "sh", "-c", sh)
 	}
 	stop := cp.execBackground(script(srv, "")...)
 	defer stop()
@@ -104,9 +111,11 @@ func perfSeriesRows(out string) [][]float64 {
 func (cp *controlPlane) measured(t *testing.T, what, prog, args string, col int, srv, cli perfSide, port *int) []float64 {
 	t.Helper()
 	var got []float64
+	var out string
 	for runs := 0; len(got) < softRoCERuns && runs < softRoCEMaxRuns; {
 		n := min(softRoCERuns-len(got), softRoCEMaxRuns-runs)
-		rows, out := cp.perfSeries(prog, args, srv, cli, n, *port)
+		var rows [][]float64
+		rows, out = cp.perfSeries(prog, args, srv, cli, n, *port)
 		*port += n
 		runs += n
 		if len(rows) == 0 {
@@ -119,7 +128,7 @@ func (cp *controlPlane) measured(t *testing.T, what, prog, args string, col int,
 		}
 	}
 	if len(got) < softRoCERuns {
-		t.Fatalf("%s %s: %d runs measured of %d, want %d", prog, what, len(got), softRoCEMaxRuns, softRoCERuns)
+		t.Fatalf("%s %s: %d runs measured of %d, want %d; the last series' client:\n%s", prog, what, len(got), softRoCEMaxRuns, softRoCERuns, out)
 	}
 	return got
 }
@@ -142,8 +151,8 @@ i=0
 until grep -qx %s /sys/class/infiniband/%s/ports/1/gids/* 2>/dev/null; do i=$((i + 1)); [ $i -le 100 ] || exit 1; sleep 0.1; done`,
 			hostSoftRoCERxe, softRoCENIC, expandIPv6(fmt.Sprintf("fd00:60:%d::1", i+1)), hostSoftRoCERxe))
 	}
-	srv := perfSide{[]string{"-n", "kube-system", cp.shellPod(t, nodeNames[1])}, "fd00:60:2::1", "192.168.50.12"}
-	cli := perfSide{[]string{"-n", "kube-system", cp.shellPod(t, nodeNames[0])}, "fd00:60:1::1", ""}
+	srv := perfSide{[]string{"-n", "kube-system", cp.shellPod(t, nodeNames[1])}, true, "fd00:60:2::1", "192.168.50.12"}
+	cli := perfSide{[]string{"-n", "kube-system", cp.shellPod(t, nodeNames[0])}, true, "fd00:60:1::1", ""}
 	runs := map[string][]float64{}
 	port := 18700
 	for _, test := range softRoCEPerfTests {
@@ -165,8 +174,8 @@ func podsPerf(t *testing.T, cp *controlPlane, a, b softRoCEEnd, host map[string]
 	if a.node != nodeNames[0] {
 		a, b = b, a
 	}
-	srv := perfSide{[]string{b.pod}, b.addr, b.podIP}
-	cli := perfSide{[]string{a.pod}, a.addr, ""}
+	srv := perfSide{[]string{b.pod}, false, b.addr, b.podIP}
+	cli := perfSide{[]string{a.pod}, false, a.addr, ""}
 	before := cp.rdmaCounters(t, a, b)
 	port := 18800
 	for _, test := range softRoCEPerfTests {
@@ -242,8 +251,8 @@ func allPairs(t *testing.T, cp *controlPlane, ends []softRoCEEnd) {
 	var figures []string
 	for i := range ends {
 		for j := i + 1; j < len(ends); j++ {
-			srv := perfSide{[]string{ends[j].pod}, ends[j].addr, ends[j].podIP}
-			cli := perfSide{[]string{ends[i].pod}, ends[i].addr, ""}
+			srv := perfSide{[]string{ends[j].pod}, false, ends[j].addr, ends[j].podIP}
+			cli := perfSide{[]string{ends[i].pod}, false, ends[i].addr, ""}
 			rows, out := cp.perfSeries("ib_write_bw", softRoCEPerfTests[2].args, srv, cli, 1, port)
 			port++
 			n++

@@ -7,7 +7,7 @@
 #     its own (.cache/vm/apt-trixie, apt_suite_config in scripts/apt.sh) so
 #     that the host's apt keeps seeing bookworm alone
 #   - a guest userland tree ("rootfs"): busybox, ip, rdma, rping, perftest's
-#     ib_send_bw and ib_send_lat, their libraries, the rxe verbs provider
+#     ib_send_bw, ib_send_lat and ib_write_bw, their libraries, the rxe verbs provider
 #   - the test-only RDMA module integration/vm/simrdma built for each kernel
 #     (gcc-12 installed with apt-get; Debian's linux-headers-KVER and the two
 #     packages it builds with extracted under .cache/vm/headers-*, never
@@ -439,7 +439,7 @@ if [ ! -f "$ROOTFS/.done" ]; then
 		[ -x "$X/usr/bin/$b" ] && copy_with_libs "$X/usr/bin/$b" "/usr/bin/$b" "$XLIB"
 	done
 	# perftest's bandwidth and latency tests: the cluster tier's figures.
-	for b in ib_send_bw ib_send_lat; do
+	for b in ib_send_bw ib_send_lat ib_write_bw; do
 		copy_with_libs "$X/usr/bin/$b" "/usr/bin/$b" "$XLIB"
 	done
 	# The rxe provider is dlopen()ed by libibverbs: copy it and its libraries.
