@@ -105,20 +105,10 @@ func bootNodes(t *testing.T, owner testing.TB, cp *controlPlane) []*nodeVM {
 		}
 		kubeletPort := freePort(t)
 		cp.egress.route(fmt.Sprintf("192.168.50.1%d:10250", vm.idx), fmt.Sprintf("127.0.0.1:%d", kubeletPort))
-		peer, peerSoft := udp[(i+1)%len(udp)], udpSoft[(i+1)%len(udp)]
-		args := []string{"-accel", "tcg,thread=single", "-m", "3072", "-smp", "2", "-nographic", "-no-reboot",
-			"-kernel", env["KERNEL_"+strings.ReplaceAll(kernel, ".", "_")], "-initrd", initrd,
-			"-netdev", fmt.Sprintf("user,id=n0,restrict=on,ipv6=off,guestfwd=tcp:%s:%d-cmd:%s 127.0.0.1:%d,guestfwd=tcp:%s-cmd:%s 127.0.0.1:%d,hostfwd=tcp:127.0.0.1:%d-:10250",
+		args := nodeArgs(vm.idx, env["KERNEL_"+strings.ReplaceAll(kernel, ".", "_")], initrd,
+			fmt.Sprintf("user,id=n0,restrict=on,ipv6=off,guestfwd=tcp:%s:%d-cmd:%s 127.0.0.1:%d,guestfwd=tcp:%s-cmd:%s 127.0.0.1:%d,hostfwd=tcp:127.0.0.1:%d-:10250",
 				guestAPIAddr, cp.port, fwd, cp.port, guestRegistryAddr, fwd, cp.registryPort, kubeletPort),
-			"-device", fmt.Sprintf("virtio-net-pci,netdev=n0,mac=52:54:00:00:00:%02x", vm.idx),
-			"-netdev", fmt.Sprintf("socket,id=n1,udp=127.0.0.1:%d,localaddr=127.0.0.1:%d", peer, udp[i]),
-			"-device", fmt.Sprintf("virtio-net-pci,netdev=n1,mac=52:54:00:00:01:%02x", vm.idx),
-			// soft0 on a PCI root of its own, numbered after every other:
-			// the kernel names it last, so the other NICs keep their names.
-			"-device", "pxb,id=pxb9,bus_nr=96,bus=pci.0",
-			"-netdev", fmt.Sprintf("socket,id=n9,udp=127.0.0.1:%d,localaddr=127.0.0.1:%d", peerSoft, udpSoft[i]),
-			"-device", fmt.Sprintf("virtio-net-pci,netdev=n9,bus=pxb9,addr=0x1,mac="+softRoCEMACFormat, vm.idx),
-		}
+			[2]int{udp[i], udp[(i+1)%len(udp)]}, [2]int{udpSoft[i], udpSoft[(i+1)%len(udp)]})
 		own, ownCmdline, err := nodeOwn(cp, name)
 		if err != nil {
 			t.Fatal(err)
@@ -133,6 +123,25 @@ func bootNodes(t *testing.T, owner testing.TB, cp *controlPlane) []*nodeVM {
 	return vms
 }
 
+// nodeArgs are the qemu arguments every node VM has: the kernel and
+// initramfs, the user-networking NIC (netdev user), the L2 segment's NIC
+// and soft0, each segment a UDP socket netdev from this node's local port
+// to the next node's ([local, peer]).
+func nodeArgs(idx int, kernel, initrd, user string, segment, soft [2]int) []string {
+	return []string{"-accel", "tcg,thread=single", "-m", "3072", "-smp", "2", "-nographic", "-no-reboot",
+		"-kernel", kernel, "-initrd", initrd,
+		"-netdev", user,
+		"-device", fmt.Sprintf("virtio-net-pci,netdev=n0,mac=52:54:00:00:00:%02x", idx),
+		"-netdev", fmt.Sprintf("socket,id=n1,udp=127.0.0.1:%d,localaddr=127.0.0.1:%d", segment[1], segment[0]),
+		"-device", fmt.Sprintf("virtio-net-pci,netdev=n1,mac=52:54:00:00:01:%02x", idx),
+		// soft0 on a PCI root of its own, numbered after every other:
+		// the kernel names it last, so the other NICs keep their names.
+		"-device", "pxb,id=pxb9,bus_nr=96,bus=pci.0",
+		"-netdev", fmt.Sprintf("socket,id=n9,udp=127.0.0.1:%d,localaddr=127.0.0.1:%d", soft[1], soft[0]),
+		"-device", fmt.Sprintf("virtio-net-pci,netdev=n9,bus=pxb9,addr=0x1,mac="+softRoCEMACFormat, idx),
+	}
+}
+
 // nodeOwn is what one node's VM has that the others' have not, as qemu
 // arguments and kernel command line words: diskNode's disk, twoRootNode's
 // second PCI root with a NIC on it.
@@ -142,8 +151,9 @@ func nodeOwn(cp *controlPlane, name string) (args []string, cmdline string, err 
 		if err != nil {
 			return nil, "", err
 		}
-		// On the root bus by name: a device without one would go on the
-		// last PCI root, soft0's pxb, which takes only bridges.
+		// On the root bus by name: qemu put the disk of a plain
+		// if=virtio drive on soft0's pxb, the last PCI root, and refused
+		// it there ("Only PCI/PCIe bridges can be plugged into pxb").
 		args = append(args, "-drive", "file="+disk+",format=raw,if=none,id=disk0,cache=unsafe",
 			"-device", "virtio-blk-pci,drive=disk0,bus=pci.0")
 		cmdline += " rc.cluster.disk=1"

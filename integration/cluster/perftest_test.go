@@ -188,12 +188,16 @@ func unmeasured(runs map[bool][]float64, done int) []bool {
 	return more
 }
 
+// hasClock reports whether a perftest figure is a measurement: a run
+// whose clock sampling failed prints 0.00 or inf (unmeasured).
+func hasClock(x float64) bool { return x > 0 && !math.IsInf(x, 0) }
+
 // meanMeasured is the mean of v's measurements (positive, finite) and how
 // many there are.
 func meanMeasured(v []float64) (float64, int) {
 	s, n := 0.0, 0
 	for _, x := range v {
-		if x > 0 && !math.IsInf(x, 0) {
+		if hasClock(x) {
 			s, n = s+x, n+1
 		}
 	}

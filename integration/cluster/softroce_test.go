@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rdma-chain/rdma-chain/internal/testonly/testenv"
+	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 )
 
 // softRoCENIC is podSoftRoCE's NIC on every node: a second L2 segment
@@ -19,6 +20,9 @@ import (
 const (
 	softRoCENIC       = "soft0"
 	softRoCEMACFormat = "52:54:00:00:09:%02x"
+	// softRoCEKernel is the kernel both ends boot: rdma_rxe has a UDP
+	// socket per netns from Linux 7.1 on.
+	softRoCEKernel = "7.3"
 )
 
 // softRoCEPods are the soft-roce scenario's DRA pods, one per node
@@ -38,14 +42,21 @@ var softRoCEPods = []string{"softroce-dra-a", "softroce-dra-b"}
 // ib_write_bw pairwise, and, once deleted, nothing of theirs left on
 // either node.
 func testSoftRoCE(t *testing.T, owner testing.TB, cp *controlPlane, vm *nodeVM) {
+	if vm.name != diskNode || nodeKernels[twoRootNode] != softRoCEKernel {
+		t.Fatalf("soft-roce boots %s (%s keeps its state on a disk) on %s, the kernel of %s", diskNode, vm.name, softRoCEKernel, twoRootNode)
+	}
+	kver := vm.env["KVER_"+strings.ReplaceAll(softRoCEKernel, ".", "_")]
+	if why := rdma.SoftRoCEUnsupported(kver); why != "" {
+		t.Fatalf("kernel %s (%s): %s", softRoCEKernel, kver, why)
+	}
 	start := time.Now()
-	vm.bootKernel(t, owner, cp, nodeKernels[twoRootNode])
-	cp.poll(t, 10*time.Minute, func(s string) bool { return s == "True" },
-		"get", "node", vm.name, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
+	vm.bootKernel(t, owner, cp, softRoCEKernel)
 	cp.pollFunc(t, 10*time.Minute, func() (bool, string) {
 		out, err := cp.nodeExec(t, vm.name, "uname -r")
-		return err == nil && strings.HasPrefix(out, "7."), fmt.Sprintf("the shell pod on %s: %v: %s", vm.name, err, out)
+		return err == nil && strings.TrimSpace(out) == kver, fmt.Sprintf("the shell pod on %s: %v: %s (want %s)", vm.name, err, out, kver)
 	})
+	cp.poll(t, 10*time.Minute, func(s string) bool { return s == "True" },
+		"get", "node", vm.name, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
 	t.Logf("CLUSTER-TIME %s: Ready in the API on %s %.1f s after its shutdown", vm.name, vm.kernel, time.Since(start).Seconds())
 	for i, node := range nodeNames {
 		cp.nodeShell(t, node, softRoCERouter(i+1))
@@ -65,7 +76,7 @@ func testSoftRoCE(t *testing.T, owner testing.TB, cp *controlPlane, vm *nodeVM) 
 	t.Logf("CLUSTER-TIME lingjun-rping on soft-RoCE: both pods Ready %.1f s after kubectl apply", time.Since(start).Seconds())
 	ends := make([]softRoCEEnd, len(p.pods))
 	for i := range p.pods {
-		ends[i] = cp.softRoCEEnd(t, p.pods[i], p.nodes[i])
+		ends[i] = cp.readSoftRoCEEnd(t, p.pods[i], p.nodes[i])
 	}
 	cp.podsRPing(t, ends[1], ends[0])
 	podsPerf(t, cp, ends[0], ends[1], host)
@@ -78,7 +89,7 @@ func testSoftRoCE(t *testing.T, owner testing.TB, cp *controlPlane, vm *nodeVM) 
 	for i, pod := range softRoCEPods {
 		cp.podBecomesReady(t, pod, 10*time.Minute)
 		cp.assertSoftRoCEClaim(t, pod, nodeNames[i])
-		ends = append(ends, cp.softRoCEEnd(t, pod, nodeNames[i]))
+		ends = append(ends, cp.readSoftRoCEEnd(t, pod, nodeNames[i]))
 	}
 	allPairs(t, cp, ends)
 
@@ -123,10 +134,10 @@ type softRoCEEnd struct {
 	pod, node, addr, device, podIP string
 }
 
-// softRoCEEnd reads a pod's end: rdma0's address, which must be of its
+// readSoftRoCEEnd reads a pod's end: rdma0's address, which must be of its
 // node's soft0 /64 block (podIPv6Block), and the one RDMA device holding
 // it as a RoCE v2 GID, which must be the pod's own rxe device.
-func (cp *controlPlane) softRoCEEnd(t *testing.T, pod, node string) softRoCEEnd {
+func (cp *controlPlane) readSoftRoCEEnd(t *testing.T, pod, node string) softRoCEEnd {
 	t.Helper()
 	e := softRoCEEnd{pod: pod, node: node, addr: podRDMAAddr(t, cp, pod)}
 	idx := indexOf(node)

@@ -4,7 +4,6 @@ package cluster
 
 import (
 	"fmt"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -49,12 +48,13 @@ type perfSide struct {
 	addr, oob string
 }
 
-// perfSeriesScript runs a perftest program RUNS times from the RDMA device
-// holding GID as RoCE v2, a server per run on PORT+k; the client (OOB set)
-// tries each run again while the run's server is not listening yet and
-// prints each run's output after "=== run k". Unused GID entries answer
+// perfSeriesScript runs a perftest program @RUNS@ times from the RDMA
+// device holding @GID@ as RoCE v2, a server per run on @PORT@+k; the
+// client (@OOB@ set) tries each run again while the run's server is not
+// listening yet, for as long as a server's run may last (the one before
+// may still run), and prints each run's output after "=== run k". Unused GID entries answer
 // EINVAL: grep's complaints about them say nothing.
-const perfSeriesScript = `g=GID; d=; i=
+const perfSeriesScript = `g=@GID@; d=; i=
 for f in $(grep -l "^$g$" /sys/class/infiniband/*/ports/1/gids/* 2>/dev/null); do
 	p=${f%/gids/*}; n=${f##*/}
 	[ "$(cat "$p/gid_attrs/types/$n")" = "RoCE v2" ] || continue
@@ -62,12 +62,12 @@ for f in $(grep -l "^$g$" /sys/class/infiniband/*/ports/1/gids/* 2>/dev/null); d
 done
 [ -n "$i" ] || { echo "no RoCE v2 GID holds $g"; exit 3; }
 k=0
-while [ $k -lt RUNS ]; do
+while [ $k -lt @RUNS@ ]; do
 	k=$((k + 1)); try=0
 	while :; do
-		out=$(/bin/busybox timeout 120 /usr/bin/PROG -d $d -x $i -F ARGS -p $((PORT + k)) OOB 2>&1) && break
+		out=$(/bin/busybox timeout 120 /usr/bin/@PROG@ -d $d -x $i -F @ARGS@ -p $((@PORT@ + k)) @OOB@ 2>&1) && break
 		try=$((try + 1))
-		case "$out" in *"Couldn't connect"*) [ -n "OOB" ] && [ $try -lt 60 ] && { sleep 0.5; continue; } ;; esac
+		case "$out" in *"Couldn't connect"*) [ -n "@OOB@" ] && [ $try -lt 260 ] && { sleep 0.5; continue; } ;; esac
 		break
 	done
 	echo "=== run $k on $d"
@@ -79,8 +79,8 @@ done`
 // printed none) and the client's output.
 func (cp *controlPlane) perfSeries(prog, args string, srv, cli perfSide, n, port int) ([][]float64, string) {
 	script := func(s perfSide, oob string) []string {
-		sh := strings.NewReplacer("GID", expandIPv6(s.addr), "RUNS", strconv.Itoa(n), "PROG", prog, "ARGS", args,
-			"PORT", strconv.Itoa(port), "OOB", oob).Replace(perfSeriesScript)
+		sh := strings.NewReplacer("@GID@", expandIPv6(s.addr), "@RUNS@", strconv.Itoa(n), "@PROG@", prog, "@ARGS@", args,
+			"@PORT@", strconv.Itoa(port), "@OOB@", oob).Replace(perfSeriesScript)
 		cmd := append(append([]string{"exec"}, s.target...), "--")
 		if s.host {
 			cmd = append(cmd, "/bin/busybox", "chroot", "/host")
@@ -128,7 +128,7 @@ func (cp *controlPlane) measured(t *testing.T, what, prog, args string, col int,
 			t.Fatalf("%s %s: %d of %d runs printed a result; the client:\n%s", prog, what, len(rows)-countNil(rows), n, out)
 		}
 		for _, r := range rows {
-			if len(r) > col && r[col] > 0 && !math.IsInf(r[col], 0) {
+			if len(r) > col && hasClock(r[col]) {
 				got = append(got, r[col])
 			}
 		}
@@ -311,9 +311,10 @@ func (cp *controlPlane) assertSoftRoCEClaim(t *testing.T, pod, node string) {
 	t.Logf("%s on %s: claim %s allocated %s; status.devices: %s", pod, node, claim, alloc, status)
 }
 
-// softRoCELeftNothing checks that node holds no pod's rxe device, soft0
-// child but the router's, attachment record, lease of the RDMA network
-// or GID of soft0's /64s, since (printed) the deletes began.
+// softRoCELeftNothing checks that node holds no pod's rxe device, no soft0
+// child in the host netns but the router's (a child moved back there),
+// no attachment record, lease of the RDMA network or GID of soft0's /64s,
+// since (printed) the deletes began.
 func (cp *controlPlane) softRoCELeftNothing(t *testing.T, node string, since time.Time) {
 	t.Helper()
 	var left string
@@ -321,7 +322,7 @@ func (cp *controlPlane) softRoCELeftNothing(t *testing.T, node string, since tim
 		left = cp.nodeShell(t, node, `echo "rxe $(/usr/sbin/rdma link show | grep -c 'link rxe_')"
 echo "children $(/usr/sbin/ip -o link show | grep -c '@soft0:')"
 echo "records $(ls /host/var/lib/cni/rdma-chain/attachments 2>/dev/null | grep -vc '^\.')"
-echo "leases $(ls /host/var/lib/cni/networks-rdma/* 2>/dev/null | grep -c ':')"
+echo "leases $(find /host/var/lib/cni/networks-rdma -type f -name '*:*' | wc -l)"
 echo "gids $(cat /sys/class/infiniband/*/ports/1/gids/* 2>/dev/null | grep -c '^fd00:0060:')"`)
 		for _, want := range []string{"rxe 0", "children 1", "records 0", "leases 0", "gids 0"} {
 			if !slices.Contains(strings.Split(left, "\n"), want) {

@@ -32,8 +32,7 @@ func applyClaims(c *call, req *request, cl claimed, offered []rdma.Device) ([]rd
 			req.ids = append(req.ids, o[0].Name)
 		case 0:
 			if nic := c.conf.PodSoftRoCE; nic != "" {
-				return nil, nil, cniErrorf(CodeNoDevice, "DRA device %q of claim %s/%s (driver %s) is not %s, the soft-RoCE NIC %s this network serves (podSoftRoCE)",
-					truncate(d.Device), truncate(d.ClaimNamespace), truncate(d.ClaimName), d.Driver, rdma.SoftRoCEDRAName(nic), nic)
+				return nil, nil, softRoCEClaimRefused(d, nic, cl.foreign)
 			}
 			if !config.ValidDeviceID(d.Device) {
 				return nil, nil, cniErrorf(CodeNoDevice, "DRA device %q of claim %s/%s (driver %s) is malformed",
@@ -113,4 +112,19 @@ func logForeign(c *call, foreign []podres.ClaimDevice, why string) {
 		c.log.Info("DRA device of a driver this network does not serve: left alone ("+why+")",
 			"driver", f.Driver, "claim", f.ClaimNamespace+"/"+f.ClaimName, "device", f.Device)
 	}
+}
+
+// softRoCEClaimRefused is the refusal of a served claim device on a
+// podSoftRoCE network that names no device offered to the pod: the NIC's
+// own name when another DRA driver's claim holds the NIC (withoutForeign
+// took the pod's rxe device out), any other name always.
+func softRoCEClaimRefused(d podres.ClaimDevice, nic string, foreign []podres.ClaimDevice) error {
+	if d.Device == rdma.SoftRoCEDRAName(nic) {
+		if f, ok := foreignOwner(foreign, rdma.Device{Netdev: nic}); ok {
+			return cniErrorf(CodeNoDevice, "DRA device %q of claim %s/%s: its NIC %s is also allocated to this pod by driver %s (claim %s/%s, device %s), which the plugin never touches",
+				d.Device, truncate(d.ClaimNamespace), truncate(d.ClaimName), nic, f.Driver, truncate(f.ClaimNamespace), truncate(f.ClaimName), truncate(f.Device))
+		}
+	}
+	return cniErrorf(CodeNoDevice, "DRA device %q of claim %s/%s (driver %s) is not %s, the soft-RoCE NIC %s this network serves (podSoftRoCE)",
+		truncate(d.Device), truncate(d.ClaimNamespace), truncate(d.ClaimName), d.Driver, rdma.SoftRoCEDRAName(nic), nic)
 }

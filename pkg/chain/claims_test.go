@@ -210,7 +210,7 @@ func TestSoftRoCEFromClaims(t *testing.T) {
 		{name: "a synthetic-looking DRA name", claims: []podres.ClaimDevice{claimDev("nic", "3")},
 			wantCode: CodeNoDevice, want: "is not softroce-eth1"},
 		{name: "the NIC allocated by another driver too", claims: []podres.ClaimDevice{claimDev("nic", "softroce-eth1")},
-			foreign: []podres.ClaimDevice{foreignDev("net", "eth1")}, wantCode: CodeNoDevice, want: "is not softroce-eth1"},
+			foreign: []podres.ClaimDevice{foreignDev("net", "eth1")}, wantCode: CodeNoDevice, want: "its NIC eth1 is also allocated to this pod by driver"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

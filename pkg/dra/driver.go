@@ -116,9 +116,9 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim) ([]kubeletplugin.Devi
 }
 
 // SoftRoCEEnv is the variable a soft-RoCE NIC's CDI device sets in the
-// container: the NIC's netdev. It is the device's one edit when the node
+// container: the host's NIC (the pod's own interface is its child). It is the device's one edit when the node
 // has no rdma_cm, since a CDI device without edits is invalid.
-const SoftRoCEEnv = "RDMA_CHAIN_SOFTROCE_NETDEV"
+const SoftRoCEEnv = "RDMA_CHAIN_SOFTROCE_HOST_NIC"
 
 // cdiDevice is the CDI device called name of nic: its character devices.
 // A soft-RoCE NIC's has rdma_cm alone, when the node has it, and

@@ -199,7 +199,7 @@ func checkSoftRoCESpec(t *testing.T, b []byte, nodes []string) {
 	for _, n := range edits.DeviceNodes {
 		got = append(got, n.Path)
 	}
-	if !reflect.DeepEqual(got, nodes) || !reflect.DeepEqual(edits.Env, []string{"RDMA_CHAIN_SOFTROCE_NETDEV=eth2"}) {
+	if !reflect.DeepEqual(got, nodes) || !reflect.DeepEqual(edits.Env, []string{"RDMA_CHAIN_SOFTROCE_HOST_NIC=eth2"}) {
 		t.Errorf("device nodes %v env %v, want %v and the NIC", got, edits.Env, nodes)
 	}
 }

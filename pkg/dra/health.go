@@ -67,7 +67,7 @@ type healthEvent struct {
 	Reason string
 	Action string
 	Note   string
-	Device string // the RDMA device it is about
+	Device string // the RDMA device it is about; a soft-RoCE NIC's DRA name
 }
 
 // Reasons of the driver's Events on its node.
@@ -99,7 +99,7 @@ func healthEvents(before, now []resourceapi.Device, skipped map[string]string) [
 		for _, t := range d.Taints {
 			if !slices.ContainsFunc(b.Taints, func(o resourceapi.DeviceTaint) bool { return o.Key == t.Key && o.Value == t.Value }) {
 				out = append(out, healthEvent{corev1.EventTypeWarning, ReasonUnhealthy, action("Taint", d.Name, taintString(t)),
-					fmt.Sprintf("%s: %s: tainted %s", deviceName(d), taintCause(t), taintString(t)), rdmaName(d)})
+					fmt.Sprintf("%s: %s: tainted %s", deviceName(d), taintCause(d, t), taintString(t)), rdmaName(d)})
 			}
 		}
 		for _, t := range b.Taints {
@@ -151,9 +151,14 @@ func taintString(t resourceapi.DeviceTaint) string {
 	return t.Key + "=" + t.Value + ":" + string(t.Effect)
 }
 
-func taintCause(t resourceapi.DeviceTaint) string {
+// taintCause says what taint t of d stands for: a soft-RoCE NIC's port is
+// its netdev (its operstate).
+func taintCause(d resourceapi.Device, t resourceapi.DeviceTaint) string {
 	switch t.Key {
 	case TaintPortDown:
+		if a, ok := d.Attributes[AttrSoftRoCE]; ok && a.BoolValue != nil && *a.BoolValue {
+			return "netdev not up"
+		}
 		if t.Value == "" {
 			return "port 1 not active"
 		}

@@ -50,8 +50,7 @@ func Run(ctx context.Context, cfg Config) error {
 	store := state.New(cfg.CNIDataDir)
 	disc := &Discoverer{System: sys, SysRoot: cfg.SysRoot, Records: store.List,
 		Offer: func() Offer { return OfferOfConfDir(cfg.CNIConfDir) }, OfferGrace: offerGrace,
-		Uplinks: netdev.NodeUplinks, SoftRoCEPods: cfg.SoftRoCEPods, Log: cfg.Log,
-		SoftRoCEUnsupported: func() string { return rdma.SoftRoCEUnsupported(rdma.KernelRelease()) }}
+		Uplinks: netdev.NodeUplinks, SoftRoCEPods: cfg.SoftRoCEPods, Log: cfg.Log}
 	node, err := disc.Discover()
 	if err != nil {
 		return err

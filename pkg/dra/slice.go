@@ -31,7 +31,7 @@ const (
 	AttrInPod        resourceapi.QualifiedName = "inPod"
 	// AttrSoftRoCE is true on the soft-RoCE NIC of a podSoftRoCE entry and
 	// false on every other device, so that a claim selects on it.
-	AttrSoftRoCE resourceapi.QualifiedName = "softRoCE"
+	AttrSoftRoCE resourceapi.QualifiedName = "podSoftRoCE"
 	// CapGIDs is the GID table entries of port 1 in shared mode: each
 	// pod's IPv6 address on the NIC takes two (RoCE v1 and v2), so a claim
 	// consumes 2 by default, and the scheduler never places more pods on a
