@@ -3,6 +3,7 @@
 package cluster
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"runtime"
@@ -57,11 +58,25 @@ func TestFleet(t *testing.T) {
 	for _, n := range sizes {
 		t.Run(fmt.Sprintf("nodes=%d", n), func(t *testing.T) {
 			waitNoVMs(t)
-			row := runFleet(t, parts, n, cfg)
-			mu.Lock()
-			defer mu.Unlock()
-			rows = append(rows, row)
-			logFleetTable(t, rows)
+			ctx, stop := context.WithCancel(context.Background())
+			vms := watchVMs(ctx)
+			row := &fleetRow{nodes: n, devices: n * fleetNICs}
+			// A size that stops short is printed with what it measured.
+			defer func() {
+				stop()
+				if seen := vms(); seen != "" {
+					t.Errorf("a VM ran beside the fleet (%s): its figures are not this machine's alone", seen)
+					row.note = "a VM ran beside it"
+				}
+				if t.Failed() && row.note == "" {
+					row.note = "failed"
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				rows = append(rows, *row)
+				logFleetTable(t, rows)
+			}()
+			runFleet(t, parts, cfg, row)
 		})
 	}
 }
@@ -136,6 +151,33 @@ func waitNoVMs(t *testing.T) {
 	}
 }
 
+// watchVMs samples the host's qemu processes every 10 s until ctx ends
+// and returns what it saw first: "" while none ran.
+func watchVMs(ctx context.Context) func() string {
+	var mu sync.Mutex
+	seen := ""
+	go func() {
+		for ctx.Err() == nil {
+			if pids := qemuPIDs(); len(pids) > 0 {
+				mu.Lock()
+				if seen == "" {
+					seen = fmt.Sprintf("qemu pids %s at %s", strings.Join(pids, ","), time.Now().UTC().Format(time.TimeOnly))
+				}
+				mu.Unlock()
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(10 * time.Second):
+			}
+		}
+	}()
+	return func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return seen
+	}
+}
+
 // qemuPIDs are the host's qemu-system processes.
 func qemuPIDs() []string {
 	ents, _ := os.ReadDir("/proc")
@@ -173,6 +215,7 @@ type fleetRow struct {
 	goroutinesPerNode                            float64
 	claims                                       int
 	classes                                      []classFigures
+	note                                         string
 }
 
 // classFigures is the scheduler phase of one DeviceClass.
@@ -187,8 +230,8 @@ type classFigures struct {
 func logFleetTable(t *testing.T, rows []fleetRow) {
 	t.Helper()
 	lines := []string{
-		"| nodes | devices | every slice published | driver requests /node/min idle: watch, read, write | simulated kubelet writes /node/min | driver heap /node | goroutines /node | claims | claims/s, shipped class (CEL) | claims/s, plain class | scheduler CPU /claim, shipped | scheduler CPU /claim, plain |",
-		"|---|---|---|---|---|---|---|---|---|---|---|---|",
+		"| nodes | devices | every slice published | driver requests /node/min idle: watch, read, write | simulated kubelet writes /node/min | driver heap /node | goroutines /node | claims | claims/s, shipped class (CEL) | claims/s, plain class | scheduler CPU /claim, shipped | scheduler CPU /claim, plain | note |",
+		"|---|---|---|---|---|---|---|---|---|---|---|---|---|",
 	}
 	for _, r := range rows {
 		cells := []string{strconv.Itoa(r.nodes), strconv.Itoa(r.devices), fmt.Sprintf("%.1f s", r.published.Seconds()),
@@ -204,6 +247,7 @@ func logFleetTable(t *testing.T, rows []fleetRow) {
 		}
 		cells = append(cells, rates...)
 		cells = append(cells, cpu...)
+		cells = append(cells, r.note)
 		lines = append(lines, "| "+strings.Join(cells, " | ")+" |")
 	}
 	for _, l := range lines {

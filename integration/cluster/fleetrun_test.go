@@ -34,9 +34,11 @@ import (
 // would otherwise set the scheduler's pace.
 const fleetGate = "rdma-chain.github.io/fleet"
 
-// runFleet runs one size: a control plane of its own, n simulated nodes
-// and their drivers, and the scheduler phases.
-func runFleet(t *testing.T, parts map[string]string, n int, cfg fleetConfig) fleetRow {
+// runFleet runs one size, filling row as it goes: a control plane of its
+// own, row.nodes simulated nodes and their drivers, and the scheduler
+// phases.
+func runFleet(t *testing.T, parts map[string]string, cfg fleetConfig, row *fleetRow) {
+	n := row.nodes
 	cp := startControlPlane(t, parts)
 	t.Logf("control plane ready %.1f s after etcd's start", cp.started.Seconds())
 	base := adminConfig(t, cp)
@@ -56,7 +58,6 @@ func runFleet(t *testing.T, parts map[string]string, n int, cfg fleetConfig) fle
 			leasesDone.Wait()
 		}
 	})
-	row := fleetRow{nodes: n, devices: n * fleetNICs}
 
 	// The harness's own client (set-up and observation, not counted) and
 	// the simulated kubelets', both above client-go's default rate.
@@ -171,7 +172,6 @@ func runFleet(t *testing.T, parts map[string]string, n int, cfg fleetConfig) fle
 	if f := leaseFailed.Load(); f > 0 {
 		t.Errorf("%d Lease renewals of the simulated kubelets failed", f)
 	}
-	return row
 }
 
 // liveHeap is the heap in use after a collection, and the goroutines.
