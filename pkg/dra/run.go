@@ -187,12 +187,17 @@ func publish(ctx context.Context, h *kubeletplugin.Helper, cfg Config, node *Nod
 	for name, why := range node.Skipped {
 		cfg.Log.Warn("RDMA device not published", "device", name, "why", why)
 	}
-	res := resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{
-		cfg.NodeName: {Slices: []resourceslice.Slice{{Devices: devs}}},
-	}}
-	if err := h.PublishResources(ctx, res); err != nil {
+	if err := h.PublishResources(ctx, Resources(cfg.NodeName, devs)); err != nil {
 		return nil, fmt.Errorf("publish the ResourceSlice: %w", err)
 	}
 	cfg.Log.Info("published the node's RDMA devices", "devices", len(devs), "mode", node.Mode, "trigger", trigger)
 	return devs, nil
+}
+
+// Resources is what the driver publishes of a node: one pool named after
+// the node, holding one ResourceSlice with devs.
+func Resources(nodeName string, devs []resourceapi.Device) resourceslice.DriverResources {
+	return resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{
+		nodeName: {Slices: []resourceslice.Slice{{Devices: devs}}},
+	}}
 }
