@@ -364,7 +364,8 @@ type sliceWatch struct {
 	devices map[string]int
 }
 
-// n sizes its maps, so that the heap the drivers take is not the watch's.
+// watchSlices watches the ResourceSlices of the fleet's n nodes; n sizes
+// its maps, so that the heap the drivers take is not the watch's.
 func watchSlices(ctx context.Context, c kubernetes.Interface, n int) *sliceWatch {
 	s := &sliceWatch{first: make(map[string]time.Time, n), devices: make(map[string]int, n)}
 	go watchEach(ctx, func(rv string) (watch.Interface, error) {
