@@ -43,7 +43,8 @@ var softRoCEPods = []string{"softroce-dra-a", "softroce-dra-b"}
 // either node.
 func testSoftRoCE(t *testing.T, owner testing.TB, cp *controlPlane, vm *nodeVM) {
 	if vm.name != diskNode || nodeKernels[twoRootNode] != softRoCEKernel {
-		t.Fatalf("soft-roce boots %s (%s keeps its state on a disk) on %s, the kernel of %s", diskNode, vm.name, softRoCEKernel, twoRootNode)
+		t.Fatalf("soft-roce boots the disk node %s (got %s) on %s, which %s must run too (it runs %s)",
+			diskNode, vm.name, softRoCEKernel, twoRootNode, nodeKernels[twoRootNode])
 	}
 	kver := vm.env["KVER_"+strings.ReplaceAll(softRoCEKernel, ".", "_")]
 	if why := rdma.SoftRoCEUnsupported(kver); why != "" {
