@@ -47,7 +47,7 @@ func TestDRA(t *testing.T) {
 			for k, objs := range r.objects {
 				kinds[k] = len(objs)
 			}
-			want := map[string]int{"DaemonSet": 2, "ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "DeviceClass": 3,
+			want := map[string]int{"DaemonSet": 2, "ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "DeviceClass": 4,
 				"ValidatingAdmissionPolicy": 2, "ValidatingAdmissionPolicyBinding": 2}
 			if !maps.Equal(kinds, want) {
 				t.Fatalf("objects %v, want %v", kinds, want)
@@ -237,10 +237,11 @@ func checkDeviceClass(t *testing.T, r rendered) {
 		"mlx5": dev(draDriver, "mlx5_0", "mlx5_core"), "rxe": dev(draDriver, "rxe0", ""),
 		"dranet's": dev("dra.net", "mlx5_0", "mlx5_core"), "a GPU": dev("gpu.example.com", "", ""),
 	}
-	want := map[string][]string{ // extended resource ("" none): the devices it selects
+	want := map[string][]string{ // extended resource ("" none, smcrClass its name): the devices it selects
 		"":             {"erdma", "erdma without a parent", "mlx5", "rxe"},
 		"rdma/hca":     {"mlx5", "rxe"},
 		"aliyun/erdma": {"erdma", "erdma without a parent"},
+		smcrClass:      {"erdma", "erdma without a parent", "mlx5", "rxe"},
 	}
 	seen := map[string]string{}
 	for _, obj := range r.objects["DeviceClass"] {
@@ -253,11 +254,17 @@ func checkDeviceClass(t *testing.T, r rendered) {
 		if dc.Spec.ExtendedResourceName != nil {
 			res = *dc.Spec.ExtendedResourceName
 		}
+		if dc.Name == smcrClass {
+			res = smcrClass
+			checkSMCRConfig(t, dc)
+		} else if len(dc.Spec.Config) > 0 {
+			t.Errorf("class %s has configuration %+v", dc.Name, dc.Spec.Config)
+		}
 		if other, ok := seen[res]; ok {
 			t.Errorf("classes %s and %s both serve %q", other, dc.Name, res)
 		}
 		seen[res] = dc.Name
-		if (res == "") != (dc.Name == draDriver) {
+		if (res == "") != (dc.Name == draDriver) && res != smcrClass {
 			t.Errorf("class %s serves %q", dc.Name, res)
 		}
 		ast, iss := env.Compile(dc.Spec.Selectors[0].CEL.Expression)
@@ -285,5 +292,26 @@ func checkDeviceClass(t *testing.T, r rendered) {
 	}
 	if len(seen) != len(want) {
 		t.Errorf("classes by extended resource %v, want one for each of %v", seen, want)
+	}
+}
+
+// smcrClass is the DeviceClass whose claims get SMC-R.
+const smcrClass = "smcr.rdma-chain.github.io"
+
+// checkSMCRConfig checks that dc's one configuration is the driver's
+// opaque RDMAConfig turning SMC-R on, and nothing else: the driver parses
+// it strictly (pkg/config's ParseClaimConfig, in the plugin's module).
+func checkSMCRConfig(t *testing.T, dc resourcev1.DeviceClass) {
+	t.Helper()
+	if len(dc.Spec.Config) != 1 || dc.Spec.Config[0].Opaque == nil || dc.Spec.Config[0].Opaque.Driver != draDriver {
+		t.Fatalf("class %s: configuration %+v, want one opaque entry of %s", dc.Name, dc.Spec.Config, draDriver)
+	}
+	var params map[string]any
+	if err := yaml.Unmarshal(dc.Spec.Config[0].Opaque.Parameters.Raw, &params); err != nil {
+		t.Fatalf("class %s: parameters: %v", dc.Name, err)
+	}
+	want := map[string]any{"apiVersion": "rdma-chain.github.io/v1alpha1", "kind": "RDMAConfig", "smcr": true}
+	if !maps.Equal(params, want) {
+		t.Errorf("class %s: parameters %v, want %v", dc.Name, params, want)
 	}
 }

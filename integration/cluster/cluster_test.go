@@ -107,6 +107,7 @@ func TestCluster(t *testing.T) {
 			t.Parallel()
 			sum.run(t, "smcr-orphan", func(t *testing.T) { testOrphanedSMCR(t, cp) })
 			sum.run(t, "dra-capacity", func(t *testing.T) { testDRACapacity(t, cp) })
+			sum.run(t, "dra-smcr-class", func(t *testing.T) { testDRASMCRClass(t, cp) })
 			sum.run(t, "same-node", func(t *testing.T) { testSameNode(t, cp) })
 			sum.run(t, "reboot", func(t *testing.T) { testReboot(t, top, cp, lost) })
 			sum.run(t, "node-loss", func(st *testing.T) { testNodeLoss(st, top, cp, lost, nodeNames[1], nodeBFree) })
@@ -118,6 +119,7 @@ func TestCluster(t *testing.T) {
 			sum.run(t, "dra-events", func(t *testing.T) { testDRAEvents(t, cp) })
 			sum.run(t, "dra-only", func(t *testing.T) { testDRAOnly(t, cp) })
 			sum.run(t, "dra-gpu-nic", func(t *testing.T) { testGPUNIC(t, cp) })
+			sum.run(t, "dra-config", func(t *testing.T) { testDRAConfig(t, cp) })
 			if extraScenario(t, "burst") {
 				sum.run(t, "burst", func(t *testing.T) { testBurst(t, cp, sum) })
 			}
