@@ -31,9 +31,9 @@ type ClaimConfig struct {
 // The opaque configuration's kind, and the CDI device annotation that
 // carries its resolved form from the driver to the plugin.
 const (
-	ClaimConfigAPIVersion = "rdma-chain.github.io/v1alpha1"
+	ClaimConfigAPIVersion = DefaultDRADriver + "/v1alpha1"
 	ClaimConfigKind       = "RDMAConfig"
-	ClaimConfigAnnotation = "rdma-chain.github.io/config"
+	ClaimConfigAnnotation = DefaultDRADriver + "/config"
 	// maxClaimConfig bounds the bytes of one configuration read.
 	maxClaimConfig = 4096
 )

@@ -30,10 +30,13 @@ func (specs cdiSpecs) path(claimUID string) string {
 // cdiDevice is one CDI device of a claim: its name, device nodes and
 // environment (KEY=VALUE). One of the two must hold something: the CDI
 // registry refuses a device without edits, and with it the whole spec.
+// Its annotations carry the device's claim configuration to the plugin
+// (config.ClaimConfigAnnotation); the runtime does not apply them.
 type cdiDevice struct {
-	name  string
-	nodes []string
-	env   []string
+	name        string
+	nodes       []string
+	env         []string
+	annotations map[string]string
 }
 
 // cdiName is the CDI device name of DRA device draName in claim claimUID
@@ -47,7 +50,7 @@ func cdiID(name string) string { return CDIKind + "=" + name }
 func (specs cdiSpecs) write(claimUID string, devs []cdiDevice) error {
 	spec := cdispec.Spec{Version: cdiVersion, Kind: CDIKind}
 	for _, d := range devs {
-		dev := cdispec.Device{Name: d.name, ContainerEdits: cdispec.ContainerEdits{Env: d.env}}
+		dev := cdispec.Device{Name: d.name, Annotations: d.annotations, ContainerEdits: cdispec.ContainerEdits{Env: d.env}}
 		for _, n := range d.nodes {
 			dev.ContainerEdits.DeviceNodes = append(dev.ContainerEdits.DeviceNodes, &cdispec.DeviceNode{Path: n})
 		}

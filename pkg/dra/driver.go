@@ -12,6 +12,8 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+
+	"github.com/rdma-chain/rdma-chain/pkg/config"
 )
 
 // Driver prepares claims for the kubelet plugin helper: it implements
@@ -25,8 +27,9 @@ type Driver struct {
 	// from (a slice the API refuses): the process ends and restarts.
 	OnFatal func(error)
 
-	mu   sync.Mutex
-	node *Node // the last discovery
+	mu      sync.Mutex
+	node    *Node          // the last discovery
+	invalid invalidConfigs // claims whose configuration Prepare refused
 }
 
 var _ kubeletplugin.DRAPlugin = (*Driver)(nil)
@@ -52,16 +55,23 @@ func (d *Driver) nic(draName string) (NIC, bool) {
 	return NIC{}, false
 }
 
+// invalidConfigStatuses are the status.devices entries of the claims
+// whose configuration Prepare refused, for the StatusWriter.
+func (d *Driver) invalidConfigStatuses() map[claimRef][]deviceStatus { return d.invalid.statuses() }
+
 func (d *Driver) specs() cdiSpecs { return cdiSpecs{dir: d.CDIDir} }
 
 // PrepareResourceClaims gives each claim's containers exactly the character
-// devices of the RDMA devices allocated from this node's pool. A claim
-// prepared before (kubelet asks again after its restart, or after this
-// driver's) is answered from its CDI spec on disk, unchanged.
+// devices of the RDMA devices allocated from this node's pool, and the
+// plugin each device's configuration (claimConfigs). A claim prepared
+// before (kubelet asks again after its restart, or after this driver's)
+// is answered from its CDI spec on disk, unchanged. A claim whose
+// configuration is refused is kept for its status (invalidConfigStatuses).
 func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
 	out := make(map[types.UID]kubeletplugin.PrepareResult, len(claims))
 	for _, c := range claims {
 		devs, err := d.prepare(c)
+		d.invalid.note(c, d.NodeName, err)
 		if err != nil {
 			d.Log.Warn("cannot prepare claim", "claim", c.Namespace+"/"+c.Name, "uid", c.UID, "error", err)
 		} else {
@@ -82,9 +92,15 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim) ([]kubeletplugin.Devi
 	if err != nil {
 		return nil, err
 	}
+	var cfgs map[int]config.ClaimConfig
+	if prepared == nil {
+		if cfgs, err = claimConfigs(claim); err != nil {
+			return nil, err
+		}
+	}
 	var out []kubeletplugin.Device
 	var specDevs []cdiDevice
-	for _, r := range claim.Status.Allocation.Devices.Results {
+	for i, r := range claim.Status.Allocation.Devices.Results {
 		if r.Driver != DriverName || r.Pool != d.NodeName {
 			continue
 		}
@@ -105,6 +121,7 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim) ([]kubeletplugin.Devi
 		if err != nil {
 			return nil, fmt.Errorf("claim %s/%s: %w", claim.Namespace, claim.Name, err)
 		}
+		dev.annotations = configAnnotations(cfgs[i])
 		specDevs = append(specDevs, dev)
 	}
 	if prepared == nil && len(specDevs) > 0 {
@@ -136,11 +153,13 @@ func (d *Driver) cdiDevice(name string, nic NIC) (cdiDevice, error) {
 	return cdiDevice{name: name, nodes: nodes}, nil
 }
 
-// UnprepareResourceClaims removes each claim's CDI spec; a claim never
-// prepared, or already unprepared, is no error.
+// UnprepareResourceClaims removes each claim's CDI spec, and forgets a
+// refused configuration of it; a claim never prepared, or already
+// unprepared, is no error.
 func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
 	out := make(map[types.UID]error, len(claims))
 	for _, c := range claims {
+		d.invalid.drop(c.UID)
 		out[c.UID] = d.specs().remove(string(c.UID))
 		d.Log.Info("unprepared claim", "claim", c.String(), "uid", c.UID, "error", out[c.UID])
 	}

@@ -136,16 +136,23 @@ func reservingPods(claim *resourceapi.ResourceClaim) []resourceapi.ResourceClaim
 // failedDevices are the entries of claim's devices of this driver and
 // pool for the failed ADD e.
 func (w *StatusWriter) failedDevices(claim *resourceapi.ResourceClaim, e outcome.Entry) []deviceStatus {
+	return allocatedStatuses(claim, w.Pool, deviceStatus{Pod: e.Pod, Failed: true,
+		Message: fmt.Sprintf("the rdma-chain CNI plugin's ADD for pod %s failed (CNI error %d): %s", e.Pod, e.Code, e.Msg)})
+}
+
+// allocatedStatuses are entries like tmpl, one for each of claim's
+// devices of this driver and pool, sorted.
+func allocatedStatuses(claim *resourceapi.ResourceClaim, pool string, tmpl deviceStatus) []deviceStatus {
 	if claim.Status.Allocation == nil {
 		return nil
 	}
 	var out []deviceStatus
 	for _, r := range claim.Status.Allocation.Devices.Results {
-		if r.Driver != DriverName || r.Pool != w.Pool {
+		if r.Driver != DriverName || r.Pool != pool {
 			continue
 		}
-		d := deviceStatus{Pool: r.Pool, Device: r.Device, Pod: e.Pod, Failed: true,
-			Message: fmt.Sprintf("the rdma-chain CNI plugin's ADD for pod %s failed (CNI error %d): %s", e.Pod, e.Code, e.Msg)}
+		d := tmpl
+		d.Pool, d.Device, d.ShareID = r.Pool, r.Device, ""
 		if r.ShareID != nil {
 			d.ShareID = string(*r.ShareID)
 		}
@@ -155,8 +162,9 @@ func (w *StatusWriter) failedDevices(claim *resourceapi.ResourceClaim, e outcome
 	return out
 }
 
-// withFailures adds to want the failure entries of claims and devices no
-// record speaks for.
+// withFailures adds to want the failure entries (a failed ADD, a refused
+// configuration) of claims and devices nothing in want speaks for yet: a
+// record, or failures added before.
 func withFailures(want, failures map[claimRef][]deviceStatus) {
 	for ref, devs := range failures {
 		have := map[string]bool{}

@@ -73,7 +73,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer helper.Stop()
 	if cfg.StatusInterval > 0 {
-		defer startStatusWriter(ctx, cfg, store)()
+		defer startStatusWriter(ctx, cfg, store, drv)()
 	}
 	health, stopEvents := startNodeEvents(ctx, cfg.Client, cfg.NodeName, store.List, cfg.Log)
 	defer stopEvents()
@@ -111,10 +111,12 @@ func Run(ctx context.Context, cfg Config) error {
 }
 
 // startStatusWriter runs the claim status writer until ctx ends or the
-// returned stop is called, which waits for it.
-func startStatusWriter(ctx context.Context, cfg Config, store *state.Store) (stop func()) {
+// returned stop is called, which waits for it. It shows drv's refused
+// claim configurations too.
+func startStatusWriter(ctx context.Context, cfg Config, store *state.Store, drv *Driver) (stop func()) {
 	w := &StatusWriter{Client: cfg.Client, Pool: cfg.NodeName, Records: store.List, Log: cfg.Log,
-		Outcomes: func() ([]outcome.Entry, error) { return outcome.Read(cfg.CNIDataDir) },
+		InvalidConfigs: drv.invalidConfigStatuses,
+		Outcomes:       func() ([]outcome.Entry, error) { return outcome.Read(cfg.CNIDataDir) },
 		Changed: AnyChanged(ModTimeChanged(store.AttachmentsDir(), time.Now),
 			ModTimeChanged(filepath.Join(cfg.CNIDataDir, outcome.FileName), time.Now))}
 	wctx, cancel := context.WithCancel(ctx)

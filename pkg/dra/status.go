@@ -33,6 +33,7 @@ type deviceStatus struct {
 	IPs                   []string
 	Ready                 bool
 	Failed                bool // the plugin's last ADD for the pod failed (no record)
+	InvalidConfig         bool // Prepare refused the claim's configuration
 	Message               string
 	Pod                   string // namespace/name
 }
@@ -43,6 +44,8 @@ func (d deviceStatus) reason() string {
 	switch {
 	case d.Ready:
 		return ReasonAttached
+	case d.InvalidConfig:
+		return ReasonInvalidConfig
 	case d.Failed:
 		return ReasonAttachFailed
 	}

@@ -37,7 +37,8 @@ const resyncEvery = 30
 // the claim it came from (KEP-4817), and clears it when the pod's
 // attachment is gone. It learns the interfaces from the CNI plugin's
 // attachment records, which keep the claims: the plugin itself never calls
-// the API.
+// the API. A failed ADD (Outcomes) and a configuration Prepare refused
+// (InvalidConfigs) show on devices no record speaks for.
 type StatusWriter struct {
 	Client  kubernetes.Interface
 	Pool    string // the node's name: the driver's pool
@@ -46,6 +47,10 @@ type StatusWriter struct {
 	// failed ADD, which leaves no record, is told. Nil: no failures are
 	// written.
 	Outcomes func() ([]outcome.Entry, error)
+	// InvalidConfigs returns the entries of the claims whose Prepare
+	// refused their configuration (Driver.invalidConfigStatuses), read
+	// every pass: a change is a change of the records. Nil: none.
+	InvalidConfigs func() map[claimRef][]deviceStatus
 	// Changed reports a change of the records since the last call (the
 	// attachments folder's modification time): a pass without one skips
 	// reading them. Nil: every pass reads them.
@@ -60,6 +65,7 @@ type StatusWriter struct {
 	refused    map[claimRef][]deviceStatus // entries the API refused for good: not written again as they are
 	since      map[string]metav1.Time      // when each entry's Ready condition took its status
 	outcomeErr string                      // the outcome log's last read error, said once
+	invalid    map[claimRef][]deviceStatus // InvalidConfigs' last answer
 	backoff    *wait.Backoff               // since the last failed pass; nil after a pass that synced
 	retryAt    time.Time                   // no pass before, after a failed one
 }
@@ -115,6 +121,11 @@ func (w *StatusWriter) Sync(ctx context.Context) error {
 // sync is one pass of Sync.
 func (w *StatusWriter) sync(ctx context.Context) error {
 	changed := w.Changed == nil || w.Changed()
+	if w.InvalidConfigs != nil {
+		invalid := w.InvalidConfigs()
+		changed = changed || !reflect.DeepEqual(invalid, w.invalid)
+		w.invalid = invalid
+	}
 	w.passes++
 	if w.seeded && !w.dirty && !changed && w.passes < resyncEvery {
 		return nil
@@ -132,6 +143,7 @@ func (w *StatusWriter) sync(ctx context.Context) error {
 		return fmt.Errorf("read the attachment records: %w", err)
 	}
 	want := claimStatuses(recs, w.Pool)
+	withFailures(want, w.invalid)
 	if failed := w.failedADDs(recs); len(failed) > 0 {
 		failures, err := w.failureStatuses(ctx, failed)
 		if err != nil {
