@@ -23,9 +23,10 @@ var projectKey = regexp.MustCompile(`(?:^|[\s,(\x60"'\[{])(rdma-chain(?:\.[a-z0-
 // notLabels are keys of the project's prefix that pages name and that are
 // no label, each with the file whose code defines it.
 var notLabels = map[string]string{
-	"rdma-chain.github.io/rdma":           "pkg/dra/cdi.go",    // the CDI kind of the driver's devices
-	"rdma-chain.github.io/port-down":      "pkg/dra/health.go", // a device taint
-	"rdma-chain.github.io/gid-table-full": "pkg/dra/health.go", // a device taint
+	"rdma-chain.github.io/rdma":           "pkg/dra/cdi.go",            // the CDI kind of the driver's devices
+	"rdma-chain.github.io/config":         "pkg/config/claimconfig.go", // the CDI device annotation of a claim's configuration
+	"rdma-chain.github.io/port-down":      "pkg/dra/health.go",         // a device taint
+	"rdma-chain.github.io/gid-table-full": "pkg/dra/health.go",         // a device taint
 }
 
 // kubectlLabel is a `kubectl label node|namespace NAME KEY=VALUE...`

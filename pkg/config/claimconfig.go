@@ -33,7 +33,7 @@ type ClaimConfig struct {
 const (
 	ClaimConfigAPIVersion = "rdma-chain.github.io/v1alpha1"
 	ClaimConfigKind       = "RDMAConfig"
-	ClaimConfigAnnotation = "rdma-chain.github.io/config"
+	ClaimConfigAnnotation = DefaultDRADriver + "/config"
 	// maxClaimConfig bounds the bytes of one configuration read.
 	maxClaimConfig = 4096
 )
