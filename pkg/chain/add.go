@@ -54,6 +54,9 @@ func (p *Plugin) attach(c *call, req *request, claims claimed) (err error) {
 	if err != nil {
 		return err
 	}
+	if c.podConf, err = claimPodConf(c, mode, claims.served, recClaims); err != nil {
+		return err
+	}
 	draft := &draftRecord{Record: newRecord(c, mode)}
 	draft.Claims = recClaims
 	defer func() {

@@ -55,6 +55,10 @@ func (p *Plugin) attachLocked(c *call, draft *draftRecord, req *request, offered
 	if err != nil {
 		return att, err
 	}
+	names, err := c.podIfNames(att.devs)
+	if err != nil {
+		return att, err
+	}
 	if att.podNS, err = p.env.Netns.Open(c.args.Netns); err != nil {
 		return att, cniError(types.ErrInvalidNetNS, "cannot open pod netns "+c.args.Netns, err)
 	}
@@ -62,7 +66,7 @@ func (p *Plugin) attachLocked(c *call, draft *draftRecord, req *request, offered
 	att.childMTU = map[string]int{}
 	for i, d := range att.devs {
 		draft.Links = append(draft.Links, state.Link{Device: d.Name, Step: state.StepPlanned,
-			HostLink: state.HostLink{HostName: d.Netdev, PodName: c.conf.PodIfName(i)}})
+			HostLink: state.HostLink{HostName: d.Netdev, PodName: names[i]}})
 		link := &draft.Links[len(draft.Links)-1]
 		if err := p.planPodRange(c, draft.Record, link); err != nil {
 			return att, err
@@ -115,7 +119,7 @@ func (p *Plugin) selectLocked(c *call, rec *state.Record, req *request, offered 
 		}
 	}
 	devs, err = selectDevices(req, selectInput{mode: rec.Mode, offered: offered, busy: busy,
-		macs: resultMACs(result), needNetdev: c.conf.SharedLink.Kind() != state.LinkNone, uplinks: uplinks})
+		macs: resultMACs(result), needNetdev: c.sharedLink().Kind() != state.LinkNone, uplinks: uplinks})
 	if err == nil {
 		err = checkUplinks(devs, uplinks)
 	}
@@ -333,7 +337,7 @@ func (p *Plugin) attachExclusive(c *call, draft *draftRecord, link *state.Link, 
 		link.HostLink, link.Step = hl, state.StepNetdevMoving
 	}
 	link.RDMAMoved = true
-	link.IPAM = link.PodName != "" && c.conf.HasIPAM()
+	link.IPAM = link.PodName != "" && c.leasing()
 	if err := p.save(c, draft); err != nil {
 		return err
 	}
@@ -363,7 +367,7 @@ func (p *Plugin) attachExclusive(c *call, draft *draftRecord, link *state.Link, 
 // child AddChild did not create is recorded as such before the error goes
 // up, so the undo never deletes a link of that name it did not make.
 func (p *Plugin) attachShared(c *call, draft *draftRecord, link *state.Link, podNS ns.NetNS) (int, error) {
-	kind := c.conf.SharedLink.Kind()
+	kind := c.sharedLink().Kind()
 	link.Kind = kind
 	if kind == state.LinkNone {
 		link.PodName = ""
@@ -373,7 +377,7 @@ func (p *Plugin) attachShared(c *call, draft *draftRecord, link *state.Link, pod
 	if link.HostName == "" {
 		return 0, cniErrorf(CodeNoDevice, "RDMA device %s has no netdev to create a %s child of", link.Device, kind)
 	}
-	link.IPAM = c.conf.HasIPAM()
+	link.IPAM = c.leasing()
 	if link.IPAM && c.conf.PodSoftRoCE == "" { // a new rxe device has a table of its own
 		if err := p.checkGIDRoom(link); err != nil {
 			return 0, err
@@ -383,7 +387,7 @@ func (p *Plugin) attachShared(c *call, draft *draftRecord, link *state.Link, pod
 	if err := p.save(c, draft); err != nil {
 		return 0, err
 	}
-	spec := netdev.ChildSpec{Kind: kind, Mode: c.conf.SharedLink.Mode, Parent: link.HostName, PodName: link.PodName}
+	spec := netdev.ChildSpec{Kind: kind, Mode: c.sharedLink().Mode, Parent: link.HostName, PodName: link.PodName}
 	child, err := p.env.Links.AddChild(spec, podNS)
 	if err != nil {
 		err = cniError(CodeLinkSetup, fmt.Sprintf("cannot create %s child of %s in the pod", kind, link.HostName), err)

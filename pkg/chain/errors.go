@@ -22,6 +22,7 @@ const (
 	CodeNodeUplink      uint = 110 // exclusive mode: the netdev carries the node's default route or address
 	CodeGIDTableFull    uint = 111 // shared mode: the RDMA port's GID table has no room for the pod's address
 	CodeSoftRoCE        uint = 112 // podSoftRoCE: the node cannot give the pod an rxe device of its own
+	CodeClaimConfig     uint = 113 // a DRA claim's configuration cannot be read, or is refused
 	// CodeNotAvailable is the spec's STATUS code: the plugin cannot serve ADD.
 	CodeNotAvailable uint = 50
 )
@@ -52,4 +53,5 @@ var Codes = []uint{
 	types.ErrInvalidNetNS, types.ErrTryAgainLater, CodeNotAvailable,
 	CodeNoRDMA, CodeModeMismatch, CodeMoveUnsupported, CodeNoDevice, CodeLinkSetup,
 	CodeState, CodeCheckFailed, CodeIPAM, CodeSMC, CodePodIPv6, CodeNodeUplink, CodeGIDTableFull, CodeSoftRoCE,
+	CodeClaimConfig,
 }

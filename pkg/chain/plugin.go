@@ -173,6 +173,8 @@ type call struct {
 	sweep func()
 	// lockTimeout bounds each wait for the node lock.
 	lockTimeout time.Duration
+	// podConf is what the pod's claims configure (ADD; zero: the conf).
+	podConf podConf
 	// boot is the kernel's boot id once bootRead (bootID reads it once).
 	boot     string
 	bootRead bool

@@ -16,9 +16,9 @@ import (
 // global /64. It runs before the link is recorded, so the record carries the
 // range and DEL releases the lease through the same one.
 func (p *Plugin) planPodRange(c *call, rec *state.Record, link *state.Link) error {
-	block, ok := c.conf.PodBlock()
-	if !ok || !c.conf.HasIPAM() || link.HostName == "" ||
-		rec.Mode != rdma.ModeExclusive && c.conf.SharedLink.Type == config.LinkNone {
+	block, ok := c.podBlock()
+	if !ok || !c.leasing() || link.HostName == "" ||
+		rec.Mode != rdma.ModeExclusive && c.sharedLink().Type == config.LinkNone {
 		return nil
 	}
 	prefixes, err := p.env.Addrs.Prefixes(link.HostName)

@@ -18,7 +18,7 @@ import (
 // init_net (IB entries exist only there) and {PNETID, the pod's primary
 // interface} in the pod netns. The pod's first RDMA device carries it.
 func (p *Plugin) setupSMC(c *call, draft *draftRecord, devs []rdma.Device, podNS ns.NetNS) error {
-	if on, _ := c.conf.SMCRFor(c.pod.Namespace); !on || len(devs) == 0 {
+	if !c.smcrOn() || len(devs) == 0 {
 		return nil
 	}
 	// draft.SMC is saved before the first change it guards: by

@@ -20,6 +20,9 @@ const (
 	DefaultPodResourcesSocket = "/var/lib/kubelet/pod-resources/kubelet.sock"
 	DefaultDataDir            = "/var/lib/cni/rdma-chain"
 	DefaultIfName             = "rdma"
+	// DefaultCDIDir is where rdma-chain-dra writes each prepared claim's
+	// CDI spec (its --cdi-dir).
+	DefaultCDIDir = "/var/run/cdi"
 	// DefaultDRADriver is the DRA driver name of rdma-chain-dra (pkg/dra),
 	// served by default.
 	DefaultDRADriver = "rdma-chain.github.io"
@@ -66,6 +69,18 @@ type SharedLink struct {
 	Mode string `json:"mode,omitempty"`
 }
 
+// DefaultSharedLinkMode is the mode a sharedLink of type t gets when none
+// is given: l2 for ipvlan, bridge for macvlan, none for none.
+func DefaultSharedLinkMode(t string) string {
+	switch t {
+	case LinkIPVlan:
+		return "l2"
+	case LinkMACVlan:
+		return "bridge"
+	}
+	return ""
+}
+
 // Kind is Type as a record keeps it; validate has checked it is one.
 func (s SharedLink) Kind() state.LinkKind { return state.LinkKind(s.Type) }
 
@@ -107,12 +122,15 @@ type RuntimeConfig struct {
 // (see fields.go); the JSON tags only serve encoding.
 type NetConf struct {
 	types.PluginConf
-	Mode               rdma.Mode  `json:"mode,omitempty"`
-	Devices            []string   `json:"devices,omitempty"`
-	PodSelection       string     `json:"podSelection,omitempty"`
-	ResourceNames      []string   `json:"resourceNames,omitempty"`
-	DRADrivers         []string   `json:"draDrivers,omitempty"`
-	PodResourcesSocket string     `json:"podResourcesSocket,omitempty"`
+	Mode               rdma.Mode `json:"mode,omitempty"`
+	Devices            []string  `json:"devices,omitempty"`
+	PodSelection       string    `json:"podSelection,omitempty"`
+	ResourceNames      []string  `json:"resourceNames,omitempty"`
+	DRADrivers         []string  `json:"draDrivers,omitempty"`
+	PodResourcesSocket string    `json:"podResourcesSocket,omitempty"`
+	// CDIDir is where ADD reads the CDI spec of each claim of
+	// DefaultDRADriver, for the claim's configuration (ClaimConfig).
+	CDIDir             string     `json:"cdiDir,omitempty"`
 	KubeletUnreachable string     `json:"kubeletUnreachable,omitempty"`
 	IfName             string     `json:"ifName,omitempty"`
 	SharedLink         SharedLink `json:"sharedLink"`
@@ -223,6 +241,7 @@ func (c *NetConf) applyDefaults() {
 		c.DRADrivers = []string{DefaultDRADriver}
 	}
 	setDefault(&c.PodResourcesSocket, DefaultPodResourcesSocket)
+	setDefault(&c.CDIDir, DefaultCDIDir)
 	setDefault(&c.KubeletUnreachable, KubeletRetry)
 	setDefault(&c.IfName, DefaultIfName)
 	if c.PodSoftRoCE != "" {
@@ -230,12 +249,7 @@ func (c *NetConf) applyDefaults() {
 		setDefault(&c.SharedLink.Type, LinkMACVlan)
 	}
 	setDefault(&c.SharedLink.Type, LinkIPVlan)
-	switch c.SharedLink.Type {
-	case LinkIPVlan:
-		setDefault(&c.SharedLink.Mode, "l2")
-	case LinkMACVlan:
-		setDefault(&c.SharedLink.Mode, "bridge")
-	}
+	setDefault(&c.SharedLink.Mode, DefaultSharedLinkMode(c.SharedLink.Type))
 	setDefault(&c.SMCR.OnUnsupported, "warn")
 	setDefault(&c.SMCR.Transparent, TransparentAuto)
 	setDefault(&c.SMCR.BPFFSDir, DefaultBPFFSDir)

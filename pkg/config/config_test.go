@@ -23,7 +23,7 @@ func TestDefaults(t *testing.T) {
 		t.Fatalf("Parse: %v %v", err, warnings)
 	}
 	want := map[string]any{
-		"Mode": ModeAuto, "PodSelection": "requested", "PodResourcesSocket": DefaultPodResourcesSocket, "KubeletUnreachable": KubeletRetry,
+		"Mode": ModeAuto, "PodSelection": "requested", "PodResourcesSocket": DefaultPodResourcesSocket, "CDIDir": DefaultCDIDir, "KubeletUnreachable": KubeletRetry,
 		"IfName": "rdma", "DataDir": DefaultDataDir, "LogLevel": "info", "LogFile": "",
 		"ResourceNames": []string{"aliyun/erdma", "rdma/hca"}, "Devices": []string(nil),
 		"DRADrivers": []string{"rdma-chain.github.io"},
@@ -40,7 +40,7 @@ func TestDefaults(t *testing.T) {
 
 func TestEveryField(t *testing.T) {
 	conf, _, err := parse(t, `,"mode":"shared","devices":["rxe0","eth1"],"nodeAddresses":["192.168.50.12","fd00:10:2::1"],"podSelection":"all",
-		"resourceNames":["rdma/hca"],"draDrivers":["dra.example.com"],"podResourcesSocket":"/run/k.sock","kubeletUnreachable":"passThrough","ifName":"roce",
+		"resourceNames":["rdma/hca"],"draDrivers":["dra.example.com"],"podResourcesSocket":"/run/k.sock","cdiDir":"/etc/cdi","kubeletUnreachable":"passThrough","ifName":"roce",
 		"sharedLink":{"type":"macvlan"},"smcr":{"pnetId":"ABC123","ueid":"UEID-1.X","onUnsupported":"fail"},
 		"dataDir":"/run/rc","logFile":"/var/log/rc.log","logLevel":"debug","deviceID":"mlx5_1",
 		"ipam":{"type":"host-local"},"dad":true,"drain":true,"runtimeConfig":{"deviceID":"0000:3b:00.0",
@@ -54,7 +54,7 @@ func TestEveryField(t *testing.T) {
 	if conf.Mode != "shared" || conf.PodSelection != "all" || conf.IfName != "roce" ||
 		conf.SharedLink != (SharedLink{Type: "macvlan", Mode: "bridge"}) || conf.SMCR.PnetID != "ABC123" ||
 		conf.SMCR.UEID != "UEID-1.X" || conf.SMCR.OnUnsupported != "fail" || conf.DataDir != "/run/rc" ||
-		conf.LogFile != "/var/log/rc.log" || !conf.DAD || conf.LogLevel != "debug" || conf.PodResourcesSocket != "/run/k.sock" ||
+		conf.LogFile != "/var/log/rc.log" || !conf.DAD || conf.LogLevel != "debug" || conf.PodResourcesSocket != "/run/k.sock" || conf.CDIDir != "/etc/cdi" ||
 		conf.KubeletUnreachable != KubeletPassThrough || !conf.Drain ||
 		!reflect.DeepEqual(conf.Devices, []string{"rxe0", "eth1"}) || conf.IPAM.Type != "host-local" ||
 		!reflect.DeepEqual(conf.DRADrivers, []string{"dra.example.com"}) {
@@ -96,6 +96,8 @@ func TestInvalid(t *testing.T) {
 		{"driver long", `,"draDrivers":["` + strings.Repeat("a", 64) + `"]`, "draDrivers"},
 		{"driver empty", `,"draDrivers":[""]`, "draDrivers"},
 		{"socket relative", `,"podResourcesSocket":"kubelet.sock"`, "podResourcesSocket"},
+		{"cdiDir relative", `,"cdiDir":"cdi"`, "cdiDir"},
+		{"cdiDir not clean", `,"cdiDir":"/var/run/../cdi"`, "cdiDir"},
 		{"ifName long", `,"ifName":"abcdefghijklm"`, "ifName"},
 		{"ifName dot", `,"ifName":"a.b"`, "ifName"},
 		{"link type", `,"sharedLink":{"type":"veth"}`, "sharedLink.type"},

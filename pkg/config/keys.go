@@ -33,6 +33,7 @@ func (c *NetConf) topFields() []field {
 		{"resourceNames", stringList(&c.ResourceNames, maxConfList)},
 		{"draDrivers", stringList(&c.DRADrivers, maxConfList)},
 		{"podResourcesSocket", plain(&c.PodResourcesSocket)},
+		{"cdiDir", plain(&c.CDIDir)},
 		{"kubeletUnreachable", plain(&c.KubeletUnreachable)},
 		{"ifName", plain(&c.IfName)},
 		{"sharedLink", object(c.sharedLinkFields)},

@@ -190,6 +190,9 @@ func (c *NetConf) validatePaths() error {
 	if err := deviceInfoPath(c.RuntimeConfig.DeviceInfoFile); err != nil {
 		return err
 	}
+	if err := absPath("cdiDir", c.CDIDir, false); err != nil {
+		return err
+	}
 	return absPath("podResourcesSocket", c.PodResourcesSocket, false)
 }
 
