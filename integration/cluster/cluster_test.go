@@ -133,15 +133,13 @@ func TestCluster(t *testing.T) {
 		sum.run(t, "burst-control", func(t *testing.T) { testBurstControl(t, cp) })
 	}
 	// Last: node-a leaves 6.12, the SMC-R scenarios' kernel, for 7.3.
-	if extraScenario(t, "soft-roce") {
-		sum.run(t, "soft-roce", func(t *testing.T) { testSoftRoCE(t, top, cp, lost) })
-	}
+	sum.run(t, "soft-roce", func(t *testing.T) { testSoftRoCE(t, top, cp, lost) })
 }
 
 // extraScenarios are scenarios written but not yet part of make test:
 // they run only when RC_CLUSTER_EXTRA (comma-separated) names them, and
 // the tier says so when it does not.
-var extraScenarios = []string{"burst", "burst-control", "soft-roce"}
+var extraScenarios = []string{"burst", "burst-control"}
 
 // extraScenario reports whether RC_CLUSTER_EXTRA names the extra scenario
 // name, and logs that it is left out when not.
