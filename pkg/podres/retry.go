@@ -39,7 +39,7 @@ func (c *Client) retry(ctx context.Context, get func(context.Context) (*podResou
 		actx, cancel := context.WithTimeout(ctx, timeout)
 		pod, err := get(actx)
 		cancel()
-		if err == nil || ctx.Err() != nil {
+		if err == nil || ended(ctx) {
 			if refusal != nil && cut(err) {
 				err = refusal
 			}
@@ -60,6 +60,18 @@ func (c *Client) retry(ctx context.Context, get func(context.Context) (*podResou
 			return nil, attempt, err
 		}
 	}
+}
+
+// ended reports whether ctx is done or its deadline has passed: an
+// attempt's I/O deadline, set from ctx's, may fire before ctx's own timer
+// marks it done, and that attempt's end is the budget's, not kubelet's
+// answer.
+func ended(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	dl, ok := ctx.Deadline()
+	return ok && !time.Now().Before(dl)
 }
 
 // cut reports whether err is an attempt's end by its deadline or its

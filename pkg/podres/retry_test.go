@@ -99,3 +99,35 @@ func TestRetryBudgetEndsAfterRefusal(t *testing.T) {
 		})
 	}
 }
+
+// lateTimer is a context whose deadline passes without it ever being done:
+// the instant between an I/O deadline firing and the context's own timer.
+type lateTimer struct {
+	context.Context
+	deadline time.Time
+}
+
+func (c lateTimer) Deadline() (time.Time, bool) { return c.deadline, true }
+
+// TestRetryBudgetEndsBeforeItsTimer checks that an attempt after a
+// refusal, cut by its I/O deadline at the budget's end before the
+// context's timer marked it done, still fails with the refusal: it is
+// the budget's end, not a timeout of kubelet's (TestRateLimited failed
+// so on a loaded host).
+func TestRetryBudgetEndsBeforeItsTimer(t *testing.T) {
+	limit := &grpcunix.Status{Code: grpcunix.ResourceExhausted, Message: "rejected by rate limit", Server: true}
+	slow := &grpcunix.Status{Code: grpcunix.DeadlineExceeded, Message: "write unix: i/o timeout"}
+	ctx := lateTimer{Context: context.Background(), deadline: time.Now().Add(100 * time.Millisecond)}
+	n := 0
+	_, attempts, err := New("unused", time.Hour).retry(ctx, func(actx context.Context) (*podResources, error) {
+		if n++; n == 1 {
+			return nil, limit
+		}
+		dl, _ := actx.Deadline()
+		time.Sleep(time.Until(dl) + time.Millisecond)
+		return nil, slow
+	})
+	if got := grpcunix.StatusOf(err).Code; got != grpcunix.ResourceExhausted || attempts != 2 {
+		t.Errorf("after %d attempts: %v (code %v), want the refusal after 2", attempts, err, got)
+	}
+}
