@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"maps"
+	"os"
 	"reflect"
 	"slices"
 	"strings"
@@ -47,7 +48,7 @@ func TestDRA(t *testing.T) {
 			for k, objs := range r.objects {
 				kinds[k] = len(objs)
 			}
-			want := map[string]int{"DaemonSet": 2, "ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "DeviceClass": 4,
+			want := map[string]int{"DaemonSet": 2, "ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "DeviceClass": 3,
 				"ValidatingAdmissionPolicy": 2, "ValidatingAdmissionPolicyBinding": 2}
 			if !maps.Equal(kinds, want) {
 				t.Fatalf("objects %v, want %v", kinds, want)
@@ -241,7 +242,6 @@ func checkDeviceClass(t *testing.T, r rendered) {
 		"":             {"erdma", "erdma without a parent", "mlx5", "rxe"},
 		"rdma/hca":     {"mlx5", "rxe"},
 		"aliyun/erdma": {"erdma", "erdma without a parent"},
-		smcrClass:      {"erdma", "erdma without a parent", "mlx5", "rxe"},
 	}
 	seen := map[string]string{}
 	for _, obj := range r.objects["DeviceClass"] {
@@ -254,17 +254,14 @@ func checkDeviceClass(t *testing.T, r rendered) {
 		if dc.Spec.ExtendedResourceName != nil {
 			res = *dc.Spec.ExtendedResourceName
 		}
-		if dc.Name == smcrClass {
-			res = smcrClass
-			checkSMCRConfig(t, dc)
-		} else if len(dc.Spec.Config) > 0 {
+		if len(dc.Spec.Config) > 0 {
 			t.Errorf("class %s has configuration %+v", dc.Name, dc.Spec.Config)
 		}
 		if other, ok := seen[res]; ok {
 			t.Errorf("classes %s and %s both serve %q", other, dc.Name, res)
 		}
 		seen[res] = dc.Name
-		if (res == "") != (dc.Name == draDriver) && res != smcrClass {
+		if (res == "") != (dc.Name == draDriver) {
 			t.Errorf("class %s serves %q", dc.Name, res)
 		}
 		ast, iss := env.Compile(dc.Spec.Selectors[0].CEL.Expression)
@@ -298,11 +295,26 @@ func checkDeviceClass(t *testing.T, r rendered) {
 // smcrClass is the DeviceClass whose claims get SMC-R.
 const smcrClass = "smcr.rdma-chain.github.io"
 
-// checkSMCRConfig checks that dc's one configuration is the driver's
-// opaque RDMAConfig turning SMC-R on, and nothing else: the driver parses
-// it strictly (pkg/config's ParseClaimConfig, in the plugin's module).
-func checkSMCRConfig(t *testing.T, dc resourcev1.DeviceClass) {
-	t.Helper()
+// TestSMCRClass checks deploy/dra/smcr.yaml, which the component leaves
+// out: a DeviceClass of every NIC of the driver whose one configuration
+// is the driver's opaque RDMAConfig turning SMC-R on, and nothing else
+// (the driver parses it strictly: pkg/config's ParseClaimConfig, in the
+// plugin's module).
+func TestSMCRClass(t *testing.T) {
+	data, err := os.ReadFile("dra/smcr.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var obj map[string]any
+	if err := yaml.Unmarshal(data, &obj); err != nil {
+		t.Fatal(err)
+	}
+	var dc resourcev1.DeviceClass
+	decodeStrict(t, obj, &dc)
+	if dc.Name != smcrClass || len(dc.Spec.Selectors) != 1 || dc.Spec.Selectors[0].CEL == nil ||
+		dc.Spec.Selectors[0].CEL.Expression != `device.driver == "`+draDriver+`"` {
+		t.Errorf("class %+v, want %s selecting the driver's devices", dc.ObjectMeta, smcrClass)
+	}
 	if len(dc.Spec.Config) != 1 || dc.Spec.Config[0].Opaque == nil || dc.Spec.Config[0].Opaque.Driver != draDriver {
 		t.Fatalf("class %s: configuration %+v, want one opaque entry of %s", dc.Name, dc.Spec.Config, draDriver)
 	}

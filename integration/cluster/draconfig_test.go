@@ -110,10 +110,16 @@ spec:
 	}
 }
 
-// testDRASMCRClass runs pods/dra-smcr.yaml on node-a: a pod without the
-// SMC-R annotation whose claim is of the class smcr.rdma-chain.github.io
-// gets its SMC-R pnet entries.
+// testDRASMCRClass adds deploy/dra/smcr.yaml, the opt-in class whose
+// claims get SMC-R, and runs pods/dra-smcr.yaml on node-a: a pod without
+// the SMC-R annotation whose claim is of that class gets its SMC-R pnet
+// entries.
 func testDRASMCRClass(t *testing.T, cp *controlPlane) {
+	class := filepath.Join(testenv.RepoRoot(), "deploy/dra/smcr.yaml")
+	if out, err := cp.kubectlOut("apply", "-f", class); err != nil {
+		t.Fatalf("kubectl apply: %v: %s", err, out)
+	}
+	t.Cleanup(func() { _, _ = cp.kubectlOut("delete", "-f", class, "--wait=false") })
 	start := time.Now()
 	cp.podReady(t, "dra-smcr", 5*time.Minute)
 	t.Logf("CLUSTER-TIME dra-smcr Ready %.1f s after kubectl apply", time.Since(start).Seconds())

@@ -120,7 +120,11 @@ func readCDISpec(path string) (*cdiSpec, error) {
 	if len(b) > maxCDISpec {
 		return nil, fmt.Errorf("%s is larger than %d bytes", path, maxCDISpec)
 	}
-	return decodeCDISpec(b)
+	spec, err := decodeCDISpec(b)
+	if err != nil {
+		return nil, fmt.Errorf("decode %s: %w", path, err)
+	}
+	return spec, nil
 }
 
 // decodeCDISpec decodes b strictly (see readCDISpec). Keys are matched

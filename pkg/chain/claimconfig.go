@@ -3,6 +3,7 @@ package chain
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
 
 	"github.com/rdma-chain/rdma-chain/pkg/config"
@@ -106,7 +107,7 @@ func claimConfigOf(c *call, d podres.ClaimDevice, specs map[string]*cdiSpec) (co
 	spec, read := specs[uid]
 	if !read {
 		if spec, err = readCDISpec(path); err != nil {
-			return config.ClaimConfig{}, cniError(CodeClaimConfig, fmt.Sprintf("claim %s: cannot read its CDI spec %s", claimName(d), path), err)
+			return config.ClaimConfig{}, cniError(CodeClaimConfig, fmt.Sprintf("claim %s: cannot read its CDI spec", claimName(d)), err)
 		}
 		specs[uid] = spec
 	}
@@ -194,6 +195,8 @@ func applyIPv6(c *call, pc *podConf, wide map[string]setting) error {
 	case s.value == "false" && block:
 		c.log.Info("claim configuration: no podIPv6Block address (nor IPAM lease) on the pod's RDMA interfaces", "claim", s.claim)
 		pc.noIPv6 = true
+	case s.value == "false" && c.conf.HasIPAM():
+		c.log.Warn("claim configuration ipv6 false: network "+c.conf.Name+" has no podIPv6Block to turn off; its ipam's addresses stay", "claim", s.claim)
 	}
 	return nil
 }
@@ -224,21 +227,25 @@ func applySharedLink(c *call, pc *podConf, mode rdma.Mode, wide map[string]setti
 }
 
 // applySMCR takes the claims' SMC-R decision: a DeviceClass's (pkg/dra
-// refuses smcr true in a claim's own configuration), so smcr.namespaces,
-// which restricts the annotation, does not apply; smcr.enabled false still
-// wins. Off overrides the annotation.
+// refuses smcr true in a claim's own configuration). The class says
+// whether, the network where: smcr.enabled false and smcr.namespaces
+// still apply, as to the annotation. Off overrides the annotation.
 func applySMCR(c *call, pc *podConf, wide map[string]setting) {
 	s, ok := wide["smcr"]
 	if !ok {
 		return
 	}
 	on := s.value == "true"
+	ns := c.conf.SMCR.Namespaces
 	switch annotated, _ := c.conf.SMCRFor(c.pod.Namespace); {
 	case on && c.conf.SMCR.Enabled != nil && !*c.conf.SMCR.Enabled:
 		c.log.Warn("claim configuration smcr true ignored: smcr.enabled is false on network "+c.conf.Name, "claim", s.claim)
-		return
+		on = false
+	case on && ns != nil && !slices.Contains(ns, c.pod.Namespace):
+		c.log.Warn(fmt.Sprintf("claim configuration smcr true ignored: namespace %q is not in smcr.namespaces of network %s", c.pod.Namespace, c.conf.Name), "claim", s.claim)
+		on = false
 	case on:
-		c.log.Info("claim configuration: SMC-R on (the DeviceClass decides; smcr.namespaces does not apply)", "claim", s.claim)
+		c.log.Info("claim configuration: SMC-R on", "claim", s.claim)
 	case annotated:
 		c.log.Warn("annotation "+config.AnnotationSMCR+" overridden: the claim's configuration sets smcr false", "claim", s.claim)
 	}

@@ -150,8 +150,10 @@ func (p *Plugin) releaseLeases(c *call, rec *state.Record) error {
 
 // releaseInferredLeases releases, after an unreadable record was
 // quarantined, the leases the pod may hold: one per offered device (at
-// least one), named as ADD names the pod's RDMA interfaces. An IPAM's DEL
-// of a lease it does not hold changes nothing.
+// least one), named as the entry names the pod's RDMA interfaces; a lease
+// taken under a claim configuration's ifName is not among them (only an
+// IPAM's GC frees it). An IPAM's DEL of a lease it does not hold changes
+// nothing.
 func (p *Plugin) releaseInferredLeases(c *call) error {
 	if !c.conf.HasIPAM() {
 		return nil

@@ -92,10 +92,8 @@ func constant(v string) decodeFn {
 
 // Validate checks each set field.
 func (c ClaimConfig) Validate() error {
-	if c.IfName != "" {
-		if err := ValidIfName(c.IfName); err != nil {
-			return errField("ifName", "%v", err)
-		}
+	if c.IfName != "" && !claimIfNameRE.MatchString(c.IfName) {
+		return errField("ifName", "%q must be 1-15 characters of [A-Za-z0-9_-]", truncate(c.IfName))
 	}
 	switch c.SharedLink {
 	case "", LinkIPVlan, LinkMACVlan, LinkNone:
@@ -136,10 +134,16 @@ func (c ClaimConfig) Encode() string {
 }
 
 // ClaimConfigFromClaim checks what a claim's own configuration (not its
-// DeviceClass's) may set: everything but smcr true.
+// DeviceClass's) may set: everything but smcr true, which who may use the
+// class decides, and sharedLink, which decides what is made on a host
+// NIC (a NIC holds ipvlan or macvlan children, never both: one pod's kind
+// would keep the other's from the NIC).
 func ClaimConfigFromClaim(c ClaimConfig) error {
 	if c.SMCR != nil && *c.SMCR {
 		return errField("smcr", "true may be set only in a DeviceClass's config: who may use the class decides who gets SMC-R (the pod annotation %s still works)", AnnotationSMCR)
+	}
+	if c.SharedLink != "" {
+		return errField("sharedLink", "may be set only in a DeviceClass's config: it decides what is made on a host NIC")
 	}
 	return nil
 }

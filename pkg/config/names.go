@@ -85,6 +85,9 @@ var (
 	// short enough that an index of up to three digits keeps the name
 	// within IFNAMSIZ.
 	ifPrefixRE = same(alnum("_-"), 1, 12)
+	// claimIfNameRE matches a claim configuration's ifName: the entry's
+	// characters, a whole interface name (IFNAMSIZ - 1).
+	claimIfNameRE = same(alnum("_-"), 1, 15)
 	// deviceIDRE matches what any device ID (a device name, a PCI address,
 	// a device plugin's ID such as erdma_0/17 or eni-3) may look like at
 	// all, a name that does not start with a dot with at most one "/suffix",

@@ -76,6 +76,7 @@ func fromClass(e resourceapi.DeviceAllocationConfiguration) bool {
 	return e.Source == resourceapi.AllocationConfigSourceClass
 }
 
+// sourceName names where e comes from, as messages say it.
 func sourceName(e resourceapi.DeviceAllocationConfiguration) string {
 	if fromClass(e) {
 		return "DeviceClass"

@@ -59,8 +59,8 @@ func TestClaimConfigs(t *testing.T) {
 	}{
 		{name: "none", results: one},
 		{name: "the class's first, the claim's over it, whatever the list's order", results: one, configs: []resourceapi.DeviceAllocationConfiguration{
-			opaque(srcClaim, DriverName, rdmaConfig(`, "ipv6": false, "sharedLink": "none"`)),
-			opaque(srcClass, DriverName, rdmaConfig(`, "ipv6": true, "ifName": "roce0", "smcr": true`))},
+			opaque(srcClaim, DriverName, rdmaConfig(`, "ipv6": false`)),
+			opaque(srcClass, DriverName, rdmaConfig(`, "ipv6": true, "ifName": "roce0", "smcr": true, "sharedLink": "none"`))},
 			want: map[string]string{"mlx5-0": "smcr=true ipv6=false ifName=roce0 sharedLink=none"}},
 		{name: "a later entry of the same source wins", results: one, configs: []resourceapi.DeviceAllocationConfiguration{
 			opaque(srcClass, DriverName, rdmaConfig(`, "ifName": "a"`)),
@@ -69,7 +69,7 @@ func TestClaimConfigs(t *testing.T) {
 		{name: "requests and subrequests", results: two, configs: []resourceapi.DeviceAllocationConfiguration{
 			opaque(srcClaim, DriverName, rdmaConfig(`, "ifName": "roce0"`), "rdma"),
 			opaque(srcClaim, DriverName, rdmaConfig(`, "ifName": "roce1"`), "pick"),
-			opaque(srcClaim, DriverName, rdmaConfig(`, "sharedLink": "macvlan"`), "pick/fast"),
+			opaque(srcClass, DriverName, rdmaConfig(`, "sharedLink": "macvlan"`), "pick/fast"),
 			opaque(srcClaim, DriverName, rdmaConfig(`, "ipv6": false`), "pick/slow", "other")},
 			want: map[string]string{"mlx5-0": "ifName=roce0", "rxe0": "ifName=roce1 sharedLink=macvlan"}},
 		{name: "other drivers' configs", results: one, configs: []resourceapi.DeviceAllocationConfiguration{
@@ -85,6 +85,9 @@ func TestClaimConfigs(t *testing.T) {
 		{name: "smcr true from the claim", results: one, configs: []resourceapi.DeviceAllocationConfiguration{
 			opaque(srcClaim, DriverName, rdmaConfig(`, "smcr": true`))},
 			err: []string{"claim default/c-u1", "config[0] (RDMAConfig of the ResourceClaim)", `field "smcr"`, "DeviceClass"}},
+		{name: "sharedLink from the claim", results: one, configs: []resourceapi.DeviceAllocationConfiguration{
+			opaque(srcClaim, DriverName, rdmaConfig(`, "sharedLink": "macvlan"`))},
+			err: []string{"config[0] (RDMAConfig of the ResourceClaim)", `field "sharedLink"`, "DeviceClass"}},
 		{name: "an unknown source is the claim's", results: one, configs: []resourceapi.DeviceAllocationConfiguration{
 			opaque("FromElsewhere", DriverName, rdmaConfig(`, "smcr": true`))},
 			err: []string{`field "smcr"`}},
