@@ -94,10 +94,36 @@ func podresVersion(t *testing.T, v string) {
 	guestkit.Check(t, "no-records-left", func() error { return c.RecordCount(0) })
 }
 
+// claimUID is pod4's claim's UID: its CDI device is
+// rdma-chain.github.io/rdma=<claimUID>-rxe0, in the spec writeClaimSpec
+// writes as rdma-chain-dra's Prepare does.
+const claimUID = "0b9f6a0e-4c1d-4e57-9a3b-2f6d8c1e5a74"
+
+// writeClaimSpec writes pod4's claim's CDI spec into the plugin's default
+// cdiDir, its device's configuration naming the pod's interface roce4.
+func writeClaimSpec(t *testing.T) {
+	cfg := `{"apiVersion":"rdma-chain.github.io/v1alpha1","kind":"RDMAConfig","ifName":"roce4"}`
+	spec, err := json.Marshal(map[string]any{"cdiVersion": "0.6.0", "kind": "rdma-chain.github.io/rdma",
+		"devices": []any{map[string]any{"name": claimUID + "-rxe0", "annotations": map[string]string{"rdma-chain.github.io/config": cfg},
+			"containerEdits": map[string]any{"deviceNodes": []any{map[string]string{"path": "/dev/infiniband/rdma_cm"}}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := "/var/run/cdi/rdma-chain.github.io-" + claimUID + ".json"
+	if err := os.MkdirAll("/var/run/cdi", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, spec, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.Remove(path) })
+}
+
 func podresDRA(t *testing.T) {
 	c := requested(t, "1.0.0", "/run/rdma-chain-podres-dra")
+	writeClaimSpec(t)
 	stop := kubelet(t, `{"pods":[
- {"namespace":"default","name":"pod4","resources":{},"claims":[{"namespace":"default","name":"nic","driver":"rdma-chain.github.io","pool":"node1","device":"rxe0","cdi":["rdma-chain.github.io/rdma=u4-rxe0"]}]},
+ {"namespace":"default","name":"pod4","resources":{},"claims":[{"namespace":"default","name":"nic","driver":"rdma-chain.github.io","pool":"node1","device":"rxe0","cdi":["rdma-chain.github.io/rdma=`+claimUID+`-rxe0"]}]},
  {"namespace":"default","name":"pod5","resources":{},"claims":[{"namespace":"default","name":"net","driver":"dranet.gke.io","pool":"node1","device":"veth0"}]},
  {"namespace":"default","name":"pod6","resources":{"rdma/hca":["3"]},"claims":[{"namespace":"default","name":"net","driver":"dranet.gke.io","pool":"node1","device":"veth0"}]}]}`)
 	defer stop(false)
@@ -107,7 +133,7 @@ func podresDRA(t *testing.T) {
 	}
 	p4, p5, p6 := guestkit.NewPod("podres-", "pod4"), guestkit.NewPod("podres-", "pod5"), guestkit.NewPod("podres-", "pod6")
 	guestkit.ExpectOK(t, "add-pod4-claim", c.Add(t, p4))
-	guestkit.Check(t, "rdma0-in-pod4", func() error { _, err := guestkit.PodLink(p4.NetNS, "rdma0"); return err })
+	guestkit.Check(t, "roce4-in-pod4", func() error { _, err := guestkit.PodLink(p4.NetNS, "roce4"); return err })
 	guestkit.Check(t, "record-pod4-claim", func() error { return recordHasClaim(c.DataDir) })
 	guestkit.ExpectOK(t, "add-pod5-foreign-only", c.Add(t, p5))
 	guestkit.Check(t, "no-rdma0-in-pod5", func() error { return guestkit.NoLink(p5.NetNS, "rdma0") })
@@ -123,7 +149,7 @@ func podresDRA(t *testing.T) {
 	guestkit.ExpectOK(t, "del-pod6", c.Del(t, p6))
 	guestkit.ExpectOK(t, "del-pod5", c.Del(t, p5))
 	guestkit.ExpectOK(t, "del-pod4", c.Del(t, p4))
-	guestkit.Check(t, "pod4-child-gone", func() error { return guestkit.NoLink(p4.NetNS, "rdma0") })
+	guestkit.Check(t, "pod4-child-gone", func() error { return guestkit.NoLink(p4.NetNS, "roce4") })
 	guestkit.Check(t, "rxe0-unchanged", func() error {
 		now, err := guestkit.PortView(rxe)
 		if err == nil && now != rxeBefore {
