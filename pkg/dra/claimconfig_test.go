@@ -2,7 +2,6 @@ package dra
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -15,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
-	cdispec "tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/rdma-chain/rdma-chain/pkg/config"
 	"github.com/rdma-chain/rdma-chain/pkg/state"
@@ -145,14 +143,7 @@ func TestPrepareClaimConfig(t *testing.T) {
 	if err != nil || got["u1"].Err != nil {
 		t.Fatalf("prepare: %v %+v", err, got)
 	}
-	b, err := os.ReadFile(d.specs().path("u1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var spec cdispec.Spec
-	if err := json.Unmarshal(b, &spec); err != nil {
-		t.Fatal(err)
-	}
+	b, spec := writtenSpec(t, d, "u1")
 	ann := map[string]map[string]string{}
 	for _, dev := range spec.Devices {
 		ann[dev.Name] = dev.Annotations

@@ -62,14 +62,7 @@ func TestPrepareUnprepare(t *testing.T) {
 	if !reflect.DeepEqual(got["u1"].Devices, want) {
 		t.Errorf("devices %+v, want %+v", got["u1"].Devices, want)
 	}
-	b, err := os.ReadFile(d.specs().path("u1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var spec cdispec.Spec
-	if err := json.Unmarshal(b, &spec); err != nil {
-		t.Fatal(err)
-	}
+	b, spec := writtenSpec(t, d, "u1")
 	var nodes []string
 	for _, n := range spec.Devices[0].ContainerEdits.DeviceNodes {
 		nodes = append(nodes, n.Path)

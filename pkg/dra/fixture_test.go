@@ -1,6 +1,7 @@
 package dra
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 	resourceapi "k8s.io/api/resource/v1"
+	cdispec "tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/rdma-chain/rdma-chain/pkg/rdma"
 )
@@ -103,4 +105,19 @@ func find(t *testing.T, devs []resourceapi.Device, name string) resourceapi.Devi
 	}
 	t.Fatalf("no device %s in %+v", name, devs)
 	return resourceapi.Device{}
+}
+
+// writtenSpec reads the CDI spec d wrote for claim uid: its bytes and
+// their decoding.
+func writtenSpec(t *testing.T, d *Driver, uid string) ([]byte, cdispec.Spec) {
+	t.Helper()
+	b, err := os.ReadFile(d.specs().path(uid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spec cdispec.Spec
+	if err := json.Unmarshal(b, &spec); err != nil {
+		t.Fatal(err)
+	}
+	return b, spec
 }
