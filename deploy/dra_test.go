@@ -112,8 +112,7 @@ func checkDRAPod(t *testing.T, ds appsv1.DaemonSet, node corev1.PodSpec) {
 	}
 	got := flagArgs(t, c.Args)
 	want := map[string]string{"--node-name": "$(NODE_NAME)", "--sys-root": "/sys", "--cdi-dir": "/var/run/cdi",
-		"--kubelet-dir": "/var/lib/kubelet", "--cni-data-dir": "/var/lib/cni/rdma-chain", "--cni-conf-dir": "/etc/cni/net.d", "--interval": "30s", "--status-interval": "2s",
-		"--soft-roce-pods": "16"}
+		"--kubelet-dir": "/var/lib/kubelet", "--cni-data-dir": "/var/lib/cni/rdma-chain", "--cni-conf-dir": "/etc/cni/net.d", "--interval": "30s", "--status-interval": "2s"}
 	if !maps.Equal(got, want) {
 		t.Errorf("flags\n%v, want\n%v", got, want)
 	}

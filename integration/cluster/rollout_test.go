@@ -3,6 +3,7 @@
 package cluster
 
 import (
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -76,7 +77,40 @@ func (cp *controlPlane) rollTo(t *testing.T, digest string) time.Duration {
 	}
 	took := time.Since(start)
 	cp.assertDaemonSetImage(t, cp.repo+"@"+digest)
+	cp.stayedUp(t)
 	return took
+}
+
+// stayedUp waits until every DaemonSet pod of the install has been Ready
+// for 15 s without a restart, and fails at once on a restart: rollout
+// status may count a pod whose container exits right after its start (a
+// flag its binary does not know), Ready for that moment.
+func (cp *controlPlane) stayedUp(t *testing.T) {
+	t.Helper()
+	const held = 15 * time.Second
+	cp.pollFunc(t, 3*time.Minute, func() (bool, string) {
+		out, err := cp.kubectlOut("-n", "kube-system", "get", "pods", "-l", "app in (rdma-chain,rdma-chain-dra)", "-o",
+			`jsonpath={range .items[*]}{.metadata.name} {.status.conditions[?(@.type=="Ready")].status} {.status.conditions[?(@.type=="Ready")].lastTransitionTime} {.status.containerStatuses[*].restartCount}{"\n"}{end}`)
+		if err != nil {
+			return false, fmt.Sprintf("pods: %v: %s", err, out)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+			f := strings.Fields(line)
+			if len(f) < 4 {
+				return false, "pod not up yet: " + line
+			}
+			for _, n := range f[3:] {
+				if n != "0" {
+					t.Fatalf("DaemonSet pod %s restarted after its rollout (restarts per container: %s):\n%s", f[0], strings.Join(f[3:], " "), out)
+				}
+			}
+			since, err := time.Parse(time.RFC3339, f[2])
+			if f[1] != "True" || err != nil || time.Since(since) < held {
+				return false, "pod not Ready for " + held.String() + " yet: " + line
+			}
+		}
+		return true, ""
+	}, func() string { return "" })
 }
 
 // checkRolled checks, after a rollout, that each of p's pods' node has a
