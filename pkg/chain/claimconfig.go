@@ -3,7 +3,6 @@ package chain
 import (
 	"fmt"
 	"net/netip"
-	"slices"
 	"strconv"
 
 	"github.com/rdma-chain/rdma-chain/pkg/config"
@@ -235,14 +234,10 @@ func applySMCR(c *call, pc *podConf, wide map[string]setting) {
 	if !ok {
 		return
 	}
-	on := s.value == "true"
-	ns := c.conf.SMCR.Namespaces
+	on, why := s.value == "true", c.conf.SMCRRefusal(c.pod.Namespace)
 	switch annotated, _ := c.conf.SMCRFor(c.pod.Namespace); {
-	case on && c.conf.SMCR.Enabled != nil && !*c.conf.SMCR.Enabled:
-		c.log.Warn("claim configuration smcr true ignored: smcr.enabled is false on network "+c.conf.Name, "claim", s.claim)
-		on = false
-	case on && ns != nil && !slices.Contains(ns, c.pod.Namespace):
-		c.log.Warn(fmt.Sprintf("claim configuration smcr true ignored: namespace %q is not in smcr.namespaces of network %s", c.pod.Namespace, c.conf.Name), "claim", s.claim)
+	case on && why != "":
+		c.log.Warn("claim configuration smcr true ignored: "+why, "claim", s.claim)
 		on = false
 	case on:
 		c.log.Info("claim configuration: SMC-R on", "claim", s.claim)

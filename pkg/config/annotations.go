@@ -38,13 +38,24 @@ func (c *NetConf) SMCRRequested() (bool, string) {
 // controls the annotation, the node's admin what it may change.
 func (c *NetConf) SMCRFor(namespace string) (bool, string) {
 	on, warning := c.SMCRRequested()
-	switch {
-	case !on:
+	if !on {
 		return false, warning
-	case c.SMCR.Enabled != nil && !*c.SMCR.Enabled:
-		return false, fmt.Sprintf("annotation %s ignored: smcr.enabled is false on network %s", AnnotationSMCR, c.Name)
-	case c.SMCR.Namespaces != nil && !slices.Contains(c.SMCR.Namespaces, namespace):
-		return false, fmt.Sprintf("annotation %s ignored: namespace %q is not in smcr.namespaces of network %s", AnnotationSMCR, namespace, c.Name)
+	}
+	if why := c.SMCRRefusal(namespace); why != "" {
+		return false, fmt.Sprintf("annotation %s ignored: %s", AnnotationSMCR, why)
 	}
 	return true, ""
+}
+
+// SMCRRefusal says why the network gives no SMC-R to a pod of namespace
+// (smcr.enabled false, or a namespace not in smcr.namespaces), "" when it
+// does, whoever asks: the annotation or a DeviceClass's configuration.
+func (c *NetConf) SMCRRefusal(namespace string) string {
+	switch {
+	case c.SMCR.Enabled != nil && !*c.SMCR.Enabled:
+		return "smcr.enabled is false on network " + c.Name
+	case c.SMCR.Namespaces != nil && !slices.Contains(c.SMCR.Namespaces, namespace):
+		return fmt.Sprintf("namespace %q is not in smcr.namespaces of network %s", namespace, c.Name)
+	}
+	return ""
 }
