@@ -110,8 +110,8 @@ func TestUnmeasured(t *testing.T) {
 		{"both measured", map[bool][]float64{true: {20, 0}, false: {0, 14}}, 4, nil},
 		{"host without a clock", map[bool][]float64{true: {20, 21}, false: {0, 0}}, 4, []bool{false}},
 		{"both without", map[bool][]float64{true: {math.Inf(1), 0}, false: {0, 0}}, 4, []bool{true, false}},
-		{"one run left", map[bool][]float64{true: {0, 0, 0}, false: {0, 0, 0, 0}}, 7, []bool{true}},
-		{"none left", map[bool][]float64{true: {0, 0, 0, 0}, false: {0, 0, 0, 0}}, 8, nil},
+		{"one run left", map[bool][]float64{true: {0, 0, 0, 0, 0}, false: {0, 0, 0, 0, 0, 0}}, 11, []bool{true}},
+		{"none left", map[bool][]float64{true: {0, 0, 0, 0, 0, 0}, false: {0, 0, 0, 0, 0, 0}}, 12, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := unmeasured(tc.runs, tc.done); !slices.Equal(got, tc.want) {
