@@ -160,7 +160,12 @@ func samePerf(t *testing.T, cp *controlPlane, node, srvAddr, cliAddr string) {
 		p, np := meanMeasured(pods)
 		h, nh := meanMeasured(host)
 		if np == 0 || nh == 0 {
-			t.Errorf("perftest %s on %s: a side without a run with a clock in %d runs (0 or inf: perftest's clock sampling failed; pod-to-pod %s, host-to-host %s)", test.prog, node, len(order), floats(pods), floats(host))
+			side := "pod-to-pod"
+			if np > 0 {
+				side = "host-to-host"
+			}
+			t.Errorf("perftest %s on %s: %s had no run with a clock in %d runs of both sides (0 or inf: perftest's clock sampling failed; pod-to-pod %s, host-to-host %s)",
+				test.prog, node, side, len(order), floats(pods), floats(host))
 			continue
 		}
 		t.Logf("CLUSTER-FIGURE perftest %s on %s's rxe0: pod-to-pod %.2f %s (%s), host-to-host %.2f %s (%s): %.2fx (runs without a clock left out)",
