@@ -183,9 +183,10 @@ const perfMaxRuns = 12
 // clock rate it samples as it prints its report (rdtsc against
 // gettimeofday, 200 samples); in a TCG guest on a loaded host that
 // sampling can fail ("Correlation coefficient r^2 < 0.9", perftest's
-// get_clock.c), the more so on one node, where both ends sample at once
-// on the guest's two vCPUs, which single-threaded TCG runs in turn. The
-// run, which completed, prints 0.00 MB/s or inf us: no measurement.
+// get_clock.c): a sample whose rdtsc and gettimeofday the host's
+// scheduler or the other vCPU (single-threaded TCG runs the two in turn)
+// splits is an outlier. The run, which completed, prints 0.00 MB/s or
+// inf us: no measurement.
 func unmeasured(runs map[bool][]float64, done int) []bool {
 	var more []bool
 	for _, onPods := range []bool{true, false} {
