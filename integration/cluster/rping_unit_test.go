@@ -206,3 +206,24 @@ func TestPerfSeriesRows(t *testing.T) {
 		})
 	}
 }
+
+func TestMoreRuns(t *testing.T) {
+	for _, tc := range []struct {
+		name            string
+		withClock, runs int
+		want            int
+	}{
+		{"first", 0, 0, softRoCERuns},
+		{"all with a clock", 5, 5, 0},
+		{"two without", 3, 5, 2},
+		{"none with", 0, 5, 3},
+		{"one short after more", 4, 7, 1},
+		{"at the most", 2, 8, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := moreRuns(tc.withClock, tc.runs); got != tc.want {
+				t.Errorf("moreRuns(%d, %d) = %d, want %d", tc.withClock, tc.runs, got, tc.want)
+			}
+		})
+	}
+}

@@ -24,8 +24,8 @@ var softRoCEPerfTests = []struct {
 	{"ib_write_bw", "-s 4096 -n 100", "MB/s", 3},
 }
 
-// softRoCERuns is how many runs of each program each side makes, and
-// softRoCEMaxRuns how many it may make while none has a clock: perftest
+// softRoCERuns is how many runs with a clock of each program each side
+// wants, and softRoCEMaxRuns how many runs it may make for them: perftest
 // converts the CPU cycles it counts with a clock rate it samples at its
 // start, and in a TCG guest on a busy host that sampling fails
 // ("Correlation coefficient r^2 < 0.9", perftest's get_clock.c), so a run
@@ -110,17 +110,15 @@ func perfSeriesRows(out string) [][]float64 {
 	return rows
 }
 
-// measured runs prog softRoCERuns times, more while none has a clock
-// (at most softRoCEMaxRuns), and returns the figures of those with one and
-// how many ran; t fails when a run printed no result or none has a clock.
+// measured runs prog until softRoCERuns runs have a clock or
+// softRoCEMaxRuns have run (moreRuns), and returns the figures of those
+// with one and how many ran; t fails when a run printed no result or none
+// has a clock.
 func (cp *controlPlane) measured(t *testing.T, what, prog, args string, col int, srv, cli perfSide, port *int) ([]float64, int) {
 	t.Helper()
 	var got []float64
 	runs := 0
-	for n := softRoCERuns; n > 0; n = min(softRoCEMaxRuns-runs, 3) {
-		if len(got) > 0 {
-			break
-		}
+	for n := moreRuns(0, 0); n > 0; n = moreRuns(len(got), runs) {
 		rows, out := cp.perfSeries(prog, args, srv, cli, n, *port)
 		*port += n
 		runs += n
@@ -137,6 +135,16 @@ func (cp *controlPlane) measured(t *testing.T, what, prog, args string, col int,
 		t.Fatalf("%s %s: none of %d runs had a clock (perftest printed 0.00 or inf)", prog, what, runs)
 	}
 	return got, runs
+}
+
+// moreRuns is how many runs measured makes next, after runs of which
+// withClock had a clock: softRoCERuns at first, then what is missing of
+// softRoCERuns with a clock, within softRoCEMaxRuns in all.
+func moreRuns(withClock, runs int) int {
+	if runs == 0 {
+		return softRoCERuns
+	}
+	return max(0, min(softRoCERuns-withClock, softRoCEMaxRuns-runs))
 }
 
 func countNil(rows [][]float64) int {
@@ -207,8 +215,8 @@ func podsPerf(t *testing.T, cp *controlPlane, a, b softRoCEEnd, host map[string]
 		pods, n := cp.measured(t, "pod-to-pod", test.prog, test.args, test.col, srv, cli, &port)
 		hf := host[test.prog]
 		p, h := median(pods), median(hf.values)
-		t.Logf("CLUSTER-FIGURE perftest %s across nodes on soft-RoCE: pod-to-pod %.2f %s (%s; %d runs), host-to-host %.2f %s (%s; %d runs): %.2fx (medians of the runs with a clock)",
-			test.prog, p, test.unit, floats(pods), n, h, test.unit, floats(hf.values), hf.runs, p/h)
+		t.Logf("CLUSTER-FIGURE perftest %s across nodes on soft-RoCE: pod-to-pod %.2f %s (%s; %d of %d runs with a clock), host-to-host %.2f %s (%s; %d of %d runs): %.2fx (medians of the runs with a clock)",
+			test.prog, p, test.unit, floats(pods), len(pods), n, h, test.unit, floats(hf.values), len(hf.values), hf.runs, p/h)
 	}
 	cp.assertOwnDevicesCarried(t, before, cp.rdmaCounters(t, a, b), a, b)
 }
