@@ -14,7 +14,8 @@ import (
 // softRoCEPerfTests are the perftest programs run pod to pod and host to
 // host, with their arguments and the result row's column that is their
 // figure. Sizes are small: soft-RoCE between TCG guests moves about a
-// MB/s (docs/performance.md), and each side runs every program five times.
+// MB/s (docs/performance.md), and each side runs every program until five
+// runs have a clock (measured).
 var softRoCEPerfTests = []struct {
 	prog, args, unit string
 	col              int // average MB/s, or t_avg in us

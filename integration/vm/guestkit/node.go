@@ -386,3 +386,19 @@ func (n Node) WithoutFiles() Node {
 		return strings.HasPrefix(s, "file ") || strings.HasPrefix(s, "entry ")
 	})
 }
+
+// LeaseGone checks that host-local holds no lease of addr in dir (its
+// dataDir) for network rdmanet.
+func LeaseGone(dir, addr string) error {
+	if addr == "" {
+		return errors.New("no address known to look for")
+	}
+	_, err := os.Stat(filepath.Join(dir, "rdmanet", addr))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err == nil {
+		return fmt.Errorf("lease %s still in %s", addr, dir)
+	}
+	return err
+}

@@ -245,7 +245,7 @@ func (e *excl) released(t *testing.T, before []string) {
 	})
 	guestkit.Check(t, "device-on-eth0", func() error { return guestkit.BoundTo(simdev, nic) })
 	guestkit.Check(t, "no-records-left", func() error { return e.c.RecordCount(0) })
-	guestkit.Check(t, "lease-gone", func() error { return leaseGone(e.ipamDir, e.v6) })
+	guestkit.Check(t, "lease-gone", func() error { return guestkit.LeaseGone(e.ipamDir, e.v6) })
 }
 
 // deviceBack checks that inspect lists simrdma0 in init_net on eth0

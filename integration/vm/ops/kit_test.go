@@ -275,22 +275,6 @@ func releaseOf(r guestkit.LogRecord, what, why string) error {
 	return nil
 }
 
-// leaseGone checks that host-local holds no lease of addr in dir (its
-// dataDir) for network rdmanet.
-func leaseGone(dir, addr string) error {
-	if addr == "" {
-		return errors.New("no address known to look for")
-	}
-	_, err := os.Stat(filepath.Join(dir, "rdmanet", addr))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err == nil {
-		return fmt.Errorf("lease %s still in %s", addr, dir)
-	}
-	return err
-}
-
 // hasAddrs checks that netdev name in init_net has every cidr.
 func hasAddrs(name string, cidrs ...string) error {
 	for _, c := range cidrs {

@@ -318,7 +318,7 @@ func (s *shared) reconcileStale(t *testing.T) {
 	})
 	guestkit.Check(t, "reconcile-exit", func() error { return rc.Exit(0) })
 	guestkit.Check(t, "reconcile-record-gone", func() error { return s.c.RecordCount(len(recs) - 1) })
-	guestkit.Check(t, "reconcile-lease-gone", func() error { return leaseGone(opsV6IPAM, s.staleV6) })
+	guestkit.Check(t, "reconcile-lease-gone", func() error { return guestkit.LeaseGone(opsV6IPAM, s.staleV6) })
 	guestkit.Check(t, "reconcile-kept-pod", func() error {
 		_, err := guestkit.PodLink(s.smc.NetNS, "rdma0")
 		return err

@@ -171,7 +171,7 @@ func (e *excl) repair(t *testing.T, d *guestkit.OpsDaemon, logged string) {
 		return nil
 	})
 	guestkit.Check(t, "no-records-left", func() error { return e.c.RecordCount(0) })
-	guestkit.Check(t, "lease-gone", func() error { return leaseGone(e.ipamDir, e.v6) })
+	guestkit.Check(t, "lease-gone", func() error { return guestkit.LeaseGone(e.ipamDir, e.v6) })
 }
 
 // nicBack checks that eth0 is the NIC again, with both addresses, and

@@ -123,7 +123,7 @@ func TestOpsUnseen(t *testing.T) {
 
 	guestkit.ExpectOK(t, "del", c.Gone(t, p))
 	guestkit.Check(t, "del-released-record", func() error { return c.RecordCount(0) })
-	guestkit.Check(t, "del-released-lease", func() error { return leaseGone(unseenIPAM, addr) })
+	guestkit.Check(t, "del-released-lease", func() error { return guestkit.LeaseGone(unseenIPAM, addr) })
 }
 
 // records are the log records of out with msg.

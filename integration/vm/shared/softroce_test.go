@@ -32,8 +32,9 @@ const srNIC = "veth1"
 // counters move, rxe0's do not); CHECK passes; DEL deletes each device,
 // child and lease, also after the netns is gone; reconcile and uninstall
 // give back a pod gone without DEL (softRoCEReleased); podSoftRoCE on
-// veth0, rxe0's netdev, is refused with 112. Elsewhere (6.1, 6.12): ADD is refused with
-// 112 naming Linux 7.1, leaving no child, device or record.
+// veth0, rxe0's netdev, is refused with 112. Elsewhere (6.1, 6.12): ADD
+// is refused with 112 naming Linux 7.1, leaving no child, device or
+// record.
 func TestSoftRoCEPerPod(t *testing.T) {
 	testenv.VMGuest(t)
 	serve, err := guestkit.SoftRoCEServed()
@@ -282,12 +283,9 @@ func rpingOwn(t *testing.T, p1, p2 pod, dev1, dev2, prefix string) error {
 // sendBW runs perftest's ib_send_bw, 100 sends of 4 KiB, server on p1's
 // device, client on p2's, between their IPv4 GIDs (perftest's own TCP
 // exchange over p1's IPv4 on rdma0: bookworm's perftest makes it over
-// IPv4 only), and logs its result. The client tries again while the
-// server is not listening yet (it opens its device first, which under
-// TCG on a loaded host took over a minute), until the server ends or
-// sendBWTimeout passes. The figure may be 0.00: under TCG perftest's
-// clock sampling can fail (integration/cluster's softRoCERuns); the
-// packets moved are the proof.
+// IPv4 only), and logs its result. The figure may be 0.00: under TCG
+// perftest's clock sampling can fail (integration/cluster's softRoCERuns);
+// the packets moved are the proof.
 func sendBW(t *testing.T, p1, p2 pod, dev1, dev2 string) error {
 	a1, err := guestkit.PodAddr(p1.NetNS, "rdma0", "192.168.78.")
 	if err != nil {
@@ -305,12 +303,12 @@ func sendBW(t *testing.T, p1, p2 pod, dev1, dev2 string) error {
 	if err != nil {
 		return err
 	}
+	args := func(p pod, dev string, idx int) []string {
+		return []string{"netns", "exec", p.Name, "/usr/bin/ib_send_bw", "-d", dev, "-x", strconv.Itoa(idx), "-F", "-s", "4096", "-n", "100", "-p", "18515"}
+	}
 	return ownTraffic(t, "ib_send_bw", []string{dev1, dev2}, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), sendBWTimeout)
 		defer cancel()
-		args := func(p pod, dev string, idx int) []string {
-			return []string{"netns", "exec", p.Name, "/usr/bin/ib_send_bw", "-d", dev, "-x", strconv.Itoa(idx), "-F", "-s", "4096", "-n", "100", "-p", "18515"}
-		}
 		srv := exec.CommandContext(ctx, "/usr/sbin/ip", args(p1, dev1, i1)...)
 		var srvOut guestkit.LockedBuffer
 		srv.Stdout, srv.Stderr = &srvOut, &srvOut
@@ -321,30 +319,61 @@ func sendBW(t *testing.T, p1, p2 pod, dev1, dev2 string) error {
 		go func() { _ = srv.Wait(); close(ended) }()
 		defer func() { cancel(); <-ended }()
 		t0 := time.Now()
-		for try := 1; ; try++ {
-			out, err := exec.CommandContext(ctx, "/usr/sbin/ip", append(args(p2, dev2, i2), a1)...).CombinedOutput()
-			if err == nil && !strings.Contains(string(out), "#bytes") {
-				err = errors.New("no result row")
-			}
-			if err == nil {
-				t.Logf("ib_send_bw %s -> %s (%s GID %d -> %s GID %d), try %d, %.1f s after the server's start:\n%s",
-					p2.Name, p1.Name, dev2, i2, dev1, i1, try, time.Since(t0).Seconds(), out)
-				return nil
-			}
-			select {
-			case <-ended:
-				return fmt.Errorf("ib_send_bw client, try %d: %w: %s / server ended: %s", try, err, out, srvOut.String())
-			case <-ctx.Done():
-				return fmt.Errorf("ib_send_bw client, try %d, %v after the server's start: %w: %s / server: %s", try, sendBWTimeout, err, out, srvOut.String())
-			default:
-			}
-			if !strings.Contains(string(out), "Couldn't connect") {
-				return fmt.Errorf("ib_send_bw client, try %d: %w: %s / server: %s", try, err, out, srvOut.String())
-			}
-			time.Sleep(500 * time.Millisecond)
+		out, try, err := sendBWClient(ctx, ended, append(args(p2, dev2, i2), a1))
+		if err != nil {
+			return fmt.Errorf("ib_send_bw client, try %d, %.1f s after the server's start: %w: %s / server: %s",
+				try, time.Since(t0).Seconds(), err, out, srvOut.String())
 		}
+		t.Logf("ib_send_bw %s -> %s (%s GID %d -> %s GID %d), try %d, %.1f s after the server's start:\n%s",
+			p2.Name, p1.Name, dev2, i2, dev1, i1, try, time.Since(t0).Seconds(), out)
+		return nil
 	})
 }
 
-// sendBWTimeout bounds sendBW's server and all its client's tries.
-const sendBWTimeout = 4 * time.Minute
+// sendBWClient runs ib_send_bw's client (ip's args) until it prints a
+// result row: again while the server is not listening yet ("Couldn't
+// connect"), until the server ends or ctx does. It returns the last
+// try's output and number.
+func sendBWClient(ctx context.Context, srvEnded <-chan struct{}, args []string) (string, int, error) {
+	for try := 1; ; try++ {
+		b, err := exec.CommandContext(ctx, "/usr/sbin/ip", args...).CombinedOutput()
+		out := string(b)
+		if err == nil && !resultRow(out) {
+			err = errors.New("exit 0 without a result row")
+		}
+		switch {
+		case err == nil:
+			return out, try, nil
+		case ctx.Err() != nil:
+			return out, try, fmt.Errorf("%w (%w)", err, ctx.Err())
+		case !strings.Contains(out, "Couldn't connect"):
+			return out, try, err
+		}
+		select {
+		case <-srvEnded:
+			return out, try, fmt.Errorf("%w, and the server ended", err)
+		case <-ctx.Done():
+			return out, try, fmt.Errorf("%w (%w)", err, ctx.Err())
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// resultRow reports whether perftest's output has a result row: the line
+// after its "#bytes" header, starting with the message size.
+func resultRow(out string) bool {
+	_, after, ok := strings.Cut(out, "#bytes")
+	if !ok {
+		return false
+	}
+	lines := strings.SplitN(after, "\n", 3)
+	if len(lines) < 2 {
+		return false
+	}
+	f := strings.Fields(lines[1])
+	return len(f) >= 4 && f[0] == "4096"
+}
+
+// sendBWTimeout bounds sendBW's server and all its client's tries, well
+// within the scenario's boot (RC_VM_BOOT_TIMEOUT).
+const sendBWTimeout = 2 * time.Minute
