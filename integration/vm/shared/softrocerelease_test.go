@@ -32,7 +32,7 @@ func softRoCEReleased(t *testing.T, c *guestkit.Calls) {
 	if !guestkit.Check(t, "release-conflist", func() error { return os.WriteFile(conf, c.List.Bytes, 0o600) }) {
 		return
 	}
-	primary, err := guestkit.Conflist(c.V, "")
+	primary, err := guestkit.Only(c.List, "ptp")
 	if err != nil {
 		t.Fatalf("the primary's conflist: %v", err)
 	}
@@ -46,6 +46,7 @@ func softRoCEReleased(t *testing.T, c *guestkit.Calls) {
 		p := guestkit.NewPod("softroce-", "sr-"+s.name)
 		dev := rdma.SoftRoCEName("rdmanet", p.ContainerID, "eth0")
 		if !guestkit.ExpectOK(t, "add-"+p.Name, c.Add(t, p)) {
+			_ = c.Gone(t, p) // what the failed ADD left must not reach the next scenario
 			return
 		}
 		var addrs []string
@@ -62,10 +63,11 @@ func softRoCEReleased(t *testing.T, c *guestkit.Calls) {
 			}
 			return nil
 		})
-		guestkit.DelNetNS(t, p)
 		if !ok {
+			_ = c.Gone(t, p)
 			return
 		}
+		guestkit.DelNetNS(t, p)
 		run := guestkit.RunOps(t, s.name, nil, s.args...)
 		guestkit.Check(t, s.name+"-exit", func() error { return run.Exit(0) })
 		guestkit.Check(t, s.name+"-released", func() error {
