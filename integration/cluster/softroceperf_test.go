@@ -27,8 +27,8 @@ var softRoCEPerfTests = []struct {
 
 // softRoCERuns is how many runs with a clock of each program each side
 // wants, and softRoCEMaxRuns how many runs it may make for them: perftest
-// converts the CPU cycles it counts with a clock rate it samples at its
-// start, and in a TCG guest on a busy host that sampling fails
+// converts the CPU cycles it counts with a clock rate it samples as it
+// prints its report (unmeasured), and in a TCG guest on a busy host that sampling fails
 // ("Correlation coefficient r^2 < 0.9", perftest's get_clock.c), so a run
 // that completed prints 0.00 MB/s or inf us: no measurement (seen for 8 of
 // 10 host-to-host runs beside another control plane).

@@ -304,7 +304,7 @@ func sendBW(t *testing.T, p1, p2 pod, dev1, dev2 string) error {
 		return err
 	}
 	args := func(p pod, dev string, idx int) []string {
-		return []string{"netns", "exec", p.Name, "/usr/bin/ib_send_bw", "-d", dev, "-x", strconv.Itoa(idx), "-F", "-s", "4096", "-n", "100", "-p", "18515"}
+		return []string{"netns", "exec", p.Name, "/usr/bin/ib_send_bw", "-d", dev, "-x", strconv.Itoa(idx), "-F", "-s", sendBWSize, "-n", "100", "-p", "18515"}
 	}
 	return ownTraffic(t, "ib_send_bw", []string{dev1, dev2}, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), sendBWTimeout)
@@ -359,6 +359,10 @@ func sendBWClient(ctx context.Context, srvEnded <-chan struct{}, args []string) 
 	}
 }
 
+// sendBWSize is sendBW's message size in bytes, the first column of its
+// result row.
+const sendBWSize = "4096"
+
 // resultRow reports whether perftest's output has a result row: the line
 // after its "#bytes" header, starting with the message size.
 func resultRow(out string) bool {
@@ -371,7 +375,7 @@ func resultRow(out string) bool {
 		return false
 	}
 	f := strings.Fields(lines[1])
-	return len(f) >= 4 && f[0] == "4096"
+	return len(f) >= 4 && f[0] == sendBWSize
 }
 
 // sendBWTimeout bounds sendBW's server and all its client's tries, well
